@@ -1,0 +1,39 @@
+# -*- Python -*-
+# Lit configuration of Mantissa's tests: FileCheck tests of mantissa-opt,
+# mantissa-compile and mantissa-run.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "MANTISSA"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".yaml"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "CMakeLists.txt"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mantissa_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%corpus", config.mantissa_corpus_dir))
+config.substitutions.append(("%examples", os.path.join(config.mantissa_src_root, "examples")))
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+
+# Uninstrumented libMLIR and instrumented tools share containers, which
+# makes ASan's container-overflow check report false positives.
+config.environment["ASAN_OPTIONS"] = "detect_container_overflow=0:detect_leaks=1"
+config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+tools = [
+    ToolSubst("mantissa-opt", unresolved="fatal"),
+    ToolSubst("mantissa-compile", unresolved="ignore"),
+    ToolSubst("mantissa-run", unresolved="ignore"),
+]
+llvm_config.add_tool_substitutions(tools, [config.mantissa_tools_dir, config.llvm_tools_dir])
+
+if os.path.isdir(config.mantissa_corpus_dir):
+    config.available_features.add("corpus")

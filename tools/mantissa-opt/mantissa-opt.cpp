@@ -1,0 +1,33 @@
+//===- mantissa-opt.cpp - mlir-opt for Mantissa's dialect and passes ------===//
+//
+// Parses, verifies, transforms and prints `train` IR. Lit tests drive it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Dialect/Train/IR/TrainDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+#if __has_include("mantissa/Transforms/Passes.h")
+#include "mantissa/Transforms/Passes.h"
+#define MANTISSA_HAS_TRANSFORMS 1
+#endif
+
+int main(int argc, char **argv) {
+  // Only what the project uses: the all-in-one registration headers would
+  // cost most of this tool's build time.
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+#ifdef MANTISSA_HAS_TRANSFORMS
+  mlir::mantissa::registerTransformsPasses();
+#endif
+
+  mlir::DialectRegistry registry;
+  registry
+      .insert<mlir::mantissa::train::TrainDialect, mlir::func::FuncDialect>();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Mantissa optimizer driver\n", registry));
+}
