@@ -9,6 +9,7 @@
 
 #include "mantissa/Dialect/Train/IR/TrainAttrs.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
+#include "mantissa/Dialect/Train/IR/TrainTypeRules.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
@@ -16,6 +17,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::mantissa::train {
@@ -23,6 +25,35 @@ namespace mlir::mantissa::train {
 /// Parses and prints a `#train.dtype` attribute as a bare keyword.
 ParseResult parseDTypeKeyword(OpAsmParser &parser, DTypeAttr &dtype);
 void printDTypeKeyword(OpAsmPrinter &printer, Operation *op, DTypeAttr dtype);
+
+namespace detail {
+/// How an elementwise operation derives its result element type.
+enum class ElementwiseKind {
+  /// torch's type promotion of the operands.
+  Arithmetic,
+  /// Promotion, then integers become fp32 (true division).
+  TrueDivide,
+  /// Promotion for the comparison; the result is i1.
+  Compare,
+  /// The input's type; integers become fp32 (exp, sigmoid, ...).
+  FloatMath,
+  /// The input's type, whatever it is (neg, abs, relu).
+  SameType,
+};
+
+/// Result type of a broadcasting binary operation on two tensors.
+LogicalResult inferBinaryOp(std::optional<Location> location, Type lhs,
+                            Type rhs, ElementwiseKind kind,
+                            SmallVectorImpl<Type> &inferred);
+/// Result type of an operation on a tensor and a Python scalar.
+LogicalResult inferScalarOp(std::optional<Location> location, Type input,
+                            Attribute scalar, ElementwiseKind kind,
+                            SmallVectorImpl<Type> &inferred);
+/// Result type of an elementwise function of one tensor.
+LogicalResult inferUnaryOp(std::optional<Location> location, Type input,
+                           ElementwiseKind kind,
+                           SmallVectorImpl<Type> &inferred);
+} // namespace detail
 
 } // namespace mlir::mantissa::train
 

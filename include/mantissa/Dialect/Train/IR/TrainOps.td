@@ -9,5 +9,12 @@
 
 include "mantissa/Dialect/Train/IR/TrainStepOps.td"
 include "mantissa/Dialect/Train/IR/TrainPrecisionOps.td"
+include "mantissa/Dialect/Train/IR/TrainOptimizerOps.td"
+include "mantissa/Dialect/Train/IR/TrainElementwiseOps.td"
+include "mantissa/Dialect/Train/IR/TrainReductionOps.td"
+include "mantissa/Dialect/Train/IR/TrainLinalgOps.td"
+include "mantissa/Dialect/Train/IR/TrainShapeOps.td"
+include "mantissa/Dialect/Train/IR/TrainIndexingOps.td"
+include "mantissa/Dialect/Train/IR/TrainCreationOps.td"
 
 #endif // MANTISSA_DIALECT_TRAIN_IR_TRAINOPS_TD

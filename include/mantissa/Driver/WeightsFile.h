@@ -1,0 +1,27 @@
+//===- WeightsFile.h - A program's stored tensors as safetensors -*- C++
+//-*-===//
+
+#ifndef MANTISSA_DRIVER_WEIGHTSFILE_H
+#define MANTISSA_DRIVER_WEIGHTSFILE_H
+
+#include "mantissa/Import/Pt2Archive.h"
+#include "mantissa/Runtime/SafeTensors.h"
+#include "llvm/Support/Error.h"
+
+namespace mlir::mantissa {
+
+/// The parameters, buffers and constants of `program` as host tensors keyed
+/// by FQN, in their exported dtypes. Tied weights appear once, under the
+/// first FQN; `tiedTo` maps every other FQN to it. Fails on fake tensors
+/// (no data) and dtypes safetensors cannot hold.
+llvm::Error collectStoredTensors(const pt2::Program &program,
+                                 std::vector<rt::HostTensor> &tensors,
+                                 std::map<std::string, std::string> &tiedTo);
+
+/// Writes the program's stored tensors to `path` (crash-safe; see
+/// rt::writeSafeTensors), with the tie map in the metadata under `tied`.
+llvm::Error writeWeightsFile(const pt2::Program &program, llvm::StringRef path);
+
+} // namespace mlir::mantissa
+
+#endif // MANTISSA_DRIVER_WEIGHTSFILE_H

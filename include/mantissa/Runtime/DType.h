@@ -1,0 +1,153 @@
+//===- DType.h - Element types of runtime tensors ---------------*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The element types the runtime stores and exchanges through safetensors
+// files, their names in that format and in the project's precision rules, and
+// exact float <-> bf16 / fp16 bit conversions.
+//
+// This header is part of libmantissa_rt and must stay free of LLVM and MLIR
+// headers: the runtime is also built without them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_RUNTIME_DTYPE_H
+#define MANTISSA_RUNTIME_DTYPE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string_view>
+
+namespace mlir::mantissa::rt {
+
+/// Element type of a host tensor. The set is what safetensors files written
+/// by torch for training state contain; values are stored little-endian.
+enum class DType : uint8_t { F32, BF16, F16, F64, I64, I32, I16, I8, U8, Bool };
+
+/// Size in bytes of one element (a Bool takes one byte, as in safetensors).
+size_t elementSize(DType dtype);
+
+/// True for F32, BF16, F16 and F64: the types `toFloat32` converts without
+/// going through an integer value.
+bool isFloatingPoint(DType dtype);
+
+/// The name of `dtype` in a safetensors header ("F32", "BF16", ..., "BOOL").
+std::string_view safeTensorsDTypeName(DType dtype);
+
+/// Parses a safetensors header dtype name; the format's names are
+/// case-sensitive, so "f32" is rejected just as other readers reject it.
+std::optional<DType> parseSafeTensorsDTypeName(std::string_view name);
+
+/// Parses a precision name as written in the project's options and rules:
+/// "fp32", "bf16", "fp16", and torch's spellings "float32", "bfloat16",
+/// "float16". Only these floating-point precisions can be chosen there.
+std::optional<DType> parseProjectDTypeName(std::string_view name);
+
+/// The canonical project name of a floating-point precision ("fp32", "bf16",
+/// "fp16", "fp64"); the safetensors name for other types, so that diagnostics
+/// always have something to print.
+std::string_view projectDTypeName(DType dtype);
+
+//===----------------------------------------------------------------------===//
+// Bit conversions
+//===----------------------------------------------------------------------===//
+//
+// These are inline because they sit in the inner loops of checkpoint
+// conversion and of the reference optimizer. They use integer arithmetic only,
+// so the results do not depend on the floating-point environment (rounding
+// mode, flush-to-zero) and match torch bit for bit.
+
+namespace detail {
+inline uint32_t floatBits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+inline float floatFromBits(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+} // namespace detail
+
+/// Rounds `value` to bfloat16 (round to nearest, ties to even). Values beyond
+/// the largest bf16 round to infinity. Every NaN becomes the quiet NaN 0x7FC0,
+/// which is what torch and MLIR's `arith-expand` produce, so results compare
+/// bit-exactly with both; plain truncation could turn a NaN into infinity.
+inline uint16_t floatToBF16Bits(float value) {
+  uint32_t bits = detail::floatBits(value);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+    return 0x7FC0;
+  uint32_t lowestKeptBit = (bits >> 16) & 1u;
+  bits += 0x7FFFu + lowestKeptBit;
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+/// Widens a bfloat16 to float; exact, as bf16 is the top half of a float.
+inline float bf16BitsToFloat(uint16_t bits) {
+  return detail::floatFromBits(static_cast<uint32_t>(bits) << 16);
+}
+
+/// Rounds `value` to IEEE binary16 (round to nearest, ties to even). Values
+/// of magnitude 65520 and above become infinity, tiny values become fp16
+/// subnormals or a signed zero, and NaN becomes a quiet NaN (0x7E00) that
+/// keeps the sign, as torch's conversion does.
+inline uint16_t floatToF16Bits(float value) {
+  uint32_t bits = detail::floatBits(value);
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  uint32_t magnitude = bits & 0x7FFFFFFFu;
+
+  if (magnitude > 0x7F800000u)
+    return sign | 0x7E00u;
+  // 65520 is halfway between the largest fp16 (65504, odd mantissa) and the
+  // next power of two, so it and everything above rounds to infinity.
+  if (magnitude >= 0x477FF000u)
+    return sign | 0x7C00u;
+
+  // Below 2^-14 the result is an fp16 subnormal: a multiple of 2^-24.
+  if (magnitude < 0x38800000u) {
+    uint32_t exponent = magnitude >> 23;
+    uint32_t shift = 126 - exponent; // value = mantissa * 2^-24 >> shift
+    if (exponent == 0 || shift > 24) // below half the smallest subnormal
+      return sign;
+    uint32_t mantissa = (magnitude & 0x7FFFFFu) | 0x800000u;
+    uint32_t rounded = mantissa >> shift;
+    uint32_t remainder = mantissa & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (remainder > half || (remainder == half && (rounded & 1u)))
+      ++rounded; // may carry into the smallest normal, which encodes right
+    return sign | static_cast<uint16_t>(rounded);
+  }
+
+  // Normal: rebias the exponent (127 -> 15) and drop 13 mantissa bits. A
+  // carry out of the mantissa correctly bumps the exponent.
+  uint32_t rounded = (magnitude >> 13) - (112u << 10);
+  uint32_t remainder = magnitude & 0x1FFFu;
+  if (remainder > 0x1000u || (remainder == 0x1000u && (rounded & 1u)))
+    ++rounded;
+  return sign | static_cast<uint16_t>(rounded);
+}
+
+/// Widens an IEEE binary16 to float; exact for every input, NaN stays NaN.
+inline float f16BitsToFloat(uint16_t bits) {
+  uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1Fu;
+  uint32_t mantissa = bits & 0x3FFu;
+  if (exponent == 0x1F)
+    return detail::floatFromBits(sign | 0x7F800000u | (mantissa << 13));
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24 is exact in float (a normal float).
+    float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
+    return sign ? -magnitude : magnitude;
+  }
+  return detail::floatFromBits(sign | ((exponent + 112u) << 23) |
+                               (mantissa << 13));
+}
+
+} // namespace mlir::mantissa::rt
+
+#endif // MANTISSA_RUNTIME_DTYPE_H

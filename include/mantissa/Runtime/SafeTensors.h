@@ -1,0 +1,136 @@
+//===- SafeTensors.h - Reading and writing safetensors files ----*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Host tensors and the safetensors file format (an 8-byte little-endian
+// header length, a JSON header, then the raw tensor bytes), which is how
+// checkpoints, inputs and reference gradients reach the runtime.
+//
+// Reading validates every header field against the file, because files come
+// from outside (and the reader is fuzzed): no input may crash it. Errors are
+// returned as messages naming the file and the tensor; no exception escapes.
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_RUNTIME_SAFETENSORS_H
+#define MANTISSA_RUNTIME_SAFETENSORS_H
+
+#include "mantissa/Runtime/DType.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mlir::mantissa::rt {
+
+/// A named tensor in host memory: row-major, contiguous, little-endian
+/// elements. `bytes.size()` is expected to be numElements() *
+/// elementSize(dtype); the writer checks this, the reader guarantees it.
+struct HostTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  /// Product of the dimensions (1 for a scalar), or -1 when a dimension is
+  /// negative or the product overflows int64_t: a tensor built by hand can be
+  /// malformed, and callers must be able to tell without undefined behavior.
+  int64_t numElements() const;
+};
+
+/// Product of `shape`, or std::nullopt when a dimension is negative or the
+/// product overflows int64_t.
+std::optional<int64_t> checkedNumElements(const std::vector<int64_t> &shape);
+
+/// The elements of `tensor` as floats. Floating-point dtypes are widened
+/// exactly (F64 is rounded to nearest); integer and Bool elements are
+/// converted by value, so the function is total. Converts
+/// `bytes.size() / elementSize(dtype)` elements, so a malformed tensor never
+/// causes an out-of-bounds read.
+std::vector<float> toFloat32(const HostTensor &tensor);
+
+/// A tensor of dtype `target` holding `values` (numElements(shape) floats),
+/// rounded to nearest-even for BF16/F16. For integer targets values are
+/// truncated toward zero and saturated to the type's range (NaN becomes 0),
+/// and Bool stores `value != 0`, so no input has undefined behavior. An
+/// invalid `shape` yields a tensor with no bytes, which writeSafeTensors
+/// rejects.
+HostTensor fromFloat32(std::string name, std::vector<int64_t> shape,
+                       const float *values, DType target);
+
+/// The contents of one safetensors file, fully loaded and validated.
+class SafeTensorsFile {
+public:
+  /// Reads and validates `path` into `out`. On failure returns false, sets
+  /// `error` to a message that starts with the path and names the offending
+  /// tensor where there is one, and leaves `out` empty.
+  static bool read(const std::string &path, SafeTensorsFile &out,
+                   std::string &error);
+
+  /// Like read(), on a file image already in memory; `sourceName` stands in
+  /// for the path in messages. This is the entry point for fuzzing.
+  static bool parse(const uint8_t *data, size_t size,
+                    std::string_view sourceName, SafeTensorsFile &out,
+                    std::string &error);
+
+  /// The tensor called `name`, or nullptr.
+  const HostTensor *find(std::string_view name) const;
+
+  /// Tensor names in the order the file's header lists them.
+  const std::vector<std::string> &names() const { return tensorNames; }
+
+  /// Tensors in the same order as names().
+  const std::vector<HostTensor> &tensors() const { return tensorList; }
+
+  /// The header's `__metadata__` map (empty when the file has none).
+  const std::map<std::string, std::string> &metadata() const {
+    return metadataMap;
+  }
+
+  size_t size() const { return tensorList.size(); }
+
+private:
+  friend class SafeTensorsReader;
+  void clear();
+
+  std::vector<HostTensor> tensorList;
+  std::vector<std::string> tensorNames;
+  /// Index into tensorList; std::less<> allows lookup by string_view.
+  std::map<std::string, size_t, std::less<>> indexByName;
+  std::map<std::string, std::string> metadataMap;
+};
+
+/// Writes `tensors` and `metadata` to `path` as a safetensors file, tensors in
+/// name order, header padded with spaces to an 8-byte boundary.
+///
+/// Crash-safe: every tensor is validated first (no null, no duplicate or
+/// reserved name, byte size matching shape and dtype) so that bad input never
+/// touches the disk; the data goes to `<path>.tmp.<pid>` in the same
+/// directory, which is fsynced and renamed over `path`, then the directory is
+/// fsynced. A reader therefore sees either the old file or the complete new
+/// one. On failure the temporary file is removed and an existing `path` is
+/// left as it was (except when only the final directory fsync fails, which
+/// the message says). Concurrent writers of the same path in one process
+/// would share the temporary name and must be serialized by the caller.
+bool writeSafeTensors(const std::string &path,
+                      const std::vector<const HostTensor *> &tensors,
+                      const std::map<std::string, std::string> &metadata,
+                      std::string &error);
+
+/// Convenience overload for tensors held by value.
+bool writeSafeTensors(const std::string &path,
+                      const std::vector<HostTensor> &tensors,
+                      const std::map<std::string, std::string> &metadata,
+                      std::string &error);
+
+} // namespace mlir::mantissa::rt
+
+#endif // MANTISSA_RUNTIME_SAFETENSORS_H

@@ -1,0 +1,1525 @@
+//===- TorchImporter.cpp - torch.export programs to `train` IR ------------===//
+//
+// Builds one `train.step` from an exported joint program: the signature
+// becomes the step's arguments and results with their metadata, and each
+// ATen node becomes `train` operations. Result types are torch's own (from
+// the graph's tensor metadata); the operations' type inference must agree,
+// which the final verification checks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include <functional>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::mantissa;
+using namespace mlir::mantissa::train;
+using llvm::StringRef;
+
+Type mlir::mantissa::getElementType(MLIRContext &context,
+                                    pt2::ScalarType dtype) {
+  switch (dtype) {
+  case pt2::ScalarType::Float32:
+    return Float32Type::get(&context);
+  case pt2::ScalarType::BFloat16:
+    return BFloat16Type::get(&context);
+  case pt2::ScalarType::Float16:
+    return Float16Type::get(&context);
+  case pt2::ScalarType::Float64:
+    return Float64Type::get(&context);
+  case pt2::ScalarType::Int64:
+    return IntegerType::get(&context, 64);
+  case pt2::ScalarType::Int32:
+    return IntegerType::get(&context, 32);
+  case pt2::ScalarType::Bool:
+    return IntegerType::get(&context, 1);
+  default:
+    return {};
+  }
+}
+
+StringRef mlir::mantissa::getOwningModulePath(StringRef fqn) {
+  size_t dot = fqn.rfind('.');
+  return dot == StringRef::npos ? StringRef() : fqn.take_front(dot);
+}
+
+namespace {
+
+/// Imports one program. Problems are collected rather than returned one at a
+/// time, so that a user sees every unsupported operator in one run.
+class StepImporter {
+public:
+  StepImporter(MLIRContext &context, const pt2::Program &program,
+               StringRef fileName)
+      : context(context), program(program), fileName(fileName),
+        builder(&context) {}
+
+  llvm::Expected<OwningOpRef<ModuleOp>> run();
+
+private:
+  using Handler = std::function<LogicalResult(StepImporter &)>;
+
+  //===--------------------------------------------------------------------===//
+  // Signature
+  //===--------------------------------------------------------------------===//
+
+  RankedTensorType getTensorType(StringRef tensorName, StringRef what);
+  void importSignature(SmallVectorImpl<Type> &argumentTypes,
+                       SmallVectorImpl<DictionaryAttr> &argumentAttrs,
+                       SmallVectorImpl<Type> &resultTypes,
+                       SmallVectorImpl<DictionaryAttr> &resultAttrs);
+
+  //===--------------------------------------------------------------------===//
+  // Nodes
+  //===--------------------------------------------------------------------===//
+
+  void importNode(const pt2::Node &node);
+  /// "node 'mul_3' (torch.ops.aten.mul.Tensor, module layers.0.mlp)".
+  std::string describeNode(const pt2::Node &node) const;
+  LogicalResult fail(const Twine &message);
+
+  const pt2::Argument *findArgument(StringRef name) const;
+  FailureOr<Value> tensorArgument(StringRef name);
+  FailureOr<Value> optionalTensorArgument(StringRef name);
+  FailureOr<SmallVector<Value>> tensorListArgument(StringRef name);
+  FailureOr<int64_t> intArgument(StringRef name,
+                                 std::optional<int64_t> defaultValue = {});
+  FailureOr<SmallVector<int64_t>> intsArgument(StringRef name);
+  FailureOr<double> floatArgument(StringRef name,
+                                  std::optional<double> defaultValue = {});
+  bool boolArgument(StringRef name, bool defaultValue);
+  /// A Python number argument as an attribute (I64, F64 or Bool).
+  FailureOr<Attribute> scalarArgument(StringRef name,
+                                      std::optional<double> defaultValue = {});
+  /// A dimension argument, made non-negative for a tensor of `rank`.
+  FailureOr<int64_t> dimArgument(StringRef name, int64_t rank,
+                                 std::optional<int64_t> defaultValue = {});
+
+  /// The names of the node's output tensors ("" for None outputs).
+  SmallVector<std::string> outputNames() const;
+  /// torch's type for output `index`.
+  FailureOr<RankedTensorType> outputType(unsigned index = 0);
+  LogicalResult setOutput(unsigned index, Value value);
+  LogicalResult setOutputs(ValueRange values);
+
+  static int64_t rankOf(Value value) {
+    return cast<RankedTensorType>(value.getType()).getRank();
+  }
+
+  /// Builds `OpTy` on the given operands with torch's output type(s).
+  template <typename OpTy, typename... Args>
+  LogicalResult emitSingle(Args &&...args) {
+    FailureOr<RankedTensorType> type = outputType(0);
+    if (failed(type))
+      return failure();
+    auto op =
+        builder.create<OpTy>(location, *type, std::forward<Args>(args)...);
+    return setOutput(0, op.getResult());
+  }
+
+  // Families of handlers.
+  template <typename TensorOpTy, typename ScalarOpTy>
+  LogicalResult importBinary();
+  template <typename ScalarOpTy> LogicalResult importScalarOnly();
+  LogicalResult importAddOrSub(bool isSub);
+  template <typename OpTy> LogicalResult importUnary();
+  LogicalResult importIdentity();
+  LogicalResult importAssertMetadata();
+  LogicalResult importToCopy();
+  LogicalResult importGelu();
+  LogicalResult importGeluBackward();
+  LogicalResult importSigmoidBackward();
+  LogicalResult importTanhBackward();
+  LogicalResult importSiluBackward();
+  LogicalResult importThresholdBackward();
+  LogicalResult importWhere();
+  LogicalResult importMaskedFill();
+  LogicalResult importClamp();
+  template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
+  template <typename OpTy> LogicalResult importSoftmax();
+  template <typename OpTy> LogicalResult importSoftmaxBackward();
+  LogicalResult importMatmul();
+  LogicalResult importBatchMatmul();
+  LogicalResult importAddmm();
+  LogicalResult importLayerNorm();
+  LogicalResult importLayerNormBackward();
+  LogicalResult importRmsNorm();
+  LogicalResult importRmsNormBackward();
+  LogicalResult importView();
+  LogicalResult importPermute();
+  LogicalResult importTranspose();
+  LogicalResult importTranspose2D();
+  LogicalResult importExpand();
+  LogicalResult importSlice();
+  LogicalResult importSliceScatter();
+  LogicalResult importSelect();
+  LogicalResult importCat();
+  LogicalResult importSplit(bool withSizes);
+  LogicalResult importEmbedding();
+  LogicalResult importEmbeddingBackward();
+  LogicalResult importIndexPut();
+  LogicalResult importIndexSelect();
+  LogicalResult importGather();
+  LogicalResult importScatter(StringRef reduce);
+  LogicalResult importScatterValue();
+  LogicalResult importFull(std::optional<double> fixedValue,
+                           StringRef valueArgument);
+  LogicalResult importArange();
+  LogicalResult importCopy();
+
+  static const llvm::StringMap<Handler> &handlers();
+
+  MLIRContext &context;
+  const pt2::Program &program;
+  StringRef fileName;
+  OpBuilder builder;
+  Location location = UnknownLoc::get(&context);
+
+  /// The SSA value of each torch tensor name imported so far.
+  llvm::StringMap<Value> values;
+  const pt2::Node *currentNode = nullptr;
+  std::vector<std::string> problems;
+  std::vector<std::string> unsupported;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Handler table
+//===----------------------------------------------------------------------===//
+
+const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
+  static const llvm::StringMap<Handler> table = [] {
+    llvm::StringMap<Handler> map;
+    auto add = [&](StringRef overload, Handler handler) {
+      map[("torch.ops.aten." + overload).str()] = std::move(handler);
+    };
+    using S = StepImporter;
+    // Elementwise arithmetic and comparisons. The `.Tensor` overloads also
+    // receive Python numbers as `other`.
+    for (StringRef name : {"add.Tensor", "add.Scalar"})
+      add(name, [](S &s) { return s.importAddOrSub(false); });
+    for (StringRef name : {"sub.Tensor", "sub.Scalar"})
+      add(name, [](S &s) { return s.importAddOrSub(true); });
+    for (StringRef name : {"mul.Tensor", "mul.Scalar"})
+      add(name, &S::importBinary<MulOp, MulScalarOp>);
+    for (StringRef name : {"div.Tensor", "div.Scalar"})
+      add(name, &S::importBinary<DivOp, DivScalarOp>);
+    add("pow.Tensor_Tensor", &S::importBinary<PowOp, PowScalarOp>);
+    add("pow.Tensor_Scalar", &S::importBinary<PowOp, PowScalarOp>);
+    add("rsub.Scalar", &S::importScalarOnly<RsubScalarOp>);
+    add("maximum.default", &S::importBinary<MaximumOp, MulScalarOp>);
+    add("minimum.default", &S::importBinary<MinimumOp, MulScalarOp>);
+    add("eq.Tensor", &S::importBinary<EqOp, EqScalarOp>);
+    add("eq.Scalar", &S::importBinary<EqOp, EqScalarOp>);
+    add("ne.Tensor", &S::importBinary<NeOp, NeScalarOp>);
+    add("ne.Scalar", &S::importBinary<NeOp, NeScalarOp>);
+    add("lt.Tensor", &S::importBinary<LtOp, LtScalarOp>);
+    add("lt.Scalar", &S::importBinary<LtOp, LtScalarOp>);
+    add("le.Tensor", &S::importBinary<LeOp, LeScalarOp>);
+    add("le.Scalar", &S::importBinary<LeOp, LeScalarOp>);
+    add("gt.Tensor", &S::importBinary<GtOp, GtScalarOp>);
+    add("gt.Scalar", &S::importBinary<GtOp, GtScalarOp>);
+    add("ge.Tensor", &S::importBinary<GeOp, GeScalarOp>);
+    add("ge.Scalar", &S::importBinary<GeOp, GeScalarOp>);
+    // Elementwise functions.
+    add("neg.default", &S::importUnary<NegOp>);
+    add("abs.default", &S::importUnary<AbsOp>);
+    add("exp.default", &S::importUnary<ExpOp>);
+    add("log.default", &S::importUnary<LogOp>);
+    add("sqrt.default", &S::importUnary<SqrtOp>);
+    add("rsqrt.default", &S::importUnary<RsqrtOp>);
+    add("reciprocal.default", &S::importUnary<ReciprocalOp>);
+    add("sigmoid.default", &S::importUnary<SigmoidOp>);
+    add("tanh.default", &S::importUnary<TanhOp>);
+    add("erf.default", &S::importUnary<ErfOp>);
+    add("sin.default", &S::importUnary<SinOp>);
+    add("cos.default", &S::importUnary<CosOp>);
+    add("relu.default", &S::importUnary<ReluOp>);
+    add("silu.default", &S::importUnary<SiluOp>);
+    add("logical_not.default", &S::importUnary<LogicalNotOp>);
+    add("gelu.default", &S::importGelu);
+    add("gelu_backward.default", &S::importGeluBackward);
+    add("sigmoid_backward.default", &S::importSigmoidBackward);
+    add("tanh_backward.default", &S::importTanhBackward);
+    add("silu_backward.default", &S::importSiluBackward);
+    add("threshold_backward.default", &S::importThresholdBackward);
+    add("where.self", &S::importWhere);
+    add("masked_fill.Scalar", &S::importMaskedFill);
+    add("clamp.default", &S::importClamp);
+    // Reductions and softmax.
+    add("sum.dim_IntList",
+        [](S &s) { return s.importReduction<SumOp>(false); });
+    add("sum.default", [](S &s) { return s.importReduction<SumOp>(true); });
+    add("mean.dim", [](S &s) { return s.importReduction<MeanOp>(false); });
+    add("mean.default", [](S &s) { return s.importReduction<MeanOp>(true); });
+    add("amax.default", [](S &s) { return s.importReduction<AmaxOp>(false); });
+    add("_softmax.default", &S::importSoftmax<SoftmaxOp>);
+    add("_log_softmax.default", &S::importSoftmax<LogSoftmaxOp>);
+    add("_softmax_backward_data.default",
+        &S::importSoftmaxBackward<SoftmaxBackwardOp>);
+    add("_log_softmax_backward_data.default",
+        &S::importSoftmaxBackward<LogSoftmaxBackwardOp>);
+    // Matrix products and norms.
+    add("mm.default", &S::importMatmul);
+    add("bmm.default", &S::importBatchMatmul);
+    add("addmm.default", &S::importAddmm);
+    add("native_layer_norm.default", &S::importLayerNorm);
+    add("native_layer_norm_backward.default", &S::importLayerNormBackward);
+    add("_fused_rms_norm.default", &S::importRmsNorm);
+    add("_fused_rms_norm_backward.default", &S::importRmsNormBackward);
+    // Shapes. With value semantics every view is a reshaped copy.
+    for (StringRef name :
+         {"view.default", "_unsafe_view.default", "reshape.default",
+          "unsqueeze.default", "squeeze.dims", "squeeze.dim", "squeeze.default",
+          "flatten.using_ints"})
+      add(name, &S::importView);
+    add("permute.default", &S::importPermute);
+    add("transpose.int", &S::importTranspose);
+    add("t.default", &S::importTranspose2D);
+    add("expand.default", &S::importExpand);
+    add("slice.Tensor", &S::importSlice);
+    add("slice_scatter.default", &S::importSliceScatter);
+    add("select.int", &S::importSelect);
+    add("cat.default", &S::importCat);
+    add("split.Tensor", [](S &s) { return s.importSplit(false); });
+    add("split_with_sizes.default", [](S &s) { return s.importSplit(true); });
+    // torch.export functionalised the program: aliases and copies carry the
+    // same value, so they are dropped.
+    for (StringRef name :
+         {"alias.default", "clone.default", "contiguous.default",
+          "detach.default", "lift_fresh_copy.default"})
+      add(name, &S::importIdentity);
+    add("_assert_tensor_metadata.default", &S::importAssertMetadata);
+    add("_to_copy.default", &S::importToCopy);
+    add("copy.default", &S::importCopy);
+    // Indexing.
+    add("embedding.default", &S::importEmbedding);
+    add("embedding_dense_backward.default", &S::importEmbeddingBackward);
+    add("index_put.default", &S::importIndexPut);
+    add("index_select.default", &S::importIndexSelect);
+    add("gather.default", &S::importGather);
+    add("scatter.src", [](S &s) { return s.importScatter("none"); });
+    add("scatter_add.default", [](S &s) { return s.importScatter("add"); });
+    add("scatter.value", &S::importScatterValue);
+    // Creation. Shapes and dtypes come from torch's metadata of the result.
+    add("full.default", [](S &s) { return s.importFull({}, "fill_value"); });
+    add("full_like.default",
+        [](S &s) { return s.importFull({}, "fill_value"); });
+    add("new_full.default",
+        [](S &s) { return s.importFull({}, "fill_value"); });
+    add("scalar_tensor.default", [](S &s) { return s.importFull({}, "s"); });
+    for (StringRef name :
+         {"zeros.default", "zeros_like.default", "new_zeros.default",
+          "empty.memory_format", "empty_like.default", "new_empty.default",
+          "empty_permuted.default", "empty_strided.default"})
+      add(name, [](S &s) { return s.importFull(0.0, ""); });
+    for (StringRef name :
+         {"ones.default", "ones_like.default", "new_ones.default"})
+      add(name, [](S &s) { return s.importFull(1.0, ""); });
+    for (StringRef name :
+         {"arange.default", "arange.start", "arange.start_step"})
+      add(name, &S::importArange);
+    return map;
+  }();
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+RankedTensorType StepImporter::getTensorType(StringRef tensorName,
+                                             StringRef what) {
+  const pt2::TensorMeta *meta = program.graph.findTensor(tensorName);
+  if (!meta) {
+    problems.push_back(
+        llvm::formatv("{0} '{1}' has no tensor metadata", what, tensorName));
+    return {};
+  }
+  Type element = mlir::mantissa::getElementType(context, meta->dtype);
+  if (!element) {
+    problems.push_back(llvm::formatv("{0} '{1}' has dtype {2}, which is not "
+                                     "supported (float32, bfloat16, float16, "
+                                     "float64, int64, int32, bool are)",
+                                     what, tensorName,
+                                     pt2::stringifyScalarType(meta->dtype)));
+    return {};
+  }
+  return RankedTensorType::get(meta->sizes, element);
+}
+
+void StepImporter::importSignature(
+    SmallVectorImpl<Type> &argumentTypes,
+    SmallVectorImpl<DictionaryAttr> &argumentAttrs,
+    SmallVectorImpl<Type> &resultTypes,
+    SmallVectorImpl<DictionaryAttr> &resultAttrs) {
+  for (const pt2::InputSpec &spec : program.signature.inputSpecs) {
+    TensorKind kind;
+    std::string fqn = spec.fqn;
+    switch (spec.kind) {
+    case pt2::InputSpec::Kind::Parameter:
+      kind = TensorKind::parameter;
+      break;
+    case pt2::InputSpec::Kind::Buffer:
+      kind = TensorKind::buffer;
+      break;
+    case pt2::InputSpec::Kind::TensorConstant:
+      kind = TensorKind::constant;
+      break;
+    case pt2::InputSpec::Kind::UserInput:
+      kind = TensorKind::user_input;
+      fqn = spec.argName;
+      if (!spec.arg.isTensor()) {
+        problems.push_back(llvm::formatv(
+            "user input '{0}' is a {1}, not a tensor; only tensor inputs are "
+            "supported",
+            spec.argName, pt2::stringifyArgumentKind(spec.arg.kind)));
+        continue;
+      }
+      break;
+    case pt2::InputSpec::Kind::ConstantInput:
+      problems.push_back(llvm::formatv(
+          "input '{0}' is a Python constant baked into the graph, which is "
+          "not supported",
+          spec.argName));
+      continue;
+    }
+    RankedTensorType type = getTensorType(spec.argName, "input");
+    if (!type)
+      continue;
+    StringRef module =
+        kind == TensorKind::user_input ? StringRef() : getOwningModulePath(fqn);
+    auto info = TensorInfoAttr::get(
+        &context, kind, builder.getStringAttr(fqn),
+        builder.getStringAttr(module),
+        DenseI64ArrayAttr::get(&context, type.getShape()),
+        type.getElementType(),
+        kind == TensorKind::buffer ? spec.persistent : true);
+    argumentTypes.push_back(type);
+    argumentAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(StepOp::kTensorInfoAttrName, info)));
+  }
+
+  bool hasGradient = false, hasLoss = false;
+  for (const pt2::OutputSpec &spec : program.signature.outputSpecs) {
+    ResultInfoAttr info;
+    switch (spec.kind) {
+    case pt2::OutputSpec::Kind::LossOutput:
+      hasLoss = true;
+      info = ResultInfoAttr::get(&context, ResultKind::loss, nullptr);
+      break;
+    case pt2::OutputSpec::Kind::GradientToParameter:
+      hasGradient = true;
+      info = ResultInfoAttr::get(&context, ResultKind::gradient,
+                                 builder.getStringAttr(spec.fqn));
+      break;
+    case pt2::OutputSpec::Kind::BufferMutation:
+      info = ResultInfoAttr::get(&context, ResultKind::buffer_mutation,
+                                 builder.getStringAttr(spec.fqn));
+      break;
+    case pt2::OutputSpec::Kind::UserOutput:
+      info = ResultInfoAttr::get(&context, ResultKind::user_output, nullptr);
+      break;
+    default:
+      problems.push_back(
+          llvm::formatv("output '{0}' is a {1}, which is not supported",
+                        spec.argName, pt2::stringifyOutputKind(spec.kind)));
+      continue;
+    }
+    if (spec.argName.empty()) {
+      problems.push_back(llvm::formatv("{0} output is not a tensor",
+                                       pt2::stringifyOutputKind(spec.kind)));
+      continue;
+    }
+    RankedTensorType type = getTensorType(spec.argName, "output");
+    if (!type)
+      continue;
+    resultTypes.push_back(type);
+    resultAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(StepOp::kResultInfoAttrName, info)));
+  }
+  if (!hasGradient || !hasLoss)
+    problems.push_back(
+        "this is a forward-only graph (no loss and gradient outputs); export "
+        "the joint training program instead: "
+        "torch.export.save(torch.export.experimental._export_forward_backward("
+        "torch.export.export(model, inputs)), 'model.pt2') for a model whose "
+        "forward returns the loss");
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>> StepImporter::run() {
+  Location fileLocation = FileLineColLoc::get(&context, fileName, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLocation);
+
+  SmallVector<Type> argumentTypes, resultTypes;
+  SmallVector<DictionaryAttr> argumentAttrs, resultAttrs;
+  importSignature(argumentTypes, argumentAttrs, resultTypes, resultAttrs);
+  if (!problems.empty())
+    return llvm::createStringError(
+        llvm::formatv("{0}: {1}", fileName, llvm::join(problems, "; ")).str());
+
+  // The step is named after the file: `llama_medium.pt2` -> @llama_medium.
+  StringRef stem = llvm::sys::path::stem(fileName);
+  builder.setInsertionPointToEnd(module->getBody());
+  auto step = builder.create<StepOp>(
+      fileLocation, builder.getStringAttr(stem.empty() ? "step" : stem),
+      TypeAttr::get(builder.getFunctionType(argumentTypes, resultTypes)),
+      builder.getArrayAttr(
+          SmallVector<Attribute>(argumentAttrs.begin(), argumentAttrs.end())),
+      builder.getArrayAttr(
+          SmallVector<Attribute>(resultAttrs.begin(), resultAttrs.end())));
+  Block *body = builder.createBlock(&step.getBody());
+  for (auto [spec, type] :
+       llvm::zip(program.signature.inputSpecs, argumentTypes)) {
+    Location argumentLocation = NameLoc::get(
+        builder.getStringAttr(spec.fqn.empty() ? spec.argName : spec.fqn),
+        fileLocation);
+    values[spec.argName] = body->addArgument(type, argumentLocation);
+  }
+
+  builder.setInsertionPointToEnd(body);
+  for (const pt2::Node &node : program.graph.nodes)
+    importNode(node);
+
+  if (!unsupported.empty())
+    problems.insert(problems.begin(),
+                    llvm::formatv("{0} unsupported operator{1}: {2}",
+                                  unsupported.size(),
+                                  unsupported.size() == 1 ? "" : "s",
+                                  llvm::join(unsupported, ", "))
+                        .str());
+  if (!problems.empty())
+    return llvm::createStringError(
+        llvm::formatv("{0}: {1}", fileName, llvm::join(problems, "; ")).str());
+
+  SmallVector<Value> results;
+  for (const pt2::OutputSpec &spec : program.signature.outputSpecs) {
+    auto it = values.find(spec.argName);
+    if (it == values.end())
+      return llvm::createStringError(
+          llvm::formatv("{0}: output '{1}' is not computed by the graph",
+                        fileName, spec.argName)
+              .str());
+    results.push_back(it->second);
+  }
+  builder.create<ReturnOp>(fileLocation, results);
+
+  // torch's result types must agree with every operation's own inference;
+  // a disagreement is a bug in the importer or in an operation's rules.
+  std::string diagnostics;
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+      if (!diagnostics.empty())
+        diagnostics += "; ";
+      llvm::raw_string_ostream os(diagnostics);
+      os << diagnostic.getLocation() << ": " << diagnostic.str();
+      return success();
+    });
+    if (failed(mlir::verify(*module)))
+      return llvm::createStringError(
+          llvm::formatv("{0}: the imported step does not verify: {1}", fileName,
+                        diagnostics)
+              .str());
+  }
+  return std::move(module);
+}
+
+void StepImporter::importNode(const pt2::Node &node) {
+  currentNode = &node;
+  std::string nodeName = node.name.empty() ? node.target : node.name;
+  location = NameLoc::get(builder.getStringAttr(nodeName),
+                          FileLineColLoc::get(&context, fileName, 0, 0));
+  const auto &table = handlers();
+  auto handler = table.find(node.target);
+  if (handler == table.end()) {
+    unsupported.push_back(describeNode(node));
+    return;
+  }
+  // A node consuming the result of an unsupported one cannot be imported;
+  // the unsupported producer is already reported.
+  if (!unsupported.empty())
+    for (const pt2::NamedArgument &input : node.inputs) {
+      if (input.arg.isTensor() && !values.count(input.arg.tensorName))
+        return;
+      for (const std::string &name : input.arg.tensorNames)
+        if (!values.count(name))
+          return;
+    }
+  (void)handler->second(*this);
+}
+
+std::string StepImporter::describeNode(const pt2::Node &node) const {
+  std::string text = llvm::formatv("{0} (node '{1}'", node.target, node.name);
+  if (!node.moduleStackEntries.empty())
+    text +=
+        llvm::formatv(", module '{0}'", node.moduleStackEntries.back().path);
+  else
+    text += ", module unknown: the graph has no nn_module_stack";
+  return text + ")";
+}
+
+LogicalResult StepImporter::fail(const Twine &message) {
+  problems.push_back(describeNode(*currentNode) + ": " + message.str());
+  return failure();
+}
+
+//===----------------------------------------------------------------------===//
+// Argument access
+//===----------------------------------------------------------------------===//
+
+const pt2::Argument *StepImporter::findArgument(StringRef name) const {
+  const pt2::NamedArgument *input = currentNode->findInput(name);
+  if (!input || input->arg.isNone())
+    return nullptr;
+  return &input->arg;
+}
+
+FailureOr<Value> StepImporter::tensorArgument(StringRef name) {
+  const pt2::Argument *argument = findArgument(name);
+  if (!argument)
+    return fail("missing tensor argument '" + name + "'");
+  if (!argument->isTensor())
+    return fail("argument '" + name + "' is a " +
+                pt2::stringifyArgumentKind(argument->kind) + ", not a tensor");
+  auto it = values.find(argument->tensorName);
+  if (it == values.end())
+    return fail("argument '" + name + "' names the undefined tensor '" +
+                argument->tensorName + "'");
+  return it->second;
+}
+
+FailureOr<Value> StepImporter::optionalTensorArgument(StringRef name) {
+  if (!findArgument(name))
+    return Value();
+  return tensorArgument(name);
+}
+
+FailureOr<SmallVector<Value>> StepImporter::tensorListArgument(StringRef name) {
+  const pt2::Argument *argument = findArgument(name);
+  if (!argument || argument->kind != pt2::ArgumentKind::Tensors)
+    return fail("argument '" + name + "' must be a list of tensors");
+  SmallVector<Value> result;
+  for (const std::string &tensorName : argument->tensorNames) {
+    auto it = values.find(tensorName);
+    if (it == values.end())
+      return fail("argument '" + name + "' names the undefined tensor '" +
+                  tensorName + "'");
+    result.push_back(it->second);
+  }
+  return result;
+}
+
+FailureOr<int64_t>
+StepImporter::intArgument(StringRef name, std::optional<int64_t> defaultValue) {
+  const pt2::Argument *argument = findArgument(name);
+  if (!argument) {
+    if (defaultValue)
+      return *defaultValue;
+    return fail("missing integer argument '" + name + "'");
+  }
+  if (argument->kind == pt2::ArgumentKind::Int)
+    return argument->intValue;
+  if (argument->kind == pt2::ArgumentKind::SymInt &&
+      !argument->symInt.isSymbolic())
+    return argument->symInt.value;
+  return fail("argument '" + name + "' is a " +
+              pt2::stringifyArgumentKind(argument->kind) +
+              ", not an integer (symbolic shapes are not supported)");
+}
+
+FailureOr<SmallVector<int64_t>> StepImporter::intsArgument(StringRef name) {
+  const pt2::Argument *argument = findArgument(name);
+  if (!argument)
+    return fail("missing integer list argument '" + name + "'");
+  if (argument->kind == pt2::ArgumentKind::Ints)
+    return SmallVector<int64_t>(argument->intValues.begin(),
+                                argument->intValues.end());
+  if (argument->kind == pt2::ArgumentKind::Int)
+    return SmallVector<int64_t>{argument->intValue};
+  if (argument->kind == pt2::ArgumentKind::SymInts) {
+    SmallVector<int64_t> result;
+    for (const pt2::SymIntArgument &value : argument->symInts) {
+      if (value.isSymbolic())
+        return fail("argument '" + name +
+                    "' has a symbolic size; only static shapes are supported");
+      result.push_back(value.value);
+    }
+    return result;
+  }
+  return fail("argument '" + name + "' is a " +
+              pt2::stringifyArgumentKind(argument->kind) +
+              ", not a list of integers");
+}
+
+FailureOr<double>
+StepImporter::floatArgument(StringRef name,
+                            std::optional<double> defaultValue) {
+  const pt2::Argument *argument = findArgument(name);
+  if (!argument) {
+    if (defaultValue)
+      return *defaultValue;
+    return fail("missing number argument '" + name + "'");
+  }
+  switch (argument->kind) {
+  case pt2::ArgumentKind::Float:
+    return argument->floatValue;
+  case pt2::ArgumentKind::Int:
+    return static_cast<double>(argument->intValue);
+  case pt2::ArgumentKind::Bool:
+    return argument->boolValue ? 1.0 : 0.0;
+  default:
+    return fail("argument '" + name + "' is a " +
+                pt2::stringifyArgumentKind(argument->kind) + ", not a number");
+  }
+}
+
+bool StepImporter::boolArgument(StringRef name, bool defaultValue) {
+  const pt2::Argument *argument = findArgument(name);
+  if (!argument || argument->kind != pt2::ArgumentKind::Bool)
+    return defaultValue;
+  return argument->boolValue;
+}
+
+FailureOr<Attribute>
+StepImporter::scalarArgument(StringRef name,
+                             std::optional<double> defaultValue) {
+  const pt2::Argument *argument = findArgument(name);
+  if (!argument) {
+    if (defaultValue)
+      return Attribute(builder.getF64FloatAttr(*defaultValue));
+    return fail("missing number argument '" + name + "'");
+  }
+  switch (argument->kind) {
+  case pt2::ArgumentKind::Int:
+    return Attribute(builder.getI64IntegerAttr(argument->intValue));
+  case pt2::ArgumentKind::Float:
+    return Attribute(builder.getF64FloatAttr(argument->floatValue));
+  case pt2::ArgumentKind::Bool:
+    return Attribute(builder.getBoolAttr(argument->boolValue));
+  default:
+    return fail("argument '" + name + "' is a " +
+                pt2::stringifyArgumentKind(argument->kind) + ", not a number");
+  }
+}
+
+FailureOr<int64_t>
+StepImporter::dimArgument(StringRef name, int64_t rank,
+                          std::optional<int64_t> defaultValue) {
+  FailureOr<int64_t> dim = intArgument(name, defaultValue);
+  if (failed(dim))
+    return failure();
+  int64_t bound = std::max<int64_t>(rank, 1);
+  if (*dim < -bound || *dim >= bound)
+    return fail(
+        llvm::formatv("dimension {0} is out of range for rank {1}", *dim, rank)
+            .str());
+  return *dim < 0 ? *dim + bound : *dim;
+}
+
+SmallVector<std::string> StepImporter::outputNames() const {
+  SmallVector<std::string> names;
+  for (const pt2::Argument &output : currentNode->outputs) {
+    if (output.kind == pt2::ArgumentKind::Tensors)
+      llvm::append_range(names, output.tensorNames);
+    else if (output.isTensor())
+      names.push_back(output.tensorName);
+    else
+      names.push_back("");
+  }
+  return names;
+}
+
+FailureOr<RankedTensorType> StepImporter::outputType(unsigned index) {
+  SmallVector<std::string> names = outputNames();
+  if (index >= names.size() || names[index].empty())
+    return fail(llvm::formatv("has no tensor output #{0}", index).str());
+  RankedTensorType type = getTensorType(names[index], "tensor");
+  if (!type)
+    return failure();
+  return type;
+}
+
+LogicalResult StepImporter::setOutput(unsigned index, Value value) {
+  SmallVector<std::string> names = outputNames();
+  if (index >= names.size())
+    return fail(llvm::formatv("has no output #{0}", index).str());
+  if (!names[index].empty())
+    values[names[index]] = value;
+  return success();
+}
+
+LogicalResult StepImporter::setOutputs(ValueRange results) {
+  for (auto [index, value] : llvm::enumerate(results))
+    if (failed(setOutput(index, value)))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename TensorOpTy, typename ScalarOpTy>
+LogicalResult StepImporter::importBinary() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  // The second operand is `other` or, for pow, `exponent`.
+  StringRef otherName = findArgument("exponent") ? "exponent" : "other";
+  const pt2::Argument *other = findArgument(otherName);
+  if (other && other->isTensor()) {
+    FailureOr<Value> otherValue = tensorArgument(otherName);
+    if (failed(otherValue))
+      return failure();
+    return emitSingle<TensorOpTy>(*self, *otherValue);
+  }
+  if (std::is_same_v<ScalarOpTy, MulScalarOp> &&
+      (std::is_same_v<TensorOpTy, MaximumOp> ||
+       std::is_same_v<TensorOpTy, MinimumOp>))
+    return fail("needs a tensor 'other'");
+  FailureOr<Attribute> scalar = scalarArgument(otherName);
+  if (failed(scalar))
+    return failure();
+  return emitSingle<ScalarOpTy>(*self, *scalar);
+}
+
+template <typename ScalarOpTy> LogicalResult StepImporter::importScalarOnly() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Attribute> scalar =
+      succeeded(self) ? scalarArgument("other") : FailureOr<Attribute>();
+  if (failed(self) || failed(scalar))
+    return failure();
+  return emitSingle<ScalarOpTy>(*self, *scalar);
+}
+
+/// add/sub with `alpha`: `self + alpha * other`. A tensor `other` scaled by
+/// an alpha other than 1 gets its own multiplication, as torch's kernel
+/// computes `other * alpha` before adding.
+LogicalResult StepImporter::importAddOrSub(bool isSub) {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Attribute> alpha = scalarArgument("alpha", 1.0);
+  if (failed(self) || failed(alpha))
+    return failure();
+  auto isOne = [](Attribute attr) {
+    if (auto f = dyn_cast<FloatAttr>(attr))
+      return f.getValueAsDouble() == 1.0;
+    if (auto i = dyn_cast<IntegerAttr>(attr))
+      return i.getValue().getSExtValue() == 1;
+    return false;
+  };
+  const pt2::Argument *other = findArgument("other");
+  if (other && other->isTensor()) {
+    FailureOr<Value> otherValue = tensorArgument("other");
+    if (failed(otherValue))
+      return failure();
+    Value scaled = *otherValue;
+    if (!isOne(*alpha))
+      scaled = builder.create<MulScalarOp>(location, scaled, *alpha);
+    return isSub ? emitSingle<SubOp>(*self, scaled)
+                 : emitSingle<AddOp>(*self, scaled);
+  }
+  FailureOr<double> scalar = floatArgument("other");
+  if (failed(scalar))
+    return failure();
+  FailureOr<Attribute> scalarAttr = scalarArgument("other");
+  if (!isOne(*alpha)) {
+    FailureOr<double> alphaValue = floatArgument("alpha", 1.0);
+    scalarAttr = Attribute(builder.getF64FloatAttr(*scalar * *alphaValue));
+  }
+  return isSub ? emitSingle<SubScalarOp>(*self, *scalarAttr)
+               : emitSingle<AddScalarOp>(*self, *scalarAttr);
+}
+
+template <typename OpTy> LogicalResult StepImporter::importUnary() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  return emitSingle<OpTy>(*self);
+}
+
+LogicalResult StepImporter::importIdentity() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  return setOutput(0, *self);
+}
+
+/// `_assert_tensor_metadata` guards the dtype torch traced with; the
+/// imported value must have it, otherwise the import went wrong.
+LogicalResult StepImporter::importAssertMetadata() {
+  FailureOr<Value> tensor = tensorArgument("a");
+  if (failed(tensor))
+    return failure();
+  const pt2::Argument *dtype = findArgument("dtype");
+  if (!dtype || dtype->kind != pt2::ArgumentKind::ScalarType)
+    return success();
+  Type expected = mlir::mantissa::getElementType(context, dtype->scalarType);
+  Type actual = getElementTypeOrSelf(tensor->getType());
+  if (expected && expected != actual)
+    return fail(
+        llvm::formatv("the graph asserts dtype {0} but the tensor is {1}",
+                      pt2::stringifyScalarType(dtype->scalarType), actual)
+            .str());
+  return success();
+}
+
+LogicalResult StepImporter::importToCopy() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<RankedTensorType> type = outputType();
+  if (failed(self) || failed(type))
+    return failure();
+  if (self->getType() == *type)
+    return setOutput(0, *self);
+  return setOutput(0, builder.create<CastOp>(location, *type, *self));
+}
+
+/// `copy(self, src)`: src's values, broadcast to and converted into self's
+/// shape and dtype.
+LogicalResult StepImporter::importCopy() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> source = tensorArgument("src");
+  FailureOr<RankedTensorType> type = outputType();
+  if (failed(self) || failed(source) || failed(type))
+    return failure();
+  Value value = *source;
+  auto sourceType = cast<RankedTensorType>(value.getType());
+  if (sourceType.getElementType() != type->getElementType())
+    value = builder.create<CastOp>(
+        location,
+        RankedTensorType::get(sourceType.getShape(), type->getElementType()),
+        value);
+  if (sourceType.getShape() != type->getShape())
+    value = builder.create<ExpandOp>(location, *type, value);
+  return setOutput(0, value);
+}
+
+static FailureOr<StringAttr> approximateMode(OpBuilder &builder,
+                                             const pt2::Argument *argument) {
+  if (!argument)
+    return builder.getStringAttr("none");
+  if (argument->kind != pt2::ArgumentKind::String ||
+      (argument->stringValue != "none" && argument->stringValue != "tanh"))
+    return failure();
+  return builder.getStringAttr(argument->stringValue);
+}
+
+LogicalResult StepImporter::importGelu() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<StringAttr> mode =
+      approximateMode(builder, findArgument("approximate"));
+  if (failed(self))
+    return failure();
+  if (failed(mode))
+    return fail("approximate must be 'none' or 'tanh'");
+  return emitSingle<GeluOp>(*self, *mode);
+}
+
+LogicalResult StepImporter::importGeluBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_output");
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<StringAttr> mode =
+      approximateMode(builder, findArgument("approximate"));
+  if (failed(grad) || failed(self))
+    return failure();
+  if (failed(mode))
+    return fail("approximate must be 'none' or 'tanh'");
+  return emitSingle<GeluBackwardOp>(*grad, *self, *mode);
+}
+
+/// `grad * output * (1 - output)`, decomposed into `train` operations.
+LogicalResult StepImporter::importSigmoidBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_output");
+  FailureOr<Value> output = tensorArgument("output");
+  if (failed(grad) || failed(output))
+    return failure();
+  Value oneMinus = builder.create<RsubScalarOp>(location, *output,
+                                                builder.getI64IntegerAttr(1));
+  Value derivative = builder.create<MulOp>(location, *output, oneMinus);
+  return emitSingle<MulOp>(*grad, derivative);
+}
+
+/// `grad * (1 - output^2)`.
+LogicalResult StepImporter::importTanhBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_output");
+  FailureOr<Value> output = tensorArgument("output");
+  if (failed(grad) || failed(output))
+    return failure();
+  Value squared = builder.create<MulOp>(location, *output, *output);
+  Value derivative = builder.create<RsubScalarOp>(location, squared,
+                                                  builder.getI64IntegerAttr(1));
+  return emitSingle<MulOp>(*grad, derivative);
+}
+
+/// `grad * sigmoid(x) * (1 + x * (1 - sigmoid(x)))`.
+LogicalResult StepImporter::importSiluBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_output");
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(grad) || failed(self))
+    return failure();
+  Value sigmoid = builder.create<SigmoidOp>(location, *self);
+  Value oneMinus = builder.create<RsubScalarOp>(location, sigmoid,
+                                                builder.getI64IntegerAttr(1));
+  Value scaled = builder.create<MulOp>(location, *self, oneMinus);
+  Value onePlus = builder.create<AddScalarOp>(location, scaled,
+                                              builder.getI64IntegerAttr(1));
+  Value derivative = builder.create<MulOp>(location, sigmoid, onePlus);
+  return emitSingle<MulOp>(*grad, derivative);
+}
+
+/// `self <= threshold ? 0 : grad` (ReLU's backward).
+LogicalResult StepImporter::importThresholdBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_output");
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Attribute> threshold = scalarArgument("threshold");
+  if (failed(grad) || failed(self) || failed(threshold))
+    return failure();
+  Value mask = builder.create<LeScalarOp>(location, *self, *threshold);
+  return emitSingle<MaskedFillOp>(*grad, mask, builder.getI64IntegerAttr(0));
+}
+
+LogicalResult StepImporter::importWhere() {
+  FailureOr<Value> condition = tensorArgument("condition");
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> other = tensorArgument("other");
+  if (failed(condition) || failed(self) || failed(other))
+    return failure();
+  return emitSingle<WhereOp>(*condition, *self, *other);
+}
+
+LogicalResult StepImporter::importMaskedFill() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> mask = tensorArgument("mask");
+  FailureOr<Attribute> value = scalarArgument("value");
+  if (failed(self) || failed(mask) || failed(value))
+    return failure();
+  return emitSingle<MaskedFillOp>(*self, *mask, *value);
+}
+
+LogicalResult StepImporter::importClamp() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  Attribute min, max;
+  if (findArgument("min")) {
+    FailureOr<Attribute> value = scalarArgument("min");
+    if (failed(value))
+      return failure();
+    min = *value;
+  }
+  if (findArgument("max")) {
+    FailureOr<Attribute> value = scalarArgument("max");
+    if (failed(value))
+      return failure();
+    max = *value;
+  }
+  return emitSingle<ClampOp>(*self, min, max);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and softmax
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+LogicalResult StepImporter::importReduction(bool allDimsByDefault) {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  int64_t rank = rankOf(*self);
+  SmallVector<int64_t> dims;
+  if (!allDimsByDefault && findArgument("dim")) {
+    FailureOr<SmallVector<int64_t>> given = intsArgument("dim");
+    if (failed(given))
+      return failure();
+    for (int64_t dim : *given) {
+      int64_t bound = std::max<int64_t>(rank, 1);
+      if (dim < -bound || dim >= bound)
+        return fail(llvm::formatv("dimension {0} is out of range for rank {1}",
+                                  dim, rank)
+                        .str());
+      dims.push_back(dim < 0 ? dim + bound : dim);
+    }
+    llvm::sort(dims);
+    dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  }
+  // Reducing every dimension of a 0-d tensor is the identity in shape.
+  if (rank == 0)
+    dims.clear();
+  bool keepdim = boolArgument("keepdim", false);
+  TypeAttr dtype;
+  if (const pt2::Argument *argument = findArgument("dtype")) {
+    Type element =
+        mlir::mantissa::getElementType(context, argument->scalarType);
+    if (!element)
+      return fail("unsupported reduction dtype");
+    dtype = TypeAttr::get(element);
+  }
+  return emitSingle<OpTy>(*self, builder.getDenseI64ArrayAttr(dims), keepdim,
+                          dtype);
+}
+
+template <typename OpTy> LogicalResult StepImporter::importSoftmax() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
+  if (failed(dim))
+    return failure();
+  if (boolArgument("half_to_float", false))
+    return fail("half_to_float is only supported by torch on CUDA");
+  return emitSingle<OpTy>(*self, *dim);
+}
+
+template <typename OpTy> LogicalResult StepImporter::importSoftmaxBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_output");
+  FailureOr<Value> output = tensorArgument("output");
+  if (failed(grad) || failed(output))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*output));
+  if (failed(dim))
+    return failure();
+  return emitSingle<OpTy>(*grad, *output, *dim);
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products and norms
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepImporter::importMatmul() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> other = tensorArgument("mat2");
+  if (failed(self) || failed(other))
+    return failure();
+  return emitSingle<MatmulOp>(*self, *other);
+}
+
+LogicalResult StepImporter::importBatchMatmul() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> other = tensorArgument("mat2");
+  if (failed(self) || failed(other))
+    return failure();
+  return emitSingle<BatchMatmulOp>(*self, *other);
+}
+
+LogicalResult StepImporter::importAddmm() {
+  FailureOr<Value> bias = tensorArgument("self");
+  FailureOr<Value> lhs = tensorArgument("mat1");
+  FailureOr<Value> rhs = tensorArgument("mat2");
+  FailureOr<double> beta = floatArgument("beta", 1.0);
+  FailureOr<double> alpha = floatArgument("alpha", 1.0);
+  if (failed(bias) || failed(lhs) || failed(rhs) || failed(beta) ||
+      failed(alpha))
+    return failure();
+  return emitSingle<AddmmOp>(*bias, *lhs, *rhs, builder.getF64FloatAttr(*beta),
+                             builder.getF64FloatAttr(*alpha));
+}
+
+/// The number of trailing dimensions named by `normalized_shape`, checked
+/// against the input's shape.
+static FailureOr<int64_t> normalizedRank(ArrayRef<int64_t> normalizedShape,
+                                         Value input) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(input.getType()).getShape();
+  if (normalizedShape.empty() || normalizedShape.size() > shape.size() ||
+      shape.take_back(normalizedShape.size()) != normalizedShape)
+    return failure();
+  return static_cast<int64_t>(normalizedShape.size());
+}
+
+LogicalResult StepImporter::importLayerNorm() {
+  FailureOr<Value> input = tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
+  FailureOr<Value> weight = optionalTensorArgument("weight");
+  FailureOr<Value> bias = optionalTensorArgument("bias");
+  FailureOr<double> eps = floatArgument("eps");
+  if (failed(input) || failed(shape) || failed(weight) || failed(bias) ||
+      failed(eps))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return fail("normalized_shape does not match the input's trailing shape");
+  SmallVector<Type> types;
+  for (unsigned i = 0; i < 3; ++i) {
+    FailureOr<RankedTensorType> type = outputType(i);
+    if (failed(type))
+      return failure();
+    types.push_back(*type);
+  }
+  auto op = builder.create<LayerNormOp>(location, types, *input, *weight, *bias,
+                                        builder.getI64IntegerAttr(*rank),
+                                        builder.getF64FloatAttr(*eps));
+  return setOutputs(op.getResults());
+}
+
+LogicalResult StepImporter::importLayerNormBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_out");
+  FailureOr<Value> input = tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
+  FailureOr<Value> mean = tensorArgument("mean");
+  FailureOr<Value> rstd = tensorArgument("rstd");
+  FailureOr<Value> weight = optionalTensorArgument("weight");
+  FailureOr<Value> bias = optionalTensorArgument("bias");
+  if (failed(grad) || failed(input) || failed(shape) || failed(mean) ||
+      failed(rstd) || failed(weight) || failed(bias))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return fail("normalized_shape does not match the input's trailing shape");
+  auto op = builder.create<LayerNormBackwardOp>(location, *grad, *input, *mean,
+                                                *rstd, *weight, *bias, *rank);
+  // Outputs that torch's output_mask turned off are None and stay unused.
+  return setOutputs(op.getResults());
+}
+
+LogicalResult StepImporter::importRmsNorm() {
+  FailureOr<Value> input = tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
+  FailureOr<Value> weight = optionalTensorArgument("weight");
+  if (failed(input) || failed(shape) || failed(weight))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return fail("normalized_shape does not match the input's trailing shape");
+  FloatAttr eps;
+  if (findArgument("eps")) {
+    FailureOr<double> value = floatArgument("eps");
+    if (failed(value))
+      return failure();
+    eps = builder.getF64FloatAttr(*value);
+  }
+  auto op = builder.create<RmsNormOp>(location, *input, *weight,
+                                      builder.getI64IntegerAttr(*rank), eps);
+  return setOutputs(op.getResults());
+}
+
+LogicalResult StepImporter::importRmsNormBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_out");
+  FailureOr<Value> input = tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
+  FailureOr<Value> rstd = tensorArgument("rstd");
+  FailureOr<Value> weight = optionalTensorArgument("weight");
+  if (failed(grad) || failed(input) || failed(shape) || failed(rstd) ||
+      failed(weight))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return fail("normalized_shape does not match the input's trailing shape");
+  auto op = builder.create<RmsNormBackwardOp>(location, *grad, *input, *rstd,
+                                              *weight, *rank);
+  return setOutputs(op.getResults());
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+/// Every reshaping view becomes `train.view` to torch's result shape, which
+/// has `-1` and squeezed or inserted dimensions already resolved.
+LogicalResult StepImporter::importView() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<RankedTensorType> type = outputType();
+  if (failed(self) || failed(type))
+    return failure();
+  if (self->getType() == *type)
+    return setOutput(0, *self);
+  return setOutput(0, builder.create<ViewOp>(location, *type, *self));
+}
+
+LogicalResult StepImporter::importPermute() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<SmallVector<int64_t>> dims = intsArgument("dims");
+  if (failed(self) || failed(dims))
+    return failure();
+  int64_t rank = rankOf(*self);
+  for (int64_t &dim : *dims)
+    if (dim < 0)
+      dim += rank;
+  return emitSingle<PermuteOp>(*self, builder.getDenseI64ArrayAttr(*dims));
+}
+
+LogicalResult StepImporter::importTranspose() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  int64_t rank = rankOf(*self);
+  FailureOr<int64_t> dim0 = dimArgument("dim0", rank);
+  FailureOr<int64_t> dim1 = dimArgument("dim1", rank);
+  if (failed(dim0) || failed(dim1))
+    return failure();
+  SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (rank > 0)
+    std::swap(dims[*dim0], dims[*dim1]);
+  return emitSingle<PermuteOp>(*self, builder.getDenseI64ArrayAttr(dims));
+}
+
+LogicalResult StepImporter::importTranspose2D() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  if (rankOf(*self) < 2)
+    return importIdentity();
+  return emitSingle<PermuteOp>(*self, builder.getDenseI64ArrayAttr({1, 0}));
+}
+
+LogicalResult StepImporter::importExpand() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<RankedTensorType> type = outputType();
+  if (failed(self) || failed(type))
+    return failure();
+  if (self->getType() == *type)
+    return setOutput(0, *self);
+  return setOutput(0, builder.create<ExpandOp>(location, *type, *self));
+}
+
+LogicalResult StepImporter::importSlice() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self), 0);
+  FailureOr<int64_t> start = intArgument("start", 0);
+  FailureOr<int64_t> end =
+      intArgument("end", std::numeric_limits<int64_t>::max());
+  FailureOr<int64_t> step = intArgument("step", 1);
+  if (failed(dim) || failed(start) || failed(end) || failed(step))
+    return failure();
+  return emitSingle<SliceOp>(*self, *dim, *start, *end, *step);
+}
+
+LogicalResult StepImporter::importSliceScatter() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> source = tensorArgument("src");
+  if (failed(self) || failed(source))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self), 0);
+  FailureOr<int64_t> start = intArgument("start", 0);
+  FailureOr<int64_t> end =
+      intArgument("end", std::numeric_limits<int64_t>::max());
+  FailureOr<int64_t> step = intArgument("step", 1);
+  if (failed(dim) || failed(start) || failed(end) || failed(step))
+    return failure();
+  return emitSingle<SliceScatterOp>(*self, *source, *dim, *start, *end, *step);
+}
+
+/// `select(dim, index)`: a one-element slice, then a view without `dim`.
+LogicalResult StepImporter::importSelect() {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  auto type = cast<RankedTensorType>(self->getType());
+  FailureOr<int64_t> dim = dimArgument("dim", type.getRank());
+  FailureOr<int64_t> index = intArgument("index");
+  FailureOr<RankedTensorType> resultType = outputType();
+  if (failed(dim) || failed(index) || failed(resultType))
+    return failure();
+  int64_t size = type.getDimSize(*dim);
+  if (*index < -size || *index >= size)
+    return fail(
+        llvm::formatv("index {0} is out of range for size {1}", *index, size)
+            .str());
+  int64_t start = *index < 0 ? *index + size : *index;
+  Value slice =
+      builder.create<SliceOp>(location, *self, *dim, start, start + 1, 1);
+  return setOutput(0, builder.create<ViewOp>(location, *resultType, slice));
+}
+
+LogicalResult StepImporter::importCat() {
+  FailureOr<SmallVector<Value>> tensors = tensorListArgument("tensors");
+  if (failed(tensors))
+    return failure();
+  if (tensors->empty())
+    return fail("cannot concatenate an empty list");
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(tensors->front()), 0);
+  if (failed(dim))
+    return failure();
+  return emitSingle<ConcatOp>(*tensors, *dim);
+}
+
+/// split / split_with_sizes: consecutive slices along `dim`.
+LogicalResult StepImporter::importSplit(bool withSizes) {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  auto type = cast<RankedTensorType>(self->getType());
+  FailureOr<int64_t> dim = dimArgument("dim", type.getRank(), 0);
+  if (failed(dim))
+    return failure();
+  int64_t size = type.getDimSize(*dim);
+  SmallVector<int64_t> sizes;
+  if (withSizes) {
+    FailureOr<SmallVector<int64_t>> given = intsArgument("split_sizes");
+    if (failed(given))
+      return failure();
+    sizes = *given;
+  } else {
+    FailureOr<int64_t> chunk = intArgument("split_size");
+    if (failed(chunk))
+      return failure();
+    if (*chunk <= 0)
+      return fail("split_size must be positive");
+    for (int64_t start = 0; start < size || (size == 0 && start == 0);
+         start += *chunk) {
+      sizes.push_back(std::min(*chunk, size - start));
+      if (size == 0)
+        break;
+    }
+  }
+  int64_t start = 0;
+  SmallVector<Value> pieces;
+  for (int64_t piece : sizes) {
+    pieces.push_back(builder.create<SliceOp>(location, *self, *dim, start,
+                                             start + piece, 1));
+    start += piece;
+  }
+  if (start != size)
+    return fail(
+        llvm::formatv("split sizes add up to {0}, not {1}", start, size).str());
+  return setOutputs(pieces);
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepImporter::importEmbedding() {
+  FailureOr<Value> weight = tensorArgument("weight");
+  FailureOr<Value> indices = tensorArgument("indices");
+  if (failed(weight) || failed(indices))
+    return failure();
+  return emitSingle<EmbeddingOp>(*weight, *indices);
+}
+
+LogicalResult StepImporter::importEmbeddingBackward() {
+  FailureOr<Value> grad = tensorArgument("grad_output");
+  FailureOr<Value> indices = tensorArgument("indices");
+  FailureOr<int64_t> numWeights = intArgument("num_weights");
+  FailureOr<int64_t> paddingIdx = intArgument("padding_idx", -1);
+  if (failed(grad) || failed(indices) || failed(numWeights) ||
+      failed(paddingIdx))
+    return failure();
+  if (boolArgument("scale_grad_by_freq", false))
+    return fail("scale_grad_by_freq is not supported");
+  return emitSingle<EmbeddingBackwardOp>(*grad, *indices, *numWeights,
+                                         *paddingIdx);
+}
+
+LogicalResult StepImporter::importIndexPut() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> values = tensorArgument("values");
+  if (failed(self) || failed(values))
+    return failure();
+  const pt2::Argument *indices = findArgument("indices");
+  std::optional<std::string> indexName;
+  if (indices && indices->kind == pt2::ArgumentKind::Tensors &&
+      indices->tensorNames.size() == 1)
+    indexName = indices->tensorNames.front();
+  else if (indices && indices->kind == pt2::ArgumentKind::OptionalTensors &&
+           indices->optionalTensorNames.size() == 1)
+    indexName = indices->optionalTensorNames.front();
+  if (!indexName || !this->values.count(*indexName))
+    return fail("only one index tensor on the leading dimension is supported");
+  return emitSingle<IndexPutOp>(*self, this->values[*indexName], *values,
+                                boolArgument("accumulate", false));
+}
+
+LogicalResult StepImporter::importIndexSelect() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> index = tensorArgument("index");
+  if (failed(self) || failed(index))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
+  if (failed(dim))
+    return failure();
+  return emitSingle<IndexSelectOp>(*self, *index, *dim);
+}
+
+LogicalResult StepImporter::importGather() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> index = tensorArgument("index");
+  if (failed(self) || failed(index))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
+  if (failed(dim))
+    return failure();
+  return emitSingle<GatherOp>(*self, *index, *dim);
+}
+
+LogicalResult StepImporter::importScatter(StringRef reduce) {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> index = tensorArgument("index");
+  FailureOr<Value> source = tensorArgument("src");
+  if (failed(self) || failed(index) || failed(source))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
+  if (failed(dim))
+    return failure();
+  return emitSingle<ScatterOp>(*self, *index, *source, *dim, reduce);
+}
+
+LogicalResult StepImporter::importScatterValue() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> index = tensorArgument("index");
+  FailureOr<Attribute> value = scalarArgument("value");
+  if (failed(self) || failed(index) || failed(value))
+    return failure();
+  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
+  if (failed(dim))
+    return failure();
+  return emitSingle<ScatterValueOp>(*self, *index, *value, *dim);
+}
+
+//===----------------------------------------------------------------------===//
+// Creation
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepImporter::importFull(std::optional<double> fixedValue,
+                                       StringRef valueArgument) {
+  FailureOr<RankedTensorType> type = outputType();
+  if (failed(type))
+    return failure();
+  FailureOr<Attribute> value =
+      fixedValue ? FailureOr<Attribute>(Attribute(
+                       isIntegral(type->getElementType())
+                           ? Attribute(builder.getI64IntegerAttr(
+                                 static_cast<int64_t>(*fixedValue)))
+                           : Attribute(builder.getF64FloatAttr(*fixedValue))))
+                 : scalarArgument(valueArgument);
+  if (failed(value))
+    return failure();
+  return setOutput(0, builder.create<FullOp>(location, *type, *value));
+}
+
+LogicalResult StepImporter::importArange() {
+  FailureOr<RankedTensorType> type = outputType();
+  FailureOr<Attribute> start =
+      findArgument("start")
+          ? scalarArgument("start")
+          : FailureOr<Attribute>(Attribute(builder.getI64IntegerAttr(0)));
+  FailureOr<Attribute> end = scalarArgument("end");
+  FailureOr<Attribute> step =
+      findArgument("step")
+          ? scalarArgument("step")
+          : FailureOr<Attribute>(Attribute(builder.getI64IntegerAttr(1)));
+  if (failed(type) || failed(start) || failed(end) || failed(step))
+    return failure();
+  return setOutput(
+      0, builder.create<ArangeOp>(location, *type, *start, *end, *step));
+}
+
+//===----------------------------------------------------------------------===//
+// Entry point
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<OwningOpRef<ModuleOp>> mlir::mantissa::importTrainingStep(
+    MLIRContext &context, const pt2::Program &program, StringRef fileName) {
+  context.getOrLoadDialect<TrainDialect>();
+  return StepImporter(context, program, fileName).run();
+}
