@@ -21,8 +21,10 @@ config.substitutions.append(("%examples", os.path.join(config.mantissa_src_root,
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 
 # Uninstrumented libMLIR and instrumented tools share containers, which
-# makes ASan's container-overflow check report false positives.
-config.environment["ASAN_OPTIONS"] = "detect_container_overflow=0:detect_leaks=1"
+# makes ASan's container-overflow check report false positives, and MLIR's
+# storage allocator poisons memory it hands out again.
+config.environment["ASAN_OPTIONS"] = (
+    "detect_container_overflow=0:allow_user_poisoning=0:detect_leaks=1")
 config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
 
 llvm_config.use_default_substitutions()

@@ -55,7 +55,8 @@ def Train_LayerNormOp : Train_ComputeOp<"layer_norm", [AttrSizedOperandSegments]
     torch's `native_layer_norm`: normalises over the last
     `normalized_rank` dimensions, `(x - mean) * rstd * weight + bias`, and
     also returns `mean` and `rstd` (shaped as the input with the normalised
-    dimensions set to 1, in fp32 for bf16/fp16 inputs) for the backward.
+    dimensions set to 1, in the input's dtype as torch's CPU kernel returns
+    them when input and weight share a dtype) for the backward.
   }];
   let arguments = (ins AnyRankedTensor:$input,
                        Optional<AnyRankedTensor>:$weight,

@@ -1,0 +1,238 @@
+//===- RunMain.cpp - The mantissa-run driver ------------------------------===//
+//
+// `mantissa-run MODEL.pt2 --reference --inputs INPUTS.safetensors
+//  [--weights STATE.safetensors] --dump-grads OUT.safetensors` evaluates one
+// training step with the reference interpreter and writes the loss and
+// every parameter's gradient in the layout of torch's reference files
+// (`loss` of shape [1], `grad.<fqn>`, fp32).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Driver/RunMain.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Reference/Interpreter.h"
+#include "mantissa/Runtime/SafeTensors.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::mantissa;
+using train::TensorKind;
+namespace cl = llvm::cl;
+
+static int reportError(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "mantissa-run") << message << "\n";
+  return 1;
+}
+
+/// The MLIR element type a safetensors dtype stores.
+static Type elementTypeOf(MLIRContext &context, rt::DType dtype) {
+  switch (dtype) {
+  case rt::DType::F32:
+    return Float32Type::get(&context);
+  case rt::DType::BF16:
+    return BFloat16Type::get(&context);
+  case rt::DType::F16:
+    return Float16Type::get(&context);
+  case rt::DType::F64:
+    return Float64Type::get(&context);
+  case rt::DType::I64:
+    return IntegerType::get(&context, 64);
+  case rt::DType::I32:
+    return IntegerType::get(&context, 32);
+  case rt::DType::I16:
+    return IntegerType::get(&context, 16);
+  case rt::DType::I8:
+    return IntegerType::get(&context, 8);
+  case rt::DType::U8:
+    return IntegerType::get(&context, 8, IntegerType::Unsigned);
+  case rt::DType::Bool:
+    return IntegerType::get(&context, 1);
+  }
+  return {};
+}
+
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  return text + "]";
+}
+
+/// Converts a stored tensor to the reference interpreter's value of `type`.
+/// Floating-point data may change width (as torch's load_state_dict copies
+/// do); shapes and the integer/float kind must match exactly.
+static llvm::Expected<reference::Tensor>
+toReferenceTensor(MLIRContext &context, const rt::HostTensor &stored,
+                  RankedTensorType type, llvm::StringRef source) {
+  if (ArrayRef<int64_t>(stored.shape) != type.getShape())
+    return llvm::createStringError(llvm::formatv(
+        "{0}: tensor '{1}' has shape {2}, expected {3}", source, stored.name,
+        formatShape(stored.shape), formatShape(type.getShape())));
+  Type storedType = elementTypeOf(context, stored.dtype);
+  Type wanted = type.getElementType();
+  if (storedType == wanted)
+    return reference::Tensor::fromBytes(wanted, type.getShape(), stored.bytes);
+  if (isa<FloatType>(storedType) && isa<FloatType>(wanted)) {
+    std::vector<float> values = rt::toFloat32(stored);
+    return reference::Tensor::fromFloats(wanted, type.getShape(), values);
+  }
+  return llvm::createStringError(llvm::formatv(
+      "{0}: tensor '{1}' has dtype {2}, expected {3}", source, stored.name,
+      rt::safeTensorsDTypeName(stored.dtype), wanted));
+}
+
+/// The interpreter's arguments for `step`: model state from `weights` when
+/// it has the tensor, else from the archive; the batch from `inputs`, by the
+/// input's name or, as torch's reference files store it, as `input.<k>`.
+static llvm::Expected<SmallVector<reference::Tensor>>
+collectArguments(MLIRContext &context, train::StepOp step,
+                 const pt2::Program &program, const rt::SafeTensorsFile &inputs,
+                 llvm::StringRef inputsPath, const rt::SafeTensorsFile *weights,
+                 llvm::StringRef weightsPath) {
+  SmallVector<reference::Tensor> arguments;
+  unsigned userInputIndex = 0;
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    train::TensorInfoAttr info = step.getTensorInfo(index);
+    auto type = cast<RankedTensorType>(step.getArgument(index).getType());
+    llvm::StringRef fqn = info.getFqn().getValue();
+    if (info.getKind() == TensorKind::user_input) {
+      std::string positional = llvm::formatv("input.{0}", userInputIndex++);
+      const rt::HostTensor *tensor = inputs.find(fqn.str());
+      if (!tensor)
+        tensor = inputs.find(positional);
+      if (!tensor)
+        return llvm::createStringError(llvm::formatv(
+            "{0}: no tensor for user input '{1}' (looked for '{1}' and "
+            "'{2}')",
+            inputsPath, fqn, positional));
+      if (elementTypeOf(context, tensor->dtype) != type.getElementType())
+        return llvm::createStringError(llvm::formatv(
+            "{0}: tensor '{1}' (user input '{2}') has dtype {3}, expected {4}",
+            inputsPath, tensor->name, fqn,
+            rt::safeTensorsDTypeName(tensor->dtype), type.getElementType()));
+      auto value = toReferenceTensor(context, *tensor, type, inputsPath);
+      if (!value)
+        return value.takeError();
+      arguments.push_back(std::move(*value));
+      continue;
+    }
+    if (const rt::HostTensor *tensor =
+            weights ? weights->find(fqn.str()) : nullptr) {
+      auto value = toReferenceTensor(context, *tensor, type, weightsPath);
+      if (!value)
+        return value.takeError();
+      arguments.push_back(std::move(*value));
+      continue;
+    }
+    const pt2::StoredTensor *stored = program.findWeight(fqn);
+    if (!stored)
+      stored = program.findConstant(fqn);
+    if (!stored || stored->isFake)
+      return llvm::createStringError(llvm::formatv(
+          "no data for {0} '{1}': the archive has none{2}",
+          train::stringifyTensorKind(info.getKind()), fqn,
+          weights ? " and neither has " + weightsPath.str() : std::string()));
+    auto value = reference::Tensor::fromBytes(
+        type.getElementType(), type.getShape(), stored->contiguousBytes);
+    if (!value)
+      return value.takeError();
+    arguments.push_back(std::move(*value));
+  }
+  return arguments;
+}
+
+int mlir::mantissa::runMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::OptionCategory category("mantissa-run options");
+  cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.pt2>"),
+                                 cl::Required, cl::cat(category));
+  cl::opt<bool> useReference(
+      "reference",
+      cl::desc("Evaluate with the reference interpreter (exact torch CPU "
+               "semantics, slow)"),
+      cl::cat(category));
+  cl::opt<std::string> inputsPath(
+      "inputs", cl::desc("The batch: user inputs by name or as input.<k>"),
+      cl::value_desc("safetensors"), cl::cat(category));
+  cl::opt<std::string> weightsPath(
+      "weights",
+      cl::desc("Initial parameters and buffers by FQN (a state_dict); "
+               "tensors it lacks come from the archive"),
+      cl::value_desc("safetensors"), cl::cat(category));
+  cl::opt<std::string> gradsPath(
+      "dump-grads",
+      cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
+      cl::value_desc("safetensors"), cl::cat(category));
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Mantissa runner: trains a compiled step\n");
+
+  if (!useReference)
+    return reportError("only --reference execution is available in this "
+                       "build; compiled execution is not implemented yet");
+  if (inputsPath.empty())
+    return reportError("--inputs is required");
+
+  llvm::Expected<pt2::Program> program = pt2::readPt2Archive(modelPath);
+  if (!program)
+    return reportError(llvm::toString(program.takeError()));
+  MLIRContext context;
+  context.loadDialect<train::TrainDialect>();
+  llvm::Expected<OwningOpRef<ModuleOp>> module =
+      importTrainingStep(context, *program, modelPath);
+  if (!module)
+    return reportError(llvm::toString(module.takeError()));
+  auto step = *(*module)->getOps<train::StepOp>().begin();
+
+  rt::SafeTensorsFile inputs, weights;
+  std::string error;
+  if (!rt::SafeTensorsFile::read(inputsPath, inputs, error))
+    return reportError(error);
+  if (!weightsPath.empty() &&
+      !rt::SafeTensorsFile::read(weightsPath, weights, error))
+    return reportError(error);
+
+  auto arguments =
+      collectArguments(context, step, *program, inputs, inputsPath,
+                       weightsPath.empty() ? nullptr : &weights, weightsPath);
+  if (!arguments)
+    return reportError(llvm::toString(arguments.takeError()));
+
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << (diagnostics.empty() ? "" : "; ") << diagnostic.getLocation() << ": "
+       << diagnostic.str();
+    return success();
+  });
+  FailureOr<SmallVector<reference::Tensor>> results =
+      reference::interpretStep(step, *arguments);
+  if (failed(results))
+    return reportError(modelPath + ": evaluation failed: " + diagnostics);
+
+  std::vector<rt::HostTensor> dump;
+  for (auto [index, result] : llvm::enumerate(*results)) {
+    train::ResultInfoAttr info = step.getResultInfo(index);
+    std::vector<float> values = result.toFloats();
+    if (info.getKind() == train::ResultKind::loss) {
+      llvm::outs() << llvm::formatv("loss {0:f6}\n", values.front());
+      dump.push_back(
+          rt::fromFloat32("loss", {1}, values.data(), rt::DType::F32));
+    } else if (info.getKind() == train::ResultKind::gradient) {
+      dump.push_back(rt::fromFloat32("grad." + info.getFqn().str(),
+                                     std::vector<int64_t>(result.getShape()),
+                                     values.data(), rt::DType::F32));
+    }
+  }
+  if (!gradsPath.empty() &&
+      !rt::writeSafeTensors(gradsPath, dump, {{"format", "pt"}}, error))
+    return reportError(error);
+  return 0;
+}
