@@ -15,6 +15,11 @@
 #define MANTISSA_HAS_TRANSFORMS 1
 #endif
 
+#if __has_include("mantissa/Conversion/Passes.h")
+#include "mantissa/Conversion/Passes.h"
+#define MANTISSA_HAS_CONVERSION 1
+#endif
+
 int main(int argc, char **argv) {
   // Only what the project uses: the all-in-one registration headers would
   // cost most of this tool's build time.
@@ -23,6 +28,9 @@ int main(int argc, char **argv) {
   mlir::registerSymbolDCEPass();
 #ifdef MANTISSA_HAS_TRANSFORMS
   mlir::mantissa::registerTransformsPasses();
+#endif
+#ifdef MANTISSA_HAS_CONVERSION
+  mlir::mantissa::registerConversionPasses();
 #endif
 
   mlir::DialectRegistry registry;

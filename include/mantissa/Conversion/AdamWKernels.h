@@ -1,0 +1,129 @@
+//===- AdamWKernels.h - Building and compiling AdamW kernels ----*- C++ -*-===//
+//
+// The C++ entry points that turn a shard group's layout into code: a module
+// holding one train.adamw_update, lowered to a CPU shared library (through
+// LLVM IR and clang) or to PTX for sm_90.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_CONVERSION_ADAMWKERNELS_H
+#define MANTISSA_CONVERSION_ADAMWKERNELS_H
+
+#include "mantissa/Conversion/AdamWScalars.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace mlir::mantissa {
+
+using AdamWMember = train::AdamWUpdateOp::Member;
+using AdamWMasterKind = train::AdamWUpdateOp::MasterKind;
+
+/// The roles of a group's buffers, in the order of the kernels' arguments.
+enum class AdamWBuffer { Grad, Param, Master, ExpAvg, ExpAvgSq, MaxExpAvgSq };
+constexpr unsigned kNumAdamWBuffers = 6;
+
+/// One shard group's update: its members and compile-time options.
+struct AdamWGroup {
+  SmallVector<AdamWMember> members;
+  bool amsgrad = false;
+  bool maximize = false;
+
+  /// Bytes each buffer needs (at least 16, so that every buffer exists).
+  int64_t getBufferBytes(AdamWBuffer buffer) const;
+  /// Whether any member has a master (the op then takes a master buffer).
+  bool hasMaster() const;
+};
+
+/// Appends a member of `count` elements to `group`, at the first offsets in
+/// each buffer past the members already there, aligned to 16 bytes.
+AdamWMember &appendAdamWMember(AdamWGroup &group, std::string name,
+                               int64_t count, train::DType grad,
+                               train::DType param, AdamWMasterKind master,
+                               train::DType moments);
+
+/// Registers every dialect, interface and translation the functions below
+/// need in `registry`.
+void registerAdamWKernelDialects(DialectRegistry &registry);
+
+/// Builds a module with one function `name` that performs the group's
+/// update:
+///
+///   void name(void *grad, void *param, void *master, void *exp_avg,
+///             void *exp_avg_sq, void *max_exp_avg_sq, double lr,
+///             double beta1, double beta2, double eps, double weight_decay,
+///             int64_t step, int64_t part, int64_t parts);
+///
+/// All six buffers are always parameters (unused ones are ignored); `part`
+/// and `parts` split the update into disjoint slices for threads. With
+/// `forGpu` the slice parameters are absent (the kernel covers the group).
+OwningOpRef<ModuleOp> buildAdamWKernelModule(MLIRContext *context,
+                                             const AdamWGroup &group,
+                                             StringRef name,
+                                             bool forGpu = false);
+
+/// Lowers a module of train.adamw_update ops for the CPU down to the LLVM
+/// dialect (vector width 8, bare-pointer calling convention). With
+/// `gpuElementCode`, each chunk of 8 elements is updated with the GPU
+/// kernel's element code (for testing it without a GPU).
+LogicalResult lowerAdamWToLLVMDialect(ModuleOp module, int64_t tileSize = 4096,
+                                      bool gpuElementCode = false);
+
+/// Translates an LLVM-dialect module to textual LLVM IR.
+FailureOr<std::string> translateToLLVMIRText(ModuleOp module);
+
+/// Compiles textual LLVM IR into a shared library at `libraryPath` with
+/// clang-19 (-O3 -march=native -fPIC -shared). Reports failures in `error`.
+LogicalResult compileLLVMIRToSharedLibrary(StringRef llvmIR,
+                                           StringRef libraryPath,
+                                           std::string &error);
+
+/// Lowers a module built with `forGpu` to a gpu.module and returns the PTX
+/// for sm_90 (without the trailing NUL), or fails with diagnostics.
+FailureOr<std::string> compileAdamWToPTX(ModuleOp module,
+                                         unsigned blockSize = 256);
+
+/// Number of thread blocks the GPU kernel of `group` is launched with, for
+/// `blockSize` threads of 8 elements each (one tile per block).
+int64_t getAdamWGpuGridSize(const AdamWGroup &group, unsigned blockSize = 256);
+
+/// A group's CPU kernel: built, lowered, compiled to a shared library with
+/// clang-19 and loaded with dlopen (the library is deleted on destruction).
+class AdamWCpuKernel {
+public:
+  /// The C signature of buildAdamWKernelModule's function.
+  using Function = void (*)(void *grad, void *param, void *master, void *expAvg,
+                            void *expAvgSq, void *maxExpAvgSq, double lr,
+                            double beta1, double beta2, double eps,
+                            double weightDecay, int64_t step, int64_t part,
+                            int64_t parts);
+
+  /// Compiles `group`; on failure returns null and explains in `error`.
+  static std::unique_ptr<AdamWCpuKernel> compile(const AdamWGroup &group,
+                                                 std::string &error,
+                                                 int64_t tileSize = 4096,
+                                                 bool gpuElementCode = false);
+  ~AdamWCpuKernel();
+
+  Function getFunction() const { return function; }
+  /// The LLVM IR the library was compiled from.
+  const std::string &getLLVMIR() const { return llvmIR; }
+
+private:
+  AdamWCpuKernel() = default;
+  void *library = nullptr;
+  Function function = nullptr;
+  std::string libraryPath;
+  std::string llvmIR;
+};
+
+} // namespace mlir::mantissa
+
+#endif // MANTISSA_CONVERSION_ADAMWKERNELS_H
