@@ -18,6 +18,8 @@ config.test_exec_root = os.path.join(config.mantissa_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%corpus", config.mantissa_corpus_dir))
 config.substitutions.append(("%examples", os.path.join(config.mantissa_src_root, "examples")))
+config.substitutions.append(
+    ("%mantissa_run", os.path.join(config.mantissa_tools_dir, "mantissa-run")))
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 
 # Uninstrumented libMLIR and instrumented tools share containers, which

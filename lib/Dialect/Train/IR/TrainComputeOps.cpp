@@ -16,15 +16,6 @@ using namespace mlir::mantissa::train;
 using mlir::mantissa::train::detail::ElementwiseKind;
 namespace trainDetail = mlir::mantissa::train::detail;
 
-/// `[2, 3]`, for messages.
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return text;
-}
-
 static RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elementType) {
   return RankedTensorType::get(shape, elementType);
 }

@@ -15,15 +15,6 @@
 using namespace mlir;
 using namespace mlir::mantissa::train;
 
-/// Prints a shape as torch does: `[32, 16]`.
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(shape, os);
-  os << "]";
-  return text;
-}
-
 //===----------------------------------------------------------------------===//
 // Custom directives
 //===----------------------------------------------------------------------===//

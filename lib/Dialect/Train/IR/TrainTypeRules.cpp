@@ -6,6 +6,8 @@
 
 #include "mantissa/Dialect/Train/IR/TrainTypeRules.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::mantissa::train;
@@ -95,4 +97,12 @@ Type mlir::mantissa::train::computeType(Type type) {
   if (type.isBF16() || type.isF16())
     return Float32Type::get(type.getContext());
   return type;
+}
+
+std::string mlir::mantissa::train::formatShape(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
 }

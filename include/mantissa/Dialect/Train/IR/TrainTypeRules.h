@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Support/LogicalResult.h"
 #include <optional>
+#include <string>
 
 namespace mlir::mantissa::train {
 
@@ -40,6 +41,9 @@ Type scalarElementType(Attribute scalar);
 /// The element type floating-point math is done in for `type`: fp32 for
 /// bf16 and fp16, the type itself otherwise.
 Type computeType(Type type);
+
+/// A shape as torch prints it in messages: `[32, 16]`.
+std::string formatShape(ArrayRef<int64_t> shape);
 
 /// Whether `type` is an integer or boolean element type.
 inline bool isIntegral(Type type) { return isa<IntegerType>(type); }
