@@ -3,15 +3,16 @@
 # library, directly or indirectly: the runtime must deploy without them.
 set -euo pipefail
 build_dir=${1:?usage: check-runtime-deps.sh BUILD_DIR}
-library=$build_dir/lib/libmantissa_rt.so
-[[ -f "$library" ]] || { echo "check-runtime-deps: $library not built" >&2; exit 1; }
-if ldd "$library" | grep -Ei 'libLLVM|libMLIR'; then
-  echo "check-runtime-deps: $library links LLVM/MLIR (above)" >&2
-  exit 1
-fi
+for binary in "$build_dir/lib/libmantissa_rt.so" "$build_dir/bin/mantissa-run"; do
+  [[ -f "$binary" ]] || { echo "check-runtime-deps: $binary not built" >&2; exit 1; }
+  if ldd "$binary" | grep -Ei 'libLLVM|libMLIR'; then
+    echo "check-runtime-deps: $binary links LLVM/MLIR (above)" >&2
+    exit 1
+  fi
+done
 if grep -rIlE '#include [<"](llvm|mlir)/' "$(dirname "$0")/../lib/Runtime" \
      "$(dirname "$0")/../include/mantissa/Runtime" 2>/dev/null; then
   echo "check-runtime-deps: runtime sources include LLVM/MLIR headers (above)" >&2
   exit 1
 fi
-echo "check-runtime-deps: $(basename "$library") links no LLVM or MLIR library"
+echo "check-runtime-deps: libmantissa_rt.so and mantissa-run link no LLVM or MLIR library"

@@ -9,13 +9,26 @@ example=$root/examples/llama
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-echo "== Importing $example/model.pt2 (torch.export joint training graph)"
+echo "== 1. Import $example/model.pt2 (a torch.export joint training graph)"
 "$bin/mantissa-compile" "$example/model.pt2" --emit=train-mlir -o "$out/llama.mlir"
-grep -o 'train\.[a-z_]*' "$out/llama.mlir" | sort | uniq -c | sort -rn | head -12
-echo "   ... written to train IR with its weights ($(du -h "$out/llama.weights.safetensors" | cut -f1))"
+grep -o 'train\.[a-z_]*' "$out/llama.mlir" | sort | uniq -c | sort -rn | head -8
 
-echo "== One training step with the reference interpreter (torch CPU semantics)"
+echo
+echo "== 2. The precision plan of $example/precision.yaml"
+"$bin/mantissa-compile" "$example/model.pt2" --precision "$example/precision.yaml" \
+  --precision-report
+
+echo
+echo "== 3. One step with the reference interpreter (torch's CPU numerics)"
 "$bin/mantissa-run" "$example/model.pt2" --reference \
   --inputs "$example/inputs.safetensors" --weights "$example/init.safetensors" \
   --dump-grads "$out/grads.safetensors"
-echo "   gradients of every parameter written as grad.<fqn> (torch's layout)"
+
+echo
+echo "== 4. Compile the artifact (fused AdamW kernels per shard group) and run"
+echo "      10 optimizer steps with those gradients on 1 rank"
+"$bin/mantissa-compile" "$example/model.pt2" --precision "$example/precision.yaml" \
+  -o "$out/artifact"
+"$bin/mantissa-run" "$out/artifact" --grads "$out/grads.safetensors" --steps 10 \
+  --lr 1e-3 --weight-decay 0.01 --final-params "$out/final.safetensors"
+echo "   final fp32 master weights written to final.safetensors"

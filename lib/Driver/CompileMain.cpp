@@ -2,15 +2,24 @@
 //
 // `mantissa-compile MODEL.pt2 --emit=train-mlir -o OUT.mlir` imports an
 // exported training program and writes its `train` IR, with the weights
-// beside it as OUT.weights.safetensors. Every failure is one line on stderr
-// and a non-zero exit, and no output file is left half-written.
+// beside it as OUT.weights.safetensors. `--precision SPEC` (and the other
+// --precision* flags) applies a precision spec: `--emit=plan-mlir` writes the
+// IR after the precision pass, `--precision-report[=json]` prints the plan.
+// Every failure is one line on stderr (with notes) and a non-zero exit, and
+// no output file is left half-written.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/CompileMain.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Runtime/DType.h"
+#include "mantissa/Transforms/Passes.h"
+#include "mantissa/Transforms/PrecisionReport.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 #include "llvm/Support/CommandLine.h"
@@ -20,12 +29,16 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+#include <cstring>
+
 using namespace mlir;
 using namespace mlir::mantissa;
 namespace cl = llvm::cl;
 
 namespace {
-enum class EmitKind { TrainMlir };
+enum class EmitKind { TrainMlir, PlanMlir, Artifact };
+enum class ReportKind { None, Table, Json };
 } // namespace
 
 /// Prints `message` as the tool's one-line error and returns the exit code.
@@ -42,24 +55,162 @@ static std::string weightsPathFor(llvm::StringRef outputPath) {
   return (path + ".weights.safetensors").str();
 }
 
+/// The root-mean-square of a stored floating-point tensor, if it has data.
+static std::optional<double> computeRms(const pt2::StoredTensor &tensor) {
+  const std::vector<uint8_t> &bytes = tensor.contiguousBytes;
+  unsigned width = pt2::getScalarTypeByteWidth(tensor.meta.dtype);
+  if (tensor.isFake || bytes.empty() || width == 0)
+    return std::nullopt;
+  size_t count = bytes.size() / width;
+  double sumOfSquares = 0;
+  for (size_t index = 0; index < count; ++index) {
+    const uint8_t *element = bytes.data() + index * width;
+    double value;
+    switch (tensor.meta.dtype) {
+    case pt2::ScalarType::Float32: {
+      float f;
+      std::memcpy(&f, element, sizeof f);
+      value = f;
+      break;
+    }
+    case pt2::ScalarType::Float64:
+      std::memcpy(&value, element, sizeof value);
+      break;
+    case pt2::ScalarType::BFloat16:
+    case pt2::ScalarType::Float16: {
+      uint16_t bits;
+      std::memcpy(&bits, element, sizeof bits);
+      value = tensor.meta.dtype == pt2::ScalarType::BFloat16
+                  ? rt::bf16BitsToFloat(bits)
+                  : rt::f16BitsToFloat(bits);
+      break;
+    }
+    default:
+      return std::nullopt;
+    }
+    sumOfSquares += value * value;
+  }
+  return count ? std::sqrt(sumOfSquares / double(count)) : 0.0;
+}
+
+/// Attaches each parameter's initial RMS (`train.init_rms`), the magnitude
+/// the precision pass's stall lint measures dtype spacings at.
+static void attachInitialRms(train::StepOp step, const pt2::Program &program) {
+  Builder builder(step.getContext());
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    train::TensorInfoAttr info = step.getTensorInfo(index);
+    if (!info || info.getKind() != train::TensorKind::parameter)
+      continue;
+    const pt2::StoredTensor *stored =
+        program.findWeight(info.getFqn().getValue());
+    if (!stored)
+      continue;
+    if (std::optional<double> rms = computeRms(*stored))
+      step.setArgAttr(index, kInitRmsAttrName, builder.getF64FloatAttr(*rms));
+  }
+}
+
+/// Writes the IR (and the weights beside it, unless it goes to stdout).
+static int writeOutputs(llvm::StringRef text, llvm::StringRef outputPath,
+                        const pt2::Program &program) {
+  if (outputPath == "-") {
+    llvm::outs() << text;
+    return 0;
+  }
+  // Weights first: if they cannot be written, no IR refers to them.
+  std::string weightsPath = weightsPathFor(outputPath);
+  if (llvm::Error error = writeWeightsFile(program, weightsPath))
+    return reportError(llvm::toString(std::move(error)));
+  // writeToOutput writes a temporary file and renames it into place.
+  if (llvm::Error error = llvm::writeToOutput(
+          outputPath, [&](llvm::raw_ostream &os) -> llvm::Error {
+            os << text;
+            return llvm::Error::success();
+          })) {
+    llvm::sys::fs::remove(weightsPath);
+    return reportError(outputPath + ": " + llvm::toString(std::move(error)));
+  }
+  return 0;
+}
+
 int mlir::mantissa::compileMain(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::OptionCategory category("mantissa-compile options");
+  cl::OptionCategory precisionCategory("precision options");
   cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.pt2>"),
                                  cl::Required, cl::cat(category));
   cl::opt<std::string> outputPath(
       "o", cl::desc("Output file ('-' for stdout; then no weights file)"),
       cl::value_desc("path"), cl::init("-"), cl::cat(category));
   cl::opt<EmitKind> emit(
-      "emit", cl::desc("What to write"), cl::init(EmitKind::TrainMlir),
+      "emit",
+      cl::desc("What to write (default: an artifact when -o names a "
+               "directory, else plan-mlir when a --precision option is given, "
+               "else train-mlir)"),
+      cl::init(EmitKind::TrainMlir),
       cl::values(clEnumValN(EmitKind::TrainMlir, "train-mlir",
                             "the imported step in the train dialect, and "
-                            "its weights as OUT.weights.safetensors")),
+                            "its weights as OUT.weights.safetensors"),
+                 clEnumValN(EmitKind::PlanMlir, "plan-mlir",
+                            "the step after the precision pass (plans, "
+                            "casts, shard groups), and its weights"),
+                 clEnumValN(EmitKind::Artifact, "artifact",
+                            "the compiled artifact directory the runtime "
+                            "loads (the default when -o names no .mlir "
+                            "file)")),
       cl::cat(category));
-  cl::HideUnrelatedOptions(category);
+
+  cl::opt<std::string> specPath(
+      "precision",
+      cl::desc("YAML precision spec (default_dtype, shard_units, rules)"),
+      cl::value_desc("spec.yaml"), cl::cat(precisionCategory));
+  cl::list<std::string> flagRules(
+      "precision-rule",
+      cl::desc("A rule applied after the spec's: GLOB:AXIS=DTYPE[,AXIS=DTYPE] "
+               "(repeatable; axes master, gather, reduce, moments)"),
+      cl::value_desc("rule"), cl::cat(precisionCategory));
+  cl::opt<std::string> defaultDtype(
+      "precision-default-dtype",
+      cl::desc("Gather dtype of parameters no rule sets (fp32, bf16, fp16)"),
+      cl::value_desc("dtype"), cl::cat(precisionCategory));
+  cl::opt<double> learningRate(
+      "lr", cl::desc("Learning rate the stall lint assumes (default 1e-3)"),
+      cl::init(1e-3), cl::cat(precisionCategory));
+  cl::opt<bool> warningsAsErrors(
+      "warnings-as-errors", cl::desc("Fail on the precision lints' warnings"),
+      cl::init(false), cl::cat(precisionCategory));
+  cl::opt<ReportKind> report(
+      "precision-report",
+      cl::desc("Print the precision plan to stdout (the IR is then written "
+               "only with -o FILE)"),
+      cl::ValueOptional, cl::init(ReportKind::None),
+      cl::values(clEnumValN(ReportKind::Table, "", "a table (the default)"),
+                 clEnumValN(ReportKind::Table, "table", "a table"),
+                 clEnumValN(ReportKind::Json, "json", "JSON for tools")),
+      cl::cat(precisionCategory));
+  cl::HideUnrelatedOptions({&category, &precisionCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "Mantissa compiler: imports a torch.export training program (.pt2)\n");
+
+  bool precisionRequested = !specPath.empty() || !flagRules.empty() ||
+                            defaultDtype.getNumOccurrences() ||
+                            report != ReportKind::None ||
+                            emit == EmitKind::PlanMlir;
+  bool outputIsDirectory = outputPath.getNumOccurrences() &&
+                           outputPath != "-" &&
+                           llvm::sys::path::extension(outputPath) != ".mlir";
+  if (!emit.getNumOccurrences() && outputIsDirectory)
+    emit = EmitKind::Artifact;
+  else if (precisionRequested && !emit.getNumOccurrences())
+    emit = EmitKind::PlanMlir;
+  if (emit == EmitKind::Artifact && !outputIsDirectory)
+    return reportError("--emit=artifact needs -o DIR (a directory path)");
+  bool writeIR = report == ReportKind::None || outputPath.getNumOccurrences();
+  if (report != ReportKind::None && outputPath == "-" &&
+      outputPath.getNumOccurrences())
+    return reportError("--precision-report prints to stdout; write the IR to "
+                       "a file with -o FILE");
 
   llvm::Expected<pt2::Program> program = pt2::readPt2Archive(inputPath);
   if (!program)
@@ -72,28 +223,67 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
   if (!module)
     return reportError(llvm::toString(module.takeError()));
 
-  std::string text;
-  {
+  auto printModule = [&]() {
+    std::string text;
     llvm::raw_string_ostream os(text);
-    (*module)->print(os, OpPrintingFlags().elideLargeElementsAttrs());
+    (**module)->print(os, OpPrintingFlags().elideLargeElementsAttrs());
+    return text;
+  };
+  std::string text;
+  if (emit == EmitKind::TrainMlir)
+    text = printModule();
+
+  if (precisionRequested) {
+    auto steps = (**module).getOps<train::StepOp>();
+    if (steps.empty())
+      return reportError(inputPath + ": no train.step to apply a precision "
+                                     "spec to");
+    train::StepOp step = *steps.begin();
+    attachInitialRms(step, *program);
+
+    // Diagnostics carry the rule's file:line and the tensor's FQN in their
+    // text, so they are printed without the IR locations.
+    bool failedAny = false;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+      bool isError = diagnostic.getSeverity() == DiagnosticSeverity::Error;
+      failedAny |= isError;
+      (isError ? llvm::WithColor::error(llvm::errs(), "mantissa-compile")
+               : llvm::WithColor::warning(llvm::errs(), "mantissa-compile"))
+          << diagnostic.str() << "\n";
+      for (Diagnostic &note : diagnostic.getNotes())
+        llvm::WithColor::note(llvm::errs(), "mantissa-compile")
+            << note.str() << "\n";
+      return success();
+    });
+
+    precision::SpecOptions specOptions;
+    specOptions.specPath = specPath;
+    specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
+    specOptions.defaultDtype = defaultDtype;
+    FailureOr<precision::Spec> spec =
+        loadPrecisionSpec(specOptions, step.getLoc());
+    if (failed(spec))
+      return 1;
+    FailureOr<precision::StepPlan> plan =
+        applyPrecisionPlan(step, *spec, learningRate, warningsAsErrors);
+    if (failed(plan) || failedAny)
+      return 1;
+
+    if (report == ReportKind::Table)
+      precision::printReportTable(*plan, llvm::outs());
+    else if (report == ReportKind::Json)
+      precision::printReportJson(*plan, llvm::outs());
+    if (emit == EmitKind::PlanMlir)
+      text = printModule();
   }
 
-  if (outputPath == "-") {
-    llvm::outs() << text;
+  if (emit == EmitKind::Artifact) {
+    if (llvm::Error error =
+            writeArtifact(**module, *program, outputPath, ArtifactOptions()))
+      return reportError(outputPath + ": " + llvm::toString(std::move(error)));
     return 0;
   }
-  // Weights first: if they cannot be written, no IR refers to them.
-  std::string weightsPath = weightsPathFor(outputPath);
-  if (llvm::Error error = writeWeightsFile(*program, weightsPath))
-    return reportError(llvm::toString(std::move(error)));
-  // writeToOutput writes a temporary file and renames it into place.
-  if (llvm::Error error = llvm::writeToOutput(
-          outputPath, [&](llvm::raw_ostream &os) -> llvm::Error {
-            os << text;
-            return llvm::Error::success();
-          })) {
-    llvm::sys::fs::remove(weightsPath);
-    return reportError(outputPath + ": " + llvm::toString(std::move(error)));
-  }
-  return 0;
+  if (!writeIR)
+    return 0;
+  return writeOutputs(text, outputPath, *program);
 }

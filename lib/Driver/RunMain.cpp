@@ -6,6 +6,9 @@
 // every parameter's gradient in the layout of torch's reference files
 // (`loss` of shape [1], `grad.<fqn>`, fp32).
 //
+// `mantissa-run DIR --grads GRADS.safetensors --steps N ...` runs the update
+// path of a compiled artifact (mantissa/Runtime/UpdateRunner.h).
+//
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/RunMain.h"
@@ -13,9 +16,11 @@
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
@@ -149,6 +154,13 @@ collectArguments(MLIRContext &context, train::StepOp step,
 }
 
 int mlir::mantissa::runMain(int argc, char **argv) {
+  // `mantissa-run DIR ...`: a compiled artifact runs in the runtime alone.
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') {
+      if (llvm::sys::fs::is_directory(argv[i]))
+        return rt::runUpdateMain(argc, argv);
+      break;
+    }
   llvm::InitLLVM initLLVM(argc, argv);
   cl::OptionCategory category("mantissa-run options");
   cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.pt2>"),

@@ -4,21 +4,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Conversion/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
+#include "mantissa/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
-
-#if __has_include("mantissa/Transforms/Passes.h")
-#include "mantissa/Transforms/Passes.h"
-#define MANTISSA_HAS_TRANSFORMS 1
-#endif
-
-#if __has_include("mantissa/Conversion/Passes.h")
-#include "mantissa/Conversion/Passes.h"
-#define MANTISSA_HAS_CONVERSION 1
-#endif
 
 int main(int argc, char **argv) {
   // Only what the project uses: the all-in-one registration headers would
@@ -26,12 +18,8 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
-#ifdef MANTISSA_HAS_TRANSFORMS
   mlir::mantissa::registerTransformsPasses();
-#endif
-#ifdef MANTISSA_HAS_CONVERSION
   mlir::mantissa::registerConversionPasses();
-#endif
 
   mlir::DialectRegistry registry;
   registry

@@ -1,0 +1,90 @@
+//===- ArtifactWriter.h - Writing a compiled artifact -----------*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Writes the artifact directory the runtime loads (mantissa/Runtime/Artifact.h
+// describes its files): manifest.json, kernels.so (one AdamW update per shard
+// group, CPU), kernels.<g>.ptx (sm_90, one per group; skipped with a note in
+// the manifest if PTX generation fails), weights.safetensors and step.mlir.
+// Everything is written into a temporary directory beside the target and
+// renamed into place, so a failed write leaves nothing behind.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_DRIVER_ARTIFACTWRITER_H
+#define MANTISSA_DRIVER_ARTIFACTWRITER_H
+
+#include "mantissa/Dialect/Train/IR/TrainAttrs.h"
+#include "mantissa/Import/Pt2Archive.h"
+#include "mantissa/Runtime/SafeTensors.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::mantissa {
+
+struct ArtifactOptions {
+  /// Also generate PTX for sm_90.
+  bool emitPtx = true;
+  /// Compile-time options of every group's kernel.
+  bool amsgrad = false;
+  bool maximize = false;
+  /// Elements per tile of the CPU kernels: the granularity of sharding.
+  int64_t tileSize = 4096;
+};
+
+/// One parameter or buffer of an artifact, with its plan and initial value.
+struct ArtifactTensorSpec {
+  std::string fqn;
+  bool isParameter = true;
+  std::vector<int64_t> shape;
+  train::DType exported = train::DType::fp32;
+  train::DType master = train::DType::fp32, gather = train::DType::fp32;
+  train::DType reduce = train::DType::fp32, moments = train::DType::fp32;
+  /// Initial value in the exported dtype (named by the FQN).
+  rt::HostTensor initial;
+};
+
+/// One shard group: members by FQN, in layout order.
+struct ArtifactGroupSpec {
+  std::string name, unit;
+  train::DType gather = train::DType::fp32;
+  std::string nestedIn;
+  bool reshardAfterForward = true;
+  std::vector<std::string> members;
+};
+
+/// Everything an artifact holds, independent of MLIR.
+struct ArtifactSpec {
+  std::string stepName;
+  std::vector<ArtifactTensorSpec> tensors;
+  std::vector<ArtifactGroupSpec> groups;
+  /// Buffers of non-float dtypes (masks, indices): stored, never planned.
+  std::vector<rt::HostTensor> opaqueBuffers;
+  std::string programText;
+};
+
+/// Collects the spec of `plannedModule`'s train.step. A step without plans
+/// (before the precision pass) treats every parameter as master = gather =
+/// reduce = exported dtype, moments fp32, grouped in one root group per
+/// exported dtype.
+llvm::Expected<ArtifactSpec> collectArtifactSpec(ModuleOp plannedModule,
+                                                 const pt2::Program &program);
+
+/// Writes `spec` as an artifact at `directory` (replacing one already there).
+llvm::Error writeArtifactSpec(const ArtifactSpec &spec,
+                              llvm::StringRef directory,
+                              const ArtifactOptions &options);
+
+/// collectArtifactSpec + writeArtifactSpec.
+llvm::Error writeArtifact(ModuleOp plannedModule, const pt2::Program &program,
+                          llvm::StringRef directory,
+                          const ArtifactOptions &options);
+
+} // namespace mlir::mantissa
+
+#endif // MANTISSA_DRIVER_ARTIFACTWRITER_H

@@ -1,0 +1,69 @@
+//===- Communicator.h - Collectives across ranks ----------------*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The collectives the update path needs, behind one interface: a single rank
+// (no communication), MPI on CPU ranks (CommunicatorMPI.cpp, in the separate
+// library mantissa_rt_mpi so that libmantissa_rt builds without MPI), and
+// torchrun's environment (RANK / WORLD_SIZE / LOCAL_RANK) where MPI is absent.
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_RUNTIME_COMMUNICATOR_H
+#define MANTISSA_RUNTIME_COMMUNICATOR_H
+
+#include "mantissa/Runtime/DType.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir::mantissa::rt {
+
+class Communicator {
+public:
+  virtual ~Communicator();
+  virtual int rank() const = 0;
+  virtual int worldSize() const = 0;
+  /// "single", "mpi", "torchrun".
+  virtual std::string name() const = 0;
+
+  /// In-place all-gather of bytes: rank r's part is `counts[r]` bytes at
+  /// `buffer + displacements[r]`; afterwards every rank holds every part.
+  virtual bool allGather(uint8_t *buffer,
+                         const std::vector<int64_t> &displacements,
+                         const std::vector<int64_t> &counts,
+                         std::string &error) = 0;
+
+  /// Reduce-scatter with a sum in `dtype` (F32, BF16 or F16; a bf16/fp16 sum
+  /// is rounded to the dtype after each addition, as NCCL does): `send`
+  /// holds sum(counts) elements on every rank; rank r receives the sum of
+  /// elements [sum(counts[0..r)), +counts[r]) in `recv`.
+  virtual bool reduceScatterSum(const void *send, void *recv,
+                                const std::vector<int64_t> &counts, DType dtype,
+                                std::string &error) = 0;
+
+  /// True on every rank iff `ok` is true on every rank (so that all ranks
+  /// stop together when one fails).
+  virtual bool allAgree(bool ok) = 0;
+
+  /// The maximum of `value` over ranks.
+  virtual int64_t allMax(int64_t value) = 0;
+};
+
+/// One rank, no communication.
+std::unique_ptr<Communicator> createSingleRankCommunicator();
+
+/// Sums `count` elements of `dtype` in `accumulate += value`, rounding to the
+/// dtype after each addition (shared by every implementation).
+void accumulateSum(void *accumulate, const void *value, int64_t count,
+                   DType dtype);
+
+} // namespace mlir::mantissa::rt
+
+#endif // MANTISSA_RUNTIME_COMMUNICATOR_H

@@ -1,0 +1,117 @@
+//===- Passes.td - Transformations of train IR -------------*- tablegen -*-===//
+//
+// The precision pass and the passes that work on `train` steps before they
+// are lowered.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_TRANSFORMS_PASSES_TD
+#define MANTISSA_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ApplyPrecisionPass : Pass<"mantissa-precision", "::mlir::ModuleOp"> {
+  let summary = "Resolve per-tensor precision rules into a validated plan, "
+                "insert casts and form nested shard groups";
+  let description = [{
+    Applies a precision spec to every `train.step` of the module. The spec is
+    a YAML file (`spec`) plus rules given as options (`rules`, applied after
+    the file's) and a default dtype (`default-dtype`):
+
+    ```yaml
+    default_dtype: bf16          # gather dtype of parameters no rule sets
+    shard_units: ["layers.*"]    # module-path globs, '*' within one segment
+    rules:                       # FQN globs (llvm::GlobPattern)
+      - match: "*norm*"
+        master: fp32
+        gather: fp32
+    ```
+
+    Each parameter and floating-point buffer gets four dtypes, the last
+    matching rule winning per axis: `master` (resident and optimizer dtype;
+    unset: the exported dtype), `gather` (all-gathered and used in forward
+    and backward; unset: the default dtype, else the master), `reduce`
+    (gradient reduce-scatter; unset: the gather dtype) and `moments` (Adam
+    state; unset: fp32). Buffers take master and gather only, and the
+    default dtype does not apply to them: they are not sharded, and rounding
+    a RoPE table or position data would change math the exported graph does
+    in their dtype, so only a rule naming them does. Integer and boolean
+    buffers (masks) take no plan and no rule applies to them.
+
+    Everything is validated before the IR changes. Errors, each naming the
+    rule's text and `file:line` with a note on what it conflicts with: a rule
+    or shard unit that matches nothing, an unknown axis or dtype, a default
+    dtype given twice with different values, a tensor left without a plan
+    (exported in a dtype no plan holds and no rule sets its master).
+    Warnings (errors with `warnings-as-errors`): the stall lint, for each
+    parameter with a bf16/fp16 master whose update (`lr`) is below half the
+    dtype's spacing at the parameter's typical magnitude (the `train.init_rms`
+    argument attribute, the RMS of its initial values, which
+    `mantissa-compile` attaches; without it the lint cannot judge), and Adam
+    moments below fp32.
+
+    Then, per step:
+
+    - each argument gets its `#train.plan`, and parameters and buffers take
+      their master dtype as type (`#train.tensor` keeps the exported one);
+    - a master that differs from the gather dtype is cast to it at the top of
+      the step (what goes on the wire), and cast back to the exported dtype
+      where the exported graph consumed it: the pass never changes the dtype
+      an exported operation computes in;
+    - gradients leave backward in the gather dtype and are cast to the reduce
+      dtype (the results' types change accordingly); buffer mutations are
+      cast to the buffer's master dtype;
+    - cast chains fold, no-op casts go, identical casts are merged;
+    - `train.shard_group`s are formed: each shard unit (the root, and every
+      module a `shard_units` glob matches) owns the parameters beneath it
+      that no inner unit owns. Its main group gathers in the dtype that holds
+      most of its elements (ties: its first parameter's) and reshards after
+      forward (except the root's, used again first in backward); every other
+      gather dtype forms a nested group `<unit>/<dtype>` that stays gathered,
+      since it holds few bytes and gathering it again would cost a collective.
+
+    Before (`default_dtype: bf16`, rule `*norm*` -> master fp32, gather fp32):
+    ```mlir
+    train.step @s(%w: tensor<4x4xf32> {train.tensor = #train.tensor<parameter, fqn = "l.proj.weight", ...>},
+                  %g: tensor<4xf32> {train.tensor = #train.tensor<parameter, fqn = "l.norm.weight", ...>}, ...)
+        -> (..., tensor<4x4xf32> {train.result = #train.result<gradient, fqn = "l.proj.weight">}, ...) {
+      %0 = train.mm %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+      ...
+    }
+    ```
+    After:
+    ```mlir
+    train.step @s(%w: tensor<4x4xf32> {train.plan = #train.plan<master = fp32, gather = bf16, reduce = bf16, moments = fp32>, ...},
+                  %g: tensor<4xf32> {train.plan = #train.plan<master = fp32, gather = fp32, reduce = fp32, moments = fp32>, ...}, ...)
+        -> (..., tensor<4x4xbf16> {train.result = #train.result<gradient, fqn = "l.proj.weight">}, ...) {
+      train.shard_group "root" unit "" gather bf16 members ["l.proj.weight"] {
+        train.shard_group "root/fp32" unit "" gather fp32 members ["l.norm.weight"]
+      }
+      %w_bf16 = train.cast %w : tensor<4x4xf32> to tensor<4x4xbf16>
+      %w_f32 = train.cast %w_bf16 : tensor<4x4xbf16> to tensor<4x4xf32>
+      %0 = train.mm %x, %w_f32 : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+      ...
+      %dw = train.cast %grad_w : tensor<4x4xf32> to tensor<4x4xbf16>
+      train.return ..., %dw, ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+  let options = [
+    Option<"specPath", "spec", "std::string", /*default=*/"",
+           "YAML precision spec (default_dtype, shard_units, rules)">,
+    ListOption<"rules", "rules", "std::string",
+               "Rules applied after the spec's, each "
+               "GLOB:AXIS=DTYPE[;AXIS=DTYPE...] (';' or ',' between axes; "
+               "quote a rule that has a ',')">,
+    Option<"defaultDtype", "default-dtype", "std::string", /*default=*/"",
+           "Gather dtype of parameters no rule sets (must agree with the "
+           "spec's default_dtype)">,
+    Option<"learningRate", "lr", "double", /*default=*/"1e-3",
+           "Learning rate the stall lint compares with dtype spacings">,
+    Option<"warningsAsErrors", "warnings-as-errors", "bool",
+           /*default=*/"false", "Report the lints' warnings as errors">,
+  ];
+}
+
+#endif // MANTISSA_TRANSFORMS_PASSES_TD

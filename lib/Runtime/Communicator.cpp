@@ -1,0 +1,61 @@
+//===- Communicator.cpp - Collectives across ranks ------------------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/Communicator.h"
+
+#include <cstring>
+
+using namespace mlir::mantissa::rt;
+
+Communicator::~Communicator() = default;
+
+void mlir::mantissa::rt::accumulateSum(void *accumulate, const void *value,
+                                       int64_t count, DType dtype) {
+  if (dtype == DType::F32) {
+    float *out = static_cast<float *>(accumulate);
+    const float *in = static_cast<const float *>(value);
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = out[i] + in[i];
+    return;
+  }
+  uint16_t *out = static_cast<uint16_t *>(accumulate);
+  const uint16_t *in = static_cast<const uint16_t *>(value);
+  if (dtype == DType::BF16) {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] =
+          floatToBF16Bits(bf16BitsToFloat(out[i]) + bf16BitsToFloat(in[i]));
+  } else {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = floatToF16Bits(f16BitsToFloat(out[i]) + f16BitsToFloat(in[i]));
+  }
+}
+
+namespace {
+class SingleRankCommunicator final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int worldSize() const override { return 1; }
+  std::string name() const override { return "single"; }
+  bool allGather(uint8_t *, const std::vector<int64_t> &,
+                 const std::vector<int64_t> &, std::string &) override {
+    return true;
+  }
+  bool reduceScatterSum(const void *send, void *recv,
+                        const std::vector<int64_t> &counts, DType dtype,
+                        std::string &) override {
+    if (send != recv)
+      std::memmove(recv, send, size_t(counts.at(0)) * elementSize(dtype));
+    return true;
+  }
+  bool allAgree(bool ok) override { return ok; }
+  int64_t allMax(int64_t value) override { return value; }
+};
+} // namespace
+
+std::unique_ptr<Communicator>
+mlir::mantissa::rt::createSingleRankCommunicator() {
+  return std::make_unique<SingleRankCommunicator>();
+}

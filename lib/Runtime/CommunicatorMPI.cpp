@@ -1,0 +1,129 @@
+//===- CommunicatorMPI.cpp - Collectives over MPI -------------------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/CommunicatorMPI.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+
+using namespace mlir::mantissa::rt;
+
+bool mlir::mantissa::rt::launchedByMPI() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(name))
+      return true;
+  return false;
+}
+
+namespace {
+void sumBF16(void *in, void *inout, int *len, MPI_Datatype *) {
+  accumulateSum(inout, in, *len, DType::BF16);
+}
+void sumF16(void *in, void *inout, int *len, MPI_Datatype *) {
+  accumulateSum(inout, in, *len, DType::F16);
+}
+void finalizeAtExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+class MPICommunicator final : public Communicator {
+public:
+  MPICommunicator() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rankValue);
+    MPI_Comm_size(MPI_COMM_WORLD, &worldValue);
+    MPI_Op_create(&sumBF16, /*commute=*/1, &bf16Sum);
+    MPI_Op_create(&sumF16, /*commute=*/1, &f16Sum);
+  }
+  int rank() const override { return rankValue; }
+  int worldSize() const override { return worldValue; }
+  std::string name() const override { return "mpi"; }
+
+  bool allGather(uint8_t *buffer, const std::vector<int64_t> &displacements,
+                 const std::vector<int64_t> &counts,
+                 std::string &error) override {
+    std::vector<int> counts32, displs32;
+    if (!narrow(counts, counts32, error) ||
+        !narrow(displacements, displs32, error))
+      return false;
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, buffer, counts32.data(),
+                            displs32.data(), MPI_BYTE, MPI_COMM_WORLD);
+    return check(rc, "MPI_Allgatherv", error);
+  }
+
+  bool reduceScatterSum(const void *send, void *recv,
+                        const std::vector<int64_t> &counts, DType dtype,
+                        std::string &error) override {
+    std::vector<int> counts32;
+    if (!narrow(counts, counts32, error))
+      return false;
+    MPI_Datatype type = dtype == DType::F32 ? MPI_FLOAT : MPI_UINT16_T;
+    MPI_Op op = dtype == DType::F32    ? MPI_SUM
+                : dtype == DType::BF16 ? bf16Sum
+                                       : f16Sum;
+    int rc = MPI_Reduce_scatter(send, recv, counts32.data(), type, op,
+                                MPI_COMM_WORLD);
+    return check(rc, "MPI_Reduce_scatter", error);
+  }
+
+  bool allAgree(bool ok) override {
+    int local = ok ? 1 : 0, all = 0;
+    MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == 1;
+  }
+
+  int64_t allMax(int64_t value) override {
+    long long local = value, all = 0;
+    MPI_Allreduce(&local, &all, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+  }
+
+private:
+  static bool narrow(const std::vector<int64_t> &in, std::vector<int> &out,
+                     std::string &error) {
+    for (int64_t value : in) {
+      if (value < 0 || value > INT_MAX) {
+        error = "MPI: a collective of more than 2^31 elements is not "
+                "supported yet";
+        return false;
+      }
+      out.push_back(int(value));
+    }
+    return true;
+  }
+  static bool check(int rc, const char *what, std::string &error) {
+    if (rc == MPI_SUCCESS)
+      return true;
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(rc, text, &length);
+    error = std::string(what) + " failed: " + std::string(text, length);
+    return false;
+  }
+
+  int rankValue = 0, worldValue = 1;
+  MPI_Op bf16Sum, f16Sum;
+};
+} // namespace
+
+std::unique_ptr<Communicator>
+mlir::mantissa::rt::createMPICommunicator(std::string &error) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) {
+      error = "MPI_Init failed";
+      return nullptr;
+    }
+    std::atexit(finalizeAtExit);
+  }
+  return std::make_unique<MPICommunicator>();
+}

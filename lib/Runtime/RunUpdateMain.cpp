@@ -1,0 +1,51 @@
+//===- RunUpdateMain.cpp - Choosing ranks for the update path -------------===//
+//
+// Part of the Mantissa project. In mantissa_rt_run, which links MPI when CMake
+// found it (MANTISSA_HAVE_MPI); libmantissa_rt never does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/UpdateRunner.h"
+
+#ifdef MANTISSA_HAVE_MPI
+#include "mantissa/Runtime/CommunicatorMPI.h"
+#endif
+
+#include <cstdio>
+#include <cstdlib>
+
+using namespace mlir::mantissa::rt;
+
+int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
+  UpdateOptions options;
+  std::string error;
+  if (!parseUpdateOptions(argc, argv, options, error)) {
+    std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
+    return 1;
+  }
+  std::unique_ptr<Communicator> communicator;
+#ifdef MANTISSA_HAVE_MPI
+  if (launchedByMPI()) {
+    communicator = createMPICommunicator(error);
+    if (!communicator) {
+      std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
+      return 1;
+    }
+  }
+#endif
+  if (!communicator) {
+    // torchrun's environment; without MPI there is no collective transport
+    // between its processes yet, so only a world of one can run.
+    const char *worldSize = std::getenv("WORLD_SIZE");
+    if (worldSize && std::atoi(worldSize) > 1) {
+      std::fprintf(stderr,
+                   "mantissa-run: error: WORLD_SIZE=%s (torchrun) but this "
+                   "runtime has no collective transport without MPI; launch "
+                   "with mpirun -np %s instead\n",
+                   worldSize, worldSize);
+      return 1;
+    }
+    communicator = createSingleRankCommunicator();
+  }
+  return runUpdate(options, *communicator);
+}

@@ -1,0 +1,1118 @@
+//===- UpdateRunner.cpp - The update path across ranks --------------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Checkpoint layout (format "mantissa-checkpoint", version 1), in CKPT/:
+//
+//   step-<k>.rank-<r>-of-<W>.safetensors   one per rank, each written under a
+//       temporary name, fsynced and renamed. Keys `<state>/<fqn>` with state
+//       param (gather dtype), master (fp32), exp_avg, exp_avg_sq,
+//       max_exp_avg_sq (moments dtype): the rank's contiguous element range
+//       of the tensor, flat. Metadata: format, step, rank, world_size,
+//       `ranges` (JSON: key -> [begin, end) elements) and `plan` (JSON: fqn ->
+//       master/gather/reduce/moments).
+//   index.json   written last, the same way, by rank 0 once every rank has
+//       written: step, world_size, plan, shapes, and per file its size and
+//       ranges. It is the commit point: a kill before its rename leaves the
+//       previous index and the files it names (deleted only after the new
+//       index is in place) intact.
+//
+// Loading keys state by FQN and element range, never by position, so a
+// checkpoint of any world size is resharded on load.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/UpdateRunner.h"
+#include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/GpuDriver.h"
+#include "mantissa/Runtime/SafeTensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mlir::mantissa::rt;
+using json = nlohmann::json;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Memory accounting
+//===----------------------------------------------------------------------===//
+
+int64_t currentBytes = 0, peakBytes = 0;
+
+/// A 64-byte aligned, zero-initialised byte buffer that counts towards the
+/// rank's resident memory.
+class Buffer {
+public:
+  Buffer() = default;
+  explicit Buffer(int64_t bytes) { allocate(bytes); }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  Buffer(Buffer &&other) noexcept { *this = std::move(other); }
+  Buffer &operator=(Buffer &&other) noexcept {
+    release();
+    storage = other.storage;
+    length = other.length;
+    other.storage = nullptr;
+    other.length = 0;
+    return *this;
+  }
+  ~Buffer() { release(); }
+  void allocate(int64_t bytes) {
+    release();
+    length = bytes;
+    storage = static_cast<uint8_t *>(std::aligned_alloc(
+        64, size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64)));
+    std::memset(storage, 0, size_t(std::max<int64_t>(bytes, 1)));
+    currentBytes += bytes;
+    peakBytes = std::max(peakBytes, currentBytes);
+  }
+  uint8_t *data() { return storage; }
+  const uint8_t *data() const { return storage; }
+  int64_t size() const { return length; }
+
+private:
+  void release() {
+    if (storage) {
+      std::free(storage);
+      currentBytes -= length;
+    }
+    storage = nullptr;
+    length = 0;
+  }
+  uint8_t *storage = nullptr;
+  int64_t length = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Element conversions
+//===----------------------------------------------------------------------===//
+
+float loadFloat(const uint8_t *base, int64_t index, DType dtype) {
+  switch (dtype) {
+  case DType::F32: {
+    float value;
+    std::memcpy(&value, base + index * 4, 4);
+    return value;
+  }
+  case DType::BF16: {
+    uint16_t bits;
+    std::memcpy(&bits, base + index * 2, 2);
+    return bf16BitsToFloat(bits);
+  }
+  case DType::F16: {
+    uint16_t bits;
+    std::memcpy(&bits, base + index * 2, 2);
+    return f16BitsToFloat(bits);
+  }
+  default:
+    return 0;
+  }
+}
+
+void storeFloat(uint8_t *base, int64_t index, DType dtype, float value) {
+  switch (dtype) {
+  case DType::F32:
+    std::memcpy(base + index * 4, &value, 4);
+    return;
+  case DType::BF16: {
+    uint16_t bits = floatToBF16Bits(value);
+    std::memcpy(base + index * 2, &bits, 2);
+    return;
+  }
+  case DType::F16: {
+    uint16_t bits = floatToF16Bits(value);
+    std::memcpy(base + index * 2, &bits, 2);
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+/// Converts `count` elements of a stored tensor (any float dtype) starting at
+/// element `first` into `out` as `target`. F64 is read through float.
+void convertElements(const HostTensor &tensor, int64_t first, int64_t count,
+                     uint8_t *out, DType target) {
+  if (tensor.dtype == target) {
+    size_t width = elementSize(target);
+    std::memcpy(out, tensor.bytes.data() + first * width, count * width);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    float value;
+    if (tensor.dtype == DType::F64) {
+      double wide;
+      std::memcpy(&wide, tensor.bytes.data() + (first + i) * 8, 8);
+      value = float(wide);
+    } else {
+      value = loadFloat(tensor.bytes.data(), first + i, tensor.dtype);
+    }
+    storeFloat(out, i, target, value);
+  }
+}
+
+std::string dtypeName(DType dtype) {
+  return std::string(projectDTypeName(dtype));
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Per-group resident state
+//===----------------------------------------------------------------------===//
+
+/// A member's slice on this rank: elements [begin, end) of the member.
+struct MemberSlice {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+struct GroupState {
+  const ArtifactGroup *group = nullptr;
+  int64_t firstTile = 0, endTile = 0;
+  std::array<ByteRange, kNumRoles> shard{};
+  /// Reduce-scatter partition of the grad buffer: rank r receives
+  /// [gradCuts[r], gradCuts[r + 1]).
+  std::vector<int64_t> gradCuts;
+  /// Every rank's param byte range, for the all-gather.
+  std::vector<ByteRange> paramRanges, masterRanges;
+  DType gradDType = DType::F32;
+  Buffer fullGrad, shardGrad, fullParam;
+  std::array<Buffer, kNumRoles> shardState; // master and moments roles
+  std::vector<MemberSlice> slices;          // per member
+
+  /// The pointer the kernel gets for `role`: this rank's bytes, biased so
+  /// that the group's byte offsets address them.
+  void *kernelPointer(Role role) {
+    alignas(64) static uint8_t unused[64];
+    uint8_t *base = nullptr;
+    int64_t first = 0;
+    switch (role) {
+    case Role::Grad:
+      base = shardGrad.data();
+      first = gradCuts.empty() ? 0 : gradCutBegin;
+      break;
+    case Role::Param:
+      return fullParam.data();
+    default:
+      if (!shard[unsigned(role)].size())
+        return unused;
+      base = shardState[unsigned(role)].data();
+      first = shard[unsigned(role)].begin;
+      break;
+    }
+    return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(base) -
+                                    uintptr_t(first));
+  }
+  int64_t gradCutBegin = 0;
+};
+
+/// Where member `m`'s element `e` of role `role` sits in this rank's shard
+/// buffer of that role.
+uint8_t *shardAddress(GroupState &state, const ArtifactMember &member,
+                      Role role, int64_t element) {
+  int64_t bytes = member.elementBytes(role, state.group->amsgrad);
+  return state.shardState[unsigned(role)].data() +
+         (member.byteOffset(role) + element * bytes -
+          state.shard[unsigned(role)].begin);
+}
+
+class Runner {
+public:
+  Runner(const UpdateOptions &options, Communicator &comm)
+      : options(options), comm(comm), rank(comm.rank()),
+        world(comm.worldSize()) {}
+  int run();
+
+private:
+  bool fail(const std::string &message) {
+    if (error.empty())
+      error = message;
+    return false;
+  }
+  bool setUp();
+  void initialiseFromWeights(const SafeTensorsFile &weights);
+  bool loadGrads();
+  bool step(int64_t stepNumber);
+  bool tripwire();
+  bool saveCheckpoint(int64_t stepNumber);
+  bool loadCheckpoint(const std::string &dir, int64_t &stepOut,
+                      std::vector<std::string> &warnings);
+  bool writeFinalParams();
+  void reportMemory();
+
+  const UpdateOptions &options;
+  Communicator &comm;
+  int rank, world;
+  Artifact artifact;
+  std::vector<GroupState> groups;
+  std::string error;
+};
+
+bool Runner::setUp() {
+  for (const ArtifactGroup &group : artifact.groups()) {
+    GroupState state;
+    state.group = &group;
+    std::tie(state.firstTile, state.endTile) = shardTiles(group, rank, world);
+    for (unsigned role = 0; role < kNumRoles; ++role)
+      state.shard[role] = tileRangeBytes(group, artifact.tileSize(), Role(role),
+                                         state.firstTile, state.endTile);
+    for (int r = 0; r < world; ++r) {
+      auto [a, b] = shardTiles(group, r, world);
+      state.paramRanges.push_back(
+          tileRangeBytes(group, artifact.tileSize(), Role::Param, a, b));
+      state.masterRanges.push_back(
+          tileRangeBytes(group, artifact.tileSize(), Role::Master, a, b));
+      // Rank r receives from the first grad byte of its tiles (or of any
+      // later tile) up to the next rank's cut: a partition of the buffer.
+      ByteRange rest = tileRangeBytes(group, artifact.tileSize(), Role::Grad, a,
+                                      group.numTiles);
+      state.gradCuts.push_back(r == 0 ? 0
+                               : rest.size()
+                                   ? rest.begin
+                                   : group.bufferBytes[unsigned(Role::Grad)]);
+    }
+    state.gradCuts.push_back(group.bufferBytes[unsigned(Role::Grad)]);
+    state.gradCutBegin = state.gradCuts[rank];
+    if (!group.members.empty()) {
+      state.gradDType = group.members.front().grad;
+      for (const ArtifactMember &member : group.members)
+        if (member.grad != state.gradDType)
+          return fail("group '" + group.name +
+                      "': members with different reduce dtypes in one group "
+                      "are not supported by the runtime yet ('" +
+                      member.fqn + "' reduces in " + dtypeName(member.grad) +
+                      ")");
+    }
+    state.fullGrad.allocate(group.bufferBytes[unsigned(Role::Grad)]);
+    state.shardGrad.allocate(state.gradCuts[rank + 1] - state.gradCuts[rank]);
+    state.fullParam.allocate(group.bufferBytes[unsigned(Role::Param)]);
+    for (Role role :
+         {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq})
+      state.shardState[unsigned(role)].allocate(
+          state.shard[unsigned(role)].size());
+    for (const ArtifactMember &member : group.members) {
+      int64_t from = std::max(state.firstTile, member.firstTile);
+      int64_t to = std::min(state.endTile, member.firstTile + member.numTiles);
+      MemberSlice slice;
+      if (from < to) {
+        slice.begin = (from - member.firstTile) * artifact.tileSize();
+        slice.end = std::min((to - member.firstTile) * artifact.tileSize(),
+                             member.count);
+      }
+      state.slices.push_back(slice);
+    }
+    groups.push_back(std::move(state));
+  }
+  return true;
+}
+
+void Runner::initialiseFromWeights(const SafeTensorsFile &weights) {
+  for (GroupState &state : groups)
+    for (size_t m = 0; m < state.group->members.size(); ++m) {
+      const ArtifactMember &member = state.group->members[m];
+      const HostTensor *tensor = weights.find(member.fqn);
+      convertElements(*tensor, 0, member.count,
+                      state.fullParam.data() + member.paramOffset,
+                      member.param);
+      const MemberSlice &slice = state.slices[m];
+      if (member.master == MasterKind::FP32 && slice.size())
+        convertElements(*tensor, slice.begin, slice.size(),
+                        shardAddress(state, member, Role::Master, slice.begin),
+                        DType::F32);
+    }
+}
+
+/// The -0.0 bit pattern of `dtype`: the additive identity that keeps a sum
+/// exact (x + -0 == x for every x, including +0).
+void fillNegativeZero(uint8_t *data, int64_t bytes, DType dtype) {
+  if (dtype == DType::F32) {
+    uint32_t bits = 0x80000000u;
+    for (int64_t i = 0; i + 4 <= bytes; i += 4)
+      std::memcpy(data + i, &bits, 4);
+  } else {
+    uint16_t bits = 0x8000u;
+    for (int64_t i = 0; i + 2 <= bytes; i += 2)
+      std::memcpy(data + i, &bits, 2);
+  }
+}
+
+bool Runner::loadGrads() {
+  // Every rank validates the file (so all report the same error); only rank
+  // 0 contributes it to the reduction.
+  SafeTensorsFile grads;
+  std::string readError;
+  if (!SafeTensorsFile::read(options.gradsPath, grads, readError))
+    return fail(readError);
+  for (GroupState &state : groups) {
+    fillNegativeZero(state.fullGrad.data(), state.fullGrad.size(),
+                     state.gradDType);
+    for (const ArtifactMember &member : state.group->members) {
+      std::string key = "grad." + member.fqn;
+      const HostTensor *tensor = grads.find(key);
+      if (!tensor)
+        return fail(options.gradsPath + ": no gradient '" + key + "'");
+      if (tensor->shape != member.shape)
+        return fail(options.gradsPath + ": gradient '" + key + "' has shape " +
+                    shapeText(tensor->shape) + ", expected " +
+                    shapeText(member.shape));
+      if (!isFloatingPoint(tensor->dtype))
+        return fail(options.gradsPath + ": gradient '" + key +
+                    "' is not a floating-point tensor");
+      if (rank == 0)
+        convertElements(*tensor, 0, member.count,
+                        state.fullGrad.data() + member.gradOffset, member.grad);
+    }
+  }
+  return true;
+}
+
+bool Runner::step(int64_t stepNumber) {
+  std::string collectiveError;
+  for (GroupState &state : groups) {
+    const ArtifactGroup &group = *state.group;
+    // Reduce-scatter in the reduce dtype; the sum is exact (see header).
+    std::vector<int64_t> counts;
+    int64_t width = int64_t(elementSize(state.gradDType));
+    for (int r = 0; r < world; ++r)
+      counts.push_back((state.gradCuts[r + 1] - state.gradCuts[r]) / width);
+    if (!comm.reduceScatterSum(state.fullGrad.data(), state.shardGrad.data(),
+                               counts, state.gradDType, collectiveError))
+      return fail("group '" + group.name + "': " + collectiveError);
+    group.kernel(
+        state.kernelPointer(Role::Grad), state.kernelPointer(Role::Param),
+        state.kernelPointer(Role::Master), state.kernelPointer(Role::ExpAvg),
+        state.kernelPointer(Role::ExpAvgSq),
+        state.kernelPointer(Role::MaxExpAvgSq), options.lr, options.beta1,
+        options.beta2, options.eps, options.weightDecay, stepNumber, rank,
+        world);
+    std::vector<int64_t> displacements, byteCounts;
+    for (const ByteRange &range : state.paramRanges) {
+      displacements.push_back(range.begin);
+      byteCounts.push_back(range.size());
+    }
+    if (!comm.allGather(state.fullParam.data(), displacements, byteCounts,
+                        collectiveError))
+      return fail("group '" + group.name + "': " + collectiveError);
+  }
+  return true;
+}
+
+/// The member layout a plan implies, as the compiler derives it.
+bool expectedLayout(const ArtifactTensor &plan, MasterKind &master) {
+  if (plan.master == plan.gather) {
+    master = MasterKind::None;
+    return true;
+  }
+  if (plan.master == DType::F32) {
+    master = MasterKind::FP32;
+    return true;
+  }
+  return false;
+}
+
+bool Runner::tripwire() {
+  for (GroupState &state : groups)
+    for (size_t m = 0; m < state.group->members.size(); ++m) {
+      const ArtifactMember &member = state.group->members[m];
+      const ArtifactTensor *plan = artifact.findTensor(member.fqn);
+      std::string where = "tripwire after the first step: '" + member.fqn + "'";
+      if (!plan)
+        return fail(where + " has no plan");
+      MasterKind master;
+      if (!expectedLayout(*plan, master))
+        return fail(where + ": the plan's master " + dtypeName(plan->master) +
+                    " with gather " + dtypeName(plan->gather) +
+                    " has no resident layout");
+      int64_t count = 1;
+      for (int64_t dim : plan->shape)
+        count *= dim;
+      if (member.shape != plan->shape || member.count != count)
+        return fail(where + ": resident shape " + shapeText(member.shape) +
+                    " differs from the plan's " + shapeText(plan->shape));
+      if (member.param != plan->gather)
+        return fail(where + ": resident parameter is " +
+                    dtypeName(member.param) + ", the plan gathers it in " +
+                    dtypeName(plan->gather));
+      if (member.grad != plan->reduce)
+        return fail(where + ": gradient is reduced in " +
+                    dtypeName(member.grad) + ", the plan says " +
+                    dtypeName(plan->reduce));
+      if (member.moments != plan->moments)
+        return fail(where + ": resident moments are " +
+                    dtypeName(member.moments) + ", the plan says " +
+                    dtypeName(plan->moments));
+      if ((member.master == MasterKind::None) != (master == MasterKind::None))
+        return fail(where + ": resident master " +
+                    (member.master == MasterKind::None ? "absent" : "present") +
+                    ", the plan's master is " + dtypeName(plan->master));
+      // The resident bytes are exactly the slice of each role.
+      const MemberSlice &slice = state.slices[m];
+      for (Role role :
+           {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq}) {
+        int64_t bytes = member.elementBytes(role, state.group->amsgrad);
+        if (!bytes || !slice.size())
+          continue;
+        const ByteRange &range = state.shard[unsigned(role)];
+        int64_t first = member.byteOffset(role) + slice.begin * bytes;
+        int64_t last = member.byteOffset(role) + slice.end * bytes;
+        if (first < range.begin || last > range.end ||
+            range.size() != state.shardState[unsigned(role)].size())
+          return fail(where + ": resident " + roleName(role) +
+                      " does not hold its shard");
+      }
+    }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+json planJson(const Artifact &artifact) {
+  json plan = json::object();
+  for (const ArtifactTensor &tensor : artifact.tensors()) {
+    if (!tensor.isParameter)
+      continue;
+    plan[tensor.fqn] = {{"master", dtypeName(tensor.master)},
+                        {"gather", dtypeName(tensor.gather)},
+                        {"reduce", dtypeName(tensor.reduce)},
+                        {"moments", dtypeName(tensor.moments)}};
+  }
+  return plan;
+}
+
+bool fsyncDirectory(const std::string &dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    return false;
+  bool ok = fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+/// Writes `text` to `path` under a temporary name, fsyncs and renames it.
+bool writeFileAtomically(const std::string &path, const std::string &text,
+                         std::string &error) {
+  std::string temporary = path + ".tmp." + std::to_string(getpid());
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    error = temporary + ": cannot create: " + std::strerror(errno);
+    return false;
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      error = temporary + ": write failed: " + std::strerror(errno);
+      close(fd);
+      unlink(temporary.c_str());
+      return false;
+    }
+    done += size_t(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0 ||
+      rename(temporary.c_str(), path.c_str()) != 0) {
+    error = path + ": cannot commit: " + std::strerror(errno);
+    unlink(temporary.c_str());
+    return false;
+  }
+  size_t slash = path.find_last_of('/');
+  fsyncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
+  return true;
+}
+
+std::string rankFileName(int64_t stepNumber, int r, int w) {
+  char name[96];
+  std::snprintf(name, sizeof(name), "step-%08lld.rank-%d-of-%d.safetensors",
+                (long long)stepNumber, r, w);
+  return name;
+}
+
+bool Runner::saveCheckpoint(int64_t stepNumber) {
+  const std::string &dir = options.saveCheckpointDir;
+  if (rank == 0)
+    mkdir(dir.c_str(), 0755);
+  comm.allAgree(true); // the directory exists before any rank writes
+  std::vector<HostTensor> tensors;
+  json ranges = json::object();
+  auto add = [&](const std::string &state, const ArtifactMember &member,
+                 const MemberSlice &slice, const uint8_t *data, DType dtype) {
+    HostTensor tensor;
+    tensor.name = state + "/" + member.fqn;
+    tensor.dtype = dtype;
+    tensor.shape = {slice.size()};
+    tensor.bytes.assign(data, data + slice.size() * elementSize(dtype));
+    ranges[tensor.name] = {slice.begin, slice.end};
+    tensors.push_back(std::move(tensor));
+  };
+  for (GroupState &state : groups)
+    for (size_t m = 0; m < state.group->members.size(); ++m) {
+      const ArtifactMember &member = state.group->members[m];
+      const MemberSlice &slice = state.slices[m];
+      if (!slice.size())
+        continue;
+      add("param", member, slice,
+          state.fullParam.data() + member.paramOffset +
+              slice.begin * elementSize(member.param),
+          member.param);
+      if (member.master == MasterKind::FP32)
+        add("master", member, slice,
+            shardAddress(state, member, Role::Master, slice.begin), DType::F32);
+      add("exp_avg", member, slice,
+          shardAddress(state, member, Role::ExpAvg, slice.begin),
+          member.moments);
+      add("exp_avg_sq", member, slice,
+          shardAddress(state, member, Role::ExpAvgSq, slice.begin),
+          member.moments);
+      if (state.group->amsgrad)
+        add("max_exp_avg_sq", member, slice,
+            shardAddress(state, member, Role::MaxExpAvgSq, slice.begin),
+            member.moments);
+    }
+  std::string fileName = rankFileName(stepNumber, rank, world);
+  std::map<std::string, std::string> metadata = {
+      {"format", "mantissa-checkpoint"},     {"version", "1"},
+      {"step", std::to_string(stepNumber)},  {"rank", std::to_string(rank)},
+      {"world_size", std::to_string(world)}, {"ranges", ranges.dump()},
+      {"plan", planJson(artifact).dump()}};
+  std::string writeError;
+  bool ok =
+      writeSafeTensors(dir + "/" + fileName, tensors, metadata, writeError);
+  if (!comm.allAgree(ok))
+    return fail(ok ? "checkpoint at step " + std::to_string(stepNumber) +
+                         ": another rank failed to write its file"
+                   : writeError);
+  if (rank != 0)
+    return comm.allAgree(true);
+
+  json index = {{"format", "mantissa-checkpoint"},
+                {"version", 1},
+                {"step", stepNumber},
+                {"world_size", world},
+                {"plan", planJson(artifact)}};
+  json shapes = json::object();
+  for (const ArtifactTensor &tensor : artifact.tensors())
+    if (tensor.isParameter)
+      shapes[tensor.fqn] = tensor.shape;
+  index["shapes"] = shapes;
+  json files = json::array();
+  for (int r = 0; r < world; ++r) {
+    std::string name = rankFileName(stepNumber, r, world);
+    struct stat info;
+    if (stat((dir + "/" + name).c_str(), &info) != 0)
+      ok = fail(dir + "/" + name + ": missing after it was written");
+    files.push_back(
+        {{"file", name}, {"rank", r}, {"bytes", int64_t(info.st_size)}});
+  }
+  index["files"] = files;
+  if (ok)
+    ok = writeFileAtomically(dir + "/index.json", index.dump(1), writeError) ||
+         fail(writeError);
+  if (ok) {
+    // The new index is committed: older steps' files can go.
+    if (DIR *handle = opendir(dir.c_str())) {
+      std::string keep = rankFileName(stepNumber, 0, world).substr(0, 14);
+      while (dirent *entry = readdir(handle)) {
+        std::string name = entry->d_name;
+        // Older steps, and temporaries of writers killed earlier (every
+        // rank has finished writing by now).
+        if ((name.rfind("step-", 0) == 0 && name.compare(0, 14, keep) != 0) ||
+            name.find(".tmp.") != std::string::npos)
+          unlink((dir + "/" + name).c_str());
+      }
+      closedir(handle);
+    }
+  }
+  return comm.allAgree(ok);
+}
+
+/// Reads a checkpoint and installs this rank's shard. Nothing is changed
+/// unless everything loads.
+bool Runner::loadCheckpoint(const std::string &dir, int64_t &stepOut,
+                            std::vector<std::string> &warnings) {
+  std::string indexPath = dir + "/index.json";
+  std::ifstream in(indexPath);
+  if (!in)
+    return fail(indexPath + ": cannot read the checkpoint index");
+  std::stringstream text;
+  text << in.rdbuf();
+  json index = json::parse(text.str(), nullptr, false);
+  if (index.is_discarded() || !index.is_object() ||
+      index.value("format", "") != "mantissa-checkpoint")
+    return fail(indexPath + ": damaged checkpoint index");
+  if (index.value("version", 0) != 1)
+    return fail(indexPath + ": unknown checkpoint version");
+  if (!index.contains("step") || !index["step"].is_number_integer() ||
+      !index.contains("files") || !index["files"].is_array())
+    return fail(indexPath + ": damaged checkpoint index (no step or files)");
+  stepOut = index["step"].get<int64_t>();
+
+  // Every file, validated (size against the index, then the format).
+  std::vector<SafeTensorsFile> files;
+  struct Piece {
+    const HostTensor *tensor;
+    int64_t begin, end;
+    std::string file;
+  };
+  std::map<std::string, std::vector<Piece>> pieces; // "state/fqn" -> pieces
+  files.reserve(index["files"].size());
+  for (const json &entry : index["files"]) {
+    std::string name = entry.value("file", "");
+    std::string path = dir + "/" + name;
+    struct stat info;
+    if (name.empty() || stat(path.c_str(), &info) != 0)
+      return fail(path + ": checkpoint file is missing");
+    if (int64_t(info.st_size) != entry.value("bytes", int64_t(-1)))
+      return fail(path + ": checkpoint file is truncated or damaged (" +
+                  std::to_string(info.st_size) + " bytes, the index says " +
+                  std::to_string(entry.value("bytes", int64_t(-1))) + ")");
+    files.emplace_back();
+    std::string readError;
+    if (!SafeTensorsFile::read(path, files.back(), readError))
+      return fail("checkpoint: " + readError);
+    const SafeTensorsFile &file = files.back();
+    json ranges = json::parse(
+        file.metadata().count("ranges") ? file.metadata().at("ranges") : "",
+        nullptr, false);
+    if (!ranges.is_object())
+      return fail(path + ": damaged checkpoint file (no element ranges)");
+    for (const HostTensor &tensor : file.tensors()) {
+      const json &range =
+          ranges.contains(tensor.name) ? ranges[tensor.name] : json();
+      if (!range.is_array() || range.size() != 2 ||
+          !range[0].is_number_integer() || !range[1].is_number_integer())
+        return fail(path + ": tensor '" + tensor.name +
+                    "' has no element range");
+      int64_t begin = range[0].get<int64_t>(), end = range[1].get<int64_t>();
+      if (begin < 0 || end - begin != tensor.numElements())
+        return fail(path + ": tensor '" + tensor.name +
+                    "' does not match its element range");
+      pieces[tensor.name].push_back({&tensor, begin, end, path});
+    }
+  }
+  json shapes = index.value("shapes", json::object());
+
+  // Assemble elements [from, to) of `key` as `target` into `out`.
+  auto assemble = [&](const std::string &key, int64_t count, int64_t from,
+                      int64_t to, uint8_t *out, DType target) -> bool {
+    int64_t covered = from;
+    std::vector<Piece> &list = pieces[key];
+    std::sort(list.begin(), list.end(),
+              [](const Piece &a, const Piece &b) { return a.begin < b.begin; });
+    for (const Piece &piece : list) {
+      if (piece.end > count)
+        return fail(piece.file + ": tensor '" + key + "' has elements up to " +
+                    std::to_string(piece.end) + ", the parameter has " +
+                    std::to_string(count));
+      int64_t a = std::max(covered, piece.begin), b = std::min(to, piece.end);
+      if (a > covered)
+        break;
+      if (a >= b)
+        continue;
+      convertElements(*piece.tensor, a - piece.begin, b - a,
+                      out + (a - from) * elementSize(target), target);
+      covered = b;
+    }
+    if (covered < to)
+      return fail(dir + ": checkpoint tensor '" + key +
+                  "' is missing elements [" + std::to_string(covered) + ", " +
+                  std::to_string(to) + ")");
+    return true;
+  };
+  auto storedDType = [&](const std::string &key) -> std::optional<DType> {
+    auto it = pieces.find(key);
+    if (it == pieces.end() || it->second.empty())
+      return std::nullopt;
+    return it->second.front().tensor->dtype;
+  };
+
+  // Stage every buffer first; install only when all of it loaded.
+  struct Staged {
+    uint8_t *target;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Staged> staged;
+  std::set<std::string> used;
+  for (GroupState &state : groups)
+    for (size_t m = 0; m < state.group->members.size(); ++m) {
+      const ArtifactMember &member = state.group->members[m];
+      const std::string &fqn = member.fqn;
+      if (!shapes.contains(fqn) && !storedDType("param/" + fqn))
+        return fail(dir + ": the checkpoint has no tensor '" + fqn + "'");
+      if (shapes.contains(fqn) && shapes[fqn] != json(member.shape))
+        return fail(dir + ": tensor '" + fqn + "' has shape " +
+                    shapes[fqn].dump() + " in the checkpoint, expected " +
+                    shapeText(member.shape));
+      // Parameters: the whole tensor (every rank holds the gathered copy).
+      std::optional<DType> paramType = storedDType("param/" + fqn);
+      if (!paramType)
+        return fail(dir + ": the checkpoint has no tensor 'param/" + fqn + "'");
+      if (!isFloatingPoint(*paramType))
+        return fail(dir + ": tensor 'param/" + fqn + "' has dtype " +
+                    std::string(safeTensorsDTypeName(*paramType)) +
+                    ", expected a floating-point dtype");
+      std::optional<DType> masterType = storedDType("master/" + fqn);
+      if (masterType && *masterType != DType::F32)
+        return fail(dir + ": tensor 'master/" + fqn + "' has dtype " +
+                    dtypeName(*masterType) + ", expected fp32");
+      // A master saved for a parameter that now has none: the parameter
+      // takes the master's (exact) value and the master is dropped.
+      std::string paramSource = "param/" + fqn;
+      if (masterType && member.master == MasterKind::None) {
+        warnings.push_back("'" + fqn +
+                           "': dropping the saved fp32 master (the "
+                           "plan keeps no master now); the parameter takes "
+                           "its value");
+        paramSource = "master/" + fqn;
+      }
+      used.insert("param/" + fqn);
+      used.insert("master/" + fqn);
+      Staged param{state.fullParam.data() + member.paramOffset, {}};
+      param.bytes.resize(member.count * elementSize(member.param));
+      if (!assemble(paramSource, member.count, 0, member.count,
+                    param.bytes.data(), member.param))
+        return false;
+      staged.push_back(std::move(param));
+
+      const MemberSlice &slice = state.slices[m];
+      if (member.master == MasterKind::FP32 && slice.size()) {
+        // No master saved (plain AdamW, or the parameter was fp32): the
+        // master is created from the parameter.
+        std::string source = masterType ? "master/" + fqn : "param/" + fqn;
+        if (!masterType && *paramType != DType::F32 && rank == 0)
+          warnings.push_back("'" + fqn +
+                             "': no master in the checkpoint; "
+                             "created from the " +
+                             dtypeName(*paramType) + " parameter");
+        Staged master{shardAddress(state, member, Role::Master, slice.begin),
+                      std::vector<uint8_t>(slice.size() * 4)};
+        if (!assemble(source, member.count, slice.begin, slice.end,
+                      master.bytes.data(), DType::F32))
+          return false;
+        staged.push_back(std::move(master));
+      }
+      std::vector<std::pair<const char *, Role>> moments = {
+          {"exp_avg", Role::ExpAvg}, {"exp_avg_sq", Role::ExpAvgSq}};
+      if (state.group->amsgrad)
+        moments.push_back({"max_exp_avg_sq", Role::MaxExpAvgSq});
+      for (auto [name, role] : moments) {
+        std::string key = std::string(name) + "/" + fqn;
+        used.insert(key);
+        std::optional<DType> type = storedDType(key);
+        if (!type)
+          return fail(dir + ": the checkpoint has no tensor '" + key + "'");
+        if (*type != member.moments) {
+          bool widen = member.moments == DType::F32 &&
+                       (*type == DType::BF16 || *type == DType::F16);
+          if (!widen)
+            return fail(dir + ": tensor '" + key + "' has dtype " +
+                        dtypeName(*type) + ", expected " +
+                        dtypeName(member.moments));
+          if (rank == 0)
+            warnings.push_back("'" + key + "': moments saved in " +
+                               dtypeName(*type) + ", widened to fp32");
+        }
+        if (!slice.size())
+          continue;
+        Staged moment{
+            shardAddress(state, member, role, slice.begin),
+            std::vector<uint8_t>(slice.size() * elementSize(member.moments))};
+        if (!assemble(key, member.count, slice.begin, slice.end,
+                      moment.bytes.data(), member.moments))
+          return false;
+        staged.push_back(std::move(moment));
+      }
+    }
+  for (Staged &entry : staged)
+    std::memcpy(entry.target, entry.bytes.data(), entry.bytes.size());
+  return true;
+}
+
+bool Runner::writeFinalParams() {
+  std::vector<HostTensor> out;
+  std::string collectiveError;
+  for (GroupState &state : groups) {
+    // The masters, gathered (into a full-size buffer) for the fp32 values.
+    Buffer fullMaster(state.group->bufferBytes[unsigned(Role::Master)]);
+    const ByteRange &mine = state.shard[unsigned(Role::Master)];
+    if (mine.size())
+      std::memcpy(fullMaster.data() + mine.begin,
+                  state.shardState[unsigned(Role::Master)].data(), mine.size());
+    std::vector<int64_t> displacements, counts;
+    for (const ByteRange &range : state.masterRanges) {
+      displacements.push_back(range.begin);
+      counts.push_back(range.size());
+    }
+    if (!comm.allGather(fullMaster.data(), displacements, counts,
+                        collectiveError))
+      return fail(collectiveError);
+    for (const ArtifactMember &member : state.group->members) {
+      HostTensor tensor;
+      tensor.name = member.fqn;
+      tensor.dtype = DType::F32;
+      tensor.shape = member.shape;
+      tensor.bytes.resize(member.count * 4);
+      if (member.master == MasterKind::FP32)
+        std::memcpy(tensor.bytes.data(),
+                    fullMaster.data() + member.masterOffset,
+                    tensor.bytes.size());
+      else
+        for (int64_t i = 0; i < member.count; ++i)
+          storeFloat(tensor.bytes.data(), i, DType::F32,
+                     loadFloat(state.fullParam.data() + member.paramOffset, i,
+                               member.param));
+      out.push_back(std::move(tensor));
+    }
+  }
+  if (rank != 0)
+    return true;
+  std::string writeError;
+  if (!writeSafeTensors(options.finalParamsPath, out, {{"format", "pt"}},
+                        writeError))
+    return fail(writeError);
+  return true;
+}
+
+void Runner::reportMemory() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  int64_t state = 0;
+  for (GroupState &group : groups)
+    for (const Buffer &buffer : group.shardState)
+      state += buffer.size();
+  std::printf("memory: rank %d/%d peak resident %lld bytes (optimizer state "
+              "shard %lld bytes), max RSS %lld KiB\n",
+              rank, world, (long long)peakBytes, (long long)state,
+              (long long)usage.ru_maxrss);
+  std::fflush(stdout);
+}
+
+int Runner::run() {
+  auto finish = [&](bool ok) {
+    // Every rank stops together; the first rank with an error reports it.
+    bool all = comm.allAgree(ok);
+    if (!ok)
+      std::fprintf(stderr, "mantissa-run: error: %s%s\n",
+                   world > 1 ? ("rank " + std::to_string(rank) + ": ").c_str()
+                             : "",
+                   error.c_str());
+    else if (!all && rank == 0 && error.empty())
+      std::fprintf(stderr, "mantissa-run: error: another rank failed\n");
+    return all ? 0 : 1;
+  };
+
+  if (options.device != "cpu") {
+    if (options.device != "gpu")
+      return fail("unknown --device '" + options.device + "'"), finish(false);
+    GpuProbe probe = probeGpu();
+    if (!probe.problem.empty())
+      return fail("--device=gpu: " + probe.problem), finish(false);
+    return fail("--device=gpu: the GPU update path is not implemented yet (" +
+                std::to_string(probe.deviceCount) + " device(s), NCCL " +
+                std::to_string(probe.ncclVersion) + " found)"),
+           finish(false);
+  }
+
+  std::string loadError;
+  if (!Artifact::load(options.artifactDir, artifact, loadError))
+    return fail(loadError), finish(false);
+  if (!comm.allAgree(setUp()))
+    return finish(error.empty());
+
+  SafeTensorsFile weights;
+  if (!SafeTensorsFile::read(artifact.weightsPath(), weights, loadError))
+    return fail(loadError), finish(false);
+  for (const ArtifactGroup &group : artifact.groups())
+    for (const ArtifactMember &member : group.members) {
+      const HostTensor *tensor = weights.find(member.fqn);
+      if (!tensor || tensor->shape != member.shape ||
+          !isFloatingPoint(tensor->dtype))
+        return fail(artifact.weightsPath() + ": no valid initial value for '" +
+                    member.fqn + "'"),
+               finish(false);
+    }
+  initialiseFromWeights(weights);
+
+  int64_t startStep = 0;
+  std::string resumeDir = !options.verifyCheckpointDir.empty()
+                              ? options.verifyCheckpointDir
+                              : options.resumeDir;
+  if (!resumeDir.empty()) {
+    std::vector<std::string> warnings;
+    bool ok = loadCheckpoint(resumeDir, startStep, warnings);
+    for (const std::string &warning : warnings)
+      std::fprintf(stderr, "mantissa-run: warning: %s\n", warning.c_str());
+    if (!comm.allAgree(ok))
+      return finish(ok);
+    if (!options.verifyCheckpointDir.empty()) {
+      if (rank == 0)
+        std::printf("checkpoint %s: step %lld loads\n", resumeDir.c_str(),
+                    (long long)startStep);
+      return finish(true);
+    }
+    if (startStep > options.steps)
+      return fail(resumeDir + ": the checkpoint is at step " +
+                  std::to_string(startStep) + ", past --steps " +
+                  std::to_string(options.steps)),
+             finish(false);
+  }
+
+  if (options.gradsPath.empty())
+    return fail("--grads is required"), finish(false);
+  if (!comm.allAgree(loadGrads()))
+    return finish(error.empty());
+
+  bool first = true;
+  for (int64_t stepNumber = startStep + 1; stepNumber <= options.steps;
+       ++stepNumber) {
+    if (!comm.allAgree(step(stepNumber)))
+      return finish(error.empty());
+    if (first && !comm.allAgree(tripwire()))
+      return finish(error.empty());
+    first = false;
+    if (!options.saveCheckpointDir.empty() && options.saveEvery > 0 &&
+        (stepNumber % options.saveEvery == 0 || stepNumber == options.steps))
+      if (!saveCheckpoint(stepNumber))
+        return finish(false);
+  }
+  if (options.memoryReport)
+    reportMemory();
+  if (!options.finalParamsPath.empty() && !comm.allAgree(writeFinalParams()))
+    return finish(error.empty());
+  return finish(true);
+}
+
+} // namespace
+
+bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
+                                            UpdateOptions &options,
+                                            std::string &error) {
+  auto number = [&](const std::string &text, double &out) {
+    char *end = nullptr;
+    out = std::strtod(text.c_str(), &end);
+    return end && *end == 0 && !text.empty();
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    size_t equals = arg.find('=');
+    bool hasValue = arg.rfind("--", 0) == 0 && equals != std::string::npos;
+    std::string flag = hasValue ? arg.substr(0, equals) : arg;
+    auto next = [&]() -> bool {
+      if (hasValue) {
+        value = arg.substr(equals + 1);
+        return true;
+      }
+      if (i + 1 >= argc) {
+        error = flag + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+      return true;
+    };
+    double parsed = 0;
+    if (flag == "--grads") {
+      if (!next())
+        return false;
+      options.gradsPath = value;
+    } else if (flag == "--final-params") {
+      if (!next())
+        return false;
+      options.finalParamsPath = value;
+    } else if (flag == "--save-checkpoint") {
+      if (!next())
+        return false;
+      options.saveCheckpointDir = value;
+    } else if (flag == "--resume") {
+      if (!next())
+        return false;
+      options.resumeDir = value;
+    } else if (flag == "--verify-checkpoint") {
+      if (!next())
+        return false;
+      options.verifyCheckpointDir = value;
+    } else if (flag == "--device") {
+      if (!next())
+        return false;
+      options.device = value;
+    } else if (flag == "--no-memory-report") {
+      options.memoryReport = false;
+    } else if (flag == "--steps" || flag == "--save-every") {
+      if (!next())
+        return false;
+      if (!number(value, parsed) || parsed < 0 ||
+          parsed != std::floor(parsed)) {
+        error = flag + ": expected a non-negative integer, got '" + value + "'";
+        return false;
+      }
+      (flag == "--steps" ? options.steps : options.saveEvery) = int64_t(parsed);
+    } else if (flag == "--lr" || flag == "--weight-decay" || flag == "--eps") {
+      if (!next())
+        return false;
+      if (!number(value, parsed)) {
+        error = flag + ": expected a number, got '" + value + "'";
+        return false;
+      }
+      (flag == "--lr"    ? options.lr
+       : flag == "--eps" ? options.eps
+                         : options.weightDecay) = parsed;
+    } else if (flag == "--betas") {
+      if (!next())
+        return false;
+      size_t comma = value.find(',');
+      double b2 = 0;
+      if (comma == std::string::npos ||
+          !number(value.substr(0, comma), parsed) ||
+          !number(value.substr(comma + 1), b2)) {
+        error = "--betas: expected B1,B2, got '" + value + "'";
+        return false;
+      }
+      options.beta1 = parsed;
+      options.beta2 = b2;
+    } else if (arg.rfind("-", 0) == 0) {
+      error = "unknown option '" + arg + "'";
+      return false;
+    } else if (options.artifactDir.empty()) {
+      options.artifactDir = arg;
+    } else {
+      error = "unexpected argument '" + arg + "'";
+      return false;
+    }
+  }
+  if (options.artifactDir.empty()) {
+    error = "no artifact directory given";
+    return false;
+  }
+  return true;
+}
+
+int mlir::mantissa::rt::runUpdate(const UpdateOptions &options,
+                                  Communicator &communicator) {
+  Runner runner(options, communicator);
+  return runner.run();
+}

@@ -1,0 +1,930 @@
+//===- PrecisionSpec.cpp - Precision specs and resolved plans -------------===//
+//
+// Parses specs (YAML through LLVM YAML I/O, and flag rules), resolves them
+// per tensor, forms shard groups and runs the lints. See PrecisionSpec.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Transforms/PrecisionSpec.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/GlobPattern.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/YAMLTraits.h"
+
+#include <cmath>
+
+using namespace mlir::mantissa;
+using namespace mlir::mantissa::precision;
+using llvm::StringRef;
+
+/// Most alternatives a `{a,b,...}` brace expansion in a glob may produce.
+static constexpr size_t kMaxGlobAlternatives = 1024;
+
+static constexpr llvm::StringLiteral kExpectedDTypes =
+    "expected fp32, bf16 or fp16 (or torch's float32, bfloat16, float16)";
+static constexpr llvm::StringLiteral kExpectedAxes =
+    "expected master, gather, reduce or moments";
+
+StringRef precision::stringifyAxis(Axis axis) {
+  switch (axis) {
+  case Axis::Master:
+    return "master";
+  case Axis::Gather:
+    return "gather";
+  case Axis::Reduce:
+    return "reduce";
+  case Axis::Moments:
+    return "moments";
+  }
+  llvm_unreachable("unknown axis");
+}
+
+std::optional<Axis> precision::parseAxisName(StringRef name) {
+  for (Axis axis : kAllAxes)
+    if (stringifyAxis(axis) == name)
+      return axis;
+  return std::nullopt;
+}
+
+/// `%g`, so that 0.0078125 and 0.001 print as written.
+static std::string formatNumber(double value) {
+  return llvm::formatv("{0}", llvm::format("%g", value)).str();
+}
+
+/// `'a', 'b', 'c' and 2 more`.
+static std::string quoteSome(llvm::ArrayRef<std::string> names,
+                             size_t limit = 3) {
+  std::string text;
+  for (auto [index, name] : llvm::enumerate(names)) {
+    if (index == limit) {
+      text += llvm::formatv(" and {0} more", names.size() - limit).str();
+      break;
+    }
+    if (index)
+      text += ", ";
+    text += "'" + name + "'";
+  }
+  return text;
+}
+
+/// Checks a glob's syntax; returns the parser's complaint, empty if none.
+static std::string checkGlob(StringRef glob) {
+  llvm::Expected<llvm::GlobPattern> pattern =
+      llvm::GlobPattern::create(glob, kMaxGlobAlternatives);
+  if (pattern)
+    return {};
+  return llvm::toString(pattern.takeError());
+}
+
+std::string Rule::describe() const {
+  if (fromFlag)
+    return origin + " '" + text + "'";
+  return "rule " + text + " at " + origin;
+}
+
+//===----------------------------------------------------------------------===//
+// Shard unit globs
+//===----------------------------------------------------------------------===//
+
+static llvm::SmallVector<StringRef> splitSegments(StringRef path) {
+  llvm::SmallVector<StringRef> segments;
+  if (!path.empty())
+    path.split(segments, '.');
+  return segments;
+}
+
+/// Whether `path` matches `glob`, segment by segment; `**` matches any
+/// number of segments.
+static bool matchSegments(llvm::ArrayRef<llvm::GlobPattern> glob,
+                          llvm::ArrayRef<bool> anySegments,
+                          llvm::ArrayRef<StringRef> path) {
+  if (glob.empty())
+    return path.empty();
+  if (anySegments.front()) {
+    for (size_t skip = 0; skip <= path.size(); ++skip)
+      if (matchSegments(glob.drop_front(), anySegments.drop_front(),
+                        path.drop_front(skip)))
+        return true;
+    return false;
+  }
+  return !path.empty() && glob.front().match(path.front()) &&
+         matchSegments(glob.drop_front(), anySegments.drop_front(),
+                       path.drop_front());
+}
+
+bool ShardUnitPattern::matches(StringRef modulePath) const {
+  llvm::SmallVector<StringRef> globSegments = splitSegments(glob);
+  llvm::SmallVector<llvm::GlobPattern> compiled;
+  llvm::SmallVector<bool> anySegments;
+  for (StringRef segment : globSegments) {
+    llvm::Expected<llvm::GlobPattern> pattern =
+        llvm::GlobPattern::create(segment, kMaxGlobAlternatives);
+    if (!pattern) {
+      llvm::consumeError(pattern.takeError());
+      return false;
+    }
+    compiled.push_back(std::move(*pattern));
+    anySegments.push_back(segment == "**");
+  }
+  return matchSegments(compiled, anySegments, splitSegments(modulePath));
+}
+
+//===----------------------------------------------------------------------===//
+// YAML
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A scalar of the spec file and where it was written.
+struct LocatedScalar {
+  std::string value;
+  unsigned line = 0;
+  unsigned column = 0;
+};
+
+/// A rule as written: its key/value pairs in file order.
+struct YamlRule {
+  unsigned line = 0;
+  std::vector<std::pair<std::string, LocatedScalar>> entries;
+};
+
+struct YamlSpec {
+  std::optional<LocatedScalar> defaultDtype;
+  std::vector<LocatedScalar> shardUnits;
+  std::vector<YamlRule> rules;
+};
+
+/// Lets the traits below find where a node was written: YAML I/O hands
+/// them the context, and the Input knows the node it is reading.
+struct YamlContext {
+  StringRef text;
+  llvm::yaml::Input *input = nullptr;
+
+  /// 1-based line and column of `loc`, a pointer into `text`.
+  std::pair<unsigned, unsigned> getLineAndColumn(llvm::SMLoc loc) const {
+    const char *pointer = loc.getPointer();
+    if (!pointer || pointer < text.begin() || pointer > text.end())
+      return {0, 0};
+    StringRef before = text.take_front(pointer - text.begin());
+    size_t lineStart = before.rfind('\n');
+    unsigned column = lineStart == StringRef::npos ? before.size() + 1
+                                                   : before.size() - lineStart;
+    return {unsigned(before.count('\n')) + 1, column};
+  }
+
+  std::pair<unsigned, unsigned> getCurrentLineAndColumn() const {
+    if (const llvm::yaml::Node *node = input->getCurrentNode())
+      return getLineAndColumn(node->getSourceRange().Start);
+    return {0, 0};
+  }
+};
+
+/// Collects YAML I/O's own errors (syntax, unknown keys, wrong shapes).
+struct YamlErrors {
+  std::string displayName;
+  std::vector<Problem> *problems;
+};
+} // namespace
+
+LLVM_YAML_IS_SEQUENCE_VECTOR(LocatedScalar)
+LLVM_YAML_IS_SEQUENCE_VECTOR(YamlRule)
+
+namespace llvm::yaml {
+template <> struct ScalarTraits<LocatedScalar> {
+  static void output(const LocatedScalar &scalar, void *, raw_ostream &os) {
+    os << scalar.value;
+  }
+  static StringRef input(StringRef text, void *context, LocatedScalar &scalar) {
+    scalar.value = text.str();
+    std::tie(scalar.line, scalar.column) =
+        static_cast<YamlContext *>(context)->getCurrentLineAndColumn();
+    return {};
+  }
+  static QuotingType mustQuote(StringRef) { return QuotingType::Double; }
+};
+
+/// A rule maps every key it has: `match` and the axes are told apart (and
+/// unknown axes reported with the rule) after reading, rather than left to
+/// YAML I/O's generic "unknown key".
+template <> struct MappingTraits<YamlRule> {
+  static void mapping(IO &io, YamlRule &rule) {
+    auto *context = static_cast<YamlContext *>(io.getContext());
+    rule.line = context->getCurrentLineAndColumn().first;
+    std::vector<std::string> keys;
+    for (StringRef key : io.keys())
+      keys.push_back(key.str());
+    for (const std::string &key : keys) {
+      LocatedScalar value;
+      io.mapRequired(key.c_str(), value);
+      rule.entries.emplace_back(key, value);
+    }
+    llvm::sort(rule.entries, [](const auto &a, const auto &b) {
+      return std::make_pair(a.second.line, a.second.column) <
+             std::make_pair(b.second.line, b.second.column);
+    });
+  }
+};
+
+template <> struct MappingTraits<YamlSpec> {
+  static void mapping(IO &io, YamlSpec &spec) {
+    io.mapOptional("default_dtype", spec.defaultDtype);
+    io.mapOptional("shard_units", spec.shardUnits);
+    io.mapOptional("rules", spec.rules);
+  }
+};
+} // namespace llvm::yaml
+
+static void collectYamlError(const llvm::SMDiagnostic &diagnostic,
+                             void *context) {
+  auto *errors = static_cast<YamlErrors *>(context);
+  errors->problems->push_back(
+      {llvm::formatv("{0}:{1}:{2}: {3}", errors->displayName,
+                     diagnostic.getLineNo(), diagnostic.getColumnNo() + 1,
+                     diagnostic.getMessage())
+           .str(),
+       "a spec has the keys default_dtype, shard_units and rules; each rule "
+       "is a mapping with match and the axes it sets",
+       {},
+       {}});
+}
+
+/// `{match: "*norm*", master: fp32}`.
+static std::string formatRuleText(const YamlRule &rule) {
+  std::string text = "{";
+  for (auto [index, entry] : llvm::enumerate(rule.entries)) {
+    if (index)
+      text += ", ";
+    text += entry.first + ": ";
+    text += entry.first == "match" ? "\"" + entry.second.value + "\""
+                                   : entry.second.value;
+  }
+  return text + "}";
+}
+
+bool precision::parseSpecYaml(StringRef text, StringRef displayName, Spec &spec,
+                              std::vector<Problem> &problems) {
+  size_t problemsBefore = problems.size();
+  YamlContext context{text};
+  YamlErrors errors{displayName.str(), &problems};
+  YamlSpec parsed;
+  {
+    llvm::yaml::Input input(llvm::MemoryBufferRef(text, displayName), &context,
+                            collectYamlError, &errors);
+    context.input = &input;
+    input >> parsed;
+    if (input.error() && problems.size() == problemsBefore)
+      problems.push_back({(displayName + ": not a valid precision spec").str(),
+                          "a spec is a YAML mapping",
+                          {},
+                          {}});
+    context.input = nullptr;
+  }
+  if (problems.size() != problemsBefore)
+    return false;
+
+  auto origin = [&](unsigned line) {
+    return llvm::formatv("{0}:{1}", displayName, line).str();
+  };
+
+  if (parsed.defaultDtype) {
+    std::optional<DType> dtype =
+        train::parseDTypeName(parsed.defaultDtype->value);
+    if (!dtype)
+      problems.push_back({llvm::formatv("unknown dtype '{0}' for default_dtype "
+                                        "at {1}",
+                                        parsed.defaultDtype->value,
+                                        origin(parsed.defaultDtype->line))
+                              .str(),
+                          kExpectedDTypes.str(),
+                          {},
+                          {}});
+    spec.defaultDtype = dtype;
+    spec.defaultDtypeOrigin = origin(parsed.defaultDtype->line);
+  }
+
+  for (const LocatedScalar &unit : parsed.shardUnits) {
+    std::string complaint;
+    for (StringRef segment : splitSegments(unit.value))
+      if (complaint.empty())
+        complaint = checkGlob(segment);
+    if (!complaint.empty()) {
+      problems.push_back(
+          {llvm::formatv("invalid shard unit glob '{0}' at {1}: "
+                         "{2}",
+                         unit.value, origin(unit.line), complaint)
+               .str(),
+           "shard units are globs over module paths, matched "
+           "segment by segment",
+           {},
+           {}});
+      continue;
+    }
+    spec.shardUnits.push_back({unit.value, origin(unit.line)});
+  }
+
+  for (const YamlRule &yamlRule : parsed.rules) {
+    Rule rule;
+    rule.origin = origin(yamlRule.line);
+    rule.text = formatRuleText(yamlRule);
+    bool valid = true, hasMatch = false;
+    for (const auto &[key, value] : yamlRule.entries) {
+      if (key == "match") {
+        hasMatch = true;
+        rule.match = value.value;
+        std::string complaint = checkGlob(value.value);
+        if (!complaint.empty()) {
+          problems.push_back({llvm::formatv("invalid glob '{0}' in rule {1} at "
+                                            "{2}: {3}",
+                                            value.value, rule.text,
+                                            origin(value.line), complaint)
+                                  .str(),
+                              "match is a glob over FQNs: * ? [...] {a,b}",
+                              {},
+                              {}});
+          valid = false;
+        }
+        continue;
+      }
+      std::optional<Axis> axis = parseAxisName(key);
+      if (!axis) {
+        problems.push_back(
+            {llvm::formatv("unknown precision axis '{0}' in rule {1} at {2}",
+                           key, rule.text, origin(value.line))
+                 .str(),
+             kExpectedAxes.str(),
+             {},
+             {}});
+        valid = false;
+        continue;
+      }
+      std::optional<DType> dtype = train::parseDTypeName(value.value);
+      if (!dtype) {
+        problems.push_back(
+            {llvm::formatv("unknown dtype '{0}' for {1} in rule {2} at {3}",
+                           value.value, key, rule.text, origin(value.line))
+                 .str(),
+             kExpectedDTypes.str(),
+             {},
+             {}});
+        valid = false;
+        continue;
+      }
+      rule.dtypes[static_cast<unsigned>(*axis)] = dtype;
+    }
+    if (!hasMatch) {
+      problems.push_back(
+          {llvm::formatv("rule {0} at {1} has no 'match'", rule.text,
+                         rule.origin)
+               .str(),
+           "every rule names the tensors it applies to with match: GLOB",
+           {},
+           {}});
+      valid = false;
+    } else if (valid && llvm::none_of(rule.dtypes, [](auto dtype) {
+                 return dtype.has_value();
+               })) {
+      problems.push_back(
+          {llvm::formatv("rule {0} at {1} sets no precision axis", rule.text,
+                         rule.origin)
+               .str(),
+           "a rule sets at least one of master, gather, reduce, moments",
+           {},
+           {}});
+      valid = false;
+    }
+    if (valid)
+      spec.rules.push_back(std::move(rule));
+  }
+  return problems.size() == problemsBefore;
+}
+
+//===----------------------------------------------------------------------===//
+// Flags
+//===----------------------------------------------------------------------===//
+
+bool precision::parseFlagRule(StringRef text, unsigned index, Spec &spec,
+                              std::vector<Problem> &problems) {
+  Rule rule;
+  rule.fromFlag = true;
+  rule.origin = llvm::formatv("--precision-rule[{0}]", index).str();
+  // Quotes that survived the shell or a pass pipeline string are not part of
+  // the rule.
+  StringRef body = text.trim();
+  if (body.size() >= 2 && (body.front() == '"' || body.front() == '\'') &&
+      body.back() == body.front())
+    body = body.drop_front().drop_back();
+  rule.text = body.str();
+  auto fail = [&](const llvm::Twine &message, const llvm::Twine &note) {
+    problems.push_back(
+        {(message + " in " + rule.describe()).str(), note.str(), {}, {}});
+    return false;
+  };
+  static constexpr llvm::StringLiteral kFlagSyntax =
+      "a flag rule is GLOB:AXIS=DTYPE[,AXIS=DTYPE...], e.g. "
+      "'*norm*:master=fp32,gather=fp32'";
+
+  // The glob may hold ',' and ':' inside brace alternatives, the axis list
+  // holds no ':', so the last ':' separates them.
+  if (!body.contains(':'))
+    return fail("missing ':' between the glob and the axes", kFlagSyntax);
+  auto [glob, axes] = body.rsplit(':');
+  if (glob.empty())
+    return fail("empty glob", kFlagSyntax);
+  std::string complaint = checkGlob(glob);
+  if (!complaint.empty())
+    return fail("invalid glob '" + glob + "': " + complaint,
+                "match is a glob over FQNs: * ? [...] {a,b}");
+  rule.match = glob.str();
+
+  // ';' also separates axes, for pass pipelines where ',' separates options.
+  llvm::SmallVector<StringRef> settings;
+  llvm::SplitString(axes, settings, ",;");
+  if (settings.empty())
+    return fail("no axis set", kFlagSyntax);
+  for (StringRef setting : settings) {
+    auto [axisName, dtypeName] = setting.split('=');
+    axisName = axisName.trim();
+    dtypeName = dtypeName.trim();
+    std::optional<Axis> axis = parseAxisName(axisName);
+    if (!axis)
+      return fail("unknown precision axis '" + axisName + "'", kExpectedAxes);
+    std::optional<DType> dtype = train::parseDTypeName(dtypeName);
+    if (!dtype)
+      return fail("unknown dtype '" + dtypeName + "' for " + axisName,
+                  kExpectedDTypes);
+    rule.dtypes[static_cast<unsigned>(*axis)] = dtype;
+  }
+  spec.rules.push_back(std::move(rule));
+  return true;
+}
+
+bool precision::buildSpec(const SpecOptions &options, Spec &spec,
+                          std::vector<Problem> &problems) {
+  size_t problemsBefore = problems.size();
+  if (!options.specPath.empty()) {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(options.specPath, /*IsText=*/true);
+    if (!buffer) {
+      problems.push_back(
+          {llvm::formatv("cannot read precision spec '{0}': {1}",
+                         options.specPath, buffer.getError().message())
+               .str(),
+           "the spec is a YAML file given by path",
+           {},
+           {}});
+      return false;
+    }
+    parseSpecYaml((*buffer)->getBuffer(), options.specPath, spec, problems);
+  }
+  for (auto [index, text] : llvm::enumerate(options.flagRules))
+    parseFlagRule(text, index, spec, problems);
+
+  if (!options.defaultDtype.empty()) {
+    std::optional<DType> dtype = train::parseDTypeName(options.defaultDtype);
+    if (!dtype) {
+      problems.push_back({llvm::formatv("unknown dtype '{0}' in "
+                                        "--precision-default-dtype",
+                                        options.defaultDtype)
+                              .str(),
+                          kExpectedDTypes.str(),
+                          {},
+                          {}});
+    } else if (spec.defaultDtype && *spec.defaultDtype != *dtype) {
+      problems.push_back(
+          {llvm::formatv("--precision-default-dtype={0} conflicts with "
+                         "default_dtype: {1} at {2}",
+                         options.defaultDtype,
+                         train::stringifyDType(*spec.defaultDtype),
+                         spec.defaultDtypeOrigin)
+               .str(),
+           llvm::formatv("{0} sets default_dtype: {1}; give the default dtype "
+                         "once, or the same value in both places",
+                         spec.defaultDtypeOrigin,
+                         train::stringifyDType(*spec.defaultDtype))
+               .str(),
+           {},
+           {}});
+    } else if (!spec.defaultDtype) {
+      spec.defaultDtype = dtype;
+      spec.defaultDtypeOrigin = "--precision-default-dtype";
+    }
+  }
+  return problems.size() == problemsBefore;
+}
+
+//===----------------------------------------------------------------------===//
+// Resolution
+//===----------------------------------------------------------------------===//
+
+int64_t TensorDesc::getNumElements() const {
+  int64_t count = 1;
+  for (int64_t size : shape)
+    count *= size;
+  return count;
+}
+
+const TensorPlan *StepPlan::lookup(StringRef fqn) const {
+  for (const TensorPlan &tensor : tensors)
+    if (tensor.tensor.fqn == fqn)
+      return &tensor;
+  return nullptr;
+}
+
+/// Whether `module` is `unit` or lies beneath it.
+static bool isWithinUnit(StringRef module, StringRef unit) {
+  return unit.empty() || module == unit ||
+         (module.starts_with(unit) && module.drop_front(unit.size())[0] == '.');
+}
+
+/// Every module path that owns a tensor, and all their ancestors, in first
+/// appearance order; the root is not listed.
+static std::vector<std::string>
+collectModulePaths(llvm::ArrayRef<TensorDesc> tensors) {
+  std::vector<std::string> paths;
+  llvm::StringSet<> seen;
+  for (const TensorDesc &tensor : tensors) {
+    llvm::SmallVector<StringRef> segments = splitSegments(tensor.module);
+    std::string path;
+    for (StringRef segment : segments) {
+      if (!path.empty())
+        path += ".";
+      path += segment.str();
+      if (seen.insert(path).second)
+        paths.push_back(path);
+    }
+  }
+  return paths;
+}
+
+/// Resolves one tensor's axes: the last matching rule per axis, then the
+/// defaults of PrecisionSpec.h.
+static bool resolveTensor(const TensorDesc &tensor, const Spec &spec,
+                          llvm::ArrayRef<llvm::GlobPattern> globs,
+                          std::vector<bool> &ruleMatched, TensorPlan &plan,
+                          std::vector<Problem> &errors) {
+  plan.tensor = tensor;
+  std::array<const Rule *, kNumAxes> decidingRule{};
+  for (auto [index, rule] : llvm::enumerate(spec.rules)) {
+    if (!globs[index].match(tensor.fqn))
+      continue;
+    ruleMatched[index] = true;
+    for (Axis axis : kAllAxes)
+      if (rule.get(axis))
+        decidingRule[static_cast<unsigned>(axis)] = &rule;
+  }
+  auto fromRule = [&](Axis axis) -> bool {
+    const Rule *rule = decidingRule[static_cast<unsigned>(axis)];
+    if (!rule)
+      return false;
+    plan.dtypes[static_cast<unsigned>(axis)] = *rule->get(axis);
+    plan.decidedBy[static_cast<unsigned>(axis)] = rule->origin;
+    return true;
+  };
+  auto inherit = [&](Axis axis, Axis from) {
+    plan.dtypes[static_cast<unsigned>(axis)] = plan.get(from);
+    plan.decidedBy[static_cast<unsigned>(axis)] = plan.getDecidedBy(from).str();
+  };
+
+  // master: the resident dtype; unset, what torch exported.
+  if (!fromRule(Axis::Master)) {
+    if (!tensor.exported) {
+      errors.push_back(
+          {llvm::formatv("{0} '{1}' is left without a precision plan: it was "
+                         "exported as {2}, which no plan can hold, and no "
+                         "rule sets its master",
+                         tensor.isParameter ? "parameter" : "buffer",
+                         tensor.fqn, tensor.exportedTypeName)
+               .str(),
+           llvm::formatv("'{0}' is declared here; add a rule matching it with "
+                         "master: fp32, bf16 or fp16",
+                         tensor.fqn)
+               .str(),
+           tensor.fqn, tensor.fqn});
+      return false;
+    }
+    plan.dtypes[static_cast<unsigned>(Axis::Master)] = *tensor.exported;
+    plan.decidedBy[static_cast<unsigned>(Axis::Master)] = kExportedOrigin.str();
+  }
+  // gather: the compute and wire dtype; unset, the default dtype, else the
+  // master. The default dtype is the parameters' wire dtype: buffers are not
+  // sharded, and rounding them (RoPE tables, position data) would silently
+  // change math the exported graph does in their dtype, so only a rule that
+  // names them changes their gather dtype.
+  if (!fromRule(Axis::Gather)) {
+    if (spec.defaultDtype && tensor.isParameter) {
+      plan.dtypes[static_cast<unsigned>(Axis::Gather)] = *spec.defaultDtype;
+      plan.decidedBy[static_cast<unsigned>(Axis::Gather)] =
+          kDefaultOrigin.str();
+    } else {
+      inherit(Axis::Gather, Axis::Master);
+    }
+  }
+  if (!tensor.isParameter)
+    return true;
+  // reduce: the gradient's wire dtype; unset, the gather dtype.
+  if (!fromRule(Axis::Reduce))
+    inherit(Axis::Reduce, Axis::Gather);
+  // moments: Adam's state; unset, fp32.
+  if (!fromRule(Axis::Moments)) {
+    plan.dtypes[static_cast<unsigned>(Axis::Moments)] = DType::fp32;
+    plan.decidedBy[static_cast<unsigned>(Axis::Moments)] = kDefaultOrigin.str();
+  }
+  return true;
+}
+
+/// Forms the shard groups: each parameter belongs to the innermost unit
+/// containing its module; per unit, the gather dtype holding most elements
+/// forms the main group (ties: the dtype of the unit's first parameter) and
+/// every other dtype a nested group.
+static void formShardGroups(const std::vector<std::string> &units,
+                            StepPlan &plan) {
+  // Unit of each parameter, and units in first-parameter order.
+  std::vector<std::string> unitOrder;
+  llvm::StringMap<std::vector<TensorPlan *>> membersByUnit;
+  for (TensorPlan &tensor : plan.tensors) {
+    if (!tensor.isParameter())
+      continue;
+    const std::string *owner = nullptr;
+    for (const std::string &unit : units)
+      if (isWithinUnit(tensor.tensor.module, unit) &&
+          (!owner || unit.size() > owner->size()))
+        owner = &unit;
+    assert(owner && "the root unit contains every module");
+    auto [it, fresh] = membersByUnit.try_emplace(*owner);
+    if (fresh)
+      unitOrder.push_back(*owner);
+    it->second.push_back(&tensor);
+  }
+
+  for (const std::string &unit : unitOrder) {
+    std::vector<TensorPlan *> &members = membersByUnit[unit];
+    // Elements per gather dtype, dtypes in first-member order.
+    std::vector<std::pair<DType, int64_t>> elementsByDtype;
+    for (TensorPlan *member : members) {
+      DType gather = member->get(Axis::Gather);
+      auto it = llvm::find_if(
+          elementsByDtype, [&](auto &entry) { return entry.first == gather; });
+      if (it == elementsByDtype.end())
+        it = elementsByDtype.insert(it, {gather, 0});
+      it->second += member->tensor.getNumElements();
+    }
+    // std::max_element finds the first of equals: the tie-break. The other
+    // dtypes keep first-member order.
+    auto main =
+        std::max_element(elementsByDtype.begin(), elementsByDtype.end(),
+                         [](auto &a, auto &b) { return a.second < b.second; });
+    std::rotate(elementsByDtype.begin(), main, std::next(main));
+
+    std::string mainName = unit.empty() ? "root" : unit;
+    for (auto [index, entry] : llvm::enumerate(elementsByDtype)) {
+      ShardGroup group;
+      group.unit = unit;
+      group.gather = entry.first;
+      if (index == 0) {
+        group.name = mainName;
+        // The root's parameters (embeddings, final norm, head) are the last
+        // used in forward and the first in backward: freeing them in between
+        // would only gather them again at once, so, as FSDP2 does for its
+        // root, they stay gathered.
+        group.reshardAfterForward = !unit.empty();
+      } else {
+        group.name = mainName + "/" + train::stringifyDType(entry.first).str();
+        group.nestedIn = mainName;
+        // Nested groups hold the few tensors a rule keeps in another dtype
+        // (norm gains, biases): freeing them saves almost no memory while
+        // gathering them again costs a collective each, and the
+        // precision-sensitive backward ops that read them run early.
+        group.reshardAfterForward = false;
+      }
+      for (TensorPlan *member : members)
+        if (member->get(Axis::Gather) == entry.first) {
+          group.members.push_back(member->tensor.fqn);
+          member->group = group.name;
+        }
+      plan.groups.push_back(std::move(group));
+    }
+  }
+}
+
+double precision::getSpacing(DType dtype, double magnitude) {
+  int explicitBits = 23, minExponent = -126;
+  switch (dtype) {
+  case DType::fp32:
+    break;
+  case DType::bf16:
+    explicitBits = 7;
+    break;
+  case DType::fp16:
+    explicitBits = 10;
+    minExponent = -14;
+    break;
+  }
+  int exponent = minExponent;
+  if (std::isfinite(magnitude) && magnitude != 0) {
+    int frexpExponent = 0;
+    std::frexp(std::fabs(magnitude), &frexpExponent);
+    // frexp gives x = m * 2^e with m in [0.5, 1): floor(log2 x) = e - 1.
+    exponent = std::max(frexpExponent - 1, minExponent);
+  }
+  return std::ldexp(1.0, exponent - explicitBits);
+}
+
+/// The stall lint and the moments lint.
+static void runLints(const Spec &spec, StepPlan &plan) {
+  for (const TensorPlan &tensor : plan.tensors) {
+    if (!tensor.isParameter() || !tensor.tensor.initRms)
+      continue;
+    DType master = tensor.get(Axis::Master);
+    if (master == DType::fp32)
+      continue;
+    double magnitude = *tensor.tensor.initRms;
+    double spacing = getSpacing(master, magnitude);
+    if (!(plan.learningRate < spacing / 2))
+      continue;
+    StringRef dtypeName = train::stringifyDType(master);
+    plan.warnings.push_back(
+        {llvm::formatv(
+             "parameter '{0}' would stall: its master is {1} ({2}), whose "
+             "values near its typical magnitude {3} (initial RMS) are {4} "
+             "apart, and an Adam step of about lr = {5} is less than half of "
+             "that, so it rounds away",
+             tensor.tensor.fqn, dtypeName, tensor.getDecidedBy(Axis::Master),
+             formatNumber(magnitude), formatNumber(spacing),
+             formatNumber(plan.learningRate))
+             .str(),
+         llvm::formatv("keep the master of '{0}' in fp32 (master: fp32) so "
+                       "that updates accumulate",
+                       tensor.tensor.fqn)
+             .str(),
+         tensor.tensor.fqn, tensor.tensor.fqn});
+  }
+
+  // Low-precision moments, once per deciding rule.
+  std::vector<std::string> origins;
+  llvm::StringMap<std::pair<DType, std::vector<std::string>>> lowMoments;
+  for (const TensorPlan &tensor : plan.tensors) {
+    if (!tensor.isParameter() || tensor.get(Axis::Moments) == DType::fp32)
+      continue;
+    std::string origin = tensor.getDecidedBy(Axis::Moments).str();
+    auto [it, fresh] = lowMoments.try_emplace(origin, tensor.get(Axis::Moments),
+                                              std::vector<std::string>());
+    if (fresh)
+      origins.push_back(origin);
+    it->second.second.push_back(tensor.tensor.fqn);
+  }
+  for (const std::string &origin : origins) {
+    auto &[dtype, fqns] = lowMoments[origin];
+    auto rule = llvm::find_if(
+        spec.rules, [&](const Rule &rule) { return rule.origin == origin; });
+    plan.warnings.push_back(
+        {llvm::formatv("{0} keeps the Adam moments of {1} parameter{2} in {3} "
+                       "({4}): below fp32, the second moment of small "
+                       "gradients underflows and updates lose precision",
+                       rule == spec.rules.end() ? origin : rule->describe(),
+                       fqns.size(), fqns.size() == 1 ? "" : "s",
+                       train::stringifyDType(dtype), quoteSome(fqns))
+             .str(),
+         "keep the moments in fp32 (moments: fp32), as torch's mixed-precision "
+         "recipes do",
+         {},
+         {}});
+  }
+}
+
+bool precision::resolvePlan(const Spec &spec,
+                            llvm::ArrayRef<TensorDesc> tensors,
+                            StringRef stepName, const ResolveOptions &options,
+                            StepPlan &plan, std::vector<Problem> &errors) {
+  size_t errorsBefore = errors.size();
+  plan = StepPlan();
+  plan.stepName = stepName.str();
+  plan.learningRate = options.learningRate;
+
+  // The globs were checked when the spec was parsed.
+  std::vector<llvm::GlobPattern> globs;
+  for (const Rule &rule : spec.rules)
+    globs.push_back(
+        cantFail(llvm::GlobPattern::create(rule.match, kMaxGlobAlternatives)));
+
+  std::vector<bool> ruleMatched(spec.rules.size());
+  // Rules also match integer buffers, only to say so when that is all a rule
+  // matches.
+  std::vector<std::vector<std::string>> ruleMatchedUnplannable(
+      spec.rules.size());
+  std::vector<std::string> candidates;
+  unsigned numParameters = 0, numBuffers = 0;
+  for (const TensorDesc &tensor : tensors) {
+    if (!tensor.isFloat) {
+      for (auto [index, glob] : llvm::enumerate(globs))
+        if (glob.match(tensor.fqn))
+          ruleMatchedUnplannable[index].push_back(tensor.fqn);
+      continue;
+    }
+    candidates.push_back(tensor.fqn);
+    ++(tensor.isParameter ? numParameters : numBuffers);
+    TensorPlan tensorPlan;
+    if (resolveTensor(tensor, spec, globs, ruleMatched, tensorPlan, errors))
+      plan.tensors.push_back(std::move(tensorPlan));
+  }
+
+  for (auto [index, rule] : llvm::enumerate(spec.rules)) {
+    if (ruleMatched[index])
+      continue;
+    std::string note =
+        llvm::formatv("step @{0} has {1} parameter{2} and {3} "
+                      "floating-point buffer{4}: {5}",
+                      stepName, numParameters, numParameters == 1 ? "" : "s",
+                      numBuffers, numBuffers == 1 ? "" : "s",
+                      quoteSome(candidates))
+            .str();
+    if (!ruleMatchedUnplannable[index].empty())
+      note = llvm::formatv("it matches only {0}, which take{1} no precision "
+                           "plan (not floating point)",
+                           quoteSome(ruleMatchedUnplannable[index]),
+                           ruleMatchedUnplannable[index].size() == 1 ? "s" : "")
+                 .str();
+    errors.push_back({llvm::formatv("{0} matches no parameter or buffer of "
+                                    "step @{1}",
+                                    rule.describe(), stepName)
+                          .str(),
+                      note,
+                      {},
+                      {}});
+  }
+
+  // Shard units: the root, and every module a `shard_units` glob matches.
+  std::vector<std::string> modulePaths = collectModulePaths(tensors);
+  std::vector<std::string> units = {""};
+  for (const ShardUnitPattern &pattern : spec.shardUnits) {
+    bool matched = pattern.matches("");
+    for (const std::string &path : modulePaths) {
+      if (!pattern.matches(path))
+        continue;
+      matched = true;
+      if (!llvm::is_contained(units, path))
+        units.push_back(path);
+    }
+    if (!matched)
+      errors.push_back(
+          {llvm::formatv("shard unit '{0}' at {1} matches no module of step "
+                         "@{2}",
+                         pattern.glob, pattern.origin, stepName)
+               .str(),
+           llvm::formatv("its modules are {0} ('*' matches within one "
+                         "segment of a module path, '**' across segments)",
+                         quoteSome(modulePaths, 6))
+               .str(),
+           {},
+           {}});
+  }
+  if (errors.size() != errorsBefore)
+    return false;
+
+  formShardGroups(units, plan);
+  runLints(spec, plan);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Totals
+//===----------------------------------------------------------------------===//
+
+Totals precision::computeTotals(const StepPlan &plan) {
+  Totals totals;
+  for (const TensorPlan &tensor : plan.tensors) {
+    int64_t elements = tensor.tensor.getNumElements();
+    auto bytes = [&](Axis axis) {
+      return elements * int64_t(train::getByteWidth(tensor.get(axis)));
+    };
+    if (!tensor.isParameter()) {
+      totals.bufferBytes += bytes(Axis::Master);
+      continue;
+    }
+    ++totals.parameters;
+    totals.parameterElements += elements;
+    if (tensor.get(Axis::Master) != tensor.get(Axis::Gather))
+      totals.parameterBytes += bytes(Axis::Gather);
+    totals.masterBytes += bytes(Axis::Master);
+    totals.momentsBytes += 2 * bytes(Axis::Moments);
+    totals.reducedBytes += bytes(Axis::Reduce);
+  }
+  totals.residentBytes =
+      totals.parameterBytes + totals.masterBytes + totals.momentsBytes;
+  for (const ShardGroup &group : plan.groups) {
+    int64_t gathers = group.reshardAfterForward ? 2 : 1;
+    int64_t bytes = 0;
+    for (const std::string &member : group.members)
+      if (const TensorPlan *tensor = plan.lookup(member))
+        bytes += tensor->tensor.getNumElements() *
+                 int64_t(train::getByteWidth(group.gather));
+    totals.gatheredBytes += gathers * bytes;
+    totals.allGathers += gathers;
+    totals.reduceScatters += 1;
+  }
+  return totals;
+}

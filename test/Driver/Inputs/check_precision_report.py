@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Checks mantissa-compile's --precision-report=json for the corpus llama
+under llama-mixed.yaml against expectations computed here, independently of
+the compiler: the parameters and shapes come from torch's own state_dict
+(llama.init.safetensors), the dtypes from the spec's rules, and the totals
+from the definitions in PrecisionSpec.h.
+
+usage: check_precision_report.py REPORT.json INIT.safetensors SPEC_NAME
+"""
+
+import json
+import struct
+import sys
+
+BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def state_dict_shapes(path):
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    header.pop("__metadata__", None)
+    return {name: entry["shape"] for name, entry in header.items()}
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def main():
+    report = json.load(open(sys.argv[1]))
+    shapes = state_dict_shapes(sys.argv[2])
+    spec = sys.argv[3]
+    failures = []
+
+    def expect(condition, message):
+        if not condition:
+            failures.append(message)
+
+    expect(set(report) == {"tensors", "groups", "totals", "warnings"},
+           "top-level keys: %s" % sorted(report))
+    params = [t for t in report["tensors"] if t["kind"] == "parameter"]
+    expect({t["fqn"] for t in params} == set(shapes),
+           "parameters differ from the state_dict")
+    keys = {"fqn", "kind", "shape", "master", "gather", "reduce", "moments",
+            "group", "decided_by"}
+    for t in report["tensors"]:
+        expect(set(t) == keys, "%s: keys %s" % (t["fqn"], sorted(t)))
+
+    # Expected plans: `*norm*` -> master fp32, gather fp32; default bf16.
+    for t in params:
+        fqn = t["fqn"]
+        expect(t["shape"] == shapes[fqn], fqn + ": shape")
+        norm = "norm" in fqn
+        want = ("fp32", "fp32", "fp32", "fp32") if norm else \
+               ("fp32", "bf16", "bf16", "fp32")
+        got = (t["master"], t["gather"], t["reduce"], t["moments"])
+        expect(got == want, "%s: %s, expected %s" % (fqn, got, want))
+        rule = spec + ":5"
+        want_by = {"master": rule, "gather": rule, "reduce": rule,
+                   "moments": "default"} if norm else \
+                  {"master": "exported", "gather": "default",
+                   "reduce": "default", "moments": "default"}
+        expect(t["decided_by"] == want_by,
+               "%s: decided_by %s" % (fqn, t["decided_by"]))
+
+    # Expected groups: one unit per layer and the root, each with a main
+    # bf16 group and a nested fp32 group for its norms.
+    def unit_of(fqn):
+        parts = fqn.split(".")
+        return ".".join(parts[:2]) if parts[0] == "layers" else ""
+
+    units = []
+    for fqn in shapes:
+        if unit_of(fqn) not in units:
+            units.append(unit_of(fqn))
+    order = [t["fqn"] for t in params]
+    want_groups = {}
+    for unit in units:
+        name = unit or "root"
+        members = [f for f in order if unit_of(f) == unit]
+        want_groups[name] = ("bf16", None, unit != "",
+                             [f for f in members if "norm" not in f])
+        want_groups[name + "/fp32"] = ("fp32", name, False,
+                                       [f for f in members if "norm" in f])
+    got_groups = {}
+    for g in report["groups"]:
+        got_groups[g["name"]] = (g["gather"], g["nested_in"],
+                                 g["reshard_after_forward"], g["members"])
+        expect(g["unit"] == (g["name"].split("/")[0] if g["name"] != "root"
+                             and not g["name"].startswith("root/") else ""),
+               g["name"] + ": unit")
+    expect(got_groups == want_groups,
+           "groups:\n  got  %s\n  want %s" % (got_groups, want_groups))
+    for t in params:
+        expect(t["group"] in want_groups and
+               t["fqn"] in want_groups[t["group"]][3],
+               t["fqn"] + ": group " + str(t["group"]))
+
+    # Totals from the definitions.
+    want = {"parameters": 0, "parameter_elements": 0, "parameter_bytes": 0,
+            "master_bytes": 0, "moments_bytes": 0, "reduced_bytes_per_step": 0,
+            "gathered_bytes_per_step": 0, "all_gathers_per_step": 0,
+            "reduce_scatters_per_step": 0}
+    plan = {}
+    for fqn, shape in shapes.items():
+        n = numel(shape)
+        master, gather, reduce, moments = \
+            ("fp32",) * 4 if "norm" in fqn else ("fp32", "bf16", "bf16", "fp32")
+        plan[fqn] = (n, gather)
+        want["parameters"] += 1
+        want["parameter_elements"] += n
+        if master != gather:
+            want["parameter_bytes"] += n * BYTES[gather]
+        want["master_bytes"] += n * BYTES[master]
+        want["moments_bytes"] += 2 * n * BYTES[moments]
+        want["reduced_bytes_per_step"] += n * BYTES[reduce]
+    for name, (gather, _, reshard, members) in want_groups.items():
+        times = 2 if reshard else 1
+        want["gathered_bytes_per_step"] += times * sum(
+            plan[m][0] * BYTES[gather] for m in members)
+        want["all_gathers_per_step"] += times
+        want["reduce_scatters_per_step"] += 1
+    want["resident_bytes"] = (want["parameter_bytes"] + want["master_bytes"] +
+                              want["moments_bytes"])
+    want["collectives_per_step"] = (want["all_gathers_per_step"] +
+                                    want["reduce_scatters_per_step"])
+    totals = report["totals"]
+    for key, value in want.items():
+        expect(totals.get(key) == value,
+               "totals.%s = %s, expected %s" % (key, totals.get(key), value))
+    expect(abs(totals["resident_bytes_per_parameter"] -
+               want["resident_bytes"] / want["parameter_elements"]) < 1e-9,
+           "resident_bytes_per_parameter")
+    expect(report["warnings"] == [], "warnings: %s" % report["warnings"])
+
+    if failures:
+        print("\n".join(failures))
+        return 1
+    print("OK: %d parameters, %d groups, resident %d bytes, gathered %d bytes, "
+          "%d collectives" % (want["parameters"], len(want_groups),
+                              want["resident_bytes"],
+                              want["gathered_bytes_per_step"],
+                              want["collectives_per_step"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

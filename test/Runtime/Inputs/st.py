@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Small safetensors helper for the runtime tests (no torch needed).
+
+  st.py pick SRC OUT NEW=OLD ...      write OUT with SRC's tensor OLD as NEW
+  st.py equal A KEY_A B KEY_B         bitwise equality of two tensors
+  st.py same A B                      same tensor names and bits in both files
+  st.py ckpt-drop CKPT STATE          drop STATE/* tensors from every rank file
+                                      (and fix the index sizes)
+  st.py ckpt-cast CKPT STATE DTYPE    store STATE/* tensors as BF16
+"""
+import json, struct, sys, os, glob
+
+
+def read(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    body = data[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        a, b = info["data_offsets"]
+        tensors[name] = (info["dtype"], info["shape"], body[a:b])
+    return tensors, meta
+
+
+def write(path, tensors, meta):
+    header, offset, chunks = {}, 0, []
+    for name in sorted(tensors):
+        dtype, shape, raw = tensors[name]
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    if meta:
+        header["__metadata__"] = meta
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def fix_index(ckpt):
+    index_path = os.path.join(ckpt, "index.json")
+    index = json.load(open(index_path))
+    for entry in index["files"]:
+        entry["bytes"] = os.path.getsize(os.path.join(ckpt, entry["file"]))
+    json.dump(index, open(index_path, "w"))
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "pick":
+        src, _ = read(sys.argv[2])
+        out = {}
+        for pair in sys.argv[4:]:
+            new, old = pair.split("=")
+            out[new] = src[old]
+        write(sys.argv[3], out, {"format": "pt"})
+    elif cmd == "equal":
+        a, _ = read(sys.argv[2])
+        b, _ = read(sys.argv[4])
+        x, y = a[sys.argv[3]], b[sys.argv[5]]
+        if x != y:
+            diff = sum(1 for i in range(0, len(x[2]), 4) if x[2][i:i+4] != y[2][i:i+4])
+            print(f"DIFFERENT: {sys.argv[3]} vs {sys.argv[5]} ({diff} words differ)")
+            sys.exit(1)
+        print("EQUAL")
+    elif cmd == "same":
+        a, _ = read(sys.argv[2])
+        b, _ = read(sys.argv[3])
+        if a.keys() != b.keys():
+            print("DIFFERENT NAMES", sorted(a.keys() ^ b.keys()))
+            sys.exit(1)
+        bad = [k for k in a if a[k] != b[k]]
+        if bad:
+            print("DIFFERENT:", ", ".join(sorted(bad)))
+            sys.exit(1)
+        print(f"SAME ({len(a)} tensors)")
+    elif cmd in ("ckpt-drop", "ckpt-cast"):
+        ckpt, state = sys.argv[2], sys.argv[3]
+        for path in glob.glob(os.path.join(ckpt, "step-*.safetensors")):
+            tensors, meta = read(path)
+            ranges = json.loads(meta["ranges"])
+            for name in list(tensors):
+                if not name.startswith(state + "/"):
+                    continue
+                if cmd == "ckpt-drop":
+                    del tensors[name]
+                    del ranges[name]
+                else:
+                    dtype, shape, raw = tensors[name]
+                    vals = struct.unpack(f"<{len(raw)//4}I", raw)
+                    # round to nearest even bf16
+                    out = [((v + 0x7FFF + ((v >> 16) & 1)) >> 16) & 0xFFFF for v in vals]
+                    tensors[name] = ("BF16", shape, struct.pack(f"<{len(out)}H", *out))
+            meta["ranges"] = json.dumps(ranges)
+            write(path, tensors, meta)
+        fix_index(ckpt)
+    else:
+        sys.exit("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()
