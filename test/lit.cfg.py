@@ -39,5 +39,10 @@ tools = [
 ]
 llvm_config.add_tool_substitutions(tools, [config.mantissa_tools_dir, config.llvm_tools_dir])
 
+# Long end-to-end runs are left out of the sanitizer configuration, which
+# runs the unit tests and mantissa-opt's tests (and whatever else is quick).
+if config.mantissa_sanitized:
+    config.available_features.add("sanitized")
+
 if os.path.isdir(config.mantissa_corpus_dir):
     config.available_features.add("corpus")

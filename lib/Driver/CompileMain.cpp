@@ -55,61 +55,6 @@ static std::string weightsPathFor(llvm::StringRef outputPath) {
   return (path + ".weights.safetensors").str();
 }
 
-/// The root-mean-square of a stored floating-point tensor, if it has data.
-static std::optional<double> computeRms(const pt2::StoredTensor &tensor) {
-  const std::vector<uint8_t> &bytes = tensor.contiguousBytes;
-  unsigned width = pt2::getScalarTypeByteWidth(tensor.meta.dtype);
-  if (tensor.isFake || bytes.empty() || width == 0)
-    return std::nullopt;
-  size_t count = bytes.size() / width;
-  double sumOfSquares = 0;
-  for (size_t index = 0; index < count; ++index) {
-    const uint8_t *element = bytes.data() + index * width;
-    double value;
-    switch (tensor.meta.dtype) {
-    case pt2::ScalarType::Float32: {
-      float f;
-      std::memcpy(&f, element, sizeof f);
-      value = f;
-      break;
-    }
-    case pt2::ScalarType::Float64:
-      std::memcpy(&value, element, sizeof value);
-      break;
-    case pt2::ScalarType::BFloat16:
-    case pt2::ScalarType::Float16: {
-      uint16_t bits;
-      std::memcpy(&bits, element, sizeof bits);
-      value = tensor.meta.dtype == pt2::ScalarType::BFloat16
-                  ? rt::bf16BitsToFloat(bits)
-                  : rt::f16BitsToFloat(bits);
-      break;
-    }
-    default:
-      return std::nullopt;
-    }
-    sumOfSquares += value * value;
-  }
-  return count ? std::sqrt(sumOfSquares / double(count)) : 0.0;
-}
-
-/// Attaches each parameter's initial RMS (`train.init_rms`), the magnitude
-/// the precision pass's stall lint measures dtype spacings at.
-static void attachInitialRms(train::StepOp step, const pt2::Program &program) {
-  Builder builder(step.getContext());
-  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-    train::TensorInfoAttr info = step.getTensorInfo(index);
-    if (!info || info.getKind() != train::TensorKind::parameter)
-      continue;
-    const pt2::StoredTensor *stored =
-        program.findWeight(info.getFqn().getValue());
-    if (!stored)
-      continue;
-    if (std::optional<double> rms = computeRms(*stored))
-      step.setArgAttr(index, kInitRmsAttrName, builder.getF64FloatAttr(*rms));
-  }
-}
-
 /// Writes the IR (and the weights beside it, unless it goes to stdout).
 static int writeOutputs(llvm::StringRef text, llvm::StringRef outputPath,
                         const pt2::Program &program) {

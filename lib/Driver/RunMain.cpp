@@ -13,10 +13,13 @@
 
 #include "mantissa/Driver/RunMain.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/TrainLoop.h"
+#include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
+#include "mantissa/Transforms/Passes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
@@ -144,10 +147,17 @@ collectArguments(MLIRContext &context, train::StepOp step,
           "no data for {0} '{1}': the archive has none{2}",
           train::stringifyTensorKind(info.getKind()), fqn,
           weights ? " and neither has " + weightsPath.str() : std::string()));
-    auto value = reference::Tensor::fromBytes(
-        type.getElementType(), type.getShape(), stored->contiguousBytes);
+    // A planned step takes parameters in their master dtype, which may
+    // differ from the dtype the archive stores.
+    Type storedType =
+        mlir::mantissa::getElementType(context, stored->meta.dtype);
+    auto value = reference::Tensor::fromBytes(storedType, type.getShape(),
+                                              stored->contiguousBytes);
     if (!value)
       return value.takeError();
+    if (storedType != type.getElementType())
+      *value = reference::Tensor::fromFloats(
+          type.getElementType(), type.getShape(), value->toFloats());
     arguments.push_back(std::move(*value));
   }
   return arguments;
@@ -182,7 +192,39 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       "dump-grads",
       cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
       cl::value_desc("safetensors"), cl::cat(category));
-  cl::HideUnrelatedOptions(category);
+  cl::OptionCategory trainCategory("training options");
+  cl::opt<int64_t> steps(
+      "steps",
+      cl::desc("Train this many AdamW steps on the batch (forward/backward by "
+               "the reference interpreter, updates by the fused kernels)"),
+      cl::init(0), cl::cat(trainCategory));
+  cl::opt<double> lr("lr", cl::desc("Learning rate"), cl::init(1e-3),
+                     cl::cat(trainCategory));
+  cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay"),
+                              cl::init(0.01), cl::cat(trainCategory));
+  cl::opt<std::string> betas("betas", cl::desc("AdamW betas as B1,B2"),
+                             cl::init("0.9,0.999"), cl::cat(trainCategory));
+  cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
+                      cl::cat(trainCategory));
+  cl::opt<std::string> lossesPath(
+      "losses", cl::desc("Write {\"losses\": [...]} of every step"),
+      cl::value_desc("json"), cl::cat(trainCategory));
+  cl::opt<std::string> finalParamsPath(
+      "final-params",
+      cl::desc("Write the final parameters by FQN (fp32; the master where "
+               "there is one)"),
+      cl::value_desc("safetensors"), cl::cat(trainCategory));
+  cl::opt<std::string> specPath(
+      "precision", cl::desc("YAML precision spec to train with"),
+      cl::value_desc("spec.yaml"), cl::cat(trainCategory));
+  cl::list<std::string> flagRules(
+      "precision-rule", cl::desc("A rule applied after the spec's"),
+      cl::value_desc("rule"), cl::cat(trainCategory));
+  cl::opt<std::string> defaultDtype(
+      "precision-default-dtype",
+      cl::desc("Gather dtype of parameters no rule sets"),
+      cl::value_desc("dtype"), cl::cat(trainCategory));
+  cl::HideUnrelatedOptions({&category, &trainCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "Mantissa runner: trains a compiled step\n");
 
@@ -203,6 +245,32 @@ int mlir::mantissa::runMain(int argc, char **argv) {
     return reportError(llvm::toString(module.takeError()));
   auto step = *(*module)->getOps<train::StepOp>().begin();
 
+  bool precisionRequested =
+      !specPath.empty() || !flagRules.empty() || !defaultDtype.empty();
+  if (precisionRequested && steps <= 0)
+    return reportError("--precision needs --steps N (training)");
+  if (precisionRequested) {
+    attachInitialRms(step, *program);
+    bool failedAny = false;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+      bool isError = diagnostic.getSeverity() == DiagnosticSeverity::Error;
+      failedAny |= isError;
+      (isError ? llvm::WithColor::error(llvm::errs(), "mantissa-run")
+               : llvm::WithColor::warning(llvm::errs(), "mantissa-run"))
+          << diagnostic.str() << "\n";
+      return success();
+    });
+    precision::SpecOptions specOptions;
+    specOptions.specPath = specPath;
+    specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
+    specOptions.defaultDtype = defaultDtype;
+    FailureOr<precision::Spec> spec =
+        loadPrecisionSpec(specOptions, step.getLoc());
+    if (failed(spec) || failed(applyPrecisionPlan(step, *spec, lr, false)) ||
+        failedAny)
+      return 1;
+  }
+
   rt::SafeTensorsFile inputs, weights;
   std::string error;
   if (!rt::SafeTensorsFile::read(inputsPath, inputs, error))
@@ -216,6 +284,25 @@ int mlir::mantissa::runMain(int argc, char **argv) {
                        weightsPath.empty() ? nullptr : &weights, weightsPath);
   if (!arguments)
     return reportError(llvm::toString(arguments.takeError()));
+
+  if (steps > 0) {
+    TrainOptions options;
+    options.steps = steps;
+    options.lr = lr;
+    options.weightDecay = weightDecay;
+    options.eps = eps;
+    llvm::StringRef first, second;
+    std::tie(first, second) = llvm::StringRef(betas).split(',');
+    if (first.trim().getAsDouble(options.beta1) ||
+        second.trim().getAsDouble(options.beta2))
+      return reportError("--betas must be B1,B2, got '" + betas + "'");
+    options.lossesPath = lossesPath;
+    options.finalParamsPath = finalParamsPath;
+    if (llvm::Error error = trainWithReference(**module, step, *program,
+                                               std::move(*arguments), options))
+      return reportError(modelPath + ": " + llvm::toString(std::move(error)));
+    return 0;
+  }
 
   std::string diagnostics;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {

@@ -1,9 +1,13 @@
 //===- WeightsFile.cpp - A program's stored tensors as safetensors --------===//
 
 #include "mantissa/Driver/WeightsFile.h"
+#include "mantissa/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include <cmath>
+#include <cstring>
 
 using namespace mlir::mantissa;
 
@@ -83,4 +87,58 @@ llvm::Error mlir::mantissa::writeWeightsFile(const pt2::Program &program,
   if (!rt::writeSafeTensors(path.str(), tensors, metadata, error))
     return llvm::createStringError(error);
   return llvm::Error::success();
+}
+
+/// The root-mean-square of a stored floating-point tensor, if it has data.
+static std::optional<double> computeRms(const pt2::StoredTensor &tensor) {
+  const std::vector<uint8_t> &bytes = tensor.contiguousBytes;
+  unsigned width = pt2::getScalarTypeByteWidth(tensor.meta.dtype);
+  if (tensor.isFake || bytes.empty() || width == 0)
+    return std::nullopt;
+  size_t count = bytes.size() / width;
+  double sumOfSquares = 0;
+  for (size_t index = 0; index < count; ++index) {
+    const uint8_t *element = bytes.data() + index * width;
+    double value;
+    switch (tensor.meta.dtype) {
+    case pt2::ScalarType::Float32: {
+      float f;
+      std::memcpy(&f, element, sizeof f);
+      value = f;
+      break;
+    }
+    case pt2::ScalarType::Float64:
+      std::memcpy(&value, element, sizeof value);
+      break;
+    case pt2::ScalarType::BFloat16:
+    case pt2::ScalarType::Float16: {
+      uint16_t bits;
+      std::memcpy(&bits, element, sizeof bits);
+      value = tensor.meta.dtype == pt2::ScalarType::BFloat16
+                  ? rt::bf16BitsToFloat(bits)
+                  : rt::f16BitsToFloat(bits);
+      break;
+    }
+    default:
+      return std::nullopt;
+    }
+    sumOfSquares += value * value;
+  }
+  return count ? std::sqrt(sumOfSquares / double(count)) : 0.0;
+}
+
+void mlir::mantissa::attachInitialRms(train::StepOp step,
+                                      const pt2::Program &program) {
+  Builder builder(step.getContext());
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    train::TensorInfoAttr info = step.getTensorInfo(index);
+    if (!info || info.getKind() != train::TensorKind::parameter)
+      continue;
+    const pt2::StoredTensor *stored =
+        program.findWeight(info.getFqn().getValue());
+    if (!stored)
+      continue;
+    if (std::optional<double> rms = computeRms(*stored))
+      step.setArgAttr(index, kInitRmsAttrName, builder.getF64FloatAttr(*rms));
+  }
 }

@@ -4,6 +4,7 @@
 #ifndef MANTISSA_DRIVER_WEIGHTSFILE_H
 #define MANTISSA_DRIVER_WEIGHTSFILE_H
 
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "llvm/Support/Error.h"
@@ -21,6 +22,10 @@ llvm::Error collectStoredTensors(const pt2::Program &program,
 /// Writes the program's stored tensors to `path` (crash-safe; see
 /// rt::writeSafeTensors), with the tie map in the metadata under `tied`.
 llvm::Error writeWeightsFile(const pt2::Program &program, llvm::StringRef path);
+
+/// Attaches each parameter's initial RMS (`train.init_rms`), the magnitude
+/// the precision pass's stall lint measures dtype spacings at.
+void attachInitialRms(train::StepOp step, const pt2::Program &program);
 
 } // namespace mlir::mantissa
 

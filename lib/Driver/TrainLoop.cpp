@@ -1,0 +1,295 @@
+//===- TrainLoop.cpp - Training a step with the reference semantics -------===//
+//
+// Each shard group's state lives in the flat byte buffers its fused AdamW
+// kernel updates (the layout of appendAdamWMember, as in an artifact): the
+// gather-dtype parameter copies, the fp32 masters and the moments. A step
+// reads the parameters out of those buffers (the master where there is one,
+// since the planned step takes parameters in their master dtype and casts
+// them to the gather dtype itself), evaluates the step, packs the gradients
+// (already in their reduce dtype) into the group's gradient buffer and runs
+// the kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Driver/TrainLoop.h"
+#include "mantissa/Conversion/AdamWKernels.h"
+#include "mantissa/Driver/ArtifactWriter.h"
+#include "mantissa/Reference/Interpreter.h"
+#include "mantissa/Runtime/SafeTensors.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::mantissa;
+using train::DType;
+
+namespace {
+
+/// A 64-byte aligned, zero-initialised byte buffer (the kernels use 128-bit
+/// accesses at 16-byte aligned offsets).
+class AlignedBuffer {
+public:
+  explicit AlignedBuffer(int64_t bytes)
+      : storage(static_cast<uint8_t *>(std::aligned_alloc(
+            64, std::max<int64_t>(64, (bytes + 63) / 64 * 64)))) {
+    std::memset(storage, 0, std::max<int64_t>(64, (bytes + 63) / 64 * 64));
+  }
+  ~AlignedBuffer() { std::free(storage); }
+  AlignedBuffer(const AlignedBuffer &) = delete;
+  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+  uint8_t *data() { return storage; }
+
+private:
+  uint8_t *storage;
+};
+
+/// One shard group: its layout, compiled kernel and state.
+struct GroupState {
+  AdamWGroup layout;
+  std::unique_ptr<AdamWCpuKernel> kernel;
+  std::vector<std::unique_ptr<AlignedBuffer>> buffers;
+
+  uint8_t *buffer(AdamWBuffer role) {
+    return buffers[static_cast<unsigned>(role)]->data();
+  }
+};
+
+/// Where a parameter's state lives.
+struct MemberRef {
+  GroupState *group;
+  const AdamWMember *member;
+};
+
+} // namespace
+
+static Type elementTypeOf(MLIRContext *context, DType dtype) {
+  return train::getElementType(context, dtype);
+}
+
+/// Copies `value` (converted to `dtype`) into `destination`.
+static llvm::Error storeAs(const reference::Tensor &value, DType dtype,
+                           uint8_t *destination) {
+  Type type = elementTypeOf(value.getElementType().getContext(), dtype);
+  reference::Tensor converted =
+      value.getElementType() == type
+          ? value
+          : reference::Tensor::fromFloats(type, value.getShape(),
+                                          value.toFloats());
+  std::vector<uint8_t> bytes = converted.toBytes();
+  std::memcpy(destination, bytes.data(), bytes.size());
+  return llvm::Error::success();
+}
+
+llvm::Error mlir::mantissa::trainWithReference(
+    ModuleOp module, train::StepOp step, const pt2::Program &program,
+    SmallVector<reference::Tensor> arguments, const TrainOptions &options) {
+  MLIRContext *context = module.getContext();
+  llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
+  if (!spec)
+    return spec.takeError();
+
+  // Build and compile every group's kernel, and place each parameter.
+  llvm::StringMap<const ArtifactTensorSpec *> planByFqn;
+  for (const ArtifactTensorSpec &tensor : spec->tensors)
+    planByFqn[tensor.fqn] = &tensor;
+  std::vector<std::unique_ptr<GroupState>> groups;
+  llvm::StringMap<MemberRef> memberByFqn;
+  for (const ArtifactGroupSpec &groupSpec : spec->groups) {
+    auto group = std::make_unique<GroupState>();
+    for (const std::string &fqn : groupSpec.members) {
+      const ArtifactTensorSpec *plan = planByFqn.lookup(fqn);
+      if (!plan)
+        return llvm::createStringError("group member '" + fqn +
+                                       "' has no plan");
+      AdamWMasterKind master = AdamWMasterKind::None;
+      if (plan->master != plan->gather) {
+        if (plan->master != DType::fp32)
+          return llvm::createStringError(llvm::formatv(
+              "parameter '{0}': a {1} master for a {2} parameter is not "
+              "supported (masters are fp32)",
+              fqn, train::stringifyDType(plan->master),
+              train::stringifyDType(plan->gather)));
+        master = AdamWMasterKind::FP32;
+      }
+      int64_t count = 1;
+      for (int64_t size : plan->shape)
+        count *= size;
+      appendAdamWMember(group->layout, fqn, count, plan->reduce, plan->gather,
+                        master, plan->moments);
+    }
+    std::string error;
+    group->kernel = AdamWCpuKernel::compile(group->layout, error);
+    if (!group->kernel)
+      return llvm::createStringError("compiling the AdamW kernel of group '" +
+                                     groupSpec.name + "': " + error);
+    for (unsigned role = 0; role < kNumAdamWBuffers; ++role)
+      group->buffers.push_back(std::make_unique<AlignedBuffer>(
+          group->layout.getBufferBytes(static_cast<AdamWBuffer>(role))));
+    for (const AdamWMember &member : group->layout.members)
+      memberByFqn[member.name] = MemberRef{group.get(), &member};
+    groups.push_back(std::move(group));
+  }
+
+  // Initial state: parameter copies in the gather dtype, masters in fp32.
+  auto parameterRef = [&](unsigned index) -> std::optional<MemberRef> {
+    train::TensorInfoAttr info = step.getTensorInfo(index);
+    if (info.getKind() != train::TensorKind::parameter)
+      return std::nullopt;
+    auto it = memberByFqn.find(info.getFqn().getValue());
+    if (it == memberByFqn.end())
+      return std::nullopt;
+    return it->second;
+  };
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    std::optional<MemberRef> ref = parameterRef(index);
+    if (!ref)
+      continue;
+    const AdamWMember &member = *ref->member;
+    if (llvm::Error error = storeAs(arguments[index], member.param,
+                                    ref->group->buffer(AdamWBuffer::Param) +
+                                        member.paramOffset))
+      return error;
+    if (member.master == AdamWMasterKind::FP32)
+      if (llvm::Error error = storeAs(arguments[index], DType::fp32,
+                                      ref->group->buffer(AdamWBuffer::Master) +
+                                          member.masterOffset))
+        return error;
+  }
+
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(context, [&](Diagnostic &diagnostic) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << (diagnostics.empty() ? "" : "; ") << diagnostic.getLocation() << ": "
+       << diagnostic.str();
+    return success();
+  });
+
+  std::vector<double> losses;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t stepNumber = 1; stepNumber <= options.steps; ++stepNumber) {
+    // Parameters as the planned step takes them: in the master dtype.
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+      std::optional<MemberRef> ref = parameterRef(index);
+      if (!ref)
+        continue;
+      const AdamWMember &member = *ref->member;
+      bool hasMaster = member.master == AdamWMasterKind::FP32;
+      const uint8_t *source =
+          hasMaster
+              ? ref->group->buffer(AdamWBuffer::Master) + member.masterOffset
+              : ref->group->buffer(AdamWBuffer::Param) + member.paramOffset;
+      Type type =
+          elementTypeOf(context, hasMaster ? DType::fp32 : member.param);
+      size_t bytes = member.count * (type.getIntOrFloatBitWidth() / 8);
+      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+          type, arguments[index].getShape(), ArrayRef<uint8_t>(source, bytes));
+      if (!value)
+        return value.takeError();
+      arguments[index] = std::move(*value);
+    }
+
+    FailureOr<SmallVector<reference::Tensor>> results =
+        reference::interpretStep(step, arguments);
+    if (failed(results))
+      return llvm::createStringError(llvm::formatv(
+          "step {0}: evaluation failed: {1}", stepNumber, diagnostics));
+
+    for (auto [index, result] : llvm::enumerate(*results)) {
+      train::ResultInfoAttr info = step.getResultInfo(index);
+      switch (info.getKind()) {
+      case train::ResultKind::loss:
+        losses.push_back(result.toFloats().front());
+        break;
+      case train::ResultKind::gradient: {
+        const MemberRef &ref =
+            memberByFqn.find(info.getFqn().getValue())->second;
+        if (llvm::Error error = storeAs(result, ref.member->grad,
+                                        ref.group->buffer(AdamWBuffer::Grad) +
+                                            ref.member->gradOffset))
+          return error;
+        break;
+      }
+      case train::ResultKind::buffer_mutation: {
+        BlockArgument buffer = step.lookupArgument(info.getFqn().getValue());
+        arguments[buffer.getArgNumber()] = result;
+        break;
+      }
+      case train::ResultKind::user_output:
+        break;
+      }
+    }
+
+    for (std::unique_ptr<GroupState> &group : groups)
+      group->kernel->getFunction()(
+          group->buffer(AdamWBuffer::Grad), group->buffer(AdamWBuffer::Param),
+          group->buffer(AdamWBuffer::Master),
+          group->buffer(AdamWBuffer::ExpAvg),
+          group->buffer(AdamWBuffer::ExpAvgSq),
+          group->buffer(AdamWBuffer::MaxExpAvgSq), options.lr, options.beta1,
+          options.beta2, options.eps, options.weightDecay, stepNumber, 0, 1);
+
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    llvm::outs() << llvm::formatv("step {0}/{1}  loss {2:f6}  {3:f2} steps/s\n",
+                                  stepNumber, options.steps, losses.back(),
+                                  stepNumber / std::max(seconds, 1e-9));
+  }
+
+  if (!options.lossesPath.empty()) {
+    llvm::json::Array values;
+    for (double loss : losses)
+      values.push_back(loss);
+    std::string text = llvm::formatv(
+        "{0:2}",
+        llvm::json::Value(llvm::json::Object{{"losses", std::move(values)}}));
+    if (llvm::Error error = llvm::writeToOutput(
+            options.lossesPath, [&](llvm::raw_ostream &os) -> llvm::Error {
+              os << text << "\n";
+              return llvm::Error::success();
+            }))
+      return error;
+  }
+
+  if (!options.finalParamsPath.empty()) {
+    std::vector<rt::HostTensor> finals;
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+      std::optional<MemberRef> ref = parameterRef(index);
+      if (!ref)
+        continue;
+      std::vector<float> values = arguments[index].toFloats();
+      finals.push_back(rt::fromFloat32(
+          ref->member->name, std::vector<int64_t>(arguments[index].getShape()),
+          values.data(), rt::DType::F32));
+    }
+    // The arguments hold the state before the last update: read it again.
+    for (rt::HostTensor &tensor : finals) {
+      const MemberRef &ref = memberByFqn.find(tensor.name)->second;
+      const AdamWMember &member = *ref.member;
+      bool hasMaster = member.master == AdamWMasterKind::FP32;
+      Type type =
+          elementTypeOf(context, hasMaster ? DType::fp32 : member.param);
+      const uint8_t *source =
+          hasMaster
+              ? ref.group->buffer(AdamWBuffer::Master) + member.masterOffset
+              : ref.group->buffer(AdamWBuffer::Param) + member.paramOffset;
+      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+          type, tensor.shape,
+          ArrayRef<uint8_t>(source,
+                            member.count * (type.getIntOrFloatBitWidth() / 8)));
+      if (!value)
+        return value.takeError();
+      std::vector<float> floats = value->toFloats();
+      tensor = rt::fromFloat32(tensor.name, tensor.shape, floats.data(),
+                               rt::DType::F32);
+    }
+    std::string error;
+    if (!rt::writeSafeTensors(options.finalParamsPath, finals, {}, error))
+      return llvm::createStringError(error);
+  }
+  return llvm::Error::success();
+}
