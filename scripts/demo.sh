@@ -19,16 +19,23 @@ echo "== 2. The precision plan of $example/precision.yaml"
   --precision-report
 
 echo
-echo "== 3. One step with the reference interpreter (torch's CPU numerics)"
+echo "== 3. Train 30 AdamW steps on the example batch with that plan"
+echo "      (forward/backward: reference interpreter; updates: fused kernels)"
 "$bin/mantissa-run" "$example/model.pt2" --reference \
   --inputs "$example/inputs.safetensors" --weights "$example/init.safetensors" \
-  --dump-grads "$out/grads.safetensors"
+  --precision "$example/precision.yaml" --steps 30 \
+  --losses "$out/losses.json" --final-params "$out/final.safetensors" |
+  awk 'NR == 1 || NR % 5 == 0'
 
 echo
 echo "== 4. Compile the artifact (fused AdamW kernels per shard group) and run"
-echo "      10 optimizer steps with those gradients on 1 rank"
+echo "      the runtime's sharded optimizer path on 2 ranks, if mpirun is here"
 "$bin/mantissa-compile" "$example/model.pt2" --precision "$example/precision.yaml" \
   -o "$out/artifact"
-"$bin/mantissa-run" "$out/artifact" --grads "$out/grads.safetensors" --steps 10 \
-  --lr 1e-3 --weight-decay 0.01 --final-params "$out/final.safetensors"
-echo "   final fp32 master weights written to final.safetensors"
+"$bin/mantissa-run" "$example/model.pt2" --reference \
+  --inputs "$example/inputs.safetensors" --weights "$example/init.safetensors" \
+  --dump-grads "$out/grads.safetensors" >/dev/null
+runner=("$bin/mantissa-run")
+command -v mpirun >/dev/null && runner=(mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/mantissa-run")
+"${runner[@]}" "$out/artifact" --grads "$out/grads.safetensors" --steps 10 \
+  --lr 1e-3 --weight-decay 0.01 --final-params "$out/artifact-final.safetensors"
