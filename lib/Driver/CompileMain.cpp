@@ -14,6 +14,7 @@
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/ArtifactWriter.h"
+#include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/DType.h"
@@ -184,34 +185,14 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
       return reportError(inputPath + ": no train.step to apply a precision "
                                      "spec to");
     train::StepOp step = *steps.begin();
-    attachInitialRms(step, *program);
-
-    // Diagnostics carry the rule's file:line and the tensor's FQN in their
-    // text, so they are printed without the IR locations.
-    bool failedAny = false;
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
-      bool isError = diagnostic.getSeverity() == DiagnosticSeverity::Error;
-      failedAny |= isError;
-      (isError ? llvm::WithColor::error(llvm::errs(), "mantissa-compile")
-               : llvm::WithColor::warning(llvm::errs(), "mantissa-compile"))
-          << diagnostic.str() << "\n";
-      for (Diagnostic &note : diagnostic.getNotes())
-        llvm::WithColor::note(llvm::errs(), "mantissa-compile")
-            << note.str() << "\n";
-      return success();
-    });
-
     precision::SpecOptions specOptions;
     specOptions.specPath = specPath;
     specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
     specOptions.defaultDtype = defaultDtype;
-    FailureOr<precision::Spec> spec =
-        loadPrecisionSpec(specOptions, step.getLoc());
-    if (failed(spec))
-      return 1;
     FailureOr<precision::StepPlan> plan =
-        applyPrecisionPlan(step, *spec, learningRate, warningsAsErrors);
-    if (failed(plan) || failedAny)
+        applyPrecisionFromCommandLine(step, *program, specOptions, learningRate,
+                                      warningsAsErrors, "mantissa-compile");
+    if (failed(plan))
       return 1;
 
     if (report == ReportKind::Table)

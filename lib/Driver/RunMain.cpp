@@ -13,13 +13,12 @@
 
 #include "mantissa/Driver/RunMain.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/TrainLoop.h"
-#include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
-#include "mantissa/Transforms/Passes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
@@ -250,24 +249,13 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   if (precisionRequested && steps <= 0)
     return reportError("--precision needs --steps N (training)");
   if (precisionRequested) {
-    attachInitialRms(step, *program);
-    bool failedAny = false;
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
-      bool isError = diagnostic.getSeverity() == DiagnosticSeverity::Error;
-      failedAny |= isError;
-      (isError ? llvm::WithColor::error(llvm::errs(), "mantissa-run")
-               : llvm::WithColor::warning(llvm::errs(), "mantissa-run"))
-          << diagnostic.str() << "\n";
-      return success();
-    });
     precision::SpecOptions specOptions;
     specOptions.specPath = specPath;
     specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
     specOptions.defaultDtype = defaultDtype;
-    FailureOr<precision::Spec> spec =
-        loadPrecisionSpec(specOptions, step.getLoc());
-    if (failed(spec) || failed(applyPrecisionPlan(step, *spec, lr, false)) ||
-        failedAny)
+    if (failed(applyPrecisionFromCommandLine(step, *program, specOptions, lr,
+                                             /*warningsAsErrors=*/false,
+                                             "mantissa-run")))
       return 1;
   }
 
