@@ -7,6 +7,8 @@
   st.py ckpt-drop CKPT STATE          drop STATE/* tensors from every rank file
                                       (and fix the index sizes)
   st.py ckpt-cast CKPT STATE DTYPE    store STATE/* tensors as BF16
+  st.py ckpt-shrink CKPT STATE        drop the last element of STATE/*
+                                      tensors (a wrong shape)
 """
 import json, struct, sys, os, glob
 
@@ -78,7 +80,7 @@ def main():
             print("DIFFERENT:", ", ".join(sorted(bad)))
             sys.exit(1)
         print(f"SAME ({len(a)} tensors)")
-    elif cmd in ("ckpt-drop", "ckpt-cast"):
+    elif cmd in ("ckpt-drop", "ckpt-cast", "ckpt-shrink"):
         ckpt, state = sys.argv[2], sys.argv[3]
         for path in glob.glob(os.path.join(ckpt, "step-*.safetensors")):
             tensors, meta = read(path)
@@ -89,6 +91,10 @@ def main():
                 if cmd == "ckpt-drop":
                     del tensors[name]
                     del ranges[name]
+                elif cmd == "ckpt-shrink":
+                    dtype, shape, raw = tensors[name]
+                    width = len(raw) // max(1, shape[0])
+                    tensors[name] = (dtype, [shape[0] - 1], raw[:len(raw) - width])
                 else:
                     dtype, shape, raw = tensors[name]
                     vals = struct.unpack(f"<{len(raw)//4}I", raw)
