@@ -6,8 +6,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 bin=$root/build/bin
 example=$root/examples/llama
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+out=$root/build/demo
+rm -rf "$out" && mkdir -p "$out"
 
 echo "== 1. Import $example/model.pt2 (a torch.export joint training graph)"
 "$bin/mantissa-compile" "$example/model.pt2" --emit=train-mlir -o "$out/llama.mlir"
@@ -26,6 +26,7 @@ echo "      (forward/backward: reference interpreter; updates: fused kernels)"
   --precision "$example/precision.yaml" --steps 30 \
   --losses "$out/losses.json" --final-params "$out/final.safetensors" |
   awk 'NR == 1 || NR % 5 == 0'
+echo "   losses: $out/losses.json, loss curve: $out/losses.svg (open it in a browser)"
 
 echo
 echo "== 4. Compile the artifact (fused AdamW kernels per shard group) and run"

@@ -19,7 +19,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -82,6 +84,86 @@ static llvm::Error storeAs(const reference::Tensor &value, DType dtype,
   std::vector<uint8_t> bytes = converted.toBytes();
   std::memcpy(destination, bytes.data(), bytes.size());
   return llvm::Error::success();
+}
+
+/// One progress report: a bar redrawn in place on a terminal, a plain line
+/// otherwise (logs, pipes, CI).
+static void reportProgress(int64_t stepNumber, int64_t steps, double loss,
+                           double stepsPerSecond, int64_t tokensPerStep) {
+  llvm::raw_ostream &os = llvm::outs();
+  std::string rate = llvm::formatv("{0:f2} steps/s", stepsPerSecond);
+  if (tokensPerStep)
+    rate += llvm::formatv(", {0:f0} tokens/s", stepsPerSecond * tokensPerStep);
+  if (!os.is_displayed()) {
+    os << llvm::formatv("step {0}/{1}  loss {2:f6}  {3}\n", stepNumber, steps,
+                        loss, rate);
+    return;
+  }
+  constexpr int kWidth = 30;
+  int filled =
+      static_cast<int>(kWidth * stepNumber / std::max<int64_t>(steps, 1));
+  os << llvm::formatv(
+      "\r[{0}{1}] step {2}/{3}  loss {4:f6}  {5}  ", std::string(filled, '#'),
+      std::string(kWidth - filled, ' '), stepNumber, steps, loss, rate);
+  os.flush();
+}
+
+/// Writes the loss curve as a self-contained SVG that a browser opens.
+static llvm::Error writeLossPlot(llvm::ArrayRef<double> losses,
+                                 llvm::StringRef path) {
+  if (losses.empty())
+    return llvm::Error::success();
+  constexpr double kWidth = 640, kHeight = 400, kLeft = 70, kRight = 20,
+                   kTop = 40, kBottom = 50;
+  double low = *std::min_element(losses.begin(), losses.end());
+  double high = *std::max_element(losses.begin(), losses.end());
+  if (high - low < 1e-12)
+    high = low + 1;
+  auto x = [&](size_t index) {
+    return kLeft + (kWidth - kLeft - kRight) * index /
+                       std::max<double>(1, losses.size() - 1);
+  };
+  auto y = [&](double loss) {
+    return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low);
+  };
+  std::string svg;
+  llvm::raw_string_ostream os(svg);
+  os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" "
+                      "height=\"{1}\" font-family=\"sans-serif\" "
+                      "font-size=\"12\">\n",
+                      kWidth, kHeight);
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << llvm::formatv(
+      "<text x=\"{0}\" y=\"22\" font-size=\"15\">Training loss, "
+      "{1} steps</text>\n",
+      kLeft, losses.size());
+  // Axes, labelled with the loss range and the step range at their ends.
+  os << llvm::formatv("<path d=\"M{0},{1} V{2} H{3}\" stroke=\"black\" "
+                      "fill=\"none\"/>\n",
+                      kLeft, kTop, kHeight - kBottom, kWidth - kRight);
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2:f4}"
+                      "</text>\n",
+                      kLeft - 6, y(high) + 4, high);
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2:f4}"
+                      "</text>\n",
+                      kLeft - 6, y(low) + 4, low);
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\">1</text>\n", kLeft,
+                      kHeight - kBottom + 18);
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2}"
+                      "</text>\n",
+                      kWidth - kRight, kHeight - kBottom + 18, losses.size());
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">step"
+                      "</text>\n",
+                      (kWidth + kLeft) / 2, kHeight - 12);
+  os << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
+        "points=\"";
+  for (auto [index, loss] : llvm::enumerate(losses))
+    os << llvm::formatv("{0:f1},{1:f1} ", x(index), y(loss));
+  os << "\"/>\n</svg>\n";
+  return llvm::writeToOutput(path, [&](llvm::raw_ostream &out) -> llvm::Error {
+    out << svg;
+    return llvm::Error::success();
+  });
 }
 
 llvm::Error mlir::mantissa::trainWithReference(
@@ -168,6 +250,16 @@ llvm::Error mlir::mantissa::trainWithReference(
     return success();
   });
 
+  // Tokens per step: the elements of the first integer user input (the
+  // token ids of a language model), if there is one.
+  int64_t tokensPerStep = 0;
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
+    if (step.getTensorInfo(index).getKind() == train::TensorKind::user_input &&
+        isa<IntegerType>(arguments[index].getElementType())) {
+      tokensPerStep = arguments[index].getNumElements();
+      break;
+    }
+
   std::vector<double> losses;
   auto start = std::chrono::steady_clock::now();
   for (int64_t stepNumber = 1; stepNumber <= options.steps; ++stepNumber) {
@@ -235,12 +327,17 @@ llvm::Error mlir::mantissa::trainWithReference(
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    llvm::outs() << llvm::formatv("step {0}/{1}  loss {2:f6}  {3:f2} steps/s\n",
-                                  stepNumber, options.steps, losses.back(),
-                                  stepNumber / std::max(seconds, 1e-9));
+    reportProgress(stepNumber, options.steps, losses.back(),
+                   stepNumber / std::max(seconds, 1e-9), tokensPerStep);
   }
+  if (llvm::outs().is_displayed())
+    llvm::outs() << "\n";
 
   if (!options.lossesPath.empty()) {
+    llvm::SmallString<256> plotPath(options.lossesPath);
+    llvm::sys::path::replace_extension(plotPath, ".svg");
+    if (llvm::Error error = writeLossPlot(losses, plotPath))
+      return error;
     llvm::json::Array values;
     for (double loss : losses)
       values.push_back(loss);
