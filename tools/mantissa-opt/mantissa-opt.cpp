@@ -7,7 +7,12 @@
 #include "mantissa/Conversion/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -24,6 +29,11 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry
       .insert<mlir::mantissa::train::TrainDialect, mlir::func::FuncDialect>();
+  // What --mantissa-lower-train-to-linalg produces, so that it prints and
+  // parses.
+  registry.insert<mlir::arith::ArithDialect, mlir::linalg::LinalgDialect,
+                  mlir::math::MathDialect, mlir::scf::SCFDialect,
+                  mlir::tensor::TensorDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Mantissa optimizer driver\n", registry));
 }

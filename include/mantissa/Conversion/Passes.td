@@ -89,4 +89,54 @@ def LowerAdamWPass : Pass<"mantissa-lower-adamw", "::mlir::ModuleOp"> {
   ];
 }
 
+def LowerTrainToLinalgPass
+    : Pass<"mantissa-lower-train-to-linalg", "::mlir::ModuleOp"> {
+  let summary = "Lower train.step compute ops to linalg on tensors";
+  let description = [{
+    Replaces every `train.step` by a `func.func` of the same name and
+    signature (without the `train.*` attributes) whose body computes the
+    step with `linalg` on tensors, `tensor` reshapes and slices, and
+    `arith`/`math` in the generic bodies. bf16 and fp16 operations compute
+    in fp32 and are rounded once per op (`arith.extf` / `arith.truncf` in
+    the body), reductions and matrix products accumulate in fp32 (fp64 for
+    fp64), so the numbers match the reference interpreter.
+
+    An operation without a lowering makes the pass fail with an error that
+    names it; nothing is dropped silently. Scatters (`scatter`,
+    `scatter_value`, `index_put`, `embedding_backward`) are `scf.for` nests
+    of `tensor.extract` / `tensor.insert` in row-major order, so repeated
+    indices accumulate in the interpreter's order.
+
+    Before:
+    ```mlir
+    train.step @s(%x: tensor<2x4xbf16> {...}) -> (tensor<2x4xbf16> {...}) {
+      %0 = train.exp %x : tensor<2x4xbf16> -> tensor<2x4xbf16>
+      train.return %0 : tensor<2x4xbf16>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @s(%x: tensor<2x4xbf16>) -> tensor<2x4xbf16> {
+      %e = tensor.empty() : tensor<2x4xbf16>
+      %0 = linalg.generic {...} ins(%x : tensor<2x4xbf16>) outs(%e : ...) {
+      ^bb0(%in: bf16, %out: bf16):
+        %f = arith.extf %in : bf16 to f32
+        %r = math.exp %f : f32
+        %t = arith.truncf %r : f32 to bf16
+        linalg.yield %t : bf16
+      } -> tensor<2x4xbf16>
+      return %0 : tensor<2x4xbf16>
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 #endif // MANTISSA_CONVERSION_PASSES_TD

@@ -1,0 +1,89 @@
+// RUN: mantissa-opt %s -split-input-file --mantissa-lower-train-to-linalg | FileCheck %s
+
+// A bf16 op computes in f32 inside the generic body and rounds once; the step
+// becomes a func.func of the same signature.
+// CHECK-LABEL: func.func @unary_bf16(
+// CHECK-SAME: %[[X:[^:]+]]: tensor<2x4xbf16>, %[[L:[^:]+]]: tensor<f32>) -> (tensor<f32>, tensor<2x4xbf16>)
+// CHECK-NOT: train.
+// CHECK: %[[E:.+]] = tensor.empty() : tensor<2x4xbf16>
+// CHECK: %[[R:.+]] = linalg.generic
+// CHECK-SAME: ins(%[[X]] : tensor<2x4xbf16>) outs(%[[E]] : tensor<2x4xbf16>)
+// CHECK: arith.extf %{{.+}} : bf16 to f32
+// CHECK: math.exp %{{.+}} : f32
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: return %[[L]], %[[R]] : tensor<f32>, tensor<2x4xbf16>
+train.step @unary_bf16(%x: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xbf16> {train.result = #train.result<user_output>}) {
+  %0 = train.exp %x : tensor<2x4xbf16> -> tensor<2x4xbf16>
+  train.return %loss, %0 : tensor<f32>, tensor<2x4xbf16>
+}
+
+// -----
+
+// Broadcasting reads size-1 and missing dimensions through the indexing map.
+// CHECK-DAG: #[[$ROW:.+]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @broadcast_add(
+// CHECK: linalg.generic {indexing_maps = [#[[$ID]], #[[$ROW]], #[[$ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK: arith.addf %{{.+}}, %{{.+}} : f32
+train.step @broadcast_add(%x: tensor<2x4xf32> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = f32>},
+                          %b: tensor<4xf32> {train.tensor = #train.tensor<user_input, fqn = "b", module = "", shape = [4], dtype = f32>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xf32> {train.result = #train.result<user_output>}) {
+  %0 = train.add %x, %b : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  train.return %loss, %0 : tensor<f32>, tensor<2x4xf32>
+}
+
+// -----
+
+// mm accumulates bf16 products in f32 through the named op, then rounds.
+// CHECK-LABEL: func.func @mm_bf16(
+// CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[A:.+]] = linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<2x4xbf16>, tensor<4x3xbf16>) outs(%[[Z]] : tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK: linalg.generic {{.+}} ins(%[[A]] : tensor<2x3xf32>) outs(%{{.+}} : tensor<2x3xbf16>)
+// CHECK: arith.truncf
+train.step @mm_bf16(%a: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "a", module = "", shape = [2, 4], dtype = bf16>},
+                    %b: tensor<4x3xbf16> {train.tensor = #train.tensor<user_input, fqn = "b", module = "", shape = [4, 3], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x3xbf16> {train.result = #train.result<user_output>}) {
+  %0 = train.mm %a, %b : tensor<2x4xbf16>, tensor<4x3xbf16> -> tensor<2x3xbf16>
+  train.return %loss, %0 : tensor<f32>, tensor<2x3xbf16>
+}
+
+// -----
+
+// Shape ops: view through collapse/expand, permute as linalg.transpose,
+// slice as extract_slice.
+// CHECK-LABEL: func.func @shapes(
+// CHECK: tensor.collapse_shape %{{.+}} {{\[\[}}0, 1]] : tensor<2x6xf32> into tensor<12xf32>
+// CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1]] output_shape [3, 4] : tensor<12xf32> into tensor<3x4xf32>
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<3x4xf32>) outs(%{{.+}} : tensor<4x3xf32>) permutation = [1, 0]
+// CHECK: tensor.extract_slice %{{.+}}[0, 1] [4, 2] [1, 1] : tensor<4x3xf32> to tensor<4x2xf32>
+train.step @shapes(%x: tensor<2x6xf32> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 6], dtype = f32>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<4x2xf32> {train.result = #train.result<user_output>}) {
+  %0 = train.view %x : tensor<2x6xf32> -> tensor<3x4xf32>
+  %1 = train.permute %0 {dims = array<i64: 1, 0>} : tensor<3x4xf32> -> tensor<4x3xf32>
+  %2 = train.slice %1 {dim = 1 : i64, start = 1 : i64, end = 3 : i64} : tensor<4x3xf32> -> tensor<4x2xf32>
+  train.return %loss, %2 : tensor<f32>, tensor<4x2xf32>
+}
+
+// -----
+
+// A bf16 sum accumulates in f32 over a reduction iterator, rounds once, and
+// keepdim restores the size-1 dimension with a reshape.
+// CHECK-LABEL: func.func @sum_keepdim(
+// CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<3xf32>) -> tensor<3xf32>
+// CHECK: %[[S:.+]] = linalg.generic {{.+}} iterator_types = ["parallel", "reduction"]} ins(%{{.+}} : tensor<3x4xbf16>) outs(%[[Z]] : tensor<3xf32>)
+// CHECK: arith.extf %{{.+}} : bf16 to f32
+// CHECK: arith.addf
+// CHECK: %[[R:.+]] = linalg.generic {{.+}} ins(%[[S]] : tensor<3xf32>) outs(%{{.+}} : tensor<3xbf16>)
+// CHECK: arith.truncf
+// CHECK: tensor.expand_shape %[[R]] {{\[\[}}0, 1]] output_shape [3, 1] : tensor<3xbf16> into tensor<3x1xbf16>
+train.step @sum_keepdim(%x: tensor<3x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [3, 4], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<3x1xbf16> {train.result = #train.result<user_output>}) {
+  %0 = train.sum %x {dims = array<i64: 1>, keepdim} : tensor<3x4xbf16> -> tensor<3x1xbf16>
+  train.return %loss, %0 : tensor<f32>, tensor<3x1xbf16>
+}

@@ -1,0 +1,489 @@
+//===- TrainToLinalgTest.cpp - Compiled train ops against the interpreter -===//
+//
+// Each test builds a small train.step, runs the reference interpreter on
+// random inputs, lowers the step through mantissa-lower-train-to-linalg and
+// the CPU pipeline, runs it with the JIT and compares: fp32 within 1e-5
+// relative (the interpreter accumulates in double, the code in fp32), bf16
+// within one bf16 ulp, booleans and integers exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TrainToLLVM.h"
+
+#include "mantissa/Dialect/Train/IR/TrainDialect.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Import/Pt2Archive.h"
+#include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Reference/Interpreter.h"
+#include "mantissa/Reference/Tensor.h"
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+using namespace mlir::mantissa;
+using reference::Tensor;
+
+namespace {
+
+/// A step argument: its name and type, e.g. {"x", "tensor<2x4xbf16>"}.
+struct Arg {
+  std::string name;
+  std::string type;
+};
+
+class TrainToLinalgTest : public ::testing::Test {
+protected:
+  TrainToLinalgTest()
+      : context(makeRegistry()),
+        handler(&context, [this](Diagnostic &diagnostic) {
+          diagnostics += diagnostic.str() + "\n";
+          return success();
+        }) {
+    context.loadAllAvailableDialects();
+    static bool initialized = [] {
+      llvm::InitializeNativeTarget();
+      llvm::InitializeNativeTargetAsmPrinter();
+      return true;
+    }();
+    (void)initialized;
+  }
+
+  static DialectRegistry makeRegistry() {
+    DialectRegistry registry;
+    registerTrainToLLVMDialects(registry);
+    return registry;
+  }
+
+  RankedTensorType parseTensorType(StringRef text) {
+    return cast<RankedTensorType>(parseType(text, &context));
+  }
+
+  /// A step @test over `args` and a dummy 0-d loss (the last argument,
+  /// returned first), returning `results` as user outputs.
+  std::string buildStep(ArrayRef<Arg> userArgs, StringRef body,
+                        ArrayRef<Arg> userResults) {
+    SmallVector<Arg> args(userArgs), results{{"test_loss", "tensor<f32>"}};
+    args.push_back({"test_loss", "tensor<f32>"});
+    results.append(userResults.begin(), userResults.end());
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "train.step @test(";
+    for (auto [i, arg] : llvm::enumerate(args)) {
+      RankedTensorType type = parseTensorType(arg.type);
+      os << (i ? ", " : "") << "%" << arg.name << ": " << type
+         << " {train.tensor = #train.tensor<user_input, fqn = \"" << arg.name
+         << "\", module = \"\", shape = [";
+      llvm::interleaveComma(type.getShape(), os);
+      os << "], dtype = " << type.getElementType() << ">}";
+    }
+    os << ") -> (";
+    for (auto [i, result] : llvm::enumerate(results))
+      os << (i ? ", " : "") << result.type << " {train.result = #train.result<"
+         << (i ? "user_output" : "loss") << ">}";
+    os << ") {\n" << body << "\n  train.return ";
+    for (auto [i, result] : llvm::enumerate(results))
+      os << (i ? ", " : "") << "%" << result.name;
+    os << " : ";
+    for (auto [i, result] : llvm::enumerate(results))
+      os << (i ? ", " : "") << result.type;
+    os << "\n}\n";
+    return text;
+  }
+
+  /// Random values in [low, high], or 0/1 for i1 and small integers for i64.
+  Tensor randomTensor(RankedTensorType type, float low, float high) {
+    Type element = type.getElementType();
+    int64_t count = type.getNumElements();
+    if (isa<IntegerType>(element)) {
+      std::vector<int64_t> values(count);
+      std::uniform_int_distribution<int64_t> dist(0,
+                                                  element.isInteger(1) ? 1 : 9);
+      for (int64_t &v : values)
+        v = dist(rng);
+      return Tensor::fromIntegers(element, type.getShape(), values);
+    }
+    std::vector<float> values(count);
+    std::uniform_real_distribution<float> dist(low, high);
+    for (float &v : values)
+      v = dist(rng);
+    return Tensor::fromFloats(element, type.getShape(), values);
+  }
+
+  /// Interprets and compiles the step, runs both on the same random inputs
+  /// and compares every result.
+  void check(ArrayRef<Arg> args, StringRef body, ArrayRef<Arg> results,
+             float low = -2.0f, float high = 2.0f) {
+    std::string source = buildStep(args, body, results);
+    SCOPED_TRACE(source);
+    SmallVector<Tensor> inputs;
+    for (const Arg &arg : args)
+      inputs.push_back(randomTensor(parseTensorType(arg.type), low, high));
+    inputs.push_back(
+        Tensor::fromFloats(FloatType::getF32(&context), {}, {0.5f}));
+
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(source, ParserConfig(&context));
+    ASSERT_TRUE(module) << diagnostics;
+    SmallVector<std::string> names;
+    for (const Arg &result : results)
+      names.push_back(result.name);
+    compileAndCompare(*module, inputs, /*skipResults=*/1, names);
+  }
+
+  /// Interprets the module's step on `inputs`, lowers and JIT-runs it, and
+  /// compares the results after the first `skipResults` (named `names`, or
+  /// by index). With `perTensor`, the error is measured as
+  /// max|a-b| / (max|b| + 1e-12) over each tensor (the corpus metric).
+  void compileAndCompare(ModuleOp module, ArrayRef<Tensor> inputs,
+                         size_t skipResults, ArrayRef<std::string> names = {},
+                         bool perTensor = false, double tolerance = 1e-5) {
+    auto step = *module.getOps<train::StepOp>().begin();
+    std::string stepName = step.getSymName().str();
+    FailureOr<SmallVector<Tensor>> expected =
+        reference::interpretStep(step, inputs);
+    ASSERT_TRUE(succeeded(expected)) << diagnostics;
+
+    ASSERT_TRUE(succeeded(lowerTrainStepsToLLVM(module))) << diagnostics;
+    ExecutionEngineOptions options;
+    auto engine = ExecutionEngine::create(module, options);
+    ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+
+    std::vector<std::vector<uint8_t>> buffers;
+    for (const Tensor &input : inputs)
+      buffers.push_back(input.toBytes());
+    for (const Tensor &result : *expected)
+      buffers.push_back(std::vector<uint8_t>(
+          std::max<int64_t>(
+              1, result.getNumElements() *
+                     Tensor::getStorageByteWidth(result.getElementType())),
+          0xAB));
+    SmallVector<void *> pointers;
+    for (auto &buffer : buffers)
+      pointers.push_back(buffer.data());
+    SmallVector<void *> packed;
+    for (void *&pointer : pointers)
+      packed.push_back(&pointer);
+    llvm::Error error = (*engine)->invokePacked(stepName, packed);
+    ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+
+    for (auto [i, want] : llvm::enumerate(*expected)) {
+      if (i < skipResults)
+        continue;
+      auto got = Tensor::fromBytes(want.getElementType(), want.getShape(),
+                                   buffers[inputs.size() + i]);
+      ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+      std::string name = i - skipResults < names.size()
+                             ? names[i - skipResults]
+                             : "result " + std::to_string(i);
+      if (perTensor)
+        compareTensor(*got, want, name, tolerance);
+      else
+        compare(*got, want, name);
+    }
+  }
+
+  void checkCorpus(StringRef model, double tolerance = 1e-5) {
+    std::string path = (MANTISSA_CORPUS_DIR "/" + model + ".pt2").str();
+    auto program = pt2::readPt2Archive(path);
+    ASSERT_TRUE(bool(program)) << llvm::toString(program.takeError());
+    auto module = importTrainingStep(context, *program, path);
+    ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+    auto step = *(*module)->getOps<train::StepOp>().begin();
+    SmallVector<Tensor> inputs;
+    for (Type type : step.getArgumentTypes())
+      inputs.push_back(randomTensor(cast<RankedTensorType>(type), -1.0f, 1.0f));
+    compileAndCompare((*module).get(), inputs, /*skipResults=*/0, {"loss"},
+                      /*perTensor=*/true, tolerance);
+  }
+
+  void compareTensor(const Tensor &got, const Tensor &want, StringRef name,
+                     double tolerance) {
+    double maxDiff = 0, maxWant = 0;
+    for (int64_t i = 0, e = want.getNumElements(); i < e; ++i) {
+      maxDiff = std::max(maxDiff,
+                         std::fabs(got.getAsDouble(i) - want.getAsDouble(i)));
+      maxWant = std::max(maxWant, std::fabs(want.getAsDouble(i)));
+    }
+    EXPECT_LE(maxDiff / (maxWant + 1e-12), tolerance) << name.str();
+  }
+
+  void compare(const Tensor &got, const Tensor &want, StringRef name) {
+    Type element = want.getElementType();
+    int mismatches = 0;
+    for (int64_t i = 0, e = want.getNumElements(); i < e; ++i) {
+      double a = got.getAsDouble(i), b = want.getAsDouble(i);
+      if (std::isnan(a) && std::isnan(b))
+        continue;
+      double tolerance = 0;
+      if (element.isF32())
+        tolerance = 1e-5 * std::max(1.0, std::fabs(b));
+      else if (element.isBF16())
+        // One bf16 ulp at b (8 significant bits), with a floor near zero.
+        tolerance =
+            std::ldexp(1.0, std::ilogb(std::max(std::fabs(b), 1e-6)) - 7);
+      if (!(std::fabs(a - b) <= tolerance) && mismatches++ < 5)
+        ADD_FAILURE() << name.str() << "[" << i << "]: got " << a << ", want "
+                      << b;
+    }
+  }
+
+  MLIRContext context;
+  ScopedDiagnosticHandler handler;
+  std::string diagnostics;
+  std::mt19937 rng{1234};
+};
+
+/// Element types the tests run in.
+const char *const kFloatTypes[] = {"f32", "bf16"};
+
+std::string t(StringRef shape, StringRef element) {
+  return ("tensor<" + shape + (shape.empty() ? "" : "x") + element + ">").str();
+}
+
+TEST_F(TrainToLinalgTest, BinaryWithBroadcasting) {
+  for (StringRef e : kFloatTypes) {
+    for (StringRef op : {"add", "sub", "mul", "div", "maximum", "minimum"}) {
+      std::string body = ("  %r = train." + op + " %a, %b : " + t("3x4", e) +
+                          ", " + t("4", e) + " -> " + t("3x4", e))
+                             .str();
+      check({{"a", t("3x4", e)}, {"b", t("4", e)}}, body, {{"r", t("3x4", e)}});
+    }
+    // pow on positive bases; a 0-d operand; column broadcasting.
+    check({{"a", t("3x4", e)}, {"b", t("3x1", e)}},
+          "  %r = train.pow %a, %b : " + t("3x4", e) + ", " + t("3x1", e) +
+              " -> " + t("3x4", e),
+          {{"r", t("3x4", e)}}, 0.5f, 2.0f);
+    check({{"a", t("3x4", e)}, {"b", t("", e)}},
+          "  %r = train.mul %a, %b : " + t("3x4", e) + ", " + t("", e) +
+              " -> " + t("3x4", e),
+          {{"r", t("3x4", e)}});
+  }
+  // Mixed precision promotes to f32.
+  check({{"a", t("3x4", "f32")}, {"b", t("4", "bf16")}},
+        "  %r = train.add %a, %b : tensor<3x4xf32>, tensor<4xbf16> -> "
+        "tensor<3x4xf32>",
+        {{"r", t("3x4", "f32")}});
+}
+
+TEST_F(TrainToLinalgTest, CompareAndWhere) {
+  for (StringRef e : kFloatTypes) {
+    for (StringRef op : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+      check({{"a", t("3x4", e)}, {"b", t("3x4", e)}},
+            ("  %r = train." + op + " %a, %b : " + t("3x4", e) + ", " +
+             t("3x4", e) + " -> tensor<3x4xi1>")
+                .str(),
+            {{"r", "tensor<3x4xi1>"}}, -1.0f, 1.0f);
+      check({{"a", t("3x4", e)}},
+            ("  %r = train." + op + "_scalar %a {scalar = 0.25 : f64} : " +
+             t("3x4", e) + " -> tensor<3x4xi1>")
+                .str(),
+            {{"r", "tensor<3x4xi1>"}}, -1.0f, 1.0f);
+    }
+    check({{"c", "tensor<3x1xi1>"}, {"a", t("3x4", e)}, {"b", t("4", e)}},
+          "  %r = train.where %c, %a, %b : tensor<3x1xi1>, " + t("3x4", e) +
+              ", " + t("4", e) + " -> " + t("3x4", e),
+          {{"r", t("3x4", e)}});
+    check({{"a", t("3x4", e)}, {"m", "tensor<4xi1>"}},
+          "  %r = train.masked_fill %a, %m {value = -1.5 : f64} : " +
+              t("3x4", e) + ", tensor<4xi1> -> " + t("3x4", e),
+          {{"r", t("3x4", e)}});
+  }
+}
+
+TEST_F(TrainToLinalgTest, ScalarOps) {
+  for (StringRef e : kFloatTypes)
+    for (StringRef op : {"add_scalar", "sub_scalar", "rsub_scalar",
+                         "mul_scalar", "div_scalar", "pow_scalar"})
+      check({{"a", t("3x4", e)}},
+            ("  %r = train." + op +
+             " %a {scalar = 1.7 : f64} : " + t("3x4", e) + " -> " + t("3x4", e))
+                .str(),
+            {{"r", t("3x4", e)}}, 0.5f, 2.0f);
+  // An integer scalar.
+  check({{"a", t("3x4", "bf16")}},
+        "  %r = train.mul_scalar %a {scalar = 3 : i64} : tensor<3x4xbf16> -> "
+        "tensor<3x4xbf16>",
+        {{"r", t("3x4", "bf16")}});
+}
+
+TEST_F(TrainToLinalgTest, UnaryOps) {
+  for (StringRef e : kFloatTypes) {
+    for (StringRef op : {"neg", "abs", "exp", "tanh", "erf", "sigmoid", "sin",
+                         "cos", "relu", "silu", "reciprocal"})
+      check(
+          {{"a", t("4x8", e)}},
+          ("  %r = train." + op + " %a : " + t("4x8", e) + " -> " + t("4x8", e))
+              .str(),
+          {{"r", t("4x8", e)}}, -3.0f, 3.0f);
+    for (StringRef op : {"log", "sqrt", "rsqrt"})
+      check(
+          {{"a", t("4x8", e)}},
+          ("  %r = train." + op + " %a : " + t("4x8", e) + " -> " + t("4x8", e))
+              .str(),
+          {{"r", t("4x8", e)}}, 0.1f, 4.0f);
+    for (StringRef mode : {"none", "tanh"})
+      check({{"a", t("4x8", e)}},
+            ("  %r = train.gelu %a {approximate = \"" + mode +
+             "\"} : " + t("4x8", e) + " -> " + t("4x8", e))
+                .str(),
+            {{"r", t("4x8", e)}}, -3.0f, 3.0f);
+  }
+}
+
+TEST_F(TrainToLinalgTest, CastAndFull) {
+  check({{"a", t("3x4", "f32")}},
+        "  %r = train.cast %a : tensor<3x4xf32> to tensor<3x4xbf16>\n"
+        "  %s = train.cast %r : tensor<3x4xbf16> to tensor<3x4xf32>",
+        {{"r", t("3x4", "bf16")}, {"s", t("3x4", "f32")}});
+  check({{"a", t("3x4", "f32")}},
+        "  %f = train.full {value = 0.3 : f64} : tensor<3x4xbf16>\n"
+        "  %r = train.add %a, %f : tensor<3x4xf32>, tensor<3x4xbf16> -> "
+        "tensor<3x4xf32>",
+        {{"r", t("3x4", "f32")}, {"f", t("3x4", "bf16")}});
+}
+
+TEST_F(TrainToLinalgTest, ShapeOps) {
+  for (StringRef e : kFloatTypes) {
+    check({{"a", t("2x6", e)}},
+          "  %v = train.view %a : " + t("2x6", e) + " -> " + t("3x4", e) +
+              "\n  %p = train.permute %v {dims = array<i64: 1, 0>} : " +
+              t("3x4", e) + " -> " + t("4x3", e) +
+              "\n  %x = train.expand %a : " + t("2x6", e) + " -> " +
+              t("5x2x6", e),
+          {{"p", t("4x3", e)}, {"v", t("3x4", e)}, {"x", t("5x2x6", e)}});
+    check({{"a", t("4x6", e)}, {"s", t("4x2", e)}},
+          "  %l = train.slice %a {dim = 1 : i64, start = 1 : i64, end = 5 : "
+          "i64, step = 2 : i64} : " +
+              t("4x6", e) + " -> " + t("4x2", e) +
+              "\n  %u = train.slice_scatter %a, %s {dim = 1 : i64, start = 1 "
+              ": i64, end = 5 : i64, step = 2 : i64} : " +
+              t("4x6", e) + ", " + t("4x2", e) + " -> " + t("4x6", e) +
+              "\n  %c = train.cat %a, %s {dim = 1 : i64} : " + t("4x6", e) +
+              ", " + t("4x2", e) + " -> " + t("4x8", e),
+          {{"l", t("4x2", e)}, {"u", t("4x6", e)}, {"c", t("4x8", e)}});
+  }
+}
+
+TEST_F(TrainToLinalgTest, Reductions) {
+  for (StringRef e : kFloatTypes) {
+    for (StringRef op : {"sum", "mean", "amax"}) {
+      check({{"a", t("3x4x5", e)}},
+            ("  %r = train." + op + " %a {dims = array<i64: 0, 2>} : " +
+             t("3x4x5", e) + " -> " + t("4", e) + "\n  %k = train." + op +
+             " %a {dims = array<i64: 1>, keepdim} : " + t("3x4x5", e) + " -> " +
+             t("3x1x5", e) + "\n  %l = train." + op +
+             " %a {dims = array<i64>} : " + t("3x4x5", e) + " -> " + t("", e))
+                .str(),
+            {{"l", t("", e)}, {"r", t("4", e)}, {"k", t("3x1x5", e)}});
+    }
+    for (StringRef op : {"softmax", "log_softmax"})
+      check({{"a", t("3x4x5", e)}},
+            ("  %r = train." + op + " %a {dim = 1 : i64} : " + t("3x4x5", e) +
+             " -> " + t("3x4x5", e) + "\n  %s = train." + op +
+             " %a {dim = 2 : i64} : " + t("3x4x5", e) + " -> " + t("3x4x5", e))
+                .str(),
+            {{"r", t("3x4x5", e)}, {"s", t("3x4x5", e)}}, -4.0f, 4.0f);
+  }
+}
+
+TEST_F(TrainToLinalgTest, MatrixProducts) {
+  for (StringRef e : kFloatTypes) {
+    check({{"a", t("5x7", e)}, {"b", t("7x3", e)}},
+          "  %r = train.mm %a, %b : " + t("5x7", e) + ", " + t("7x3", e) +
+              " -> " + t("5x3", e),
+          {{"r", t("5x3", e)}});
+    check({{"a", t("2x5x7", e)}, {"b", t("2x7x3", e)}},
+          "  %r = train.bmm %a, %b : " + t("2x5x7", e) + ", " + t("2x7x3", e) +
+              " -> " + t("2x5x3", e),
+          {{"r", t("2x5x3", e)}});
+    check({{"c", t("3", e)}, {"a", t("5x7", e)}, {"b", t("7x3", e)}},
+          "  %r = train.addmm %c, %a, %b : " + t("3", e) + ", " + t("5x7", e) +
+              ", " + t("7x3", e) + " -> " + t("5x3", e) +
+              "\n  %s = train.addmm %c, %a, %b {beta = 0.5 : f64, alpha = 2.0 "
+              ": f64} : " +
+              t("3", e) + ", " + t("5x7", e) + ", " + t("7x3", e) + " -> " +
+              t("5x3", e),
+          {{"r", t("5x3", e)}, {"s", t("5x3", e)}});
+  }
+}
+
+TEST_F(TrainToLinalgTest, Gathers) {
+  // Random indices are in [0, 9]: every indexed dimension has 10 entries.
+  for (StringRef e : kFloatTypes) {
+    check({{"w", t("10x4", e)}, {"i", "tensor<2x3xi64>"}},
+          "  %r = train.embedding %w, %i : " + t("10x4", e) +
+              ", tensor<2x3xi64> -> " + t("2x3x4", e),
+          {{"r", t("2x3x4", e)}});
+    check({{"a", t("10x4", e)}, {"i", "tensor<3x4xi64>"}},
+          "  %r = train.gather %a, %i {dim = 0 : i64} : " + t("10x4", e) +
+              ", tensor<3x4xi64> -> " + t("3x4", e),
+          {{"r", t("3x4", e)}});
+    check({{"a", t("3x10", e)}, {"i", "tensor<5xi64>"}},
+          "  %r = train.index_select %a, %i {dim = 1 : i64} : " + t("3x10", e) +
+              ", tensor<5xi64> -> " + t("3x5", e),
+          {{"r", t("3x5", e)}});
+  }
+}
+
+TEST_F(TrainToLinalgTest, Scatters) {
+  // Random indices in [0, 9] repeat, so accumulation order matters.
+  for (StringRef e : kFloatTypes) {
+    check({{"a", t("10x4", e)}, {"i", "tensor<3x4xi64>"}, {"s", t("3x4", e)}},
+          "  %r = train.scatter %a, %i, %s {dim = 0 : i64} : " + t("10x4", e) +
+              ", tensor<3x4xi64>, " + t("3x4", e) + " -> " + t("10x4", e) +
+              "\n  %q = train.scatter %a, %i, %s {dim = 0 : i64, reduce = "
+              "\"add\"} : " +
+              t("10x4", e) + ", tensor<3x4xi64>, " + t("3x4", e) + " -> " +
+              t("10x4", e) +
+              "\n  %v = train.scatter_value %a, %i {dim = 0 : i64, value = "
+              "0.5 : f64} : " +
+              t("10x4", e) + ", tensor<3x4xi64> -> " + t("10x4", e),
+          {{"r", t("10x4", e)}, {"q", t("10x4", e)}, {"v", t("10x4", e)}});
+    check({{"a", t("10x4", e)},
+           {"i", "tensor<6xi64>"},
+           {"v", t("6x4", e)},
+           {"w", t("4", e)}},
+          "  %r = train.index_put %a[%i], %v {accumulate} : " + t("10x4", e) +
+              ", tensor<6xi64>, " + t("6x4", e) + " -> " + t("10x4", e) +
+              "\n  %s = train.index_put %a[%i], %w : " + t("10x4", e) +
+              ", tensor<6xi64>, " + t("4", e) + " -> " + t("10x4", e),
+          {{"r", t("10x4", e)}, {"s", t("10x4", e)}});
+    check({{"g", t("2x3x4", e)}, {"i", "tensor<2x3xi64>"}},
+          "  %r = train.embedding_backward %g, %i {num_weights = 10 : i64} : " +
+              t("2x3x4", e) + ", tensor<2x3xi64> -> " + t("10x4", e) +
+              "\n  %p = train.embedding_backward %g, %i {num_weights = 10 : "
+              "i64, padding_idx = 3 : i64} : " +
+              t("2x3x4", e) + ", tensor<2x3xi64> -> " + t("10x4", e),
+          {{"r", t("10x4", e)}, {"p", t("10x4", e)}});
+  }
+}
+
+/// Imports a corpus model and checks its whole training step (forward, loss
+/// and backward), compiled, against the interpreter on random parameters and
+/// batch (integer inputs in [0, 9]: valid token ids and labels).
+TEST_F(TrainToLinalgTest, CorpusMlpStep) { checkCorpus("mlp"); }
+
+/// llama: embedding, rsqrt, softmax, bmm, cat/slice for rotary embeddings,
+/// log_softmax + gather/scatter for the loss, index_put in the backward.
+TEST_F(TrainToLinalgTest, CorpusLlamaStep) { checkCorpus("llama"); }
+
+/// Longer dot products: the compiled code accumulates in fp32 as torch
+/// does, the interpreter in double; the gradients then differ by up to
+/// ~4e-5 of their largest entry (below 1e-5 with f64 accumulation, checked
+/// by hand), within the issue's 1e-4 fidelity to torch.
+TEST_F(TrainToLinalgTest, CorpusLlamaMediumStep) {
+  checkCorpus("llama_medium", /*tolerance=*/1e-4);
+}
+
+} // namespace
