@@ -20,8 +20,8 @@ echo "== 2. The precision plan of $example/precision.yaml"
 
 echo
 echo "== 3. Train 30 AdamW steps on the example batch with that plan"
-echo "      (forward/backward: reference interpreter; updates: fused kernels)"
-"$bin/mantissa-run" "$example/model.pt2" --reference \
+echo "      (forward/backward compiled for the CPU; updates by the fused kernels)"
+"$bin/mantissa-run" "$example/model.pt2" \
   --inputs "$example/inputs.safetensors" --weights "$example/init.safetensors" \
   --precision "$example/precision.yaml" --steps 30 \
   --losses "$out/losses.json" --final-params "$out/final.safetensors" |

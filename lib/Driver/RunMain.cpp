@@ -14,9 +14,9 @@
 #include "mantissa/Driver/RunMain.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/PrecisionDriver.h"
+#include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Import/TorchImporter.h"
-#include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
@@ -176,8 +176,8 @@ int mlir::mantissa::runMain(int argc, char **argv) {
                                  cl::Required, cl::cat(category));
   cl::opt<bool> useReference(
       "reference",
-      cl::desc("Evaluate with the reference interpreter (exact torch CPU "
-               "semantics, slow)"),
+      cl::desc("Run forward/backward in the reference interpreter (torch's "
+               "exact CPU semantics) instead of compiled CPU code"),
       cl::cat(category));
   cl::opt<std::string> inputsPath(
       "inputs", cl::desc("The batch: user inputs by name or as input.<k>"),
@@ -227,9 +227,6 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "Mantissa runner: trains a compiled step\n");
 
-  if (!useReference)
-    return reportError("only --reference execution is available in this "
-                       "build; compiled execution is not implemented yet");
   if (inputsPath.empty())
     return reportError("--inputs is required");
 
@@ -273,6 +270,16 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   if (!arguments)
     return reportError(llvm::toString(arguments.takeError()));
 
+  // Forward and backward: compiled CPU code, or with --reference the
+  // interpreter that defines the semantics.
+  llvm::Expected<std::unique_ptr<StepEvaluator>> evaluator =
+      useReference ? llvm::Expected<std::unique_ptr<StepEvaluator>>(
+                         createReferenceEvaluator(step))
+                   : createCompiledEvaluator(step);
+  if (!evaluator)
+    return reportError(modelPath + ": " +
+                       llvm::toString(evaluator.takeError()));
+
   if (steps > 0) {
     TrainOptions options;
     options.steps = steps;
@@ -286,23 +293,17 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       return reportError("--betas must be B1,B2, got '" + betas + "'");
     options.lossesPath = lossesPath;
     options.finalParamsPath = finalParamsPath;
-    if (llvm::Error error = trainWithReference(**module, step, *program,
-                                               std::move(*arguments), options))
+    if (llvm::Error error =
+            trainStep(**module, step, *program, std::move(*arguments), options,
+                      **evaluator))
       return reportError(modelPath + ": " + llvm::toString(std::move(error)));
     return 0;
   }
 
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << (diagnostics.empty() ? "" : "; ") << diagnostic.getLocation() << ": "
-       << diagnostic.str();
-    return success();
-  });
-  FailureOr<SmallVector<reference::Tensor>> results =
-      reference::interpretStep(step, *arguments);
-  if (failed(results))
-    return reportError(modelPath + ": evaluation failed: " + diagnostics);
+  llvm::Expected<SmallVector<reference::Tensor>> results =
+      (*evaluator)->evaluate(*arguments);
+  if (!results)
+    return reportError(modelPath + ": " + llvm::toString(results.takeError()));
 
   std::vector<rt::HostTensor> dump;
   for (auto [index, result] : llvm::enumerate(*results)) {

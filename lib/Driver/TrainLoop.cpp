@@ -14,7 +14,6 @@
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Driver/ArtifactWriter.h"
-#include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -166,9 +165,11 @@ static llvm::Error writeLossPlot(llvm::ArrayRef<double> losses,
   });
 }
 
-llvm::Error mlir::mantissa::trainWithReference(
-    ModuleOp module, train::StepOp step, const pt2::Program &program,
-    SmallVector<reference::Tensor> arguments, const TrainOptions &options) {
+llvm::Error mlir::mantissa::trainStep(ModuleOp module, train::StepOp step,
+                                      const pt2::Program &program,
+                                      SmallVector<reference::Tensor> arguments,
+                                      const TrainOptions &options,
+                                      StepEvaluator &evaluator) {
   MLIRContext *context = module.getContext();
   llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
   if (!spec)
@@ -242,14 +243,6 @@ llvm::Error mlir::mantissa::trainWithReference(
         return error;
   }
 
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(context, [&](Diagnostic &diagnostic) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << (diagnostics.empty() ? "" : "; ") << diagnostic.getLocation() << ": "
-       << diagnostic.str();
-    return success();
-  });
-
   // Tokens per step: the elements of the first integer user input (the
   // token ids of a language model), if there is one.
   int64_t tokensPerStep = 0;
@@ -284,11 +277,11 @@ llvm::Error mlir::mantissa::trainWithReference(
       arguments[index] = std::move(*value);
     }
 
-    FailureOr<SmallVector<reference::Tensor>> results =
-        reference::interpretStep(step, arguments);
-    if (failed(results))
+    llvm::Expected<SmallVector<reference::Tensor>> results =
+        evaluator.evaluate(arguments);
+    if (!results)
       return llvm::createStringError(llvm::formatv(
-          "step {0}: evaluation failed: {1}", stepNumber, diagnostics));
+          "step {0}: {1}", stepNumber, llvm::toString(results.takeError())));
 
     for (auto [index, result] : llvm::enumerate(*results)) {
       train::ResultInfoAttr info = step.getResultInfo(index);

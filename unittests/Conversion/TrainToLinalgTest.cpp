@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TrainToLLVM.h"
+#include "mantissa/Conversion/TrainToLLVM.h"
 
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"

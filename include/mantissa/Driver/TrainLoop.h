@@ -2,10 +2,9 @@
 //-*-===//
 //
 // Trains an imported (and possibly precision-planned) step on one batch:
-// forward and backward by the reference interpreter, the optimizer by the
-// compiled fused AdamW kernels of the step's shard groups. It stands in for
-// compiled forward/backward code until that exists, and it is how the
-// precision plans are checked against torch's own trajectories.
+// forward and backward by a StepEvaluator (compiled CPU code, or the
+// reference interpreter), the optimizer by the compiled fused AdamW kernels
+// of the step's shard groups.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +12,7 @@
 #define MANTISSA_DRIVER_TRAINLOOP_H
 
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mantissa/Reference/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -31,12 +31,12 @@ struct TrainOptions {
 };
 
 /// Trains `step` for `options.steps` steps starting from `arguments` (one
-/// reference tensor per step argument, parameters in their master dtype).
-/// Prints one line per step with the loss and the rate.
-llvm::Error trainWithReference(ModuleOp module, train::StepOp step,
-                               const pt2::Program &program,
-                               SmallVector<reference::Tensor> arguments,
-                               const TrainOptions &options);
+/// reference tensor per step argument, parameters in their master dtype),
+/// with `evaluator` computing forward and backward. Reports progress.
+llvm::Error trainStep(ModuleOp module, train::StepOp step,
+                      const pt2::Program &program,
+                      SmallVector<reference::Tensor> arguments,
+                      const TrainOptions &options, StepEvaluator &evaluator);
 
 } // namespace mlir::mantissa
 

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MANTISSA_LIB_CONVERSION_TRAINTOLINALG_TRAINTOLLVM_H
-#define MANTISSA_LIB_CONVERSION_TRAINTOLINALG_TRAINTOLLVM_H
+#ifndef MANTISSA_CONVERSION_TRAINTOLLVM_H
+#define MANTISSA_CONVERSION_TRAINTOLLVM_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
@@ -29,4 +29,4 @@ LogicalResult lowerTrainStepsToLLVM(ModuleOp module);
 
 } // namespace mlir::mantissa
 
-#endif // MANTISSA_LIB_CONVERSION_TRAINTOLINALG_TRAINTOLLVM_H
+#endif // MANTISSA_CONVERSION_TRAINTOLLVM_H
