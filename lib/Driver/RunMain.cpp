@@ -65,13 +65,6 @@ static Type elementTypeOf(MLIRContext &context, rt::DType dtype) {
   return {};
 }
 
-static std::string formatShape(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(shape, os);
-  return text + "]";
-}
-
 /// Converts a stored tensor to the reference interpreter's value of `type`.
 /// Floating-point data may change width (as torch's load_state_dict copies
 /// do); shapes and the integer/float kind must match exactly.
@@ -81,7 +74,7 @@ toReferenceTensor(MLIRContext &context, const rt::HostTensor &stored,
   if (ArrayRef<int64_t>(stored.shape) != type.getShape())
     return llvm::createStringError(llvm::formatv(
         "{0}: tensor '{1}' has shape {2}, expected {3}", source, stored.name,
-        formatShape(stored.shape), formatShape(type.getShape())));
+        train::formatShape(stored.shape), train::formatShape(type.getShape())));
   Type storedType = elementTypeOf(context, stored.dtype);
   Type wanted = type.getElementType();
   if (storedType == wanted)
