@@ -132,8 +132,9 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step) {
   module->push_back(step->clone());
   DiagnosticCollector diagnostics(context);
   if (failed(lowerTrainStepsToLLVM(*module)))
-    return llvm::createStringError("compiling the step failed: " +
-                                   diagnostics.str());
+    return llvm::createStringError(
+        "compiling the step failed: " + diagnostics.str() +
+        " (--reference runs the step in the interpreter instead)");
   ExecutionEngineOptions options;
   options.transformer = makeOptimizingTransformer(
       /*optLevel=*/1, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
