@@ -23,11 +23,14 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 using namespace mlir;
@@ -35,6 +38,9 @@ using namespace mlir::mantissa;
 using reference::Tensor;
 
 namespace {
+
+/// An address in this executable, for getMainExecutable.
+void randomSeedAnchor() {}
 
 /// A step argument: its name and type, e.g. {"x", "tensor<2x4xbf16>"}.
 struct Arg {
@@ -194,15 +200,33 @@ protected:
   }
 
   void checkCorpus(StringRef model, double tolerance = 1e-5) {
-    std::string path = (MANTISSA_CORPUS_DIR "/" + model + ".pt2").str();
+    checkArchive((MANTISSA_CORPUS_DIR "/" + model + ".pt2").str(), tolerance);
+  }
+
+  /// Imports a .pt2 archive and checks its whole training step on random
+  /// inputs (integer inputs in [0, maxInteger]).
+  void checkArchive(const std::string &path, double tolerance = 1e-5,
+                    int64_t maxInteger = 9) {
     auto program = pt2::readPt2Archive(path);
     ASSERT_TRUE(bool(program)) << llvm::toString(program.takeError());
     auto module = importTrainingStep(context, *program, path);
     ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
     auto step = *(*module)->getOps<train::StepOp>().begin();
     SmallVector<Tensor> inputs;
-    for (Type type : step.getArgumentTypes())
-      inputs.push_back(randomTensor(cast<RankedTensorType>(type), -1.0f, 1.0f));
+    for (Type type : step.getArgumentTypes()) {
+      auto tensorType = cast<RankedTensorType>(type);
+      Tensor input = randomTensor(tensorType, -1.0f, 1.0f);
+      if (isa<IntegerType>(tensorType.getElementType()) &&
+          !tensorType.getElementType().isInteger(1)) {
+        std::vector<int64_t> values(tensorType.getNumElements());
+        std::uniform_int_distribution<int64_t> dist(0, maxInteger);
+        for (int64_t &v : values)
+          v = dist(rng);
+        input = Tensor::fromIntegers(tensorType.getElementType(),
+                                     tensorType.getShape(), values);
+      }
+      inputs.push_back(std::move(input));
+    }
     compileAndCompare((*module).get(), inputs, /*skipResults=*/0, {"loss"},
                       /*perTensor=*/true, tolerance);
   }
@@ -469,6 +493,116 @@ TEST_F(TrainToLinalgTest, Scatters) {
   }
 }
 
+TEST_F(TrainToLinalgTest, SoftmaxBackward) {
+  for (StringRef e : kFloatTypes)
+    for (StringRef op : {"softmax_backward", "log_softmax_backward"})
+      check({{"g", t("3x4x5", e)}, {"y", t("3x4x5", e)}},
+            ("  %r = train." + op +
+             " %g, %y {dim = 1 : i64} : " + t("3x4x5", e) + ", " +
+             t("3x4x5", e) + " -> " + t("3x4x5", e) + "\n  %s = train." + op +
+             " %g, %y {dim = 2 : i64} : " + t("3x4x5", e) + ", " +
+             t("3x4x5", e) + " -> " + t("3x4x5", e))
+                .str(),
+            {{"r", t("3x4x5", e)}, {"s", t("3x4x5", e)}});
+}
+
+TEST_F(TrainToLinalgTest, GeluBackward) {
+  for (StringRef e : kFloatTypes)
+    for (StringRef mode : {"none", "tanh"})
+      check({{"g", t("4x8", e)}, {"a", t("4x8", e)}},
+            ("  %r = train.gelu_backward %g, %a {approximate = \"" + mode +
+             "\"} : " + t("4x8", e) + ", " + t("4x8", e) + " -> " + t("4x8", e))
+                .str(),
+            {{"r", t("4x8", e)}}, -3.0f, 3.0f);
+}
+
+TEST_F(TrainToLinalgTest, LayerNorm) {
+  for (StringRef e : kFloatTypes) {
+    check({{"x", t("2x3x8", e)}, {"w", t("8", e)}, {"b", t("8", e)}},
+          "  %r, %m, %s = train.layer_norm %x weight %w : " + t("8", e) +
+              " bias %b : " + t("8", e) +
+              " {normalized_rank = 1 : i64, eps = 1.0e-05 : f64} : " +
+              t("2x3x8", e) + " -> " + t("2x3x8", e) + ", " + t("2x3x1", e) +
+              ", " + t("2x3x1", e) +
+              "\n  %q, %m2, %s2 = train.layer_norm %x {normalized_rank = 2 : "
+              "i64, eps = 1.0e-05 : f64} : " +
+              t("2x3x8", e) + " -> " + t("2x3x8", e) + ", " + t("2x1x1", e) +
+              ", " + t("2x1x1", e),
+          {{"r", t("2x3x8", e)},
+           {"m", t("2x3x1", e)},
+           {"s", t("2x3x1", e)},
+           {"q", t("2x3x8", e)},
+           {"m2", t("2x1x1", e)},
+           {"s2", t("2x1x1", e)}});
+    check({{"g", t("2x3x8", e)},
+           {"x", t("2x3x8", e)},
+           {"w", t("8", e)},
+           {"b", t("8", e)}},
+          "  %r, %m, %s = train.layer_norm %x weight %w : " + t("8", e) +
+              " bias %b : " + t("8", e) +
+              " {normalized_rank = 1 : i64, eps = 1.0e-05 : f64} : " +
+              t("2x3x8", e) + " -> " + t("2x3x8", e) + ", " + t("2x3x1", e) +
+              ", " + t("2x3x1", e) +
+              "\n  %gi, %gw, %gb = train.layer_norm_backward %g, %x, %m, %s "
+              "weight %w : " +
+              t("8", e) + " bias %b : " + t("8", e) +
+              " {normalized_rank = 1 : i64} : " + t("2x3x8", e) + ", " +
+              t("2x3x8", e) + ", " + t("2x3x1", e) + ", " + t("2x3x1", e) +
+              " -> " + t("2x3x8", e) + ", " + t("8", e) + ", " + t("8", e),
+          {{"gi", t("2x3x8", e)}, {"gw", t("8", e)}, {"gb", t("8", e)}});
+  }
+}
+
+TEST_F(TrainToLinalgTest, RmsNorm) {
+  // rstd is fp32 for bf16 inputs (torch's opmath type).
+  for (StringRef e : kFloatTypes) {
+    std::string r1 = t("2x3x1", "f32"), r2 = t("2x1x1", "f32");
+    check({{"g", t("2x3x8", e)}, {"x", t("2x3x8", e)}, {"w", t("8", e)}},
+          "  %r, %s = train.rms_norm %x weight %w : " + t("8", e) +
+              " {normalized_rank = 1 : i64, eps = 1.0e-06 : f64} : " +
+              t("2x3x8", e) + " -> " + t("2x3x8", e) + ", " + r1 +
+              "\n  %q, %s2 = train.rms_norm %x {normalized_rank = 2 : i64} : " +
+              t("2x3x8", e) + " -> " + t("2x3x8", e) + ", " + r2 +
+              "\n  %gi, %gw = train.rms_norm_backward %g, %x, %s weight %w : " +
+              t("8", e) + " {normalized_rank = 1 : i64} : " + t("2x3x8", e) +
+              ", " + t("2x3x8", e) + ", " + r1 + " -> " + t("2x3x8", e) + ", " +
+              t("8", e),
+          {{"r", t("2x3x8", e)},
+           {"s", r1},
+           {"q", t("2x3x8", e)},
+           {"s2", r2},
+           {"gi", t("2x3x8", e)},
+           {"gw", t("8", e)}});
+  }
+}
+
+TEST_F(TrainToLinalgTest, ClampAndArange) {
+  for (StringRef e : kFloatTypes)
+    check({{"a", t("4x8", e)}},
+          "  %r = train.clamp %a {min = -0.5 : f64, max = 1.25 : f64} : " +
+              t("4x8", e) + " -> " + t("4x8", e) +
+              "\n  %l = train.clamp %a {min = 0 : i64} : " + t("4x8", e) +
+              " -> " + t("4x8", e) +
+              "\n  %h = train.clamp %a {max = 0.3 : "
+              "f64} : " +
+              t("4x8", e) + " -> " + t("4x8", e),
+          {{"r", t("4x8", e)}, {"l", t("4x8", e)}, {"h", t("4x8", e)}});
+  check({{"a", "tensor<3x4xi64>"}},
+        "  %r = train.clamp %a {min = 2 : i64, max = 7 : i64} : "
+        "tensor<3x4xi64> -> tensor<3x4xi64>",
+        {{"r", "tensor<3x4xi64>"}});
+  check({},
+        "  %i = train.arange {start = 2 : i64, end = 14 : i64, step = 3 : "
+        "i64} : tensor<4xi64>\n"
+        "  %f = train.arange {start = 0.5 : f64, end = 2.0 : f64, step = 0.25 "
+        ": f64} : tensor<6xf32>\n"
+        "  %b = train.arange {start = 0 : i64, end = 7 : i64, step = 1 : i64} "
+        ": tensor<7xbf16>",
+        {{"i", "tensor<4xi64>"},
+         {"f", "tensor<6xf32>"},
+         {"b", "tensor<7xbf16>"}});
+}
+
 /// Imports a corpus model and checks its whole training step (forward, loss
 /// and backward), compiled, against the interpreter on random parameters and
 /// batch (integer inputs in [0, 9]: valid token ids and labels).
@@ -477,6 +611,42 @@ TEST_F(TrainToLinalgTest, CorpusMlpStep) { checkCorpus("mlp"); }
 /// llama: embedding, rsqrt, softmax, bmm, cat/slice for rotary embeddings,
 /// log_softmax + gather/scatter for the loss, index_put in the backward.
 TEST_F(TrainToLinalgTest, CorpusLlamaStep) { checkCorpus("llama"); }
+
+/// The GPT-2-style block of test/Import/Inputs/make_gpt2_block.py
+/// (layer_norm, gelu(tanh), log_softmax and their backwards), generated at
+/// test time; 8 classes, so the targets are in [0, 7]. Skipped when the
+/// script or python3 is not at hand.
+TEST_F(TrainToLinalgTest, Gpt2BlockStep) {
+  std::string source = __FILE__;
+  if (!llvm::sys::path::is_absolute(source)) {
+    // Relative to the build directory, two levels above this executable.
+    std::string exe = llvm::sys::fs::getMainExecutable(
+        nullptr, reinterpret_cast<void *>(&randomSeedAnchor));
+    SmallString<256> root(
+        llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+    llvm::sys::path::append(root, source);
+    source = std::string(root);
+  }
+  SmallString<256> script(llvm::sys::path::parent_path(
+      llvm::sys::path::parent_path(llvm::sys::path::parent_path(source))));
+  llvm::sys::path::append(script, "test", "Import", "Inputs",
+                          "make_gpt2_block.py");
+  if (!llvm::sys::fs::exists(script))
+    GTEST_SKIP() << "no " << script.str().str();
+  SmallString<256> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("gpt2-block", dir));
+  SmallString<256> archive(dir);
+  llvm::sys::path::append(archive, "gpt2.pt2");
+  std::string command = "python3 '" + script.str().str() + "' '" +
+                        archive.str().str() + "' '" + dir.str().str() +
+                        "' > /dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    llvm::sys::fs::remove_directories(dir);
+    GTEST_SKIP() << "could not run " << command;
+  }
+  checkArchive(archive.str().str(), /*tolerance=*/1e-5, /*maxInteger=*/7);
+  llvm::sys::fs::remove_directories(dir);
+}
 
 /// Longer dot products: the compiled code accumulates in fp32 as torch
 /// does, the interpreter in double; the gradients then differ by up to

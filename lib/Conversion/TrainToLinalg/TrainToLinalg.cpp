@@ -168,6 +168,27 @@ Value buildElementwise(OpBuilder &b, Location loc, RankedTensorType resultType,
   return generic.getResult(0);
 }
 
+/// A parallel linalg.generic over `resultType` reading `inputs` through
+/// explicit `inputMaps`.
+Value buildMapped(OpBuilder &b, Location loc, RankedTensorType resultType,
+                  ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                  BodyFn body) {
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(b.getMultiDimIdentityMap(resultType.getRank()));
+  SmallVector<utils::IteratorType> iterators(resultType.getRank(),
+                                             utils::IteratorType::parallel);
+  Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(),
+                                         resultType.getElementType());
+  auto generic = b.create<linalg::GenericOp>(
+      loc, TypeRange{resultType}, inputs, ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nested, Location nestedLoc, ValueRange args) {
+        SmallVector<Value> elements(args.drop_back());
+        nested.create<linalg::YieldOp>(nestedLoc,
+                                       body(nested, nestedLoc, elements));
+      });
+  return generic.getResult(0);
+}
+
 /// `value` converted elementwise to `elementType` (itself when it already is).
 Value convertTensor(OpBuilder &b, Location loc, Value value, Type elementType) {
   auto type = cast<RankedTensorType>(value.getType());
@@ -394,6 +415,15 @@ private:
                              bool logarithm);
   LogicalResult lowerMatmul(Operation *op, Value lhs, Value rhs, bool batched,
                             Value bias, double beta, double alpha);
+  LogicalResult lowerSoftmaxBackward(Operation *op, Value grad, Value output,
+                                     int64_t dim, bool logarithm);
+  LogicalResult lowerGeluBackward(train::GeluBackwardOp op);
+  LogicalResult lowerClamp(train::ClampOp op);
+  LogicalResult lowerArange(train::ArangeOp op);
+  LogicalResult lowerLayerNorm(train::LayerNormOp op);
+  LogicalResult lowerLayerNormBackward(train::LayerNormBackwardOp op);
+  LogicalResult lowerRmsNorm(train::RmsNormOp op);
+  LogicalResult lowerRmsNormBackward(train::RmsNormBackwardOp op);
 
   void bind(Operation *op, Value value) {
     mapping.map(op->getResult(0), value);
@@ -913,6 +943,577 @@ LogicalResult StepLowering::lowerMatmul(Operation *op, Value lhs, Value rhs,
   return success();
 }
 
+/// softmax_backward: `(grad - sum(grad * output)) * output`;
+/// log_softmax_backward: `grad - exp(output) * sum(grad)`; the sums
+/// accumulate in fp32 (fp64 for fp64), the rest in the compute type.
+LogicalResult StepLowering::lowerSoftmaxBackward(Operation *op, Value grad,
+                                                 Value output, int64_t dim,
+                                                 bool logarithm) {
+  Location loc = op->getLoc();
+  MLIRContext *context = b.getContext();
+  auto gradType = typeOf(grad);
+  auto resultType = typeOf(op->getResult(0));
+  Type element = resultType.getElementType();
+  Type compute = getComputeType(element);
+  if (!isa<FloatType>(compute) || !isa<FloatType>(gradType.getElementType()) ||
+      !isa<FloatType>(typeOf(output).getElementType()))
+    return op->emitOpError() << "has no lowering for integer tensors";
+  int64_t rank = gradType.getRank();
+  SmallVector<bool> reduced(rank, false);
+  reduced[dim] = true;
+  SmallVector<int64_t> shape = keptShape(gradType.getShape(), reduced);
+  AffineMap identity = b.getMultiDimIdentityMap(rank);
+  AffineMap kept = keptMap(context, reduced);
+  Value g = get(grad), y = get(output);
+  Value sumInit =
+      buildFilled(b, loc, shape, floatConstant(b, loc, compute, 0.0));
+  Value sum = buildReduction(
+      b, loc, ValueRange{g, y}, {identity, identity}, reduced, sumInit,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value gv = convertScalar(nb, l, args[0], compute);
+        if (!logarithm)
+          gv = nb.create<arith::MulFOp>(l, gv,
+                                        convertScalar(nb, l, args[1], compute));
+        return nb.create<arith::AddFOp>(l, gv, args[2]);
+      });
+  bind(op, buildMapped(
+               b, loc, resultType, ValueRange{g, y, sum},
+               {identity, identity, kept},
+               [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+                 Value gv = convertScalar(nb, l, args[0], compute);
+                 Value yv = convertScalar(nb, l, args[1], compute);
+                 Value r;
+                 if (logarithm)
+                   r = nb.create<arith::SubFOp>(
+                       l, gv,
+                       nb.create<arith::MulFOp>(
+                           l, nb.create<math::ExpOp>(l, yv), args[2]));
+                 else
+                   r = nb.create<arith::MulFOp>(
+                       l, nb.create<arith::SubFOp>(l, gv, args[2]), yv);
+                 return convertScalar(nb, l, r, element);
+               }));
+  return success();
+}
+
+/// The gradient of GELU with ATen's constants and order of operations.
+LogicalResult StepLowering::lowerGeluBackward(train::GeluBackwardOp op) {
+  Location loc = op.getLoc();
+  auto resultType = typeOf(op.getResult());
+  Type element = resultType.getElementType();
+  Type compute = getComputeType(element);
+  if (!isa<FloatType>(compute))
+    return op.emitOpError() << "has no lowering for integer tensors";
+  bool useTanh = op.getApproximate() == "tanh";
+  bind(op, buildElementwise(
+               b, loc, resultType, {get(op.getGrad()), get(op.getInput())},
+               [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+                 Value g = convertScalar(nb, l, args[0], compute);
+                 Value x = convertScalar(nb, l, args[1], compute);
+                 auto c = [&](double v) {
+                   return floatConstant(nb, l, compute, v);
+                 };
+                 auto mul = [&](Value a, Value bb) -> Value {
+                   return nb.create<arith::MulFOp>(l, a, bb);
+                 };
+                 auto add = [&](Value a, Value bb) -> Value {
+                   return nb.create<arith::AddFOp>(l, a, bb);
+                 };
+                 Value d;
+                 if (!useTanh) {
+                   Value cdf =
+                       mul(c(0.5), add(c(1.0), nb.create<math::ErfOp>(
+                                                   l, mul(x, c(M_SQRT1_2)))));
+                   Value pdf =
+                       mul(c(M_2_SQRTPI * M_SQRT1_2 * 0.5),
+                           nb.create<math::ExpOp>(l, mul(mul(x, x), c(-0.5))));
+                   d = add(cdf, mul(x, pdf));
+                 } else {
+                   Value beta = c(M_SQRT2 * M_2_SQRTPI * 0.5);
+                   Value kappa = c(0.044715);
+                   Value square = mul(x, x);
+                   Value cube = mul(square, x);
+                   Value inner = mul(beta, add(x, mul(kappa, cube)));
+                   Value tanhInner = nb.create<math::TanhOp>(l, inner);
+                   Value left = mul(c(0.5), x);
+                   Value right = add(c(1.0), tanhInner);
+                   Value leftDerivative = mul(c(0.5), right);
+                   Value tanhDerivative = nb.create<arith::SubFOp>(
+                       l, c(1.0), mul(tanhInner, tanhInner));
+                   Value innerDerivative =
+                       mul(beta, add(c(1.0), mul(mul(c(3.0), kappa), square)));
+                   Value rightDerivative =
+                       mul(mul(left, tanhDerivative), innerDerivative);
+                   d = add(leftDerivative, rightDerivative);
+                 }
+                 return convertScalar(nb, l, mul(g, d), element);
+               }));
+  return success();
+}
+
+/// clamp: NaN stays NaN, else `min(max(x, lo), hi)` with the bounds in the
+/// tensor's type.
+LogicalResult StepLowering::lowerClamp(train::ClampOp op) {
+  Location loc = op.getLoc();
+  auto resultType = typeOf(op.getResult());
+  Type element = resultType.getElementType();
+  Type compute = getComputeType(element);
+  if (compute.isInteger(1))
+    return op.emitOpError() << "has no lowering for boolean tensors";
+  bool isFloat = isa<FloatType>(compute);
+  Attribute lower = op.getMinAttr(), upper = op.getMaxAttr();
+  bind(op, buildElementwise(
+               b, loc, resultType, get(op.getInput()),
+               [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+                 Value x = convertScalar(nb, l, args[0], compute);
+                 auto bound = [&](Attribute a) {
+                   return convertScalar(
+                       nb, l, scalarConstant(nb, l, a, element), compute);
+                 };
+                 if (isFloat) {
+                   if (lower) {
+                     Value lo = bound(lower);
+                     Value below = nb.create<arith::CmpFOp>(
+                         l, arith::CmpFPredicate::OLT, x, lo);
+                     x = nb.create<arith::SelectOp>(l, below, lo, x);
+                   }
+                   if (upper) {
+                     Value hi = bound(upper);
+                     Value above = nb.create<arith::CmpFOp>(
+                         l, arith::CmpFPredicate::OGT, x, hi);
+                     x = nb.create<arith::SelectOp>(l, above, hi, x);
+                   }
+                 } else {
+                   if (lower)
+                     x = nb.create<arith::MaxSIOp>(l, x, bound(lower));
+                   if (upper)
+                     x = nb.create<arith::MinSIOp>(l, x, bound(upper));
+                 }
+                 return convertScalar(nb, l, x, element);
+               }));
+  return success();
+}
+
+/// arange: `start + i * step`, in i64 (wrapping) for integer bounds and an
+/// integer result, in f64 rounded once otherwise.
+LogicalResult StepLowering::lowerArange(train::ArangeOp op) {
+  Location loc = op.getLoc();
+  auto resultType = typeOf(op.getResult());
+  Type element = resultType.getElementType();
+  if (element.isInteger(1))
+    return op.emitOpError() << "has no lowering for boolean results";
+  auto isFloatAttr = [](Attribute a) { return isa<FloatAttr>(a); };
+  bool integer = !isa<FloatType>(element) && !isFloatAttr(op.getStart()) &&
+                 !isFloatAttr(op.getEnd()) && !isFloatAttr(op.getStep());
+  Value init = b.create<tensor::EmptyOp>(loc, resultType.getShape(), element);
+  auto generic = b.create<linalg::GenericOp>(
+      loc, TypeRange{resultType}, ValueRange{}, ValueRange{init},
+      ArrayRef<AffineMap>{b.getMultiDimIdentityMap(1)},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value i = nb.create<arith::IndexCastOp>(
+            l, nb.getI64Type(), nb.create<linalg::IndexOp>(l, 0));
+        Type type = integer ? Type(nb.getI64Type()) : Type(nb.getF64Type());
+        Value start = scalarConstant(nb, l, op.getStart(), type);
+        Value step = scalarConstant(nb, l, op.getStep(), type);
+        Value r;
+        if (integer) {
+          r = nb.create<arith::AddIOp>(l, start,
+                                       nb.create<arith::MulIOp>(l, i, step));
+        } else {
+          Value fi = nb.create<arith::SIToFPOp>(l, type, i);
+          r = nb.create<arith::AddFOp>(l, start,
+                                       nb.create<arith::MulFOp>(l, fi, step));
+          // The CPU runtime has no f64 -> bf16/f16 truncation: go through
+          // f32 (a double rounding only for values not exact in f32).
+          if (isa<FloatType>(element) && element.getIntOrFloatBitWidth() < 32)
+            r = nb.create<arith::TruncFOp>(l, nb.getF32Type(), r);
+        }
+        nb.create<linalg::YieldOp>(l, convertScalar(nb, l, r, element));
+      });
+  bind(op, generic.getResult(0));
+  return success();
+}
+
+namespace {
+/// Dimension bookkeeping of a norm over the trailing `normalizedRank`
+/// dimensions of a tensor of `rank`.
+struct NormDims {
+  NormDims(MLIRContext *context, ArrayRef<int64_t> shape,
+           int64_t normalizedRank)
+      : rank(shape.size()), trailing(rank, false), leading(rank, false) {
+    for (int64_t d = 0; d < rank; ++d)
+      (d >= rank - normalizedRank ? trailing : leading)[d] = true;
+    rowShape = keptShape(shape, trailing);
+    columnShape = keptShape(shape, leading);
+    identity = AffineMap::getMultiDimIdentityMap(rank, context);
+    rowMap = keptMap(context, trailing);
+    columnMap = keptMap(context, leading);
+  }
+  int64_t rank;
+  /// Reduced-dimension flags: over each row / over the rows.
+  SmallVector<bool> trailing, leading;
+  SmallVector<int64_t> rowShape, columnShape;
+  AffineMap identity, rowMap, columnMap;
+};
+} // namespace
+
+/// layer_norm in the compute type: two-pass mean and variance per row, then
+/// `(x - mean) * rstd * weight + bias` rounded once.
+LogicalResult StepLowering::lowerLayerNorm(train::LayerNormOp op) {
+  Location loc = op.getLoc();
+  auto inputType = typeOf(op.getInput());
+  Type compute = getComputeType(inputType.getElementType());
+  if (!isa<FloatType>(compute))
+    return op.emitOpError() << "has no lowering for integer tensors";
+  NormDims n(b.getContext(), inputType.getShape(), op.getNormalizedRank());
+  int64_t length = 1;
+  for (int64_t s : n.columnShape)
+    length *= s;
+  double eps = op.getEps().convertToDouble();
+  Value x = get(op.getInput());
+  Value zero =
+      buildFilled(b, loc, n.rowShape, floatConstant(b, loc, compute, 0));
+  Value sum =
+      buildReduction(b, loc, x, {n.identity}, n.trailing, zero,
+                     [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                       return nb.create<arith::AddFOp>(
+                           l, convertScalar(nb, l, args[0], compute), args[1]);
+                     });
+  auto rowType = RankedTensorType::get(n.rowShape, compute);
+  Value mean = buildElementwise(
+      b, loc, rowType, sum,
+      [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+        return nb.create<arith::DivFOp>(
+            l, args[0], floatConstant(nb, l, compute, double(length)));
+      });
+  Value squares = buildReduction(
+      b, loc, ValueRange{x, mean}, {n.identity, n.rowMap}, n.trailing, zero,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Value d = nb.create<arith::SubFOp>(
+            l, convertScalar(nb, l, args[0], compute), args[1]);
+        return nb.create<arith::AddFOp>(l, nb.create<arith::MulFOp>(l, d, d),
+                                        args[2]);
+      });
+  Value rstd = buildElementwise(
+      b, loc, rowType, squares,
+      [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+        Value variance = nb.create<arith::DivFOp>(
+            l, args[0], floatConstant(nb, l, compute, double(length)));
+        Value s = nb.create<math::SqrtOp>(
+            l, nb.create<arith::AddFOp>(l, variance,
+                                        floatConstant(nb, l, compute, eps)));
+        return nb.create<arith::DivFOp>(l, floatConstant(nb, l, compute, 1.0),
+                                        s);
+      });
+  SmallVector<Value> inputs{x, mean, rstd};
+  SmallVector<AffineMap> maps{n.identity, n.rowMap, n.rowMap};
+  Value weight = op.getWeight() ? get(op.getWeight()) : Value();
+  Value bias = op.getBias() ? get(op.getBias()) : Value();
+  if (weight) {
+    inputs.push_back(reshapeTensor(
+        b, loc, weight,
+        RankedTensorType::get(n.columnShape, typeOf(weight).getElementType())));
+    maps.push_back(n.columnMap);
+  }
+  if (bias) {
+    inputs.push_back(reshapeTensor(
+        b, loc, bias,
+        RankedTensorType::get(n.columnShape, typeOf(bias).getElementType())));
+    maps.push_back(n.columnMap);
+  }
+  auto resultType = typeOf(op.getResult());
+  Type element = resultType.getElementType();
+  Value result = buildMapped(
+      b, loc, resultType, inputs, maps,
+      [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+        Value v = nb.create<arith::MulFOp>(
+            l,
+            nb.create<arith::SubFOp>(l, convertScalar(nb, l, args[0], compute),
+                                     args[1]),
+            args[2]);
+        size_t next = 3;
+        if (weight)
+          v = nb.create<arith::MulFOp>(
+              l, v, convertScalar(nb, l, args[next++], compute));
+        if (bias)
+          v = nb.create<arith::AddFOp>(
+              l, v, convertScalar(nb, l, args[next++], compute));
+        return convertScalar(nb, l, v, element);
+      });
+  mapping.map(op.getResult(), result);
+  auto meanType = typeOf(op.getMean());
+  auto rstdType = typeOf(op.getRstd());
+  mapping.map(
+      op.getMean(),
+      reshapeTensor(b, loc,
+                    convertTensor(b, loc, mean, meanType.getElementType()),
+                    meanType));
+  mapping.map(
+      op.getRstd(),
+      reshapeTensor(b, loc,
+                    convertTensor(b, loc, rstd, rstdType.getElementType()),
+                    rstdType));
+  return success();
+}
+
+/// rms_norm: `x * rstd * weight` with `rstd = 1 / sqrt(mean(x^2) + eps)`
+/// rounded to rstd's type before use, as the interpreter does.
+LogicalResult StepLowering::lowerRmsNorm(train::RmsNormOp op) {
+  Location loc = op.getLoc();
+  auto inputType = typeOf(op.getInput());
+  Type compute = getComputeType(inputType.getElementType());
+  if (!isa<FloatType>(compute))
+    return op.emitOpError() << "has no lowering for integer tensors";
+  NormDims n(b.getContext(), inputType.getShape(), op.getNormalizedRank());
+  int64_t length = 1;
+  for (int64_t s : n.columnShape)
+    length *= s;
+  double eps = op.getEps() ? op.getEps()->convertToDouble()
+               : inputType.getElementType().isF64()
+                   ? std::numeric_limits<double>::epsilon()
+                   : double(std::numeric_limits<float>::epsilon());
+  Value x = get(op.getInput());
+  Value zero =
+      buildFilled(b, loc, n.rowShape, floatConstant(b, loc, compute, 0));
+  Value squares =
+      buildReduction(b, loc, x, {n.identity}, n.trailing, zero,
+                     [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                       Value v = convertScalar(nb, l, args[0], compute);
+                       return nb.create<arith::AddFOp>(
+                           l, nb.create<arith::MulFOp>(l, v, v), args[1]);
+                     });
+  auto rstdType = typeOf(op.getRstd());
+  Type rstdElement = rstdType.getElementType();
+  Value rstd = buildElementwise(
+      b, loc, RankedTensorType::get(n.rowShape, rstdElement), squares,
+      [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+        Value meanSquare = nb.create<arith::DivFOp>(
+            l, args[0], floatConstant(nb, l, compute, double(length)));
+        Value s = nb.create<math::SqrtOp>(
+            l, nb.create<arith::AddFOp>(l, meanSquare,
+                                        floatConstant(nb, l, compute, eps)));
+        return convertScalar(
+            nb, l,
+            nb.create<arith::DivFOp>(l, floatConstant(nb, l, compute, 1.0), s),
+            rstdElement);
+      });
+  SmallVector<Value> inputs{x, rstd};
+  SmallVector<AffineMap> maps{n.identity, n.rowMap};
+  Value weight = op.getWeight() ? get(op.getWeight()) : Value();
+  if (weight) {
+    inputs.push_back(reshapeTensor(
+        b, loc, weight,
+        RankedTensorType::get(n.columnShape, typeOf(weight).getElementType())));
+    maps.push_back(n.columnMap);
+  }
+  auto resultType = typeOf(op.getResult());
+  Type element = resultType.getElementType();
+  mapping.map(op.getResult(),
+              buildMapped(b, loc, resultType, inputs, maps,
+                          [&](OpBuilder &nb, Location l,
+                              ArrayRef<Value> args) -> Value {
+                            Value v = nb.create<arith::MulFOp>(
+                                l, convertScalar(nb, l, args[0], compute),
+                                convertScalar(nb, l, args[1], compute));
+                            if (weight)
+                              v = nb.create<arith::MulFOp>(
+                                  l, v, convertScalar(nb, l, args[2], compute));
+                            return convertScalar(nb, l, v, element);
+                          }));
+  mapping.map(op.getRstd(), reshapeTensor(b, loc, rstd, rstdType));
+  return success();
+}
+
+namespace {
+/// Shared backward of layer_norm (`mean` set) and rms_norm (no `mean`):
+/// with `xhat = (x - mean) * rstd` and `g = grad * weight`,
+/// `grad_input = rstd * (g - mean(g) - xhat * mean(g * xhat))` (no `mean(g)`
+/// term for rms_norm), `grad_weight = sum_rows(grad * xhat)`,
+/// `grad_bias = sum_rows(grad)`; everything in the compute type, sums in
+/// fp32 (fp64 for fp64).
+struct NormBackward {
+  OpBuilder &b;
+  Location loc;
+  NormDims n;
+  Type compute;
+  Value grad, x, mean, rstd, weight;
+  int64_t length;
+
+  /// xhat from the leading `args` (grad, x, mean?, rstd).
+  Value xhat(OpBuilder &nb, Location l, ArrayRef<Value> args) {
+    Value xv = convertScalar(nb, l, args[1], compute);
+    if (mean)
+      xv = nb.create<arith::SubFOp>(l, xv,
+                                    convertScalar(nb, l, args[2], compute));
+    return nb.create<arith::MulFOp>(
+        l, xv, convertScalar(nb, l, args[mean ? 3 : 2], compute));
+  }
+  SmallVector<Value> rowInputs() {
+    SmallVector<Value> v{grad, x};
+    if (mean)
+      v.push_back(mean);
+    v.push_back(rstd);
+    return v;
+  }
+  SmallVector<AffineMap> rowMaps() {
+    SmallVector<AffineMap> m{n.identity, n.identity};
+    if (mean)
+      m.push_back(n.rowMap);
+    m.push_back(n.rowMap);
+    return m;
+  }
+  Value scaled(OpBuilder &nb, Location l, Value g, Value w) {
+    Value gv = convertScalar(nb, l, g, compute);
+    if (!w)
+      return gv;
+    return nb.create<arith::MulFOp>(l, gv, convertScalar(nb, l, w, compute));
+  }
+
+  /// Per-row sum of `g` (withXhat: of `g * xhat`).
+  Value rowSum(bool withXhat) {
+    SmallVector<Value> inputs = rowInputs();
+    SmallVector<AffineMap> maps = rowMaps();
+    if (weight) {
+      inputs.push_back(weight);
+      maps.push_back(n.columnMap);
+    }
+    Value zero =
+        buildFilled(b, loc, n.rowShape, floatConstant(b, loc, compute, 0));
+    return buildReduction(
+        b, loc, inputs, maps, n.trailing, zero,
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          size_t count = inputs.size();
+          Value g = scaled(nb, l, args[0], weight ? args[count - 1] : Value());
+          if (withXhat)
+            g = nb.create<arith::MulFOp>(l, g,
+                                         xhat(nb, l, SmallVector<Value>(args)));
+          return nb.create<arith::AddFOp>(l, g, args[count]);
+        });
+  }
+
+  Value gradInput(RankedTensorType type) {
+    Value sumGX = rowSum(true);
+    Value sumG = mean ? rowSum(false) : Value();
+    SmallVector<Value> inputs = rowInputs();
+    SmallVector<AffineMap> maps = rowMaps();
+    inputs.push_back(sumGX);
+    maps.push_back(n.rowMap);
+    if (sumG) {
+      inputs.push_back(sumG);
+      maps.push_back(n.rowMap);
+    }
+    if (weight) {
+      inputs.push_back(weight);
+      maps.push_back(n.columnMap);
+    }
+    Type element = type.getElementType();
+    size_t base = mean ? 4 : 3;
+    return buildMapped(
+        b, loc, type, inputs, maps,
+        [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+          Value len = floatConstant(nb, l, compute, double(length));
+          Value g = scaled(nb, l, args[0], weight ? args.back() : Value());
+          Value h = xhat(nb, l, args);
+          Value v = nb.create<arith::SubFOp>(
+              l, g,
+              nb.create<arith::MulFOp>(
+                  l, h, nb.create<arith::DivFOp>(l, args[base], len)));
+          if (mean)
+            v = nb.create<arith::SubFOp>(
+                l, v, nb.create<arith::DivFOp>(l, args[base + 1], len));
+          Value r = convertScalar(nb, l, args[mean ? 3 : 2], compute);
+          return convertScalar(nb, l, nb.create<arith::MulFOp>(l, r, v),
+                               element);
+        });
+  }
+
+  /// Column sums over the rows of `grad` (withXhat: `grad * xhat`).
+  Value columnSum(RankedTensorType type, bool withXhat) {
+    Value zero =
+        buildFilled(b, loc, n.columnShape, floatConstant(b, loc, compute, 0));
+    Value acc = buildReduction(
+        b, loc, rowInputs(), rowMaps(), n.leading, zero,
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          Value g = convertScalar(nb, l, args[0], compute);
+          if (withXhat)
+            g = nb.create<arith::MulFOp>(l, g,
+                                         xhat(nb, l, SmallVector<Value>(args)));
+          return nb.create<arith::AddFOp>(l, g, args.back());
+        });
+    acc = convertTensor(b, loc, acc, type.getElementType());
+    return reshapeTensor(b, loc, acc, type);
+  }
+};
+} // namespace
+
+LogicalResult
+StepLowering::lowerLayerNormBackward(train::LayerNormBackwardOp op) {
+  auto inputType = typeOf(op.getInput());
+  Type compute = getComputeType(typeOf(op.getGradInput()).getElementType());
+  if (!isa<FloatType>(compute) || !isa<FloatType>(inputType.getElementType()))
+    return op.emitOpError() << "has no lowering for integer tensors";
+  NormDims n(b.getContext(), inputType.getShape(), op.getNormalizedRank());
+  int64_t length = 1;
+  for (int64_t s : n.columnShape)
+    length *= s;
+  Location loc = op.getLoc();
+  auto rows = [&](Value v) {
+    return reshapeTensor(
+        b, loc, get(v),
+        RankedTensorType::get(n.rowShape, typeOf(v).getElementType()));
+  };
+  Value weight;
+  if (op.getWeight())
+    weight = reshapeTensor(
+        b, loc, get(op.getWeight()),
+        RankedTensorType::get(n.columnShape,
+                              typeOf(op.getWeight()).getElementType()));
+  NormBackward nb{b,
+                  loc,
+                  n,
+                  compute,
+                  get(op.getGrad()),
+                  get(op.getInput()),
+                  rows(op.getMean()),
+                  rows(op.getRstd()),
+                  weight,
+                  length};
+  mapping.map(op.getGradInput(), nb.gradInput(typeOf(op.getGradInput())));
+  mapping.map(op.getGradWeight(),
+              nb.columnSum(typeOf(op.getGradWeight()), true));
+  mapping.map(op.getGradBias(), nb.columnSum(typeOf(op.getGradBias()), false));
+  return success();
+}
+
+LogicalResult StepLowering::lowerRmsNormBackward(train::RmsNormBackwardOp op) {
+  auto inputType = typeOf(op.getInput());
+  Type compute = getComputeType(typeOf(op.getGradInput()).getElementType());
+  if (!isa<FloatType>(compute) || !isa<FloatType>(inputType.getElementType()))
+    return op.emitOpError() << "has no lowering for integer tensors";
+  NormDims n(b.getContext(), inputType.getShape(), op.getNormalizedRank());
+  int64_t length = 1;
+  for (int64_t s : n.columnShape)
+    length *= s;
+  Location loc = op.getLoc();
+  Value weight;
+  if (op.getWeight())
+    weight = reshapeTensor(
+        b, loc, get(op.getWeight()),
+        RankedTensorType::get(n.columnShape,
+                              typeOf(op.getWeight()).getElementType()));
+  Value rstd = reshapeTensor(
+      b, loc, get(op.getRstd()),
+      RankedTensorType::get(n.rowShape, typeOf(op.getRstd()).getElementType()));
+  NormBackward nb{
+      b,       loc,  n,      compute, get(op.getGrad()), get(op.getInput()),
+      Value(), rstd, weight, length};
+  mapping.map(op.getGradInput(), nb.gradInput(typeOf(op.getGradInput())));
+  mapping.map(op.getGradWeight(),
+              nb.columnSum(typeOf(op.getGradWeight()), true));
+  return success();
+}
+
 LogicalResult StepLowering::lower(Operation *op) {
   Location loc = op->getLoc();
   using CmpF = arith::CmpFPredicate;
@@ -1087,6 +1688,23 @@ LogicalResult StepLowering::lower(Operation *op) {
       .Case([&](train::LogSoftmaxOp o) {
         return lowerSoftmax(o, o.getInput(), o.getDim(), /*logarithm=*/true);
       })
+      .Case([&](train::SoftmaxBackwardOp o) {
+        return lowerSoftmaxBackward(o, o.getGrad(), o.getOutput(), o.getDim(),
+                                    /*logarithm=*/false);
+      })
+      .Case([&](train::LogSoftmaxBackwardOp o) {
+        return lowerSoftmaxBackward(o, o.getGrad(), o.getOutput(), o.getDim(),
+                                    /*logarithm=*/true);
+      })
+      .Case([&](train::GeluBackwardOp o) { return lowerGeluBackward(o); })
+      .Case([&](train::ClampOp o) { return lowerClamp(o); })
+      .Case([&](train::ArangeOp o) { return lowerArange(o); })
+      .Case([&](train::LayerNormOp o) { return lowerLayerNorm(o); })
+      .Case([&](train::LayerNormBackwardOp o) {
+        return lowerLayerNormBackward(o);
+      })
+      .Case([&](train::RmsNormOp o) { return lowerRmsNorm(o); })
+      .Case([&](train::RmsNormBackwardOp o) { return lowerRmsNormBackward(o); })
       .Case([&](train::MatmulOp o) {
         return lowerMatmul(o, o.getLhs(), o.getRhs(), false, Value(), 1.0, 1.0);
       })

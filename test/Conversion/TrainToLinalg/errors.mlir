@@ -1,12 +1,13 @@
 // RUN: mantissa-opt %s -split-input-file -verify-diagnostics --mantissa-lower-train-to-linalg
 
-// An op without a lowering fails the pass by name; nothing is dropped.
-train.step @unsupported(%x: tensor<2x4xf32> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = f32>},
-                        %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
-    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xf32> {train.result = #train.result<user_output>}) {
-  // expected-error @+1 {{'train.rms_norm' op has no lowering to linalg (mantissa-lower-train-to-linalg)}}
-  %0:2 = train.rms_norm %x {normalized_rank = 1 : i64} : tensor<2x4xf32> -> tensor<2x4xf32>, tensor<2x1xf32>
-  train.return %loss, %0#0 : tensor<f32>, tensor<2x4xf32>
+// An op the pass cannot lower fails it with an error on the op; nothing is
+// dropped.
+train.step @boolean_clamp(%x: tensor<2x4xi1> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = i1>},
+                          %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xi1> {train.result = #train.result<user_output>}) {
+  // expected-error @+1 {{'train.clamp' op has no lowering for boolean tensors}}
+  %0 = train.clamp %x {min = 0 : i64} : tensor<2x4xi1> -> tensor<2x4xi1>
+  train.return %loss, %0 : tensor<f32>, tensor<2x4xi1>
 }
 
 // -----

@@ -87,3 +87,99 @@ train.step @sum_keepdim(%x: tensor<3x4xbf16> {train.tensor = #train.tensor<user_
   %0 = train.sum %x {dims = array<i64: 1>, keepdim} : tensor<3x4xbf16> -> tensor<3x1xbf16>
   train.return %loss, %0 : tensor<f32>, tensor<3x1xbf16>
 }
+// -----
+
+// softmax_backward: one fp32 row sum of grad * output, then
+// (grad - sum) * output per element, rounded once to bf16.
+// CHECK-DAG: #[[$SBID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[$SBROW:.+]] = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @softmax_backward_bf16(
+// CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<2xf32>) -> tensor<2xf32>
+// CHECK: %[[S:.+]] = linalg.generic {indexing_maps = [#[[$SBID]], #[[$SBID]], #[[$SBROW]]], iterator_types = ["parallel", "reduction"]}
+// CHECK-SAME: outs(%[[Z]] : tensor<2xf32>)
+// CHECK: arith.mulf %{{.+}}, %{{.+}} : f32
+// CHECK: arith.addf %{{.+}}, %{{.+}} : f32
+// CHECK: linalg.generic {indexing_maps = [#[[$SBID]], #[[$SBID]], #[[$SBROW]], #[[$SBID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME: ins(%{{.+}}, %{{.+}}, %[[S]] : tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2xf32>)
+// CHECK: arith.subf %{{.+}}, %{{.+}} : f32
+// CHECK: arith.mulf %{{.+}}, %{{.+}} : f32
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+train.step @softmax_backward_bf16(%g: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "g", module = "", shape = [2, 4], dtype = bf16>},
+    %y: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "y", module = "", shape = [2, 4], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xbf16> {train.result = #train.result<user_output>}) {
+  %0 = train.softmax_backward %g, %y {dim = 1 : i64} : tensor<2x4xbf16>, tensor<2x4xbf16> -> tensor<2x4xbf16>
+  train.return %loss, %0 : tensor<f32>, tensor<2x4xbf16>
+}
+
+// -----
+
+// gelu_backward (tanh): elementwise in f32, one rounding.
+// CHECK-LABEL: func.func @gelu_backward_tanh(
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.+}}, %{{.+}} : tensor<2x4xbf16>, tensor<2x4xbf16>) outs(%{{.+}} : tensor<2x4xbf16>)
+// CHECK: math.tanh %{{.+}} : f32
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK-NOT: linalg.generic
+train.step @gelu_backward_tanh(%g: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "g", module = "", shape = [2, 4], dtype = bf16>},
+    %x: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xbf16> {train.result = #train.result<user_output>}) {
+  %0 = train.gelu_backward %g, %x {approximate = "tanh"} : tensor<2x4xbf16>, tensor<2x4xbf16> -> tensor<2x4xbf16>
+  train.return %loss, %0 : tensor<f32>, tensor<2x4xbf16>
+}
+
+// -----
+
+// layer_norm: fp32 row sum and two-pass squared deviations, then the
+// normalised, scaled and shifted result; mean and rstd come back reshaped
+// to the input's rank.
+// CHECK-LABEL: func.func @layer_norm(
+// CHECK-COUNT-2: iterator_types = ["parallel", "reduction"]
+// CHECK: math.sqrt %{{.+}} : f32
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel"]
+// CHECK-SAME: ins(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} : tensor<2x4xbf16>, tensor<2xf32>, tensor<2xf32>, tensor<4xbf16>, tensor<4xbf16>)
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1]] output_shape [2, 1] : tensor<2xbf16> into tensor<2x1xbf16>
+// CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1]] output_shape [2, 1] : tensor<2xbf16> into tensor<2x1xbf16>
+train.step @layer_norm(%x: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = bf16>},
+    %w: tensor<4xbf16> {train.tensor = #train.tensor<user_input, fqn = "w", module = "", shape = [4], dtype = bf16>},
+    %b: tensor<4xbf16> {train.tensor = #train.tensor<user_input, fqn = "b", module = "", shape = [4], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xbf16> {train.result = #train.result<user_output>},
+        tensor<2x1xbf16> {train.result = #train.result<user_output>}, tensor<2x1xbf16> {train.result = #train.result<user_output>}) {
+  %0:3 = train.layer_norm %x weight %w : tensor<4xbf16> bias %b : tensor<4xbf16> {normalized_rank = 1 : i64, eps = 1.0e-05 : f64} : tensor<2x4xbf16> -> tensor<2x4xbf16>, tensor<2x1xbf16>, tensor<2x1xbf16>
+  train.return %loss, %0#0, %0#1, %0#2 : tensor<f32>, tensor<2x4xbf16>, tensor<2x1xbf16>, tensor<2x1xbf16>
+}
+
+// -----
+
+// clamp keeps NaN: compare-and-select rather than maximumf/minimumf.
+// CHECK-LABEL: func.func @clamp(
+// CHECK: arith.cmpf olt, %{{.+}}, %{{.+}} : f32
+// CHECK: arith.select
+// CHECK: arith.cmpf ogt, %{{.+}}, %{{.+}} : f32
+// CHECK: arith.select
+// CHECK-NOT: arith.maximumf
+train.step @clamp(%x: tensor<2x4xf32> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = f32>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xf32> {train.result = #train.result<user_output>}) {
+  %0 = train.clamp %x {min = -1.0 : f64, max = 1.0 : f64} : tensor<2x4xf32> -> tensor<2x4xf32>
+  train.return %loss, %0 : tensor<f32>, tensor<2x4xf32>
+}
+
+// -----
+
+// arange: start + index * step from linalg.index, in i64 for integer bounds.
+// CHECK-LABEL: func.func @arange(
+// CHECK: linalg.generic
+// CHECK-SAME: outs(%{{.+}} : tensor<5xi64>)
+// CHECK: linalg.index 0 : index
+// CHECK: arith.muli
+// CHECK: arith.addi
+train.step @arange(%loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<5xi64> {train.result = #train.result<user_output>}) {
+  %0 = train.arange {start = 1 : i64, end = 11 : i64, step = 2 : i64} : tensor<5xi64>
+  train.return %loss, %0 : tensor<f32>, tensor<5xi64>
+}
