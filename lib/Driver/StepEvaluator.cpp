@@ -135,9 +135,12 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step) {
     return llvm::createStringError(
         "compiling the step failed: " + diagnostics.str() +
         " (--reference runs the step in the interpreter instead)");
+  // The options hold a function_ref: the transformer must outlive create().
+  std::function<llvm::Error(llvm::Module *)> optimize =
+      makeOptimizingTransformer(/*optLevel=*/1, /*sizeLevel=*/0,
+                                /*targetMachine=*/nullptr);
   ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(
-      /*optLevel=*/1, /*sizeLevel=*/0, /*targetMachine=*/nullptr);
+  options.transformer = optimize;
   options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Less;
   auto engine = ExecutionEngine::create(*module, options);
   if (!engine)
