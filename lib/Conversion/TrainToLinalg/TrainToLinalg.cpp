@@ -390,6 +390,76 @@ SmallVector<Value> broadcastCoordinates(OpBuilder &b, Location loc,
 // The lowering of one step
 //===----------------------------------------------------------------------===//
 
+/// The arithmetic of the elementwise ops; the tensor-tensor and the
+/// tensor-scalar forms share it (rsub is sub with its operands swapped).
+enum class ArithKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
+
+static std::optional<ArithKind> getArithKind(Operation *op) {
+  return TypeSwitch<Operation *, std::optional<ArithKind>>(op)
+      .Case<train::AddOp, train::AddScalarOp>(
+          [](auto) { return ArithKind::Add; })
+      .Case<train::SubOp, train::SubScalarOp, train::RsubScalarOp>(
+          [](auto) { return ArithKind::Sub; })
+      .Case<train::MulOp, train::MulScalarOp>(
+          [](auto) { return ArithKind::Mul; })
+      .Case<train::DivOp, train::DivScalarOp>(
+          [](auto) { return ArithKind::Div; })
+      .Case<train::PowOp, train::PowScalarOp>(
+          [](auto) { return ArithKind::Pow; })
+      .Case([](train::MaximumOp) { return ArithKind::Maximum; })
+      .Case([](train::MinimumOp) { return ArithKind::Minimum; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// `x kind y` in the compute type (float, or signed integer; Div and Pow have
+/// no integer form and are rejected before this is called).
+static Value buildArith(OpBuilder &b, Location loc, ArithKind kind, Value x,
+                        Value y, bool isFloat) {
+  switch (kind) {
+  case ArithKind::Add:
+    return isFloat ? b.create<arith::AddFOp>(loc, x, y).getResult()
+                   : b.create<arith::AddIOp>(loc, x, y).getResult();
+  case ArithKind::Sub:
+    return isFloat ? b.create<arith::SubFOp>(loc, x, y).getResult()
+                   : b.create<arith::SubIOp>(loc, x, y).getResult();
+  case ArithKind::Mul:
+    return isFloat ? b.create<arith::MulFOp>(loc, x, y).getResult()
+                   : b.create<arith::MulIOp>(loc, x, y).getResult();
+  case ArithKind::Div:
+    return b.create<arith::DivFOp>(loc, x, y);
+  case ArithKind::Pow:
+    return b.create<math::PowFOp>(loc, x, y);
+  case ArithKind::Maximum:
+    return isFloat ? b.create<arith::MaximumFOp>(loc, x, y).getResult()
+                   : b.create<arith::MaxSIOp>(loc, x, y).getResult();
+  case ArithKind::Minimum:
+    return isFloat ? b.create<arith::MinimumFOp>(loc, x, y).getResult()
+                   : b.create<arith::MinSIOp>(loc, x, y).getResult();
+  }
+  llvm_unreachable("unknown arithmetic kind");
+}
+
+/// The float and integer predicates of a comparison, tensor or scalar form.
+static std::optional<std::pair<arith::CmpFPredicate, arith::CmpIPredicate>>
+getComparePredicates(Operation *op) {
+  using CmpF = arith::CmpFPredicate;
+  using CmpI = arith::CmpIPredicate;
+  return TypeSwitch<Operation *, std::optional<std::pair<CmpF, CmpI>>>(op)
+      .Case<train::EqOp, train::EqScalarOp>(
+          [](auto) { return std::make_pair(CmpF::OEQ, CmpI::eq); })
+      .Case<train::NeOp, train::NeScalarOp>(
+          [](auto) { return std::make_pair(CmpF::UNE, CmpI::ne); })
+      .Case<train::LtOp, train::LtScalarOp>(
+          [](auto) { return std::make_pair(CmpF::OLT, CmpI::slt); })
+      .Case<train::LeOp, train::LeScalarOp>(
+          [](auto) { return std::make_pair(CmpF::OLE, CmpI::sle); })
+      .Case<train::GtOp, train::GtScalarOp>(
+          [](auto) { return std::make_pair(CmpF::OGT, CmpI::sgt); })
+      .Case<train::GeOp, train::GeScalarOp>(
+          [](auto) { return std::make_pair(CmpF::OGE, CmpI::sge); })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
 class StepLowering {
 public:
   StepLowering(OpBuilder &b, IRMapping &mapping) : b(b), mapping(mapping) {}
@@ -450,48 +520,7 @@ LogicalResult StepLowering::lowerBinary(Operation *op) {
       [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
         Value x = convertScalar(nb, l, args[0], compute);
         Value y = convertScalar(nb, l, args[1], compute);
-        Value r;
-        if (isFloat) {
-          r = TypeSwitch<Operation *, Value>(op)
-                  .Case([&](train::AddOp) {
-                    return nb.create<arith::AddFOp>(l, x, y);
-                  })
-                  .Case([&](train::SubOp) {
-                    return nb.create<arith::SubFOp>(l, x, y);
-                  })
-                  .Case([&](train::MulOp) {
-                    return nb.create<arith::MulFOp>(l, x, y);
-                  })
-                  .Case([&](train::DivOp) {
-                    return nb.create<arith::DivFOp>(l, x, y);
-                  })
-                  .Case([&](train::PowOp) {
-                    return nb.create<math::PowFOp>(l, x, y);
-                  })
-                  .Case([&](train::MaximumOp) {
-                    return nb.create<arith::MaximumFOp>(l, x, y);
-                  })
-                  .Case([&](train::MinimumOp) {
-                    return nb.create<arith::MinimumFOp>(l, x, y);
-                  });
-        } else {
-          r = TypeSwitch<Operation *, Value>(op)
-                  .Case([&](train::AddOp) {
-                    return nb.create<arith::AddIOp>(l, x, y);
-                  })
-                  .Case([&](train::SubOp) {
-                    return nb.create<arith::SubIOp>(l, x, y);
-                  })
-                  .Case([&](train::MulOp) {
-                    return nb.create<arith::MulIOp>(l, x, y);
-                  })
-                  .Case([&](train::MaximumOp) {
-                    return nb.create<arith::MaxSIOp>(l, x, y);
-                  })
-                  .Case([&](train::MinimumOp) {
-                    return nb.create<arith::MinSIOp>(l, x, y);
-                  });
-        }
+        Value r = buildArith(nb, l, *getArithKind(op), x, y, isFloat);
         return convertScalar(nb, l, r, element);
       });
   bind(op, result);
@@ -541,35 +570,7 @@ LogicalResult StepLowering::lowerScalar(Operation *op, Attribute scalar) {
   // Comparisons with a scalar: the scalar in the tensor's type (or fp32 for
   // an integer tensor against a float), compared exactly.
   std::optional<std::pair<arith::CmpFPredicate, arith::CmpIPredicate>> cmp =
-      TypeSwitch<
-          Operation *,
-          std::optional<std::pair<arith::CmpFPredicate, arith::CmpIPredicate>>>(
-          op)
-          .Case([](train::EqScalarOp) {
-            return std::make_pair(arith::CmpFPredicate::OEQ,
-                                  arith::CmpIPredicate::eq);
-          })
-          .Case([](train::NeScalarOp) {
-            return std::make_pair(arith::CmpFPredicate::UNE,
-                                  arith::CmpIPredicate::ne);
-          })
-          .Case([](train::LtScalarOp) {
-            return std::make_pair(arith::CmpFPredicate::OLT,
-                                  arith::CmpIPredicate::slt);
-          })
-          .Case([](train::LeScalarOp) {
-            return std::make_pair(arith::CmpFPredicate::OLE,
-                                  arith::CmpIPredicate::sle);
-          })
-          .Case([](train::GtScalarOp) {
-            return std::make_pair(arith::CmpFPredicate::OGT,
-                                  arith::CmpIPredicate::sgt);
-          })
-          .Case([](train::GeScalarOp) {
-            return std::make_pair(arith::CmpFPredicate::OGE,
-                                  arith::CmpIPredicate::sge);
-          })
-          .Default([](Operation *) { return std::nullopt; });
+      getComparePredicates(op);
   if (cmp) {
     Type type = inputElement;
     if (!isa<FloatType>(type) && isa<FloatAttr>(scalar))
@@ -606,42 +607,9 @@ LogicalResult StepLowering::lowerScalar(Operation *op, Attribute scalar) {
                  // first: 1.7 becomes 1.703125 for a bf16 tensor.
                  Value s = convertScalar(
                      nb, l, scalarConstant(nb, l, scalar, element), compute);
-                 Value r;
-                 if (isFloat) {
-                   r = TypeSwitch<Operation *, Value>(op)
-                           .Case([&](train::AddScalarOp) {
-                             return nb.create<arith::AddFOp>(l, x, s);
-                           })
-                           .Case([&](train::SubScalarOp) {
-                             return nb.create<arith::SubFOp>(l, x, s);
-                           })
-                           .Case([&](train::RsubScalarOp) {
-                             return nb.create<arith::SubFOp>(l, s, x);
-                           })
-                           .Case([&](train::MulScalarOp) {
-                             return nb.create<arith::MulFOp>(l, x, s);
-                           })
-                           .Case([&](train::DivScalarOp) {
-                             return nb.create<arith::DivFOp>(l, x, s);
-                           })
-                           .Case([&](train::PowScalarOp) {
-                             return nb.create<math::PowFOp>(l, x, s);
-                           });
-                 } else {
-                   r = TypeSwitch<Operation *, Value>(op)
-                           .Case([&](train::AddScalarOp) {
-                             return nb.create<arith::AddIOp>(l, x, s);
-                           })
-                           .Case([&](train::SubScalarOp) {
-                             return nb.create<arith::SubIOp>(l, x, s);
-                           })
-                           .Case([&](train::RsubScalarOp) {
-                             return nb.create<arith::SubIOp>(l, s, x);
-                           })
-                           .Case([&](train::MulScalarOp) {
-                             return nb.create<arith::MulIOp>(l, x, s);
-                           });
-                 }
+                 bool swapped = isa<train::RsubScalarOp>(op);
+                 Value r = buildArith(nb, l, *getArithKind(op), swapped ? s : x,
+                                      swapped ? x : s, isFloat);
                  return convertScalar(nb, l, r, element);
                }));
   return success();
@@ -1516,29 +1484,14 @@ LogicalResult StepLowering::lowerRmsNormBackward(train::RmsNormBackwardOp op) {
 
 LogicalResult StepLowering::lower(Operation *op) {
   Location loc = op->getLoc();
-  using CmpF = arith::CmpFPredicate;
-  using CmpI = arith::CmpIPredicate;
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<train::AddOp, train::SubOp, train::MulOp, train::DivOp,
             train::PowOp, train::MaximumOp, train::MinimumOp>(
           [&](Operation *op) { return lowerBinary(op); })
-      .Case([&](train::EqOp o) {
-        return lowerCompare(o, CmpF::OEQ, CmpI::eq, o.getLhs(), o.getRhs());
-      })
-      .Case([&](train::NeOp o) {
-        return lowerCompare(o, CmpF::UNE, CmpI::ne, o.getLhs(), o.getRhs());
-      })
-      .Case([&](train::LtOp o) {
-        return lowerCompare(o, CmpF::OLT, CmpI::slt, o.getLhs(), o.getRhs());
-      })
-      .Case([&](train::LeOp o) {
-        return lowerCompare(o, CmpF::OLE, CmpI::sle, o.getLhs(), o.getRhs());
-      })
-      .Case([&](train::GtOp o) {
-        return lowerCompare(o, CmpF::OGT, CmpI::sgt, o.getLhs(), o.getRhs());
-      })
-      .Case([&](train::GeOp o) {
-        return lowerCompare(o, CmpF::OGE, CmpI::sge, o.getLhs(), o.getRhs());
+      .Case<train::EqOp, train::NeOp, train::LtOp, train::LeOp, train::GtOp,
+            train::GeOp>([&](auto o) {
+        auto [fpred, ipred] = *getComparePredicates(o);
+        return lowerCompare(o, fpred, ipred, o.getLhs(), o.getRhs());
       })
       .Case<train::AddScalarOp, train::SubScalarOp, train::RsubScalarOp,
             train::MulScalarOp, train::DivScalarOp, train::PowScalarOp,
