@@ -148,8 +148,7 @@ private:
   template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
   template <typename OpTy> LogicalResult importSoftmax();
   template <typename OpTy> LogicalResult importSoftmaxBackward();
-  LogicalResult importMatmul();
-  LogicalResult importBatchMatmul();
+  template <typename OpTy> LogicalResult importMatmul();
   LogicalResult importAddmm();
   LogicalResult importLayerNorm();
   LogicalResult importLayerNormBackward();
@@ -168,8 +167,7 @@ private:
   LogicalResult importEmbedding();
   LogicalResult importEmbeddingBackward();
   LogicalResult importIndexPut();
-  LogicalResult importIndexSelect();
-  LogicalResult importGather();
+  template <typename OpTy> LogicalResult importIndexedAlongDim();
   LogicalResult importScatter(StringRef reduce);
   LogicalResult importScatterValue();
   LogicalResult importFull(std::optional<double> fixedValue,
@@ -271,8 +269,8 @@ const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
     add("_log_softmax_backward_data.default",
         &S::importSoftmaxBackward<LogSoftmaxBackwardOp>);
     // Matrix products and norms.
-    add("mm.default", &S::importMatmul);
-    add("bmm.default", &S::importBatchMatmul);
+    add("mm.default", &S::importMatmul<MatmulOp>);
+    add("bmm.default", &S::importMatmul<BatchMatmulOp>);
     add("addmm.default", &S::importAddmm);
     add("native_layer_norm.default", &S::importLayerNorm);
     add("native_layer_norm_backward.default", &S::importLayerNormBackward);
@@ -307,8 +305,8 @@ const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
     add("embedding.default", &S::importEmbedding);
     add("embedding_dense_backward.default", &S::importEmbeddingBackward);
     add("index_put.default", &S::importIndexPut);
-    add("index_select.default", &S::importIndexSelect);
-    add("gather.default", &S::importGather);
+    add("index_select.default", &S::importIndexedAlongDim<IndexSelectOp>);
+    add("gather.default", &S::importIndexedAlongDim<GatherOp>);
     add("scatter.src", [](S &s) { return s.importScatter("none"); });
     add("scatter_add.default", [](S &s) { return s.importScatter("add"); });
     add("scatter.value", &S::importScatterValue);
@@ -1095,20 +1093,13 @@ template <typename OpTy> LogicalResult StepImporter::importSoftmaxBackward() {
 // Matrix products and norms
 //===----------------------------------------------------------------------===//
 
-LogicalResult StepImporter::importMatmul() {
+/// mm and bmm: `self` times `mat2`.
+template <typename OpTy> LogicalResult StepImporter::importMatmul() {
   FailureOr<Value> self = tensorArgument("self");
   FailureOr<Value> other = tensorArgument("mat2");
   if (failed(self) || failed(other))
     return failure();
-  return emitSingle<MatmulOp>(*self, *other);
-}
-
-LogicalResult StepImporter::importBatchMatmul() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> other = tensorArgument("mat2");
-  if (failed(self) || failed(other))
-    return failure();
-  return emitSingle<BatchMatmulOp>(*self, *other);
+  return emitSingle<OpTy>(*self, *other);
 }
 
 LogicalResult StepImporter::importAddmm() {
@@ -1430,7 +1421,8 @@ LogicalResult StepImporter::importIndexPut() {
                                 boolArgument("accumulate", false));
 }
 
-LogicalResult StepImporter::importIndexSelect() {
+/// index_select and gather: `self` indexed by `index` along `dim`.
+template <typename OpTy> LogicalResult StepImporter::importIndexedAlongDim() {
   FailureOr<Value> self = tensorArgument("self");
   FailureOr<Value> index = tensorArgument("index");
   if (failed(self) || failed(index))
@@ -1438,18 +1430,7 @@ LogicalResult StepImporter::importIndexSelect() {
   FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
   if (failed(dim))
     return failure();
-  return emitSingle<IndexSelectOp>(*self, *index, *dim);
-}
-
-LogicalResult StepImporter::importGather() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> index = tensorArgument("index");
-  if (failed(self) || failed(index))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
-  if (failed(dim))
-    return failure();
-  return emitSingle<GatherOp>(*self, *index, *dim);
+  return emitSingle<OpTy>(*self, *index, *dim);
 }
 
 LogicalResult StepImporter::importScatter(StringRef reduce) {
