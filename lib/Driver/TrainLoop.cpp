@@ -227,6 +227,21 @@ llvm::Error mlir::mantissa::trainStep(ModuleOp module, train::StepOp step,
       return std::nullopt;
     return it->second;
   };
+  // A parameter's current value as the planned step takes it: its fp32
+  // master where it has one, else its copy in the gather dtype.
+  auto readParameter =
+      [&](const MemberRef &ref,
+          ArrayRef<int64_t> shape) -> llvm::Expected<reference::Tensor> {
+    const AdamWMember &member = *ref.member;
+    bool hasMaster = member.master == AdamWMasterKind::FP32;
+    const uint8_t *source =
+        hasMaster ? ref.group->buffer(AdamWBuffer::Master) + member.masterOffset
+                  : ref.group->buffer(AdamWBuffer::Param) + member.paramOffset;
+    Type type = elementTypeOf(context, hasMaster ? DType::fp32 : member.param);
+    size_t bytes = member.count * (type.getIntOrFloatBitWidth() / 8);
+    return reference::Tensor::fromBytes(type, shape,
+                                        ArrayRef<uint8_t>(source, bytes));
+  };
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     std::optional<MemberRef> ref = parameterRef(index);
     if (!ref)
@@ -261,17 +276,8 @@ llvm::Error mlir::mantissa::trainStep(ModuleOp module, train::StepOp step,
       std::optional<MemberRef> ref = parameterRef(index);
       if (!ref)
         continue;
-      const AdamWMember &member = *ref->member;
-      bool hasMaster = member.master == AdamWMasterKind::FP32;
-      const uint8_t *source =
-          hasMaster
-              ? ref->group->buffer(AdamWBuffer::Master) + member.masterOffset
-              : ref->group->buffer(AdamWBuffer::Param) + member.paramOffset;
-      Type type =
-          elementTypeOf(context, hasMaster ? DType::fp32 : member.param);
-      size_t bytes = member.count * (type.getIntOrFloatBitWidth() / 8);
-      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
-          type, arguments[index].getShape(), ArrayRef<uint8_t>(source, bytes));
+      llvm::Expected<reference::Tensor> value =
+          readParameter(*ref, arguments[index].getShape());
       if (!value)
         return value.takeError();
       arguments[index] = std::move(*value);
@@ -351,31 +357,14 @@ llvm::Error mlir::mantissa::trainStep(ModuleOp module, train::StepOp step,
       std::optional<MemberRef> ref = parameterRef(index);
       if (!ref)
         continue;
-      std::vector<float> values = arguments[index].toFloats();
-      finals.push_back(rt::fromFloat32(
-          ref->member->name, std::vector<int64_t>(arguments[index].getShape()),
-          values.data(), rt::DType::F32));
-    }
-    // The arguments hold the state before the last update: read it again.
-    for (rt::HostTensor &tensor : finals) {
-      const MemberRef &ref = memberByFqn.find(tensor.name)->second;
-      const AdamWMember &member = *ref.member;
-      bool hasMaster = member.master == AdamWMasterKind::FP32;
-      Type type =
-          elementTypeOf(context, hasMaster ? DType::fp32 : member.param);
-      const uint8_t *source =
-          hasMaster
-              ? ref.group->buffer(AdamWBuffer::Master) + member.masterOffset
-              : ref.group->buffer(AdamWBuffer::Param) + member.paramOffset;
-      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
-          type, tensor.shape,
-          ArrayRef<uint8_t>(source,
-                            member.count * (type.getIntOrFloatBitWidth() / 8)));
+      llvm::Expected<reference::Tensor> value =
+          readParameter(*ref, arguments[index].getShape());
       if (!value)
         return value.takeError();
       std::vector<float> floats = value->toFloats();
-      tensor = rt::fromFloat32(tensor.name, tensor.shape, floats.data(),
-                               rt::DType::F32);
+      finals.push_back(rt::fromFloat32(ref->member->name,
+                                       std::vector<int64_t>(value->getShape()),
+                                       floats.data(), rt::DType::F32));
     }
     std::string error;
     if (!rt::writeSafeTensors(options.finalParamsPath, finals, {}, error))
