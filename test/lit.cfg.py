@@ -29,6 +29,10 @@ config.environment["ASAN_OPTIONS"] = (
     "detect_container_overflow=0:allow_user_poisoning=0:detect_leaks=1")
 config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
 
+# Compiled steps are cached inside the build tree, shared by the tests.
+config.environment["MANTISSA_CACHE_DIR"] = os.path.join(
+    config.mantissa_obj_root, "test", "step-cache")
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

@@ -265,13 +265,24 @@ int mlir::mantissa::runMain(int argc, char **argv) {
 
   // Forward and backward: compiled CPU code, or with --reference the
   // interpreter that defines the semantics.
+  CompileCacheReport cacheReport;
   llvm::Expected<std::unique_ptr<StepEvaluator>> evaluator =
       useReference ? llvm::Expected<std::unique_ptr<StepEvaluator>>(
                          createReferenceEvaluator(step))
-                   : createCompiledEvaluator(step);
+                   : createCompiledEvaluator(step, &cacheReport);
   if (!evaluator)
     return reportError(modelPath + ": " +
                        llvm::toString(evaluator.takeError()));
+  if (!useReference) {
+    llvm::errs() << "mantissa-run: "
+                 << (cacheReport.cached ? "loaded the compiled step from"
+                                        : "compiled the step")
+                 << llvm::formatv(" in {0:f1} s", cacheReport.seconds);
+    if (!cacheReport.libraryPath.empty())
+      llvm::errs() << (cacheReport.cached ? " (" : " (cached as ")
+                   << cacheReport.libraryPath << ")";
+    llvm::errs() << "\n";
+  }
 
   if (steps > 0) {
     TrainOptions options;

@@ -76,6 +76,25 @@ Tensor Tensor::fromIntegers(Type elementType, ArrayRef<int64_t> shape,
   return tensor;
 }
 
+namespace {
+/// How an element type is held in raw storage.
+enum class StorageKind { F64, F32, BF16, F16, Bool, Integer };
+} // namespace
+
+static StorageKind classifyStorage(Type elementType) {
+  if (elementType.isF64())
+    return StorageKind::F64;
+  if (elementType.isF32())
+    return StorageKind::F32;
+  if (elementType.isBF16())
+    return StorageKind::BF16;
+  if (elementType.isF16())
+    return StorageKind::F16;
+  if (elementType.isInteger(1))
+    return StorageKind::Bool;
+  return StorageKind::Integer;
+}
+
 llvm::Expected<Tensor> Tensor::fromBytes(Type elementType,
                                          ArrayRef<int64_t> shape,
                                          ArrayRef<uint8_t> bytes) {
@@ -98,36 +117,61 @@ llvm::Expected<Tensor> Tensor::fromBytes(Type elementType,
     return llvm::createStringError("expected " + std::to_string(expected) +
                                    " bytes for " + describe() + ", got " +
                                    std::to_string(bytes.size()));
-  auto isUnsigned = elementType.isUnsignedInteger();
-  for (int64_t i = 0, e = tensor.getNumElements(); i < e; ++i) {
-    const uint8_t *element = bytes.data() + i * width;
-    if (elementType.isF64()) {
-      tensor.floats[i] = llvm::bit_cast<double>(endian::read64le(element));
-    } else if (elementType.isF32()) {
-      tensor.floats[i] = llvm::bit_cast<float>(endian::read32le(element));
-    } else if (elementType.isBF16()) {
+  bool isUnsigned = elementType.isUnsignedInteger();
+  int64_t count = tensor.getNumElements();
+  // One loop per storage kind: the type is tested once, not per element
+  // (training converts every parameter and gradient each step).
+  auto readEach = [&](auto &destination, auto read) {
+    for (int64_t i = 0; i < count; ++i)
+      destination[i] = read(bytes.data() + i * width);
+  };
+  switch (classifyStorage(elementType)) {
+  case StorageKind::F64:
+    readEach(tensor.floats, [](const uint8_t *element) {
+      return llvm::bit_cast<double>(endian::read64le(element));
+    });
+    break;
+  case StorageKind::F32:
+    readEach(tensor.floats, [](const uint8_t *element) {
+      return double(llvm::bit_cast<float>(endian::read32le(element)));
+    });
+    break;
+  case StorageKind::BF16:
+    readEach(tensor.floats, [](const uint8_t *element) {
       uint32_t bits = static_cast<uint32_t>(endian::read16le(element)) << 16;
-      tensor.floats[i] = llvm::bit_cast<float>(bits);
-    } else if (elementType.isF16()) {
+      return double(llvm::bit_cast<float>(bits));
+    });
+    break;
+  case StorageKind::F16:
+    readEach(tensor.floats, [](const uint8_t *element) {
       llvm::APFloat half(llvm::APFloat::IEEEhalf(),
                          llvm::APInt(16, endian::read16le(element)));
-      tensor.floats[i] = half.convertToFloat();
-    } else if (elementType.isInteger(1)) {
-      tensor.integers[i] = *element != 0;
-    } else if (width == 1) {
-      tensor.integers[i] = isUnsigned ? int64_t(*element)
-                                      : int64_t(static_cast<int8_t>(*element));
-    } else if (width == 2) {
-      uint16_t bits = endian::read16le(element);
-      tensor.integers[i] =
-          isUnsigned ? int64_t(bits) : int64_t(static_cast<int16_t>(bits));
-    } else if (width == 4) {
-      uint32_t bits = endian::read32le(element);
-      tensor.integers[i] =
-          isUnsigned ? int64_t(bits) : int64_t(static_cast<int32_t>(bits));
-    } else {
-      tensor.integers[i] = static_cast<int64_t>(endian::read64le(element));
-    }
+      return double(half.convertToFloat());
+    });
+    break;
+  case StorageKind::Bool:
+    readEach(tensor.integers,
+             [](const uint8_t *element) { return int64_t(*element != 0); });
+    break;
+  case StorageKind::Integer:
+    readEach(tensor.integers, [&](const uint8_t *element) -> int64_t {
+      switch (width) {
+      case 1:
+        return isUnsigned ? int64_t(*element)
+                          : int64_t(static_cast<int8_t>(*element));
+      case 2: {
+        uint16_t bits = endian::read16le(element);
+        return isUnsigned ? int64_t(bits) : int64_t(static_cast<int16_t>(bits));
+      }
+      case 4: {
+        uint32_t bits = endian::read32le(element);
+        return isUnsigned ? int64_t(bits) : int64_t(static_cast<int32_t>(bits));
+      }
+      default:
+        return static_cast<int64_t>(endian::read64le(element));
+      }
+    });
+    break;
   }
   return tensor;
 }
@@ -135,33 +179,58 @@ llvm::Expected<Tensor> Tensor::fromBytes(Type elementType,
 std::vector<uint8_t> Tensor::toBytes() const {
   unsigned width = getStorageByteWidth(elementType);
   assert(width != 0 && "element type has no storage layout");
-  std::vector<uint8_t> bytes(getNumElements() * width);
-  for (int64_t i = 0, e = getNumElements(); i < e; ++i) {
-    uint8_t *element = bytes.data() + i * width;
-    if (elementType.isF64()) {
-      endian::write64le(element, llvm::bit_cast<uint64_t>(floats[i]));
-    } else if (elementType.isF32()) {
-      endian::write32le(
-          element, llvm::bit_cast<uint32_t>(static_cast<float>(floats[i])));
-    } else if (elementType.isBF16()) {
-      uint32_t bits = llvm::bit_cast<uint32_t>(static_cast<float>(floats[i]));
+  int64_t count = getNumElements();
+  std::vector<uint8_t> bytes(count * width);
+  auto writeEach = [&](const auto &source, auto write) {
+    for (int64_t i = 0; i < count; ++i)
+      write(bytes.data() + i * width, source[i]);
+  };
+  switch (classifyStorage(elementType)) {
+  case StorageKind::F64:
+    writeEach(floats, [](uint8_t *element, double value) {
+      endian::write64le(element, llvm::bit_cast<uint64_t>(value));
+    });
+    break;
+  case StorageKind::F32:
+    writeEach(floats, [](uint8_t *element, double value) {
+      endian::write32le(element,
+                        llvm::bit_cast<uint32_t>(static_cast<float>(value)));
+    });
+    break;
+  case StorageKind::BF16:
+    writeEach(floats, [](uint8_t *element, double value) {
+      uint32_t bits = llvm::bit_cast<uint32_t>(static_cast<float>(value));
       endian::write16le(element, static_cast<uint16_t>(bits >> 16));
-    } else if (elementType.isF16()) {
-      llvm::APFloat half(static_cast<float>(floats[i]));
+    });
+    break;
+  case StorageKind::F16:
+    writeEach(floats, [](uint8_t *element, double value) {
+      llvm::APFloat half(static_cast<float>(value));
       bool losesInfo = false;
       half.convert(llvm::APFloat::IEEEhalf(),
                    llvm::APFloat::rmNearestTiesToEven, &losesInfo);
       endian::write16le(
           element, static_cast<uint16_t>(half.bitcastToAPInt().getZExtValue()));
-    } else if (width == 1) {
-      *element = static_cast<uint8_t>(integers[i]);
-    } else if (width == 2) {
-      endian::write16le(element, static_cast<uint16_t>(integers[i]));
-    } else if (width == 4) {
-      endian::write32le(element, static_cast<uint32_t>(integers[i]));
-    } else {
-      endian::write64le(element, static_cast<uint64_t>(integers[i]));
-    }
+    });
+    break;
+  case StorageKind::Bool:
+  case StorageKind::Integer:
+    writeEach(integers, [&](uint8_t *element, int64_t value) {
+      switch (width) {
+      case 1:
+        *element = static_cast<uint8_t>(value);
+        break;
+      case 2:
+        endian::write16le(element, static_cast<uint16_t>(value));
+        break;
+      case 4:
+        endian::write32le(element, static_cast<uint32_t>(value));
+        break;
+      default:
+        endian::write64le(element, static_cast<uint64_t>(value));
+      }
+    });
+    break;
   }
   return bytes;
 }

@@ -3,7 +3,7 @@
 //
 // One training step's forward and backward, evaluated either by the
 // reference interpreter (torch's exact CPU semantics) or by compiled CPU code
-// (train -> linalg -> LLVM, JIT-compiled at -O3).
+// (train -> linalg -> LLVM -> a cached shared library).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 #include "mantissa/Reference/Tensor.h"
 #include "llvm/Support/Error.h"
 #include <memory>
+#include <string>
 
 namespace mlir::mantissa {
 
@@ -31,10 +32,26 @@ public:
 /// The reference interpreter on `step` (which must outlive the evaluator).
 std::unique_ptr<StepEvaluator> createReferenceEvaluator(train::StepOp step);
 
-/// Compiles a copy of `step` for the CPU with the JIT; fails with the
+/// How createCompiledEvaluator came by its library.
+struct CompileCacheReport {
+  /// Hash of the planned step, lowering version and host CPU.
+  std::string hash;
+  /// The library in the cache; empty when no cache directory was usable.
+  std::string libraryPath;
+  /// True when the library was already in the cache.
+  bool cached = false;
+  /// Seconds spent compiling (or only loading, when cached).
+  double seconds = 0;
+};
+
+/// Compiles a copy of `step` for the CPU into a shared library (clang -O2
+/// -march=native) and loads it. Libraries are cached by a hash of the
+/// planned step in `$MANTISSA_CACHE_DIR` (default
+/// `$XDG_CACHE_HOME/mantissa` or `~/.cache/mantissa`). Fails with the
 /// lowering's diagnostics (e.g. an operation without a lowering).
 llvm::Expected<std::unique_ptr<StepEvaluator>>
-createCompiledEvaluator(train::StepOp step);
+createCompiledEvaluator(train::StepOp step,
+                        CompileCacheReport *report = nullptr);
 
 } // namespace mlir::mantissa
 

@@ -252,7 +252,8 @@ static std::string findClang() {
 }
 
 LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
-    StringRef llvmIR, StringRef libraryPath, std::string &error) {
+    StringRef llvmIR, StringRef libraryPath, std::string &error,
+    unsigned optLevel) {
   SmallString<128> irPath, logPath;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("mantissa-adamw", "ll", irPath)) {
@@ -274,8 +275,9 @@ LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
     os << llvmIR;
   }
   std::string clang = findClang();
+  std::string optFlag = "-O" + std::to_string(optLevel);
   SmallVector<StringRef> args = {
-      clang,       "-O3",     "-march=native",
+      clang,       optFlag,   "-march=native",
       "-fPIC",     "-shared", "-x",
       "ir",        irPath,    "-o",
       libraryPath, "-lm",     "-Wno-override-module"};

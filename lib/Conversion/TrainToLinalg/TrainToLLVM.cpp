@@ -27,6 +27,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
@@ -45,6 +46,9 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <mutex>
 
@@ -93,6 +97,126 @@ static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
   return pm.run(module);
 }
 
+/// Puts a loop that every operand accesses contiguously innermost in ops
+/// whose innermost loop is a reduction (matrix products, column sums), so
+/// that LLVM vectorizes it. Each output element still accumulates over the
+/// reduction loops in the same order: only a parallel loop moves, so the
+/// results are bit-identical.
+static void interchangeReductionsOutward(ModuleOp module) {
+  SmallVector<linalg::LinalgOp> candidates;
+  module.walk([&](linalg::LinalgOp op) {
+    if (op->getNumResults() == 0 && op.getNumLoops() > 1 &&
+        op.getNumDpsInits() == 1 &&
+        linalg::isReductionIterator(op.getIteratorTypesArray().back()))
+      candidates.push_back(op);
+  });
+  IRRewriter rewriter(module.getContext());
+  for (linalg::LinalgOp op : candidates) {
+    unsigned loops = op.getNumLoops();
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    auto isContiguous = [&](unsigned loop) {
+      if (!linalg::isParallelIterator(iterators[loop]))
+        return false;
+      for (OpOperand &operand : op->getOpOperands()) {
+        AffineMap map = op.getMatchingIndexingMap(&operand);
+        bool isInit = op.isDpsInit(&operand);
+        for (auto [position, result] : llvm::enumerate(map.getResults())) {
+          bool last = position + 1 == map.getNumResults();
+          auto dim = dyn_cast<AffineDimExpr>(result);
+          bool uses = result.isFunctionOfDim(loop);
+          if (uses && !(last && dim && dim.getPosition() == loop))
+            return false;
+          if (isInit && last && !uses)
+            return false;
+        }
+      }
+      return true;
+    };
+    std::optional<unsigned> chosen;
+    for (unsigned loop = 0; loop < loops && !chosen; ++loop)
+      if (isContiguous(loop))
+        chosen = loop;
+    if (!chosen)
+      continue;
+    SmallVector<unsigned> order;
+    for (unsigned loop = 0; loop < loops; ++loop)
+      if (loop != *chosen)
+        order.push_back(loop);
+    order.push_back(*chosen);
+    rewriter.setInsertionPoint(op);
+    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (!generic) {
+      FailureOr<linalg::GenericOp> generalized =
+          linalg::generalizeNamedOp(rewriter, op);
+      if (failed(generalized))
+        continue;
+      generic = *generalized;
+    }
+    (void)linalg::interchangeGenericOp(rewriter, generic, order);
+  }
+}
+
+/// Moves every linalg op of each function into a private function of its
+/// own (named `<step>__<index>_<op>`), called in its place. A whole step as
+/// one function holds thousands of loop nests, and LLVM's scalar evolution
+/// analysis is quadratic in them (most of a minute for llama_medium); one
+/// function per op keeps every analysis local, and profiles name the op.
+static void outlineLinalgOps(ModuleOp module) {
+  SmallVector<std::pair<func::FuncOp, SmallVector<Operation *>>> work;
+  for (auto function : module.getOps<func::FuncOp>()) {
+    SmallVector<Operation *> ops;
+    function.walk([&](linalg::LinalgOp op) {
+      if (op->getNumResults() == 0)
+        ops.push_back(op);
+    });
+    work.emplace_back(function, std::move(ops));
+  }
+  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(module.getBody());
+  for (auto &[function, ops] : work) {
+    for (auto [index, op] : llvm::enumerate(ops)) {
+      // Operands and values captured by the body become arguments, except
+      // constants, which are cloned so that they still fold.
+      // (Scalar arguments would also cross the call in types such as bf16
+      // that the CPU code only emulates.)
+      llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
+      getUsedValuesDefinedAbove(op->getRegions(), used);
+      llvm::SetVector<Value> arguments;
+      llvm::SetVector<Operation *> constants;
+      for (Value value : used) {
+        Operation *definition = value.getDefiningOp();
+        if (definition && definition->hasTrait<OpTrait::ConstantLike>())
+          constants.insert(definition);
+        else
+          arguments.insert(value);
+      }
+      SmallVector<Type> argumentTypes;
+      for (Value argument : arguments)
+        argumentTypes.push_back(argument.getType());
+      std::string opName = op->getName().stripDialect().str();
+      std::replace(opName.begin(), opName.end(), '.', '_');
+      auto outlined = moduleBuilder.create<func::FuncOp>(
+          op->getLoc(),
+          llvm::formatv("{0}__{1}_{2}", function.getSymName(), index, opName)
+              .str(),
+          moduleBuilder.getFunctionType(argumentTypes, {}));
+      outlined.setPrivate();
+      Block *entry = outlined.addEntryBlock();
+      OpBuilder bodyBuilder = OpBuilder::atBlockEnd(entry);
+      IRMapping mapping;
+      mapping.map(arguments.getArrayRef(), entry->getArguments());
+      for (Operation *constant : constants)
+        bodyBuilder.clone(*constant, mapping);
+      bodyBuilder.clone(*op, mapping);
+      bodyBuilder.create<func::ReturnOp>(op->getLoc());
+
+      OpBuilder callBuilder(op);
+      callBuilder.create<func::CallOp>(op->getLoc(), outlined,
+                                       arguments.getArrayRef());
+      op->erase();
+    }
+  }
+}
+
 LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
   if (failed(runPipeline(
           module, "builtin.module(mantissa-lower-train-to-linalg,"
@@ -113,6 +237,8 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
     b.create<linalg::CopyOp>(copy.getLoc(), copy.getSource(), copy.getTarget());
     copy.erase();
   });
+  interchangeReductionsOutward(module);
+  outlineLinalgOps(module);
   if (failed(runPipeline(module,
                          "builtin.module(func.func(convert-linalg-to-loops),"
                          "expand-strided-metadata,lower-affine)")))
@@ -123,11 +249,20 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
   populateMathPolynomialApproximationPatterns(patterns);
   if (failed(applyPatternsAndFoldGreedily(module, std::move(patterns))))
     return failure();
-  return runPipeline(
-      module,
-      "builtin.module(arith-emulate-unsupported-floats{source-types=bf16 "
-      "target-type=f32},arith-expand{include-bf16=true},convert-scf-to-cf,"
-      "convert-math-to-llvm,convert-arith-to-llvm,finalize-memref-to-llvm,"
-      "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
-      "convert-cf-to-llvm,reconcile-unrealized-casts)");
+  if (failed(runPipeline(
+          module,
+          "builtin.module(arith-emulate-unsupported-floats{source-types=bf16 "
+          "target-type=f32},arith-expand{include-bf16=true},convert-scf-to-cf,"
+          "convert-math-to-llvm,convert-arith-to-llvm,finalize-memref-to-llvm,"
+          "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
+          "convert-cf-to-llvm,reconcile-unrealized-casts)")))
+    return failure();
+  // Inlining the outlined ops back (each has one caller) would undo the
+  // outlining.
+  MLIRContext *context = module.getContext();
+  for (auto function : module.getOps<LLVM::LLVMFuncOp>())
+    if (function.isPrivate() && !function.isExternal())
+      function.setPassthroughAttr(
+          ArrayAttr::get(context, {StringAttr::get(context, "noinline")}));
+  return success();
 }
