@@ -97,11 +97,92 @@ static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
   return pm.run(module);
 }
 
+/// Whether every operand of `op` walks `loop` contiguously: it is the last
+/// index of the output and of each input that uses it, and used nowhere
+/// else.
+static bool isContiguousParallelLoop(linalg::LinalgOp op, unsigned loop) {
+  if (!linalg::isParallelIterator(op.getIteratorTypesArray()[loop]))
+    return false;
+  for (OpOperand &operand : op->getOpOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    bool isInit = op.isDpsInit(&operand);
+    for (auto [position, result] : llvm::enumerate(map.getResults())) {
+      bool last = position + 1 == map.getNumResults();
+      auto dim = dyn_cast<AffineDimExpr>(result);
+      bool uses = result.isFunctionOfDim(loop);
+      if (uses && !(last && dim && dim.getPosition() == loop))
+        return false;
+      if (isInit && last && !uses)
+        return false;
+    }
+  }
+  return true;
+}
+
+/// Gives each input of `generic` that indexes `loop` other than last a
+/// transposed copy in which `loop` is last (freed after the op), so that
+/// `loop` becomes contiguous: `x @ w^T` and `q @ k^T` read both operands
+/// along the reduction, which no vector unit can use without reassociating
+/// the sum. Returns false, changing nothing, when an input is not a plain
+/// permutation of loops.
+static bool packInputsAlongLoop(IRRewriter &rewriter, linalg::GenericOp generic,
+                                unsigned loop) {
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  SmallVector<std::pair<OpOperand *, unsigned>> toPack;
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    AffineMap map = maps[input->getOperandNumber()];
+    std::optional<unsigned> position =
+        map.getResultPosition(getAffineDimExpr(loop, rewriter.getContext()));
+    if (!position) {
+      for (AffineExpr result : map.getResults())
+        if (result.isFunctionOfDim(loop))
+          return false;
+      continue;
+    }
+    if (*position + 1 == map.getNumResults())
+      continue;
+    if (!map.isProjectedPermutation() ||
+        !isa<MemRefType>(input->get().getType()))
+      return false;
+    toPack.emplace_back(input, *position);
+  }
+  Location loc = generic.getLoc();
+  for (auto [input, position] : toPack) {
+    AffineMap map = maps[input->getOperandNumber()];
+    auto sourceType = cast<MemRefType>(input->get().getType());
+    SmallVector<int64_t> permutation;
+    for (unsigned index = 0; index < map.getNumResults(); ++index)
+      if (index != position)
+        permutation.push_back(index);
+    permutation.push_back(position);
+    SmallVector<int64_t> shape;
+    SmallVector<AffineExpr> results;
+    for (int64_t index : permutation) {
+      shape.push_back(sourceType.getDimSize(index));
+      results.push_back(map.getResult(index));
+    }
+    rewriter.setInsertionPoint(generic);
+    auto packed = rewriter.create<memref::AllocOp>(
+        loc, MemRefType::get(shape, sourceType.getElementType()),
+        rewriter.getI64IntegerAttr(64));
+    rewriter.create<linalg::TransposeOp>(loc, input->get(), packed,
+                                         permutation);
+    rewriter.setInsertionPointAfter(generic);
+    rewriter.create<memref::DeallocOp>(loc, packed);
+    input->set(packed);
+    maps[input->getOperandNumber()] =
+        AffineMap::get(map.getNumDims(), 0, results, rewriter.getContext());
+  }
+  generic.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+  return true;
+}
+
 /// Puts a loop that every operand accesses contiguously innermost in ops
 /// whose innermost loop is a reduction (matrix products, column sums), so
-/// that LLVM vectorizes it. Each output element still accumulates over the
-/// reduction loops in the same order: only a parallel loop moves, so the
-/// results are bit-identical.
+/// that LLVM vectorizes it, first transposing inputs that read the output's
+/// last index along another dimension. Each output element still
+/// accumulates over the reduction loops in the same order: only a parallel
+/// loop moves, so the results are bit-identical.
 static void interchangeReductionsOutward(ModuleOp module) {
   SmallVector<linalg::LinalgOp> candidates;
   module.walk([&](linalg::LinalgOp op) {
@@ -113,36 +194,18 @@ static void interchangeReductionsOutward(ModuleOp module) {
   IRRewriter rewriter(module.getContext());
   for (linalg::LinalgOp op : candidates) {
     unsigned loops = op.getNumLoops();
-    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-    auto isContiguous = [&](unsigned loop) {
-      if (!linalg::isParallelIterator(iterators[loop]))
-        return false;
-      for (OpOperand &operand : op->getOpOperands()) {
-        AffineMap map = op.getMatchingIndexingMap(&operand);
-        bool isInit = op.isDpsInit(&operand);
-        for (auto [position, result] : llvm::enumerate(map.getResults())) {
-          bool last = position + 1 == map.getNumResults();
-          auto dim = dyn_cast<AffineDimExpr>(result);
-          bool uses = result.isFunctionOfDim(loop);
-          if (uses && !(last && dim && dim.getPosition() == loop))
-            return false;
-          if (isInit && last && !uses)
-            return false;
-        }
-      }
-      return true;
-    };
     std::optional<unsigned> chosen;
     for (unsigned loop = 0; loop < loops && !chosen; ++loop)
-      if (isContiguous(loop))
+      if (isContiguousParallelLoop(op, loop))
         chosen = loop;
-    if (!chosen)
+    // Otherwise the output's last index, if transposing inputs frees it.
+    AffineMap outputMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    auto outputLast =
+        outputMap.getNumResults() == 0
+            ? nullptr
+            : dyn_cast<AffineDimExpr>(outputMap.getResults().back());
+    if (!chosen && (!outputLast || !op.hasPureBufferSemantics()))
       continue;
-    SmallVector<unsigned> order;
-    for (unsigned loop = 0; loop < loops; ++loop)
-      if (loop != *chosen)
-        order.push_back(loop);
-    order.push_back(*chosen);
     rewriter.setInsertionPoint(op);
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
     if (!generic) {
@@ -152,6 +215,19 @@ static void interchangeReductionsOutward(ModuleOp module) {
         continue;
       generic = *generalized;
     }
+    if (!chosen) {
+      unsigned loop = outputLast.getPosition();
+      if (!linalg::isParallelIterator(generic.getIteratorTypesArray()[loop]) ||
+          !packInputsAlongLoop(rewriter, generic, loop) ||
+          !isContiguousParallelLoop(generic, loop))
+        continue;
+      chosen = loop;
+    }
+    SmallVector<unsigned> order;
+    for (unsigned loop = 0; loop < loops; ++loop)
+      if (loop != *chosen)
+        order.push_back(loop);
+    order.push_back(*chosen);
     (void)linalg::interchangeGenericOp(rewriter, generic, order);
   }
 }
