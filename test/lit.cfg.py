@@ -3,6 +3,7 @@
 # mantissa-compile and mantissa-run.
 
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -47,6 +48,17 @@ llvm_config.add_tool_substitutions(tools, [config.mantissa_tools_dir, config.llv
 # runs the unit tests and mantissa-opt's tests (and whatever else is quick).
 if config.mantissa_sanitized:
     config.available_features.add("sanitized")
+
+# Multi-rank runs (the runtime's update path, whole training steps).
+if shutil.which("mpirun"):
+    config.available_features.add("mpirun")
+    mpirun = "mpirun --allow-run-as-root --oversubscribe"
+    if config.mantissa_sanitized:
+        # OpenMPI's own allocations outlive MPI_Finalize, which LeakSanitizer
+        # reports in every rank; leaks are still checked in single-rank runs.
+        mpirun = "env ASAN_OPTIONS=%s:detect_leaks=0 %s" % (
+            config.environment.get("ASAN_OPTIONS", ""), mpirun)
+    config.substitutions.append(("%mpirun", mpirun))
 
 if os.path.isdir(config.mantissa_corpus_dir):
     config.available_features.add("corpus")

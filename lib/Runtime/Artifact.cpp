@@ -223,7 +223,8 @@ bool Artifact::load(const std::string &directory, Artifact &out,
                 actual.str() + ", the manifest says " + checksum + ")";
         return false;
       }
-      if (name == "kernels.ptx")
+      if (name.size() > 4 && name.rfind("kernels.", 0) == 0 &&
+          name.compare(name.size() - 4, 4, ".ptx") == 0)
         out.withPtx = true;
     }
 
@@ -270,6 +271,8 @@ bool Artifact::load(const std::string &directory, Artifact &out,
       group.amsgrad = entry.value("amsgrad", false);
       group.maximize = entry.value("maximize", false);
       group.kernelSymbol = parseString(entry, "kernel", what);
+      if (entry.contains("gpu_kernel") && entry["gpu_kernel"].is_string())
+        group.gpuKernelSymbol = entry["gpu_kernel"].get<std::string>();
       group.numTiles = parseInt(entry, "num_tiles", what);
       if (!entry.contains("buffer_bytes"))
         throw ManifestError{what + ": 'buffer_bytes' is missing"};

@@ -52,6 +52,7 @@ public:
   }
   bool allAgree(bool ok) override { return ok; }
   int64_t allMax(int64_t value) override { return value; }
+  bool broadcast(void *, int64_t, int, std::string &) override { return true; }
 };
 } // namespace
 

@@ -86,6 +86,16 @@ public:
     return all;
   }
 
+  bool broadcast(void *data, int64_t bytes, int root,
+                 std::string &error) override {
+    if (bytes < 0 || bytes > INT_MAX) {
+      error = "MPI: a broadcast of more than 2^31 bytes is not supported";
+      return false;
+    }
+    int rc = MPI_Bcast(data, int(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
+    return check(rc, "MPI_Bcast", error);
+  }
+
 private:
   static bool narrow(const std::vector<int64_t> &in, std::vector<int> &out,
                      std::string &error) {

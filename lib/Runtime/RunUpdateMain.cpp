@@ -16,6 +16,25 @@
 
 using namespace mlir::mantissa::rt;
 
+std::unique_ptr<Communicator>
+mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
+#ifdef MANTISSA_HAVE_MPI
+  if (launchedByMPI())
+    return createMPICommunicator(error);
+#endif
+  // torchrun's environment; without MPI there is no collective transport
+  // between its processes yet, so only a world of one can run.
+  const char *worldSize = std::getenv("WORLD_SIZE");
+  if (worldSize && std::atoi(worldSize) > 1) {
+    error = std::string("WORLD_SIZE=") + worldSize +
+            " (torchrun) but this runtime has no collective transport "
+            "without MPI; launch with mpirun -np " +
+            worldSize + " instead";
+    return nullptr;
+  }
+  return createSingleRankCommunicator();
+}
+
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
   UpdateOptions options;
   std::string error;
@@ -23,29 +42,10 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;
   }
-  std::unique_ptr<Communicator> communicator;
-#ifdef MANTISSA_HAVE_MPI
-  if (launchedByMPI()) {
-    communicator = createMPICommunicator(error);
-    if (!communicator) {
-      std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
-      return 1;
-    }
-  }
-#endif
+  std::unique_ptr<Communicator> communicator = createLaunchCommunicator(error);
   if (!communicator) {
-    // torchrun's environment; without MPI there is no collective transport
-    // between its processes yet, so only a world of one can run.
-    const char *worldSize = std::getenv("WORLD_SIZE");
-    if (worldSize && std::atoi(worldSize) > 1) {
-      std::fprintf(stderr,
-                   "mantissa-run: error: WORLD_SIZE=%s (torchrun) but this "
-                   "runtime has no collective transport without MPI; launch "
-                   "with mpirun -np %s instead\n",
-                   worldSize, worldSize);
-      return 1;
-    }
-    communicator = createSingleRankCommunicator();
+    std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
+    return 1;
   }
   return runUpdate(options, *communicator);
 }

@@ -25,13 +25,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/UpdateRunner.h"
+#include "mantissa/Conversion/AdamWScalars.h"
 #include "mantissa/Runtime/Artifact.h"
-#include "mantissa/Runtime/GpuDriver.h"
+#include "mantissa/Runtime/CommunicatorNCCL.h"
+#include "mantissa/Runtime/CudaDriver.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/Tripwire.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +52,8 @@
 #include <unistd.h>
 
 using namespace mlir::mantissa::rt;
+using mlir::mantissa::AdamWStepScalars;
+using mlir::mantissa::computeAdamWStepScalars;
 using json = nlohmann::json;
 
 namespace {
@@ -200,7 +206,13 @@ struct GroupState {
   std::vector<int64_t> gradCuts;
   /// Every rank's param byte range, for the all-gather.
   std::vector<ByteRange> paramRanges, masterRanges;
-  DType gradDType = DType::F32;
+  /// Runs of consecutive members that reduce in one dtype: each is
+  /// reduce-scattered on its own, in its dtype (see setUp).
+  struct GradSegment {
+    DType dtype = DType::F32;
+    int64_t begin = 0, end = 0; // bytes of the grad buffer
+  };
+  std::vector<GradSegment> gradSegments;
   Buffer fullGrad, shardGrad, fullParam;
   std::array<Buffer, kNumRoles> shardState; // master and moments roles
   std::vector<MemberSlice> slices;          // per member
@@ -257,6 +269,7 @@ private:
   bool setUp();
   void initialiseFromWeights(const SafeTensorsFile &weights);
   bool loadGrads();
+  bool computeGradients(int64_t stepNumber);
   bool step(int64_t stepNumber);
   bool tripwire();
   bool saveCheckpoint(int64_t stepNumber);
@@ -264,12 +277,46 @@ private:
                       std::vector<std::string> &warnings);
   bool writeFinalParams();
   void reportMemory();
+  /// Bytes of `role`'s shard buffer resident on this rank (on the device
+  /// when the state lives there).
+  int64_t residentBytes(GroupState &state, Role role) {
+    if (cuda)
+      return deviceGroups[size_t(&state - groups.data())]
+          .stateBytes[unsigned(role)];
+    return state.shardState[unsigned(role)].size();
+  }
+
+  // The GPU path (--device cuda): the device, NCCL over it, and per group
+  // the device buffers that mirror GroupState's host ones. Master, moments
+  // and parameters stay resident on the device between steps; the host
+  // copies are refreshed only to write checkpoints and final parameters.
+  struct DeviceGroup {
+    DevicePtr fullGrad = 0, shardGrad = 0, fullParam = 0;
+    std::array<DevicePtr, kNumRoles> shardState{};
+    std::array<int64_t, kNumRoles> stateBytes{};
+    void *kernel = nullptr;
+    unsigned grid = 0, block = 0;
+  };
+  bool openDevice();
+  bool prepareDevice();
+  bool uploadState();
+  bool downloadState();
+  bool launchOnDevice(GroupState &state, DeviceGroup &device,
+                      int64_t stepNumber);
+  static uint8_t *pointer(DevicePtr base, int64_t offset = 0) {
+    return reinterpret_cast<uint8_t *>(uintptr_t(base + uint64_t(offset)));
+  }
 
   const UpdateOptions &options;
   Communicator &comm;
   int rank, world;
   Artifact artifact;
   std::vector<GroupState> groups;
+  std::unique_ptr<CudaDevice> cuda;
+  std::unique_ptr<Communicator> deviceComm;
+  std::vector<DeviceGroup> deviceGroups;
+  int64_t stepsRun = 0;
+  double stepSeconds = 0, kernelSeconds = 0;
   std::string error;
 };
 
@@ -298,15 +345,31 @@ bool Runner::setUp() {
     }
     state.gradCuts.push_back(group.bufferBytes[unsigned(Role::Grad)]);
     state.gradCutBegin = state.gradCuts[rank];
-    if (!group.members.empty()) {
-      state.gradDType = group.members.front().grad;
-      for (const ArtifactMember &member : group.members)
-        if (member.grad != state.gradDType)
-          return fail("group '" + group.name +
-                      "': members with different reduce dtypes in one group "
-                      "are not supported by the runtime yet ('" +
-                      member.fqn + "' reduces in " + dtypeName(member.grad) +
-                      ")");
+    // Members may reduce in different dtypes. Consecutive members with one
+    // reduce dtype form a segment of the grad buffer, reduce-scattered in
+    // that dtype; rank r receives the part of each segment inside its cut
+    // [gradCuts[r], gradCuts[r + 1]). Cuts fall on tile starts inside
+    // members, and members start 16-byte aligned, so every part is a whole
+    // number of the segment's elements.
+    for (const ArtifactMember &member : group.members) {
+      // The kernels can keep an fp32 master as the bf16 parameter plus a
+      // 16-bit remainder, but the compiler never plans one yet, and this
+      // runner would initialise, checkpoint and report such a master as if
+      // it were absent: refuse rather than lose the low bits.
+      if (member.master == MasterKind::Remainder)
+        return fail("group '" + group.name + "': member '" + member.fqn +
+                    "' keeps a remainder master, which the runtime does not "
+                    "support (plan an fp32 master instead)");
+      int64_t begin = member.gradOffset;
+      int64_t end = begin + member.count * int64_t(elementSize(member.grad));
+      if (!state.gradSegments.empty() && begin < state.gradSegments.back().end)
+        return fail("group '" + group.name + "': member '" + member.fqn +
+                    "' overlaps the gradient of the member before it");
+      if (state.gradSegments.empty() ||
+          state.gradSegments.back().dtype != member.grad)
+        state.gradSegments.push_back({member.grad, begin, end});
+      else
+        state.gradSegments.back().end = end;
     }
     state.fullGrad.allocate(group.bufferBytes[unsigned(Role::Grad)]);
     state.shardGrad.allocate(state.gradCuts[rank + 1] - state.gradCuts[rank]);
@@ -369,8 +432,10 @@ bool Runner::loadGrads() {
   if (!SafeTensorsFile::read(options.gradsPath, grads, readError))
     return fail(readError);
   for (GroupState &state : groups) {
-    fillNegativeZero(state.fullGrad.data(), state.fullGrad.size(),
-                     state.gradDType);
+    for (const ArtifactMember &member : state.group->members)
+      fillNegativeZero(state.fullGrad.data() + member.gradOffset,
+                       member.count * int64_t(elementSize(member.grad)),
+                       member.grad);
     for (const ArtifactMember &member : state.group->members) {
       std::string key = "grad." + member.fqn;
       const HostTensor *tensor = grads.find(key);
@@ -391,100 +456,328 @@ bool Runner::loadGrads() {
   return true;
 }
 
+bool Runner::computeGradients(int64_t stepNumber) {
+  if (rank != 0) {
+    for (GroupState &state : groups)
+      for (const ArtifactMember &member : state.group->members)
+        fillNegativeZero(state.fullGrad.data() + member.gradOffset,
+                         member.count * int64_t(elementSize(member.grad)),
+                         member.grad);
+    return true;
+  }
+  std::vector<GradientSource::Member> members;
+  for (GroupState &state : groups)
+    for (const ArtifactMember &member : state.group->members)
+      members.push_back({&member.fqn, &member.shape, member.param,
+                         state.fullParam.data() + member.paramOffset,
+                         member.grad,
+                         state.fullGrad.data() + member.gradOffset});
+  std::string sourceError;
+  if (!options.gradientSource->computeGradients(stepNumber, members,
+                                                sourceError))
+    return fail(sourceError);
+  return true;
+}
+
 bool Runner::step(int64_t stepNumber) {
   std::string collectiveError;
-  for (GroupState &state : groups) {
+  if (options.gradientSource && !comm.allAgree(computeGradients(stepNumber)))
+    return error.empty() ? fail("another rank failed") : false;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
     const ArtifactGroup &group = *state.group;
-    // Reduce-scatter in the reduce dtype; the sum is exact (see header).
-    std::vector<int64_t> counts;
-    int64_t width = int64_t(elementSize(state.gradDType));
-    for (int r = 0; r < world; ++r)
-      counts.push_back((state.gradCuts[r + 1] - state.gradCuts[r]) / width);
-    if (!comm.reduceScatterSum(state.fullGrad.data(), state.shardGrad.data(),
-                               counts, state.gradDType, collectiveError))
+    // On the GPU the same collectives run on device memory over NCCL.
+    DeviceGroup *device = cuda ? &deviceGroups[index] : nullptr;
+    Communicator &collectives = device ? *deviceComm : comm;
+    uint8_t *fullGrad =
+        device ? pointer(device->fullGrad) : state.fullGrad.data();
+    uint8_t *shardGrad =
+        device ? pointer(device->shardGrad) : state.shardGrad.data();
+    uint8_t *fullParam =
+        device ? pointer(device->fullParam) : state.fullParam.data();
+    // The step's gradients arrive in host memory, as a backward pass on
+    // another device would deliver them.
+    if (device && !cuda->upload(device->fullGrad, state.fullGrad.data(),
+                                state.fullGrad.size(), collectiveError))
       return fail("group '" + group.name + "': " + collectiveError);
-    group.kernel(
-        state.kernelPointer(Role::Grad), state.kernelPointer(Role::Param),
-        state.kernelPointer(Role::Master), state.kernelPointer(Role::ExpAvg),
-        state.kernelPointer(Role::ExpAvgSq),
-        state.kernelPointer(Role::MaxExpAvgSq), options.lr, options.beta1,
-        options.beta2, options.eps, options.weightDecay, stepNumber, rank,
-        world);
+    // Reduce-scatter each segment in its reduce dtype; the sums are exact
+    // (see the header).
+    for (const GroupState::GradSegment &segment : state.gradSegments) {
+      auto clamp = [&](int64_t cut) {
+        return std::min(std::max(cut, segment.begin), segment.end);
+      };
+      std::vector<int64_t> counts;
+      int64_t width = int64_t(elementSize(segment.dtype));
+      for (int r = 0; r < world; ++r)
+        counts.push_back(
+            (clamp(state.gradCuts[r + 1]) - clamp(state.gradCuts[r])) / width);
+      int64_t into = clamp(state.gradCuts[rank]) - state.gradCuts[rank];
+      if (!collectives.reduceScatterSum(fullGrad + segment.begin,
+                                        shardGrad + into, counts, segment.dtype,
+                                        collectiveError))
+        return fail("group '" + group.name + "': " + collectiveError);
+    }
+    if (device) {
+      // Timed on its own (between synchronisations) so that the report
+      // separates the kernels from the gradient copies and collectives.
+      if (!cuda->synchronize(collectiveError))
+        return fail("group '" + group.name + "': " + collectiveError);
+      auto begin = std::chrono::steady_clock::now();
+      if (!launchOnDevice(state, *device, stepNumber))
+        return false;
+      if (!cuda->synchronize(collectiveError))
+        return fail("group '" + group.name + "': " + collectiveError);
+      kernelSeconds += std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - begin)
+                           .count();
+    } else {
+      group.kernel(
+          state.kernelPointer(Role::Grad), state.kernelPointer(Role::Param),
+          state.kernelPointer(Role::Master), state.kernelPointer(Role::ExpAvg),
+          state.kernelPointer(Role::ExpAvgSq),
+          state.kernelPointer(Role::MaxExpAvgSq), options.lr, options.beta1,
+          options.beta2, options.eps, options.weightDecay, stepNumber, rank,
+          world);
+    }
     std::vector<int64_t> displacements, byteCounts;
     for (const ByteRange &range : state.paramRanges) {
       displacements.push_back(range.begin);
       byteCounts.push_back(range.size());
     }
-    if (!comm.allGather(state.fullParam.data(), displacements, byteCounts,
-                        collectiveError))
+    if (!collectives.allGather(fullParam, displacements, byteCounts,
+                               collectiveError))
       return fail("group '" + group.name + "': " + collectiveError);
+  }
+  // Device faults surface at the next synchronisation: make it this step's.
+  if (cuda && !cuda->synchronize(collectiveError))
+    return fail("step " + std::to_string(stepNumber) + ": " + collectiveError);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The GPU path
+//===----------------------------------------------------------------------===//
+
+/// This rank's GPU: the local rank (mpirun's or torchrun's) modulo the
+/// visible devices.
+int localRank() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return 0;
+}
+
+/// Threads per block the PTX kernel was compiled for (.reqntid / .maxntid);
+/// 0 when the PTX does not say.
+unsigned ptxBlockSize(const std::string &ptx) {
+  for (const char *directive : {".reqntid", ".maxntid"}) {
+    size_t at = ptx.find(directive);
+    if (at != std::string::npos)
+      return unsigned(
+          std::strtoul(ptx.c_str() + at + std::strlen(directive), nullptr, 10));
+  }
+  return 0;
+}
+
+/// Opens this rank's GPU and NCCL. Called before the artifact is read, so a
+/// machine without a GPU fails before anything is loaded or written.
+bool Runner::openDevice() {
+  std::string deviceError;
+  int ordinal = localRank();
+  // Probe first so that the message for "no driver" is the driver's, not the
+  // device index's.
+  cuda = CudaDevice::open(0, deviceError);
+  if (cuda && ordinal != 0) {
+    int count = cuda->deviceCount();
+    cuda.reset();
+    cuda = CudaDevice::open(ordinal % count, deviceError);
+  }
+  if (!comm.allAgree(cuda != nullptr)) {
+    cuda.reset();
+    return fail("--device cuda: " + (deviceError.empty()
+                                         ? "another rank has no GPU"
+                                         : deviceError));
+  }
+  if (world > 1) {
+    cuda.reset();
+    return fail("--device cuda: world size " + std::to_string(world) +
+                " is not supported yet: the artifact's GPU kernels update "
+                "whole groups, so sharded state cannot be updated on the GPU; "
+                "run one rank per job or use --device cpu");
+  }
+  deviceComm = createNCCLCommunicator(comm, *cuda, deviceError);
+  if (!deviceComm) {
+    cuda.reset();
+    return fail("--device cuda: " + deviceError);
   }
   return true;
 }
 
-/// The member layout a plan implies, as the compiler derives it.
-bool expectedLayout(const ArtifactTensor &plan, MasterKind &master) {
-  if (plan.master == plan.gather) {
-    master = MasterKind::None;
-    return true;
+/// Loads each group's PTX and allocates its device buffers (zero-filled).
+bool Runner::prepareDevice() {
+  std::string deviceError;
+  if (!artifact.hasPtx())
+    return fail(artifact.directory() +
+                ": the artifact has no GPU kernels (kernels.<group>.ptx); "
+                "compile it with PTX for --device cuda");
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    const ArtifactGroup &group = *state.group;
+    DeviceGroup device;
+    std::string path =
+        artifact.directory() + "/kernels." + std::to_string(index) + ".ptx";
+    std::ifstream in(path);
+    if (!in)
+      return fail(path + ": missing GPU kernel of group '" + group.name + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string ptx = text.str();
+    device.block = ptxBlockSize(ptx);
+    if (device.block == 0 || device.block > 1024)
+      return fail(path + ": no block size (.reqntid) in the PTX");
+    std::string entry = group.gpuKernelSymbol.empty()
+                            ? group.kernelSymbol + "_kernel"
+                            : group.gpuKernelSymbol;
+    if (!cuda->loadKernel(ptx, entry, path, device.kernel, deviceError))
+      return fail(deviceError);
+    // One block per tile of block * 8 elements of one member (the kernel
+    // strides over the grid, so this is the natural size, not a limit).
+    int64_t tile = int64_t(device.block) * 8, tiles = 0;
+    for (const ArtifactMember &member : group.members)
+      tiles += (member.count + tile - 1) / tile;
+    device.grid = unsigned(std::max<int64_t>(1, tiles));
+    if (!cuda->allocate(state.fullGrad.size(), device.fullGrad, deviceError) ||
+        !cuda->allocate(state.shardGrad.size(), device.shardGrad,
+                        deviceError) ||
+        !cuda->allocate(state.fullParam.size(), device.fullParam, deviceError))
+      return fail(deviceError);
+    for (Role role :
+         {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq}) {
+      int64_t bytes = state.shardState[unsigned(role)].size();
+      if (!cuda->allocate(bytes, device.shardState[unsigned(role)],
+                          deviceError))
+        return fail(deviceError);
+      device.stateBytes[unsigned(role)] = bytes;
+    }
+    deviceGroups.push_back(device);
   }
-  if (plan.master == DType::F32) {
-    master = MasterKind::FP32;
-    return true;
+  return true;
+}
+
+bool Runner::uploadState() {
+  std::string deviceError;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    DeviceGroup &device = deviceGroups[index];
+    if (!cuda->upload(device.fullParam, state.fullParam.data(),
+                      state.fullParam.size(), deviceError))
+      return fail(deviceError);
+    for (Role role :
+         {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq})
+      if (!cuda->upload(device.shardState[unsigned(role)],
+                        state.shardState[unsigned(role)].data(),
+                        state.shardState[unsigned(role)].size(), deviceError))
+        return fail(deviceError);
   }
-  return false;
+  return true;
+}
+
+bool Runner::downloadState() {
+  std::string deviceError;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    DeviceGroup &device = deviceGroups[index];
+    if (!cuda->download(state.fullParam.data(), device.fullParam,
+                        state.fullParam.size(), deviceError))
+      return fail(deviceError);
+    for (Role role :
+         {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq})
+      if (!cuda->download(state.shardState[unsigned(role)].data(),
+                          device.shardState[unsigned(role)],
+                          state.shardState[unsigned(role)].size(), deviceError))
+        return fail(deviceError);
+  }
+  return true;
+}
+
+/// The PTX kernel's ABI (AdamWToLoops, bare pointers): the group's present
+/// buffers in role order (grad, param, master if any member keeps one,
+/// exp_avg, exp_avg_sq, max_exp_avg_sq with AMSGrad), then the step's fp32
+/// scalars (AdamWStepScalars). It updates the whole group, which at world
+/// size 1 is this rank's shard; each pointer is biased like the CPU
+/// kernel's so that the group's byte offsets address the rank's bytes.
+bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device,
+                            int64_t stepNumber) {
+  const ArtifactGroup &group = *state.group;
+  bool hasMaster = false;
+  for (const ArtifactMember &member : group.members)
+    hasMaster |= member.master != MasterKind::None;
+  auto biased = [&](DevicePtr base, int64_t first) -> DevicePtr {
+    return base - uint64_t(first);
+  };
+  std::vector<DevicePtr> buffers = {
+      biased(device.shardGrad, state.gradCutBegin), device.fullParam};
+  if (hasMaster)
+    buffers.push_back(biased(device.shardState[unsigned(Role::Master)],
+                             state.shard[unsigned(Role::Master)].begin));
+  for (Role role : {Role::ExpAvg, Role::ExpAvgSq})
+    buffers.push_back(biased(device.shardState[unsigned(role)],
+                             state.shard[unsigned(role)].begin));
+  if (group.amsgrad)
+    buffers.push_back(biased(device.shardState[unsigned(Role::MaxExpAvgSq)],
+                             state.shard[unsigned(Role::MaxExpAvgSq)].begin));
+  AdamWStepScalars scalars =
+      computeAdamWStepScalars(options.lr, options.beta1, options.beta2,
+                              options.eps, options.weightDecay, stepNumber);
+  float values[] = {
+      scalars.decay,         scalars.lerpWeight,          scalars.beta2,
+      scalars.oneMinusBeta2, scalars.biasCorrection2Sqrt, scalars.eps,
+      scalars.negStepSize};
+  std::vector<void *> arguments;
+  for (DevicePtr &buffer : buffers)
+    arguments.push_back(&buffer);
+  for (float &value : values)
+    arguments.push_back(&value);
+  std::string deviceError;
+  if (!cuda->launch(device.kernel, device.grid, device.block, arguments.data(),
+                    deviceError))
+    return fail("group '" + group.name + "': " + deviceError);
+  return true;
 }
 
 bool Runner::tripwire() {
   for (GroupState &state : groups)
     for (size_t m = 0; m < state.group->members.size(); ++m) {
       const ArtifactMember &member = state.group->members[m];
-      const ArtifactTensor *plan = artifact.findTensor(member.fqn);
-      std::string where = "tripwire after the first step: '" + member.fqn + "'";
-      if (!plan)
-        return fail(where + " has no plan");
-      MasterKind master;
-      if (!expectedLayout(*plan, master))
-        return fail(where + ": the plan's master " + dtypeName(plan->master) +
-                    " with gather " + dtypeName(plan->gather) +
-                    " has no resident layout");
-      int64_t count = 1;
-      for (int64_t dim : plan->shape)
-        count *= dim;
-      if (member.shape != plan->shape || member.count != count)
-        return fail(where + ": resident shape " + shapeText(member.shape) +
-                    " differs from the plan's " + shapeText(plan->shape));
-      if (member.param != plan->gather)
-        return fail(where + ": resident parameter is " +
-                    dtypeName(member.param) + ", the plan gathers it in " +
-                    dtypeName(plan->gather));
-      if (member.grad != plan->reduce)
-        return fail(where + ": gradient is reduced in " +
-                    dtypeName(member.grad) + ", the plan says " +
-                    dtypeName(plan->reduce));
-      if (member.moments != plan->moments)
-        return fail(where + ": resident moments are " +
-                    dtypeName(member.moments) + ", the plan says " +
-                    dtypeName(plan->moments));
-      if ((member.master == MasterKind::None) != (master == MasterKind::None))
-        return fail(where + ": resident master " +
-                    (member.master == MasterKind::None ? "absent" : "present") +
-                    ", the plan's master is " + dtypeName(plan->master));
-      // The resident bytes are exactly the slice of each role.
+      ResidentState resident;
+      resident.fqn = member.fqn;
+      resident.shape = member.shape;
+      resident.count = member.count;
+      resident.param = member.param;
+      resident.grad = member.grad;
+      resident.moments = member.moments;
+      resident.master = member.master;
+      resident.amsgrad = state.group->amsgrad;
       const MemberSlice &slice = state.slices[m];
+      resident.sliceBegin = slice.begin;
+      resident.sliceEnd = slice.end;
+      // The bytes of the slice that the buffer of each state role really
+      // covers on this rank (on the device when the state lives there).
       for (Role role :
            {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq}) {
-        int64_t bytes = member.elementBytes(role, state.group->amsgrad);
-        if (!bytes || !slice.size())
-          continue;
-        const ByteRange &range = state.shard[unsigned(role)];
-        int64_t first = member.byteOffset(role) + slice.begin * bytes;
-        int64_t last = member.byteOffset(role) + slice.end * bytes;
-        if (first < range.begin || last > range.end ||
-            range.size() != state.shardState[unsigned(role)].size())
-          return fail(where + ": resident " + roleName(role) +
-                      " does not hold its shard");
+        int64_t width = member.elementBytes(role, state.group->amsgrad);
+        int64_t first = member.byteOffset(role) + slice.begin * width;
+        int64_t last = member.byteOffset(role) + slice.end * width;
+        int64_t held = residentBytes(state, role);
+        int64_t begin = state.shard[unsigned(role)].begin;
+        resident.heldBytes[unsigned(role)] = std::max<int64_t>(
+            0, std::min(last, begin + held) - std::max(first, begin));
       }
+      std::string problem =
+          checkResidentState(artifact.findTensor(member.fqn), resident);
+      if (!problem.empty())
+        return fail("tripwire after the first step: " + problem);
     }
   return true;
 }
@@ -909,6 +1202,41 @@ void Runner::reportMemory() {
               "shard %lld bytes), max RSS %lld KiB\n",
               rank, world, (long long)peakBytes, (long long)state,
               (long long)usage.ru_maxrss);
+  if (cuda)
+    std::printf("device: rank %d/%d cuda:%d %s, peak device memory %lld "
+                "bytes, collectives over %s\n",
+                rank, world, cuda->ordinal(), cuda->name().c_str(),
+                (long long)cuda->peakBytes(), deviceComm->name().c_str());
+  if (stepsRun)
+    std::printf("time: rank %d/%d %lld %s steps on the %s in %.3f ms "
+                "(%.3f ms per step)\n",
+                rank, world, (long long)stepsRun,
+                options.gradientSource ? "training" : "update",
+                cuda ? "GPU" : "CPU", stepSeconds * 1e3,
+                stepSeconds * 1e3 / double(stepsRun));
+  if (stepsRun && cuda) {
+    // Bytes the kernels must move per step: every member's gradient read,
+    // parameter written, master and moments read and written.
+    int64_t bytes = 0;
+    for (GroupState &state : groups)
+      for (const ArtifactMember &member : state.group->members) {
+        bool amsgrad = state.group->amsgrad;
+        bytes += member.count *
+                 (member.elementBytes(Role::Grad, amsgrad) +
+                  member.elementBytes(Role::Param, amsgrad) +
+                  2 * (member.elementBytes(Role::Master, amsgrad) +
+                       member.elementBytes(Role::ExpAvg, amsgrad) +
+                       member.elementBytes(Role::ExpAvgSq, amsgrad) +
+                       member.elementBytes(Role::MaxExpAvgSq, amsgrad)));
+        if (member.master == MasterKind::None)
+          bytes += member.count * member.elementBytes(Role::Param, amsgrad);
+      }
+    double perStep = kernelSeconds / double(stepsRun);
+    std::printf("kernels: rank %d/%d %.3f ms per step, %lld bytes moved per "
+                "step, %.1f GB/s\n",
+                rank, world, perStep * 1e3, (long long)bytes,
+                perStep > 0 ? double(bytes) / perStep / 1e9 : 0.0);
+  }
   std::fflush(stdout);
 }
 
@@ -926,16 +1254,20 @@ int Runner::run() {
     return all ? 0 : 1;
   };
 
-  if (options.device != "cpu") {
-    if (options.device != "gpu")
-      return fail("unknown --device '" + options.device + "'"), finish(false);
-    GpuProbe probe = probeGpu();
-    if (!probe.problem.empty())
-      return fail("--device=gpu: " + probe.problem), finish(false);
-    return fail("--device=gpu: the GPU update path is not implemented yet (" +
-                std::to_string(probe.deviceCount) + " device(s), NCCL " +
-                std::to_string(probe.ncclVersion) + " found)"),
+  if (options.gradientSource && options.device != "cpu")
+    return fail("--device " + options.device +
+                ": the training step itself has no GPU code yet; only the "
+                "update path runs on a GPU (mantissa-run DIR --grads G "
+                "--device cuda)"),
            finish(false);
+  if (options.device != "cpu") {
+    // "gpu" is the spelling of earlier versions.
+    if (options.device != "cuda" && options.device != "gpu")
+      return fail("unknown --device '" + options.device +
+                  "' (expected cpu or cuda)"),
+             finish(false);
+    if (!openDevice())
+      return finish(false);
   }
 
   std::string loadError;
@@ -982,26 +1314,41 @@ int Runner::run() {
              finish(false);
   }
 
-  if (options.gradsPath.empty())
+  if (options.gradientSource) {
+    // Gradients come from the step, each step.
+  } else if (options.gradsPath.empty()) {
     return fail("--grads is required"), finish(false);
-  if (!comm.allAgree(loadGrads()))
+  } else if (!comm.allAgree(loadGrads())) {
+    return finish(error.empty());
+  }
+  if (cuda && !comm.allAgree(prepareDevice() && uploadState()))
     return finish(error.empty());
 
   bool first = true;
   for (int64_t stepNumber = startStep + 1; stepNumber <= options.steps;
        ++stepNumber) {
+    auto begin = std::chrono::steady_clock::now();
     if (!comm.allAgree(step(stepNumber)))
       return finish(error.empty());
+    stepSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
+    ++stepsRun;
     if (first && !comm.allAgree(tripwire()))
       return finish(error.empty());
     first = false;
     if (!options.saveCheckpointDir.empty() && options.saveEvery > 0 &&
-        (stepNumber % options.saveEvery == 0 || stepNumber == options.steps))
+        (stepNumber % options.saveEvery == 0 || stepNumber == options.steps)) {
+      if (cuda && !comm.allAgree(downloadState()))
+        return finish(error.empty());
       if (!saveCheckpoint(stepNumber))
         return finish(false);
+    }
   }
   if (options.memoryReport)
     reportMemory();
+  if (cuda && !comm.allAgree(downloadState()))
+    return finish(error.empty());
   if (!options.finalParamsPath.empty() && !comm.allAgree(writeFinalParams()))
     return finish(error.empty());
   return finish(true);

@@ -9,6 +9,9 @@
 //       gather=bf16,reduce=bf16,moments=fp32 -o DIR
 //                                                 every tensor of W a
 //                                                 parameter, one root group
+//       [--plan-rule 'GLOB:reduce=fp32,...']...   then, per matching FQN
+//                                                 (llvm::GlobPattern), these
+//                                                 axes; later rules win
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +20,7 @@
 #include "mantissa/Import/TorchImporter.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/WithColor.h"
 
@@ -40,6 +44,9 @@ int main(int argc, char **argv) {
   cl::opt<std::string> planText(
       "plan", cl::desc("master=..,gather=..,reduce=..,moments=.. for all"),
       cl::init(""));
+  cl::list<std::string> planRules(
+      "plan-rule",
+      cl::desc("GLOB:axis=dtype,... for the tensors GLOB matches"));
   cl::opt<bool> amsgrad("amsgrad", cl::desc("AMSGrad kernels"));
   cl::opt<bool> noPtx("no-ptx", cl::desc("Skip PTX generation"));
   cl::opt<int64_t> tileSize("tile-size", cl::init(4096),
@@ -85,6 +92,18 @@ int main(int argc, char **argv) {
     spec1.moments = train::DType::fp32;
     llvm::SmallVector<llvm::StringRef> fields;
     llvm::StringRef(planText).split(fields, ',', -1, false);
+    for (const std::string &rule : planRules) {
+      auto [glob, axes] = llvm::StringRef(rule).rsplit(':');
+      llvm::Expected<llvm::GlobPattern> pattern =
+          llvm::GlobPattern::create(glob);
+      if (!pattern)
+        return fail("bad --plan-rule '" + rule +
+                    "': " + llvm::toString(pattern.takeError()));
+      if (axes.empty())
+        return fail("bad --plan-rule '" + rule + "': expected GLOB:AXES");
+      if (pattern->match(tensor.name))
+        axes.split(fields, ',', -1, false);
+    }
     for (llvm::StringRef field : fields) {
       auto [axis, value] = field.split('=');
       auto dtype = train::parseDTypeName(value);

@@ -12,7 +12,8 @@
 //                          layout, the buffers, the kernel symbols, and the
 //                          size and FNV-1a 64 checksum of every other file
 //   kernels.so             one AdamW update function per group (CPU)
-//   kernels.ptx            the same for sm_90 (absent when PTX failed)
+//   kernels.<g>.ptx        the same for sm_90, one per group (absent when
+//                          PTX generation failed or was not asked for)
 //   weights.safetensors    initial parameters (exported dtype) and buffers
 //   step.mlir              the planned step program
 //
@@ -84,6 +85,8 @@ struct ArtifactGroup {
   bool reshardAfterForward = true;
   bool amsgrad = false, maximize = false;
   std::string kernelSymbol;
+  /// The PTX entry of the group's GPU kernel (kernels.<index>.ptx).
+  std::string gpuKernelSymbol;
   int64_t numTiles = 0;
   std::array<int64_t, kNumRoles> bufferBytes{};
   std::vector<ArtifactMember> members;
@@ -121,7 +124,7 @@ public:
   const ArtifactTensor *findTensor(const std::string &fqn) const;
   /// Path of weights.safetensors.
   std::string weightsPath() const { return dir + "/weights.safetensors"; }
-  /// Whether the artifact carries GPU code (kernels.ptx).
+  /// Whether the artifact carries GPU code (kernels.<group>.ptx).
   bool hasPtx() const { return withPtx; }
 
 private:

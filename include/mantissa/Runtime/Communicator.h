@@ -6,8 +6,9 @@
 //
 // The collectives the update path needs, behind one interface: a single rank
 // (no communication), MPI on CPU ranks (CommunicatorMPI.cpp, in the separate
-// library mantissa_rt_mpi so that libmantissa_rt builds without MPI), and
-// torchrun's environment (RANK / WORLD_SIZE / LOCAL_RANK) where MPI is absent.
+// library mantissa_rt_mpi so that libmantissa_rt builds without MPI), NCCL on
+// GPUs (CommunicatorNCCL.h: the same calls on device memory), and torchrun's
+// environment (RANK / WORLD_SIZE / LOCAL_RANK) where MPI is absent.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
@@ -54,6 +55,11 @@ public:
 
   /// The maximum of `value` over ranks.
   virtual int64_t allMax(int64_t value) = 0;
+
+  /// Copies `bytes` bytes at `data` on rank `root` to `data` on every rank
+  /// (host memory; NCCL's unique id travels this way).
+  virtual bool broadcast(void *data, int64_t bytes, int root,
+                         std::string &error) = 0;
 };
 
 /// One rank, no communication.

@@ -19,10 +19,20 @@
 //   rank contributes -0.0 (the exact additive identity), and a real
 //   reduce-scatter sums them in the reduce dtype: every world size sees
 //   exactly the file's gradient, so results are bit-identical across world
-//   sizes.
+//   sizes. Members of one group may reduce in different dtypes: each run of
+//   consecutive members with one reduce dtype is reduce-scattered on its
+//   own, in that dtype, into the rank's part of the grad buffer.
 // - Parameters. After the update each rank's gather-dtype slice is
 //   all-gathered, so every rank holds the full gather-dtype parameters.
 // - Checkpoints: see Checkpoint layout in UpdateRunner.cpp / docs.
+// - Tripwire: after the first step of every run the resident state is
+//   checked against the plan (Tripwire.h).
+// - Devices: `--device cpu` (default) runs the CPU kernels (kernels.so);
+//   `--device cuda` keeps parameters, masters and moments resident on the
+//   GPU (CudaDriver.h), copies each step's gradients in, runs the PTX
+//   kernels and the collectives over NCCL (CommunicatorNCCL.h), at world
+//   size 1 for now (the PTX kernels update whole groups). Checkpoints are
+//   the same files either way.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
@@ -33,10 +43,40 @@
 
 #include "mantissa/Runtime/Communicator.h"
 
+#include "mantissa/Runtime/DType.h"
+
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace mlir::mantissa::rt {
+
+/// Computes each step's gradients from the current parameters: the whole
+/// training step (forward and backward) in front of the update path. The
+/// runner calls it on rank 0 before every step; the other ranks contribute
+/// the exact additive identity to the reduction, as with `--grads`, because
+/// an exported graph has one fixed batch, which every rank would evaluate
+/// alike (splitting batches across ranks needs a graph per micro-batch).
+class GradientSource {
+public:
+  /// One parameter: its current value (all-gathered, in its gather dtype)
+  /// and where its gradient goes (in its reduce dtype).
+  struct Member {
+    const std::string *fqn;
+    const std::vector<int64_t> *shape;
+    DType paramDtype;
+    const uint8_t *param;
+    DType gradDtype;
+    uint8_t *grad;
+  };
+  virtual ~GradientSource() = default;
+  /// Fills every member's gradient for step `stepNumber` (1-based), or
+  /// explains in `error` why it cannot.
+  virtual bool computeGradients(int64_t stepNumber,
+                                const std::vector<Member> &members,
+                                std::string &error) = 0;
+};
 
 struct UpdateOptions {
   std::string artifactDir;
@@ -46,12 +86,15 @@ struct UpdateOptions {
   std::string resumeDir;
   /// Load and validate a checkpoint, print its step, and stop.
   std::string verifyCheckpointDir;
+  /// "cpu" or "cuda" ("gpu" is accepted for "cuda").
   std::string device = "cpu";
   int64_t steps = 1;
   int64_t saveEvery = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   /// Print the per-rank peak memory report.
   bool memoryReport = true;
+  /// Where gradients come from instead of `gradsPath` (not owned).
+  GradientSource *gradientSource = nullptr;
 };
 
 /// Parses mantissa-run's update-path flags (argv[1] is the artifact).
@@ -61,8 +104,12 @@ bool parseUpdateOptions(int argc, char **argv, UpdateOptions &options,
 /// Runs the update path on this rank; returns the process exit code.
 int runUpdate(const UpdateOptions &options, Communicator &communicator);
 
-/// Picks the communicator (MPI when launched by mpirun and built with MPI,
-/// torchrun's environment, else a single rank), parses and runs.
+/// The communicator this process was launched with: MPI when launched by
+/// mpirun (and built with MPI), else a single rank; fails (explaining in
+/// `error`) for a torchrun world of several ranks without MPI.
+std::unique_ptr<Communicator> createLaunchCommunicator(std::string &error);
+
+/// Picks the communicator (createLaunchCommunicator), parses and runs.
 int runUpdateMain(int argc, char **argv);
 
 } // namespace mlir::mantissa::rt

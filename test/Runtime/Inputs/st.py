@@ -9,6 +9,12 @@
   st.py ckpt-cast CKPT STATE DTYPE    store STATE/* tensors as BF16
   st.py ckpt-shrink CKPT STATE        drop the last element of STATE/*
                                       tensors (a wrong shape)
+  st.py manifest-plan ART FQN AXIS DT set the plan's AXIS (master, gather,
+                                      reduce, moments) of FQN in ART's
+                                      manifest, leaving the layout alone
+  st.py manifest-member ART FQN KEY V set a group member's KEY (e.g. master)
+  st.py close A B RTOL                same names, fp32 values within
+                                      RTOL * |b| + 1e-7 of each other
 """
 import json, struct, sys, os, glob
 
@@ -104,6 +110,45 @@ def main():
             meta["ranges"] = json.dumps(ranges)
             write(path, tensors, meta)
         fix_index(ckpt)
+    elif cmd == "manifest-plan":
+        path = os.path.join(sys.argv[2], "manifest.json")
+        manifest = json.load(open(path))
+        fqn, axis, dtype = sys.argv[3], sys.argv[4], sys.argv[5]
+        hits = [t for t in manifest["tensors"] if t["fqn"] == fqn]
+        if not hits or axis not in hits[0]:
+            sys.exit(f"no plan axis {axis} for {fqn}")
+        hits[0][axis] = dtype
+        json.dump(manifest, open(path, "w"), indent=2)
+    elif cmd == "close":
+        a, _ = read(sys.argv[2])
+        b, _ = read(sys.argv[3])
+        rtol = float(sys.argv[4])
+        if a.keys() != b.keys():
+            print("DIFFERENT NAMES", sorted(a.keys() ^ b.keys()))
+            sys.exit(1)
+        worst, far = 0.0, 0
+        for k in a:
+            if a[k][0] != "F32" or b[k][0] != "F32":
+                sys.exit(f"close: {k} is not F32 in both files")
+            x = struct.unpack(f"<{len(a[k][2])//4}f", a[k][2])
+            y = struct.unpack(f"<{len(b[k][2])//4}f", b[k][2])
+            for p, q in zip(x, y):
+                worst = max(worst, abs(p - q))
+                if not abs(p - q) <= rtol * abs(q) + 1e-7:
+                    far += 1
+        if far:
+            print(f"FAR: {far} values differ by more than {rtol} relative (max abs diff {worst:.3g})")
+            sys.exit(1)
+        print(f"CLOSE ({len(a)} tensors, max abs diff {worst:.3g})")
+    elif cmd == "manifest-member":
+        path = os.path.join(sys.argv[2], "manifest.json")
+        manifest = json.load(open(path))
+        hits = [m for g in manifest["groups"] for m in g["members"]
+                if m["fqn"] == sys.argv[3]]
+        if not hits or sys.argv[4] not in hits[0]:
+            sys.exit(f"no member field {sys.argv[4]} for {sys.argv[3]}")
+        hits[0][sys.argv[4]] = sys.argv[5]
+        json.dump(manifest, open(path, "w"), indent=2)
     else:
         sys.exit("unknown command " + cmd)
 

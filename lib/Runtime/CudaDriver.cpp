@@ -1,0 +1,240 @@
+//===- CudaDriver.cpp - One GPU through the CUDA driver API ---------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/CudaDriver.h"
+
+#include "CudaApi.h"
+
+#include <algorithm>
+#include <dlfcn.h>
+
+using namespace mlir::mantissa::rt;
+using namespace mlir::mantissa::rt::cudaapi;
+
+/// The driver entry points, resolved once from the loaded library.
+struct CudaDevice::Api {
+  cuInit_t init = nullptr;
+  cuDeviceGetCount_t deviceGetCount = nullptr;
+  cuDeviceGet_t deviceGet = nullptr;
+  cuDeviceGetName_t deviceGetName = nullptr;
+  cuDevicePrimaryCtxRetain_t primaryCtxRetain = nullptr;
+  cuDevicePrimaryCtxRelease_t primaryCtxRelease = nullptr;
+  cuCtxSetCurrent_t ctxSetCurrent = nullptr;
+  cuCtxSynchronize_t ctxSynchronize = nullptr;
+  cuModuleLoadData_t moduleLoadData = nullptr;
+  cuModuleUnload_t moduleUnload = nullptr;
+  cuModuleGetFunction_t moduleGetFunction = nullptr;
+  cuMemAlloc_t memAlloc = nullptr;
+  cuMemFree_t memFree = nullptr;
+  cuMemsetD8_t memsetD8 = nullptr;
+  cuMemcpyHtoD_t memcpyHtoD = nullptr;
+  cuMemcpyDtoH_t memcpyDtoH = nullptr;
+  cuMemcpyDtoD_t memcpyDtoD = nullptr;
+  cuLaunchKernel_t launchKernel = nullptr;
+  cuGetErrorString_t getErrorString = nullptr;
+};
+
+namespace {
+template <typename Fn>
+bool resolve(void *library, const char *symbol, Fn &out, std::string &missing) {
+  out = reinterpret_cast<Fn>(dlsym(library, symbol));
+  if (!out)
+    missing += (missing.empty() ? "" : ", ") + std::string(symbol);
+  return out != nullptr;
+}
+} // namespace
+
+std::string CudaDevice::describe(const char *call, int result) const {
+  const char *text = nullptr;
+  if (api && api->getErrorString)
+    api->getErrorString(result, &text);
+  return std::string(call) + " failed: " + (text ? text : "CUDA error") + " (" +
+         std::to_string(result) + ")";
+}
+
+std::unique_ptr<CudaDevice> CudaDevice::open(int ordinal, std::string &error) {
+  void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *why = dlerror();
+    error = std::string("no CUDA driver: libcuda.so.1 could not be loaded (") +
+            (why ? why : "not found") + ")";
+    return nullptr;
+  }
+  std::unique_ptr<CudaDevice> device(new CudaDevice());
+  device->library = library;
+  device->api = std::make_unique<Api>();
+  Api &api = *device->api;
+  std::string missing;
+  resolve(library, "cuInit", api.init, missing);
+  resolve(library, "cuDeviceGetCount", api.deviceGetCount, missing);
+  resolve(library, "cuDeviceGet", api.deviceGet, missing);
+  resolve(library, "cuDeviceGetName", api.deviceGetName, missing);
+  resolve(library, "cuDevicePrimaryCtxRetain", api.primaryCtxRetain, missing);
+  resolve(library, "cuDevicePrimaryCtxRelease_v2", api.primaryCtxRelease,
+          missing);
+  resolve(library, "cuCtxSetCurrent", api.ctxSetCurrent, missing);
+  resolve(library, "cuCtxSynchronize", api.ctxSynchronize, missing);
+  resolve(library, "cuModuleLoadData", api.moduleLoadData, missing);
+  resolve(library, "cuModuleUnload", api.moduleUnload, missing);
+  resolve(library, "cuModuleGetFunction", api.moduleGetFunction, missing);
+  resolve(library, "cuMemAlloc_v2", api.memAlloc, missing);
+  resolve(library, "cuMemFree_v2", api.memFree, missing);
+  resolve(library, "cuMemsetD8_v2", api.memsetD8, missing);
+  resolve(library, "cuMemcpyHtoD_v2", api.memcpyHtoD, missing);
+  resolve(library, "cuMemcpyDtoH_v2", api.memcpyDtoH, missing);
+  resolve(library, "cuMemcpyDtoD_v2", api.memcpyDtoD, missing);
+  resolve(library, "cuLaunchKernel", api.launchKernel, missing);
+  resolve(library, "cuGetErrorString", api.getErrorString, missing);
+  if (!missing.empty()) {
+    error = "no usable CUDA driver: libcuda.so.1 lacks " + missing;
+    return nullptr;
+  }
+  if (CUresult rc = api.init(0); rc != CUDA_SUCCESS) {
+    error = "no CUDA driver: " + device->describe("cuInit", rc);
+    return nullptr;
+  }
+  if (CUresult rc = api.deviceGetCount(&device->count); rc != CUDA_SUCCESS) {
+    error = device->describe("cuDeviceGetCount", rc);
+    return nullptr;
+  }
+  if (device->count == 0) {
+    error = "no CUDA device (the driver loaded but sees no GPU)";
+    return nullptr;
+  }
+  if (ordinal < 0 || ordinal >= device->count) {
+    error = "no CUDA device " + std::to_string(ordinal) + " (" +
+            std::to_string(device->count) + " visible)";
+    return nullptr;
+  }
+  device->deviceOrdinal = ordinal;
+  if (CUresult rc = api.deviceGet(&device->deviceHandle, ordinal);
+      rc != CUDA_SUCCESS) {
+    error = device->describe("cuDeviceGet", rc);
+    return nullptr;
+  }
+  char name[256] = {0};
+  if (api.deviceGetName(name, sizeof(name) - 1, device->deviceHandle) ==
+      CUDA_SUCCESS)
+    device->deviceName = name;
+  CUcontext context = nullptr;
+  if (CUresult rc = api.primaryCtxRetain(&context, device->deviceHandle);
+      rc != CUDA_SUCCESS) {
+    error = device->describe("cuDevicePrimaryCtxRetain", rc);
+    return nullptr;
+  }
+  device->context = context;
+  if (CUresult rc = api.ctxSetCurrent(context); rc != CUDA_SUCCESS) {
+    error = device->describe("cuCtxSetCurrent", rc);
+    return nullptr;
+  }
+  return device;
+}
+
+CudaDevice::~CudaDevice() {
+  if (!api)
+    return;
+  if (context) {
+    api->ctxSynchronize();
+    for (auto &[pointer, bytes] : allocations)
+      api->memFree(pointer);
+    for (void *module : modules)
+      api->moduleUnload(static_cast<CUmodule>(module));
+    api->primaryCtxRelease(deviceHandle);
+  }
+  // The driver stays loaded: NCCL and the CUDA runtime inside it may still
+  // hold it until process exit.
+}
+
+bool CudaDevice::allocate(int64_t bytes, DevicePtr &out, std::string &error) {
+  CUdeviceptr pointer = 0;
+  // The driver rejects zero-byte allocations; keep every buffer addressable.
+  size_t size = size_t(bytes > 0 ? bytes : 16);
+  if (CUresult rc = api->memAlloc(&pointer, size); rc != CUDA_SUCCESS) {
+    error = describe("cuMemAlloc", rc) + " for " + std::to_string(size) +
+            " bytes (" + std::to_string(inUse) + " bytes in use)";
+    return false;
+  }
+  if (CUresult rc = api->memsetD8(pointer, 0, size); rc != CUDA_SUCCESS) {
+    api->memFree(pointer);
+    error = describe("cuMemsetD8", rc);
+    return false;
+  }
+  allocations[pointer] = int64_t(size);
+  inUse += int64_t(size);
+  peak = std::max(peak, inUse);
+  out = pointer;
+  return true;
+}
+
+void CudaDevice::release(DevicePtr pointer) {
+  auto it = allocations.find(pointer);
+  if (it == allocations.end())
+    return;
+  api->memFree(pointer);
+  inUse -= it->second;
+  allocations.erase(it);
+}
+
+bool CudaDevice::upload(DevicePtr to, const void *from, int64_t bytes,
+                        std::string &error) {
+  if (bytes <= 0)
+    return true;
+  CUresult rc = api->memcpyHtoD(to, from, size_t(bytes));
+  return rc == CUDA_SUCCESS || (error = describe("cuMemcpyHtoD", rc), false);
+}
+
+bool CudaDevice::download(void *to, DevicePtr from, int64_t bytes,
+                          std::string &error) {
+  if (bytes <= 0)
+    return true;
+  CUresult rc = api->memcpyDtoH(to, from, size_t(bytes));
+  return rc == CUDA_SUCCESS || (error = describe("cuMemcpyDtoH", rc), false);
+}
+
+bool CudaDevice::copy(DevicePtr to, DevicePtr from, int64_t bytes,
+                      std::string &error) {
+  if (bytes <= 0 || to == from)
+    return true;
+  CUresult rc = api->memcpyDtoD(to, from, size_t(bytes));
+  return rc == CUDA_SUCCESS || (error = describe("cuMemcpyDtoD", rc), false);
+}
+
+bool CudaDevice::loadKernel(const std::string &ptx, const std::string &entry,
+                            const std::string &source, void *&function,
+                            std::string &error) {
+  CUmodule module = nullptr;
+  // cuModuleLoadData reads a NUL-terminated PTX image.
+  if (CUresult rc = api->moduleLoadData(&module, ptx.c_str());
+      rc != CUDA_SUCCESS) {
+    error = source + ": " + describe("cuModuleLoadData", rc);
+    return false;
+  }
+  modules.push_back(module);
+  CUfunction kernel = nullptr;
+  if (CUresult rc = api->moduleGetFunction(&kernel, module, entry.c_str());
+      rc != CUDA_SUCCESS) {
+    error = source + ": has no kernel '" + entry +
+            "': " + describe("cuModuleGetFunction", rc);
+    return false;
+  }
+  function = kernel;
+  return true;
+}
+
+bool CudaDevice::launch(void *function, unsigned grid, unsigned block,
+                        void **arguments, std::string &error) {
+  CUresult rc = api->launchKernel(static_cast<CUfunction>(function), grid, 1, 1,
+                                  block, 1, 1, /*sharedMemBytes=*/0,
+                                  /*hStream=*/nullptr, arguments,
+                                  /*extra=*/nullptr);
+  return rc == CUDA_SUCCESS || (error = describe("cuLaunchKernel", rc), false);
+}
+
+bool CudaDevice::synchronize(std::string &error) {
+  CUresult rc = api->ctxSynchronize();
+  return rc == CUDA_SUCCESS ||
+         (error = describe("cuCtxSynchronize", rc), false);
+}

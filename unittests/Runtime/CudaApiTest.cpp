@@ -1,0 +1,108 @@
+//===- CudaApiTest.cpp - The runtime's CUDA/NCCL declarations vs headers --===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// libmantissa_rt declares the CUDA driver and NCCL entry points itself
+// (lib/Runtime/CudaApi.h) so that it builds without CUDA. A wrong
+// declaration would only show as a crash on a GPU machine; this test, built
+// where cuda.h and nccl.h exist, compares each one with the real headers'
+// prototype: the same arity, and per argument and result the same size and
+// the same kind (pointer, floating-point or integer/enum/struct).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../../lib/Runtime/CudaApi.h"
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include "gtest/gtest.h"
+
+#include <type_traits>
+
+namespace api = mlir::mantissa::rt::cudaapi;
+
+namespace {
+
+template <typename A, typename B> constexpr bool sameAbiType() {
+  if constexpr (std::is_void_v<A> || std::is_void_v<B>)
+    return std::is_void_v<A> && std::is_void_v<B>;
+  else if constexpr (std::is_pointer_v<A> || std::is_pointer_v<B>)
+    return std::is_pointer_v<A> && std::is_pointer_v<B>;
+  else
+    return sizeof(A) == sizeof(B) &&
+           std::is_floating_point_v<A> == std::is_floating_point_v<B>;
+}
+
+template <typename F, typename G> struct SameAbi : std::false_type {};
+template <typename R1, typename... A1, typename R2, typename... A2>
+struct SameAbi<R1 (*)(A1...), R2 (*)(A2...)> {
+  static constexpr bool arity = sizeof...(A1) == sizeof...(A2);
+  template <typename... X> struct List {};
+  template <typename L1, typename L2> struct Args : std::false_type {};
+  template <typename... X1, typename... X2>
+  struct Args<List<X1...>, List<X2...>> {
+    static constexpr bool value = (sameAbiType<X1, X2>() && ...);
+  };
+  static constexpr bool args = [] {
+    if constexpr (arity)
+      return Args<List<A1...>, List<A2...>>::value;
+    else
+      return false;
+  }();
+  static constexpr bool value = arity && args && sameAbiType<R1, R2>();
+};
+
+#define EXPECT_SAME_ABI(ours, theirs)                                          \
+  static_assert(SameAbi<api::ours##_t, decltype(&::theirs)>::value,            \
+                #ours " does not match " #theirs " in the real header")
+
+TEST(CudaApiTest, DriverDeclarationsMatchCudaH) {
+  EXPECT_SAME_ABI(cuInit, cuInit);
+  EXPECT_SAME_ABI(cuDeviceGetCount, cuDeviceGetCount);
+  EXPECT_SAME_ABI(cuDeviceGet, cuDeviceGet);
+  EXPECT_SAME_ABI(cuDeviceGetName, cuDeviceGetName);
+  EXPECT_SAME_ABI(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
+  EXPECT_SAME_ABI(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+  EXPECT_SAME_ABI(cuCtxSetCurrent, cuCtxSetCurrent);
+  EXPECT_SAME_ABI(cuCtxSynchronize, cuCtxSynchronize);
+  EXPECT_SAME_ABI(cuModuleLoadData, cuModuleLoadData);
+  EXPECT_SAME_ABI(cuModuleUnload, cuModuleUnload);
+  EXPECT_SAME_ABI(cuModuleGetFunction, cuModuleGetFunction);
+  EXPECT_SAME_ABI(cuMemAlloc, cuMemAlloc_v2);
+  EXPECT_SAME_ABI(cuMemFree, cuMemFree_v2);
+  EXPECT_SAME_ABI(cuMemsetD8, cuMemsetD8_v2);
+  EXPECT_SAME_ABI(cuMemcpyHtoD, cuMemcpyHtoD_v2);
+  EXPECT_SAME_ABI(cuMemcpyDtoH, cuMemcpyDtoH_v2);
+  EXPECT_SAME_ABI(cuMemcpyDtoD, cuMemcpyDtoD_v2);
+  EXPECT_SAME_ABI(cuLaunchKernel, cuLaunchKernel);
+  EXPECT_SAME_ABI(cuStreamSynchronize, cuStreamSynchronize);
+  EXPECT_SAME_ABI(cuGetErrorString, cuGetErrorString);
+  EXPECT_EQ(api::CUDA_SUCCESS, int(CUDA_SUCCESS));
+  EXPECT_EQ(sizeof(api::CUdeviceptr), sizeof(CUdeviceptr));
+  // The opaque handles are the same types, not only the same size.
+  EXPECT_TRUE((std::is_same_v<api::CUcontext, CUcontext>));
+  EXPECT_TRUE((std::is_same_v<api::CUstream, CUstream>));
+}
+
+TEST(CudaApiTest, NcclDeclarationsMatchNcclH) {
+  EXPECT_SAME_ABI(ncclGetVersion, ncclGetVersion);
+  EXPECT_SAME_ABI(ncclGetUniqueId, ncclGetUniqueId);
+  EXPECT_SAME_ABI(ncclCommInitRank, ncclCommInitRank);
+  EXPECT_SAME_ABI(ncclCommDestroy, ncclCommDestroy);
+  EXPECT_SAME_ABI(ncclAllGather, ncclAllGather);
+  EXPECT_SAME_ABI(ncclReduceScatter, ncclReduceScatter);
+  EXPECT_SAME_ABI(ncclGetErrorString, ncclGetErrorString);
+  EXPECT_EQ(sizeof(api::ncclUniqueId), sizeof(ncclUniqueId));
+  EXPECT_EQ(int(api::ncclUint8), int(ncclUint8));
+  EXPECT_EQ(int(api::ncclFloat16), int(ncclFloat16));
+  EXPECT_EQ(int(api::ncclFloat32), int(ncclFloat32));
+  EXPECT_EQ(int(api::ncclBfloat16), int(ncclBfloat16));
+  EXPECT_EQ(int(api::ncclSum), int(ncclSum));
+  EXPECT_EQ(api::ncclSuccess, int(ncclSuccess));
+  EXPECT_TRUE((std::is_same_v<api::ncclComm_t, ncclComm_t>));
+}
+
+} // namespace
