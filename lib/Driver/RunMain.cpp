@@ -216,6 +216,25 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       "precision-default-dtype",
       cl::desc("Gather dtype of parameters no rule sets"),
       cl::value_desc("dtype"), cl::cat(trainCategory));
+  cl::opt<std::string> saveCheckpointDir(
+      "save-checkpoint",
+      cl::desc("Write checkpoints (one safetensors file per rank and an "
+               "index) into this directory"),
+      cl::value_desc("dir"), cl::cat(trainCategory));
+  cl::opt<int64_t> saveEvery(
+      "save-every", cl::desc("Checkpoint every K steps (and at the last)"),
+      cl::init(0), cl::cat(trainCategory));
+  cl::opt<std::string> resumeDir(
+      "resume",
+      cl::desc("Resume from a checkpoint directory; --steps is the step to "
+               "reach"),
+      cl::value_desc("dir"), cl::cat(trainCategory));
+  cl::opt<std::string> device(
+      "device", cl::desc("Where the step runs: cpu (cuda: not yet)"),
+      cl::init("cpu"), cl::cat(trainCategory));
+  cl::opt<bool> noMemoryReport(
+      "no-memory-report", cl::desc("Do not print the per-rank memory report"),
+      cl::cat(trainCategory));
   cl::HideUnrelatedOptions({&category, &trainCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "Mantissa runner: trains a compiled step\n");
@@ -263,6 +282,21 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   if (!arguments)
     return reportError(llvm::toString(arguments.takeError()));
 
+  bool checkpointing = !saveCheckpointDir.empty() || !resumeDir.empty();
+  if (steps <= 0 && checkpointing)
+    return reportError("--save-checkpoint and --resume need --steps N");
+  if (!saveCheckpointDir.empty() && saveEvery <= 0)
+    return reportError("--save-checkpoint needs --save-every K (K > 0)");
+  // Ranks of an mpirun launch (else one).
+  std::unique_ptr<rt::Communicator> communicator;
+  if (steps > 0) {
+    std::string error;
+    communicator = rt::createLaunchCommunicator(error);
+    if (!communicator)
+      return reportError(error);
+  }
+  bool reporting = !communicator || communicator->rank() == 0;
+
   // Forward and backward: compiled CPU code, or with --reference the
   // interpreter that defines the semantics.
   CompileCacheReport cacheReport;
@@ -273,13 +307,14 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   if (!evaluator)
     return reportError(modelPath + ": " +
                        llvm::toString(evaluator.takeError()));
-  if (!useReference) {
+  if (!useReference && reporting) {
     llvm::errs() << "mantissa-run: "
-                 << (cacheReport.cached ? "loaded the compiled step from"
+                 << (cacheReport.cached ? "loaded the compiled step"
                                         : "compiled the step")
                  << llvm::formatv(" in {0:f1} s", cacheReport.seconds);
     if (!cacheReport.libraryPath.empty())
-      llvm::errs() << (cacheReport.cached ? " (" : " (cached as ")
+      llvm::errs() << (cacheReport.cached ? " (from the cache: "
+                                          : " (cached as ")
                    << cacheReport.libraryPath << ")";
     llvm::errs() << "\n";
   }
@@ -297,11 +332,17 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       return reportError("--betas must be B1,B2, got '" + betas + "'");
     options.lossesPath = lossesPath;
     options.finalParamsPath = finalParamsPath;
-    if (llvm::Error error =
-            trainStep(**module, step, *program, std::move(*arguments), options,
-                      **evaluator))
-      return reportError(modelPath + ": " + llvm::toString(std::move(error)));
-    return 0;
+    options.saveCheckpointDir = saveCheckpointDir;
+    options.saveEvery = saveEvery;
+    options.resumeDir = resumeDir;
+    options.device = device;
+    options.memoryReport = !noMemoryReport;
+    llvm::Expected<int> status =
+        trainStep(**module, step, *program, std::move(*arguments), options,
+                  **evaluator, *communicator);
+    if (!status)
+      return reportError(modelPath + ": " + llvm::toString(status.takeError()));
+    return *status;
   }
 
   llvm::Expected<SmallVector<reference::Tensor>> results =

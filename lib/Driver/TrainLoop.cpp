@@ -1,21 +1,22 @@
-//===- TrainLoop.cpp - Training a step with the reference semantics -------===//
+//===- TrainLoop.cpp - Training a step through the runtime ---------------===//
 //
-// Each shard group's state lives in the flat byte buffers its fused AdamW
-// kernel updates (the layout of appendAdamWMember, as in an artifact): the
-// gather-dtype parameter copies, the fp32 masters and the moments. A step
-// reads the parameters out of those buffers (the master where there is one,
-// since the planned step takes parameters in their master dtype and casts
-// them to the gather dtype itself), evaluates the step, packs the gradients
-// (already in their reduce dtype) into the group's gradient buffer and runs
-// the kernel.
+// The runtime's update path (libmantissa_rt's runUpdate: sharded state,
+// reduce-scatter, fused AdamW kernels, all-gather, checkpoints, resume,
+// tripwire) with this file's GradientSource in front of it: each step it
+// reads the all-gathered parameters, evaluates forward and backward with a
+// StepEvaluator and hands back the gradients in their reduce dtype. The
+// artifact the runtime loads is written for the run into a temporary
+// directory.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/TrainLoop.h"
-#include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Runtime/SafeTensors.h"
-#include "mlir/IR/Diagnostics.h"
+#include "mantissa/Runtime/UpdateRunner.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -28,61 +29,25 @@ using namespace mlir;
 using namespace mlir::mantissa;
 using train::DType;
 
-namespace {
-
-/// A 64-byte aligned, zero-initialised byte buffer (the kernels use 128-bit
-/// accesses at 16-byte aligned offsets).
-class AlignedBuffer {
-public:
-  explicit AlignedBuffer(int64_t bytes)
-      : storage(static_cast<uint8_t *>(std::aligned_alloc(
-            64, std::max<int64_t>(64, (bytes + 63) / 64 * 64)))) {
-    std::memset(storage, 0, std::max<int64_t>(64, (bytes + 63) / 64 * 64));
+static Type elementTypeOf(MLIRContext *context, rt::DType dtype) {
+  switch (dtype) {
+  case rt::DType::BF16:
+    return BFloat16Type::get(context);
+  case rt::DType::F16:
+    return Float16Type::get(context);
+  case rt::DType::F64:
+    return Float64Type::get(context);
+  default:
+    return Float32Type::get(context);
   }
-  ~AlignedBuffer() { std::free(storage); }
-  AlignedBuffer(const AlignedBuffer &) = delete;
-  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
-  uint8_t *data() { return storage; }
-
-private:
-  uint8_t *storage;
-};
-
-/// One shard group: its layout, compiled kernel and state.
-struct GroupState {
-  AdamWGroup layout;
-  std::unique_ptr<AdamWCpuKernel> kernel;
-  std::vector<std::unique_ptr<AlignedBuffer>> buffers;
-
-  uint8_t *buffer(AdamWBuffer role) {
-    return buffers[static_cast<unsigned>(role)]->data();
-  }
-};
-
-/// Where a parameter's state lives.
-struct MemberRef {
-  GroupState *group;
-  const AdamWMember *member;
-};
-
-} // namespace
-
-static Type elementTypeOf(MLIRContext *context, DType dtype) {
-  return train::getElementType(context, dtype);
 }
 
-/// Copies `value` (converted to `dtype`) into `destination`.
-static llvm::Error storeAs(const reference::Tensor &value, DType dtype,
-                           uint8_t *destination) {
-  Type type = elementTypeOf(value.getElementType().getContext(), dtype);
-  reference::Tensor converted =
-      value.getElementType() == type
-          ? value
-          : reference::Tensor::fromFloats(type, value.getShape(),
-                                          value.toFloats());
-  std::vector<uint8_t> bytes = converted.toBytes();
-  std::memcpy(destination, bytes.data(), bytes.size());
-  return llvm::Error::success();
+/// `value` converted to `type` (rounded to nearest even), or itself.
+static reference::Tensor convertTo(const reference::Tensor &value, Type type) {
+  if (value.getElementType() == type)
+    return value;
+  return reference::Tensor::fromFloats(type, value.getShape(),
+                                       value.toFloats());
 }
 
 /// One progress report: a bar redrawn in place on a terminal, a plain line
@@ -96,6 +61,8 @@ static void reportProgress(int64_t stepNumber, int64_t steps, double loss,
   if (!os.is_displayed()) {
     os << llvm::formatv("step {0}/{1}  loss {2:f6}  {3}\n", stepNumber, steps,
                         loss, rate);
+    // The runtime's own reports go through C stdio.
+    os.flush();
     return;
   }
   constexpr int kWidth = 30;
@@ -165,130 +132,61 @@ static llvm::Error writeLossPlot(llvm::ArrayRef<double> losses,
   });
 }
 
-llvm::Error mlir::mantissa::trainStep(ModuleOp module, train::StepOp step,
-                                      const pt2::Program &program,
-                                      SmallVector<reference::Tensor> arguments,
-                                      const TrainOptions &options,
-                                      StepEvaluator &evaluator) {
-  MLIRContext *context = module.getContext();
-  llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
-  if (!spec)
-    return spec.takeError();
+namespace {
 
-  // Build and compile every group's kernel, and place each parameter.
-  llvm::StringMap<const ArtifactTensorSpec *> planByFqn;
-  for (const ArtifactTensorSpec &tensor : spec->tensors)
-    planByFqn[tensor.fqn] = &tensor;
-  std::vector<std::unique_ptr<GroupState>> groups;
-  llvm::StringMap<MemberRef> memberByFqn;
-  for (const ArtifactGroupSpec &groupSpec : spec->groups) {
-    auto group = std::make_unique<GroupState>();
-    for (const std::string &fqn : groupSpec.members) {
-      const ArtifactTensorSpec *plan = planByFqn.lookup(fqn);
-      if (!plan)
-        return llvm::createStringError("group member '" + fqn +
-                                       "' has no plan");
-      AdamWMasterKind master = AdamWMasterKind::None;
-      if (plan->master != plan->gather) {
-        if (plan->master != DType::fp32)
-          return llvm::createStringError(llvm::formatv(
-              "parameter '{0}': a {1} master for a {2} parameter is not "
-              "supported (masters are fp32)",
-              fqn, train::stringifyDType(plan->master),
-              train::stringifyDType(plan->gather)));
-        master = AdamWMasterKind::FP32;
+/// Forward and backward in front of the runtime's update path.
+class StepGradients : public rt::GradientSource {
+public:
+  StepGradients(train::StepOp step, SmallVector<reference::Tensor> arguments,
+                StepEvaluator &evaluator, int64_t steps)
+      : step(step), arguments(std::move(arguments)), evaluator(evaluator),
+        steps(steps), start(std::chrono::steady_clock::now()) {
+    // Tokens per step: the elements of the first integer user input (the
+    // token ids of a language model), if there is one.
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
+      if (step.getTensorInfo(index).getKind() ==
+              train::TensorKind::user_input &&
+          isa<IntegerType>(this->arguments[index].getElementType())) {
+        tokensPerStep = this->arguments[index].getNumElements();
+        break;
       }
-      int64_t count = 1;
-      for (int64_t size : plan->shape)
-        count *= size;
-      appendAdamWMember(group->layout, fqn, count, plan->reduce, plan->gather,
-                        master, plan->moments);
-    }
-    std::string error;
-    group->kernel = AdamWCpuKernel::compile(group->layout, error);
-    if (!group->kernel)
-      return llvm::createStringError("compiling the AdamW kernel of group '" +
-                                     groupSpec.name + "': " + error);
-    for (unsigned role = 0; role < kNumAdamWBuffers; ++role)
-      group->buffers.push_back(std::make_unique<AlignedBuffer>(
-          group->layout.getBufferBytes(static_cast<AdamWBuffer>(role))));
-    for (const AdamWMember &member : group->layout.members)
-      memberByFqn[member.name] = MemberRef{group.get(), &member};
-    groups.push_back(std::move(group));
   }
 
-  // Initial state: parameter copies in the gather dtype, masters in fp32.
-  auto parameterRef = [&](unsigned index) -> std::optional<MemberRef> {
-    train::TensorInfoAttr info = step.getTensorInfo(index);
-    if (info.getKind() != train::TensorKind::parameter)
-      return std::nullopt;
-    auto it = memberByFqn.find(info.getFqn().getValue());
-    if (it == memberByFqn.end())
-      return std::nullopt;
-    return it->second;
-  };
-  // A parameter's current value as the planned step takes it: its fp32
-  // master where it has one, else its copy in the gather dtype.
-  auto readParameter =
-      [&](const MemberRef &ref,
-          ArrayRef<int64_t> shape) -> llvm::Expected<reference::Tensor> {
-    const AdamWMember &member = *ref.member;
-    bool hasMaster = member.master == AdamWMasterKind::FP32;
-    const uint8_t *source =
-        hasMaster ? ref.group->buffer(AdamWBuffer::Master) + member.masterOffset
-                  : ref.group->buffer(AdamWBuffer::Param) + member.paramOffset;
-    Type type = elementTypeOf(context, hasMaster ? DType::fp32 : member.param);
-    size_t bytes = member.count * (type.getIntOrFloatBitWidth() / 8);
-    return reference::Tensor::fromBytes(type, shape,
-                                        ArrayRef<uint8_t>(source, bytes));
-  };
-  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-    std::optional<MemberRef> ref = parameterRef(index);
-    if (!ref)
-      continue;
-    const AdamWMember &member = *ref->member;
-    if (llvm::Error error = storeAs(arguments[index], member.param,
-                                    ref->group->buffer(AdamWBuffer::Param) +
-                                        member.paramOffset))
-      return error;
-    if (member.master == AdamWMasterKind::FP32)
-      if (llvm::Error error = storeAs(arguments[index], DType::fp32,
-                                      ref->group->buffer(AdamWBuffer::Master) +
-                                          member.masterOffset))
-        return error;
-  }
-
-  // Tokens per step: the elements of the first integer user input (the
-  // token ids of a language model), if there is one.
-  int64_t tokensPerStep = 0;
-  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
-    if (step.getTensorInfo(index).getKind() == train::TensorKind::user_input &&
-        isa<IntegerType>(arguments[index].getElementType())) {
-      tokensPerStep = arguments[index].getNumElements();
-      break;
-    }
-
-  std::vector<double> losses;
-  auto start = std::chrono::steady_clock::now();
-  for (int64_t stepNumber = 1; stepNumber <= options.steps; ++stepNumber) {
-    // Parameters as the planned step takes them: in the master dtype.
-    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-      std::optional<MemberRef> ref = parameterRef(index);
-      if (!ref)
-        continue;
-      llvm::Expected<reference::Tensor> value =
-          readParameter(*ref, arguments[index].getShape());
-      if (!value)
-        return value.takeError();
-      arguments[index] = std::move(*value);
+  bool computeGradients(int64_t stepNumber, const std::vector<Member> &members,
+                        std::string &error) override {
+    MLIRContext *context = step.getContext();
+    // Parameters as the planned step takes them (its argument dtype, the
+    // master's): widening the gather-dtype copy loses nothing, since the
+    // step rounds every parameter to its gather dtype before using it.
+    llvm::StringMap<const Member *> memberByFqn;
+    for (const Member &member : members) {
+      memberByFqn[*member.fqn] = &member;
+      BlockArgument argument = step.lookupArgument(*member.fqn);
+      if (!argument) {
+        error = "the step has no parameter '" + *member.fqn + "'";
+        return false;
+      }
+      reference::Tensor &slot = arguments[argument.getArgNumber()];
+      int64_t count = slot.getNumElements();
+      auto value = reference::Tensor::fromBytes(
+          elementTypeOf(context, member.paramDtype), slot.getShape(),
+          ArrayRef<uint8_t>(member.param,
+                            count * rt::elementSize(member.paramDtype)));
+      if (!value) {
+        error = "parameter '" + *member.fqn +
+                "': " + llvm::toString(value.takeError());
+        return false;
+      }
+      slot = convertTo(*value, slot.getElementType());
     }
 
     llvm::Expected<SmallVector<reference::Tensor>> results =
         evaluator.evaluate(arguments);
-    if (!results)
-      return llvm::createStringError(llvm::formatv(
-          "step {0}: {1}", stepNumber, llvm::toString(results.takeError())));
-
+    if (!results) {
+      error = llvm::formatv("step {0}: {1}", stepNumber,
+                            llvm::toString(results.takeError()));
+      return false;
+    }
     for (auto [index, result] : llvm::enumerate(*results)) {
       train::ResultInfoAttr info = step.getResultInfo(index);
       switch (info.getKind()) {
@@ -296,12 +194,13 @@ llvm::Error mlir::mantissa::trainStep(ModuleOp module, train::StepOp step,
         losses.push_back(result.toFloats().front());
         break;
       case train::ResultKind::gradient: {
-        const MemberRef &ref =
-            memberByFqn.find(info.getFqn().getValue())->second;
-        if (llvm::Error error = storeAs(result, ref.member->grad,
-                                        ref.group->buffer(AdamWBuffer::Grad) +
-                                            ref.member->gradOffset))
-          return error;
+        const Member *member = memberByFqn.lookup(info.getFqn().getValue());
+        if (!member)
+          break; // A parameter the runtime does not update (none today).
+        std::vector<uint8_t> bytes =
+            convertTo(result, elementTypeOf(context, member->gradDtype))
+                .toBytes();
+        std::memcpy(member->grad, bytes.data(), bytes.size());
         break;
       }
       case train::ResultKind::buffer_mutation: {
@@ -313,62 +212,105 @@ llvm::Error mlir::mantissa::trainStep(ModuleOp module, train::StepOp step,
         break;
       }
     }
-
-    for (std::unique_ptr<GroupState> &group : groups)
-      group->kernel->getFunction()(
-          group->buffer(AdamWBuffer::Grad), group->buffer(AdamWBuffer::Param),
-          group->buffer(AdamWBuffer::Master),
-          group->buffer(AdamWBuffer::ExpAvg),
-          group->buffer(AdamWBuffer::ExpAvgSq),
-          group->buffer(AdamWBuffer::MaxExpAvgSq), options.lr, options.beta1,
-          options.beta2, options.eps, options.weightDecay, stepNumber, 0, 1);
-
+    ++stepsRun;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    reportProgress(stepNumber, options.steps, losses.back(),
-                   stepNumber / std::max(seconds, 1e-9), tokensPerStep);
+    reportProgress(stepNumber, steps, losses.back(),
+                   stepsRun / std::max(seconds, 1e-9), tokensPerStep);
+    return true;
   }
-  if (llvm::outs().is_displayed())
+
+  ArrayRef<double> getLosses() const { return losses; }
+
+private:
+  train::StepOp step;
+  SmallVector<reference::Tensor> arguments;
+  StepEvaluator &evaluator;
+  int64_t steps, stepsRun = 0, tokensPerStep = 0;
+  std::chrono::steady_clock::time_point start;
+  std::vector<double> losses;
+};
+
+} // namespace
+
+static llvm::Error writeLosses(ArrayRef<double> losses, StringRef path) {
+  llvm::SmallString<256> plotPath(path);
+  llvm::sys::path::replace_extension(plotPath, ".svg");
+  if (llvm::Error error = writeLossPlot(losses, plotPath))
+    return error;
+  llvm::json::Array values;
+  for (double loss : losses)
+    values.push_back(loss);
+  std::string text = llvm::formatv(
+      "{0:2}",
+      llvm::json::Value(llvm::json::Object{{"losses", std::move(values)}}));
+  return llvm::writeToOutput(path, [&](llvm::raw_ostream &os) -> llvm::Error {
+    os << text << "\n";
+    return llvm::Error::success();
+  });
+}
+
+llvm::Expected<int> mlir::mantissa::trainStep(
+    ModuleOp module, train::StepOp step, const pt2::Program &program,
+    SmallVector<reference::Tensor> arguments, const TrainOptions &options,
+    StepEvaluator &evaluator, rt::Communicator &communicator) {
+  llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
+  if (!spec)
+    return spec.takeError();
+  // The run starts from the given arguments (e.g. --weights), not from the
+  // archive's weights.
+  for (ArtifactTensorSpec &tensor : spec->tensors) {
+    if (!tensor.isParameter)
+      continue;
+    BlockArgument argument = step.lookupArgument(tensor.fqn);
+    if (!argument)
+      return llvm::createStringError("the step has no parameter '" +
+                                     tensor.fqn + "'");
+    std::vector<float> values = arguments[argument.getArgNumber()].toFloats();
+    tensor.initial = rt::fromFloat32(tensor.fqn, tensor.shape, values.data(),
+                                     tensor.initial.dtype);
+  }
+
+  llvm::SmallString<128> directory;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("mantissa-run", directory))
+    return llvm::createStringError("cannot create a temporary directory: " +
+                                   ec.message());
+  auto cleanup = llvm::make_scope_exit(
+      [&] { llvm::sys::fs::remove_directories(directory); });
+  llvm::SmallString<128> artifactDir(directory);
+  llvm::sys::path::append(artifactDir, "artifact");
+  ArtifactOptions artifactOptions;
+  artifactOptions.emitPtx = false;
+  if (llvm::Error error =
+          writeArtifactSpec(*spec, artifactDir, artifactOptions))
+    return std::move(error);
+
+  StepGradients gradients(step, std::move(arguments), evaluator, options.steps);
+  rt::UpdateOptions update;
+  update.artifactDir = std::string(artifactDir);
+  update.gradientSource = &gradients;
+  update.steps = options.steps;
+  update.lr = options.lr;
+  update.beta1 = options.beta1;
+  update.beta2 = options.beta2;
+  update.eps = options.eps;
+  update.weightDecay = options.weightDecay;
+  update.finalParamsPath = options.finalParamsPath;
+  update.saveCheckpointDir = options.saveCheckpointDir;
+  update.saveEvery = options.saveEvery;
+  update.resumeDir = options.resumeDir;
+  update.device = options.device;
+  update.memoryReport = options.memoryReport;
+  int status = rt::runUpdate(update, communicator);
+  if (llvm::outs().is_displayed() && !gradients.getLosses().empty())
     llvm::outs() << "\n";
-
-  if (!options.lossesPath.empty()) {
-    llvm::SmallString<256> plotPath(options.lossesPath);
-    llvm::sys::path::replace_extension(plotPath, ".svg");
-    if (llvm::Error error = writeLossPlot(losses, plotPath))
-      return error;
-    llvm::json::Array values;
-    for (double loss : losses)
-      values.push_back(loss);
-    std::string text = llvm::formatv(
-        "{0:2}",
-        llvm::json::Value(llvm::json::Object{{"losses", std::move(values)}}));
-    if (llvm::Error error = llvm::writeToOutput(
-            options.lossesPath, [&](llvm::raw_ostream &os) -> llvm::Error {
-              os << text << "\n";
-              return llvm::Error::success();
-            }))
-      return error;
-  }
-
-  if (!options.finalParamsPath.empty()) {
-    std::vector<rt::HostTensor> finals;
-    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-      std::optional<MemberRef> ref = parameterRef(index);
-      if (!ref)
-        continue;
-      llvm::Expected<reference::Tensor> value =
-          readParameter(*ref, arguments[index].getShape());
-      if (!value)
-        return value.takeError();
-      std::vector<float> floats = value->toFloats();
-      finals.push_back(rt::fromFloat32(ref->member->name,
-                                       std::vector<int64_t>(value->getShape()),
-                                       floats.data(), rt::DType::F32));
-    }
-    std::string error;
-    if (!rt::writeSafeTensors(options.finalParamsPath, finals, {}, error))
-      return llvm::createStringError(error);
-  }
-  return llvm::Error::success();
+  llvm::outs().flush();
+  if (status != 0 || communicator.rank() != 0 || options.lossesPath.empty())
+    return status;
+  if (llvm::Error error =
+          writeLosses(gradients.getLosses(), options.lossesPath))
+    return std::move(error);
+  return 0;
 }
