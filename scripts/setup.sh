@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build ccache python3
+  cmake ninja-build ccache python3 libomp-19-dev
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools clang-19 libclang-rt-19-dev
   libzip-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin

@@ -102,6 +102,8 @@ public:
     return results;
   }
   llvm::StringRef describe() const override { return "compiled (CPU)"; }
+  bool hasRawEntry() const override { return true; }
+  void evaluateRaw(void **pointers) override { entry(pointers); }
 
 private:
   void *library;
@@ -218,8 +220,10 @@ static llvm::Error compileStepLibrary(train::StepOp step,
   // -O2 vectorises as well as -O3 here, and -O3's unrolling makes blocks
   // that LLVM's instruction scheduler takes minutes over (llama: 68 s at
   // -O3, 6 s at -O2, for the same step time).
+  // -fopenmp links LLVM's OpenMP runtime, which runs the ops' parallel
+  // outer loops.
   if (failed(compileLLVMIRToSharedLibrary(*llvmIR, temporary, error,
-                                          /*optLevel=*/2))) {
+                                          /*optLevel=*/2, {"-fopenmp"}))) {
     llvm::sys::fs::remove(temporary);
     return llvm::createStringError("compiling the step failed: " + error);
   }

@@ -12,6 +12,7 @@
 
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Driver/ArtifactWriter.h"
+#include "mantissa/Runtime/DType.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -132,6 +133,70 @@ static llvm::Error writeLossPlot(llvm::ArrayRef<double> losses,
   });
 }
 
+/// The runtime dtype of a floating-point element type (F32 for others,
+/// which the raw path never converts).
+static rt::DType runtimeDTypeOf(Type type) {
+  if (type.isBF16())
+    return rt::DType::BF16;
+  if (type.isF16())
+    return rt::DType::F16;
+  if (type.isF64())
+    return rt::DType::F64;
+  return rt::DType::F32;
+}
+
+static float loadElement(const uint8_t *base, int64_t index, rt::DType dtype) {
+  switch (dtype) {
+  case rt::DType::BF16: {
+    uint16_t bits;
+    std::memcpy(&bits, base + 2 * index, 2);
+    return rt::bf16BitsToFloat(bits);
+  }
+  case rt::DType::F16: {
+    uint16_t bits;
+    std::memcpy(&bits, base + 2 * index, 2);
+    return rt::f16BitsToFloat(bits);
+  }
+  case rt::DType::F64: {
+    double value;
+    std::memcpy(&value, base + 8 * index, 8);
+    return static_cast<float>(value);
+  }
+  default: {
+    float value;
+    std::memcpy(&value, base + 4 * index, 4);
+    return value;
+  }
+  }
+}
+
+/// Converts `count` floating-point elements (rounding to nearest even).
+static void convertElements(const uint8_t *source, rt::DType from,
+                            uint8_t *destination, rt::DType to, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    float value = loadElement(source, i, from);
+    switch (to) {
+    case rt::DType::BF16: {
+      uint16_t bits = rt::floatToBF16Bits(value);
+      std::memcpy(destination + 2 * i, &bits, 2);
+      break;
+    }
+    case rt::DType::F16: {
+      uint16_t bits = rt::floatToF16Bits(value);
+      std::memcpy(destination + 2 * i, &bits, 2);
+      break;
+    }
+    case rt::DType::F64: {
+      double wide = value;
+      std::memcpy(destination + 8 * i, &wide, 8);
+      break;
+    }
+    default:
+      std::memcpy(destination + 4 * i, &value, 4);
+    }
+  }
+}
+
 namespace {
 
 /// Forward and backward in front of the runtime's update path.
@@ -154,6 +219,8 @@ public:
 
   bool computeGradients(int64_t stepNumber, const std::vector<Member> &members,
                         std::string &error) override {
+    if (evaluator.hasRawEntry())
+      return computeRaw(stepNumber, members, error);
     MLIRContext *context = step.getContext();
     // Parameters as the planned step takes them (its argument dtype, the
     // master's): widening the gather-dtype copy loses nothing, since the
@@ -212,6 +279,103 @@ public:
         break;
       }
     }
+    return finishStep(stepNumber);
+  }
+
+  ArrayRef<double> getLosses() const { return losses; }
+
+private:
+  /// Compiled code reads the parameters where the runtime holds them and
+  /// writes the gradients where it reduces them, whenever the dtypes agree
+  /// (converting through a scratch buffer otherwise): no per-step copies.
+  bool computeRaw(int64_t stepNumber, const std::vector<Member> &members,
+                  std::string &error) {
+    unsigned numArguments = step.getNumArguments();
+    if (rawBuffers.empty()) {
+      for (const reference::Tensor &argument : arguments)
+        rawBuffers.push_back(argument.toBytes());
+      for (Type type : step.getResultTypes()) {
+        auto tensorType = cast<RankedTensorType>(type);
+        rawBuffers.emplace_back(
+            std::max<int64_t>(1, tensorType.getNumElements() *
+                                     reference::Tensor::getStorageByteWidth(
+                                         tensorType.getElementType())));
+      }
+    }
+    SmallVector<void *> pointers;
+    for (std::vector<uint8_t> &buffer : rawBuffers)
+      pointers.push_back(buffer.data());
+
+    llvm::StringMap<const Member *> memberByFqn;
+    for (const Member &member : members) {
+      memberByFqn[*member.fqn] = &member;
+      BlockArgument argument = step.lookupArgument(*member.fqn);
+      if (!argument) {
+        error = "the step has no parameter '" + *member.fqn + "'";
+        return false;
+      }
+      unsigned index = argument.getArgNumber();
+      rt::DType wanted = runtimeDTypeOf(arguments[index].getElementType());
+      if (wanted == member.paramDtype)
+        // The step only reads its arguments.
+        pointers[index] = const_cast<uint8_t *>(member.param);
+      else
+        convertElements(member.param, member.paramDtype,
+                        rawBuffers[index].data(), wanted,
+                        arguments[index].getNumElements());
+    }
+    auto resultDType = [&](unsigned index) {
+      return runtimeDTypeOf(cast<RankedTensorType>(step.getResultTypes()[index])
+                                .getElementType());
+    };
+    for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
+      train::ResultInfoAttr info = step.getResultInfo(index);
+      if (info.getKind() != train::ResultKind::gradient)
+        continue;
+      const Member *member = memberByFqn.lookup(info.getFqn().getValue());
+      if (member && member->gradDtype == resultDType(index))
+        pointers[numArguments + index] = member->grad;
+    }
+
+    evaluator.evaluateRaw(pointers.data());
+
+    for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
+      train::ResultInfoAttr info = step.getResultInfo(index);
+      const uint8_t *result =
+          static_cast<const uint8_t *>(pointers[numArguments + index]);
+      auto resultType = cast<RankedTensorType>(step.getResultTypes()[index]);
+      switch (info.getKind()) {
+      case train::ResultKind::loss:
+        losses.push_back(loadElement(result, 0, resultDType(index)));
+        break;
+      case train::ResultKind::gradient: {
+        const Member *member = memberByFqn.lookup(info.getFqn().getValue());
+        if (member && result != member->grad)
+          convertElements(result, resultDType(index), member->grad,
+                          member->gradDtype, resultType.getNumElements());
+        break;
+      }
+      case train::ResultKind::buffer_mutation: {
+        // The next step reads the buffer's new value.
+        BlockArgument buffer = step.lookupArgument(info.getFqn().getValue());
+        std::vector<uint8_t> &target = rawBuffers[buffer.getArgNumber()];
+        const std::vector<uint8_t> &value = rawBuffers[numArguments + index];
+        if (target.size() != value.size()) {
+          error = "buffer '" + info.getFqn().getValue().str() +
+                  "' changes size in the step";
+          return false;
+        }
+        std::memcpy(target.data(), value.data(), value.size());
+        break;
+      }
+      case train::ResultKind::user_output:
+        break;
+      }
+    }
+    return finishStep(stepNumber);
+  }
+
+  bool finishStep(int64_t stepNumber) {
     ++stepsRun;
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -221,9 +385,8 @@ public:
     return true;
   }
 
-  ArrayRef<double> getLosses() const { return losses; }
-
-private:
+  /// Argument buffers, then result buffers, of the raw path.
+  std::vector<std::vector<uint8_t>> rawBuffers;
   train::StepOp step;
   SmallVector<reference::Tensor> arguments;
   StepEvaluator &evaluator;

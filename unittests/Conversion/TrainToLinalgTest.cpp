@@ -2,8 +2,9 @@
 //
 // Each test builds a small train.step, runs the reference interpreter on
 // random inputs, lowers the step through mantissa-lower-train-to-linalg and
-// the CPU pipeline, runs it with the JIT and compares: fp32 within 1e-5
-// relative (the interpreter accumulates in double, the code in fp32), bf16
+// the CPU pipeline into the shared library mantissa-run loads
+// (createCompiledEvaluator: clang, OpenMP), runs it and compares: fp32 within
+// 1e-5 relative (the interpreter accumulates in double, the code in fp32), bf16
 // within one bf16 ulp, booleans and integers exactly.
 //
 //===----------------------------------------------------------------------===//
@@ -12,12 +13,12 @@
 
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Reference/Tensor.h"
 #include "mlir/AsmParser/AsmParser.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -25,7 +26,6 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 
@@ -57,12 +57,8 @@ protected:
           return success();
         }) {
     context.loadAllAvailableDialects();
-    static bool initialized = [] {
-      llvm::InitializeNativeTarget();
-      llvm::InitializeNativeTargetAsmPrinter();
-      return true;
-    }();
-    (void)initialized;
+    // Compiled steps are cached in the build tree, not the user's cache.
+    setenv("MANTISSA_CACHE_DIR", MANTISSA_TEST_CACHE_DIR, /*overwrite=*/0);
   }
 
   static DialectRegistry makeRegistry() {
@@ -155,15 +151,12 @@ protected:
                          size_t skipResults, ArrayRef<std::string> names = {},
                          bool perTensor = false, double tolerance = 1e-5) {
     auto step = *module.getOps<train::StepOp>().begin();
-    std::string stepName = step.getSymName().str();
     FailureOr<SmallVector<Tensor>> expected =
         reference::interpretStep(step, inputs);
     ASSERT_TRUE(succeeded(expected)) << diagnostics;
 
-    ASSERT_TRUE(succeeded(lowerTrainStepsToLLVM(module))) << diagnostics;
-    ExecutionEngineOptions options;
-    auto engine = ExecutionEngine::create(module, options);
-    ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+    auto evaluator = createCompiledEvaluator(step);
+    ASSERT_TRUE(bool(evaluator)) << llvm::toString(evaluator.takeError());
 
     std::vector<std::vector<uint8_t>> buffers;
     for (const Tensor &input : inputs)
@@ -177,11 +170,7 @@ protected:
     SmallVector<void *> pointers;
     for (auto &buffer : buffers)
       pointers.push_back(buffer.data());
-    SmallVector<void *> packed;
-    for (void *&pointer : pointers)
-      packed.push_back(&pointer);
-    llvm::Error error = (*engine)->invokePacked(stepName, packed);
-    ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+    (*evaluator)->evaluateRaw(pointers.data());
 
     for (auto [i, want] : llvm::enumerate(*expected)) {
       if (i < skipResults)

@@ -80,12 +80,12 @@ LogicalResult lowerAdamWToLLVMDialect(ModuleOp module, int64_t tileSize = 4096,
 FailureOr<std::string> translateToLLVMIRText(ModuleOp module);
 
 /// Compiles textual LLVM IR into a shared library at `libraryPath` with
-/// clang-19 (-O`optLevel` -march=native -fPIC -shared). Reports failures in
-/// `error`.
-LogicalResult compileLLVMIRToSharedLibrary(StringRef llvmIR,
-                                           StringRef libraryPath,
-                                           std::string &error,
-                                           unsigned optLevel = 3);
+/// clang-19 (-O`optLevel` -march=native -fPIC -shared, then
+/// `extraArguments`). Reports failures in `error`.
+LogicalResult
+compileLLVMIRToSharedLibrary(StringRef llvmIR, StringRef libraryPath,
+                             std::string &error, unsigned optLevel = 3,
+                             ArrayRef<StringRef> extraArguments = {});
 
 /// Lowers a module built with `forGpu` to a gpu.module and returns the PTX
 /// for sm_90 (without the trailing NUL), or fails with diagnostics.

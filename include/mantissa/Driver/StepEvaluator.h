@@ -27,6 +27,12 @@ public:
   evaluate(ArrayRef<reference::Tensor> arguments) = 0;
   /// "reference" or "compiled (CPU)", for reports.
   virtual llvm::StringRef describe() const = 0;
+  /// Whether evaluateRaw is available (compiled code, not the interpreter).
+  virtual bool hasRawEntry() const { return false; }
+  /// Evaluates on raw buffers, with no conversion or copy: `pointers` holds
+  /// one dense row-major buffer per argument, then one per result (which
+  /// the step fills), each in the step's type. Only with hasRawEntry.
+  virtual void evaluateRaw(void **pointers) {}
 };
 
 /// The reference interpreter on `step` (which must outlive the evaluator).

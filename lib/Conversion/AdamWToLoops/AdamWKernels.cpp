@@ -253,7 +253,7 @@ static std::string findClang() {
 
 LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
     StringRef llvmIR, StringRef libraryPath, std::string &error,
-    unsigned optLevel) {
+    unsigned optLevel, ArrayRef<StringRef> extraArguments) {
   SmallString<128> irPath, logPath;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("mantissa-adamw", "ll", irPath)) {
@@ -281,6 +281,7 @@ LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
       "-fPIC",     "-shared", "-x",
       "ir",        irPath,    "-o",
       libraryPath, "-lm",     "-Wno-override-module"};
+  args.append(extraArguments.begin(), extraArguments.end());
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
                                           StringRef(logPath)};
   std::string message;

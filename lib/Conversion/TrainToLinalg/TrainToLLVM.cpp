@@ -35,6 +35,7 @@
 #include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/Transforms/BufferViewFlowOpInterfaceImpl.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/BufferDeallocationOpInterfaceImpl.h"
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
@@ -44,6 +45,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -59,8 +61,8 @@ void mlir::mantissa::registerTrainToLLVMDialects(DialectRegistry &registry) {
       .insert<train::TrainDialect, affine::AffineDialect, arith::ArithDialect,
               bufferization::BufferizationDialect, cf::ControlFlowDialect,
               func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
-              math::MathDialect, memref::MemRefDialect, scf::SCFDialect,
-              tensor::TensorDialect>();
+              math::MathDialect, memref::MemRefDialect, omp::OpenMPDialect,
+              scf::SCFDialect, tensor::TensorDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
@@ -73,6 +75,7 @@ void mlir::mantissa::registerTrainToLLVMDialects(DialectRegistry &registry) {
       registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  registerOpenMPDialectTranslation(registry);
 }
 
 /// Runs a textual pipeline on `module` (registering the passes it names
@@ -232,6 +235,66 @@ static void interchangeReductionsOutward(ModuleOp module) {
   }
 }
 
+/// Marks an outlined op whose outermost loop runs on the OpenMP threads.
+static constexpr llvm::StringLiteral kParallelOuterLoop =
+    "mantissa.parallel_outer_loop";
+
+/// Whether `op` is worth splitting across threads along its outermost
+/// loop: that loop is parallel and indexes every output (so iterations
+/// write disjoint elements), has at least two iterations, and the op has
+/// enough work to pay for waking the threads (a few microseconds).
+static bool shouldRunInParallel(linalg::LinalgOp op) {
+  constexpr int64_t kMinimumIterations = 1 << 18;
+  if (op.getNumLoops() == 0 ||
+      !linalg::isParallelIterator(op.getIteratorTypesArray().front()))
+    return false;
+  for (OpOperand &init : op.getDpsInitsMutable())
+    if (!llvm::any_of(op.getMatchingIndexingMap(&init).getResults(),
+                      [](AffineExpr result) {
+                        auto dim = dyn_cast<AffineDimExpr>(result);
+                        return dim && dim.getPosition() == 0;
+                      }))
+      return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  int64_t iterations = 1;
+  for (int64_t range : ranges) {
+    if (ShapedType::isDynamic(range))
+      return false;
+    iterations *= range;
+  }
+  return ranges.front() >= 2 && iterations >= kMinimumIterations;
+}
+
+/// Turns the outermost loop of each function marked kParallelOuterLoop
+/// into an scf.parallel, which convert-scf-to-openmp distributes over the
+/// OpenMP threads. Every output element is still computed by one thread in
+/// the same order, so results do not change.
+static void parallelizeOuterLoops(ModuleOp module) {
+  IRRewriter rewriter(module.getContext());
+  for (auto function : module.getOps<func::FuncOp>()) {
+    if (!function->hasAttr(kParallelOuterLoop))
+      continue;
+    function->removeAttr(kParallelOuterLoop);
+    auto loops = function.getBody().front().getOps<scf::ForOp>();
+    if (loops.empty())
+      continue;
+    scf::ForOp loop = *loops.begin();
+    if (loop.getNumResults() != 0)
+      continue;
+    rewriter.setInsertionPoint(loop);
+    auto parallel = rewriter.create<scf::ParallelOp>(
+        loop.getLoc(), ValueRange{loop.getLowerBound()},
+        ValueRange{loop.getUpperBound()}, ValueRange{loop.getStep()});
+    Block *body = parallel.getBody();
+    rewriter.eraseOp(body->getTerminator());
+    rewriter.mergeBlocks(loop.getBody(), body, body->getArguments());
+    // scf.for's yield becomes scf.parallel's reduce terminator.
+    rewriter.setInsertionPoint(body->getTerminator());
+    rewriter.replaceOpWithNewOp<scf::ReduceOp>(body->getTerminator());
+    rewriter.eraseOp(loop);
+  }
+}
+
 /// Moves every linalg op of each function into a private function of its
 /// own (named `<step>__<index>_<op>`), called in its place. A whole step as
 /// one function holds thousands of loop nests, and LLVM's scalar evolution
@@ -276,6 +339,8 @@ static void outlineLinalgOps(ModuleOp module) {
               .str(),
           moduleBuilder.getFunctionType(argumentTypes, {}));
       outlined.setPrivate();
+      if (shouldRunInParallel(cast<linalg::LinalgOp>(op)))
+        outlined->setAttr(kParallelOuterLoop, UnitAttr::get(op->getContext()));
       Block *entry = outlined.addEntryBlock();
       OpBuilder bodyBuilder = OpBuilder::atBlockEnd(entry);
       IRMapping mapping;
@@ -319,6 +384,23 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
                          "builtin.module(func.func(convert-linalg-to-loops),"
                          "expand-strided-metadata,lower-affine)")))
     return failure();
+  parallelizeOuterLoops(module);
+  if (failed(runPipeline(module, "builtin.module(convert-scf-to-openmp)")))
+    return failure();
+  // convert-scf-to-openmp wraps each loop body in a memref.alloca_scope,
+  // which must stay one block; the bodies allocate nothing on the stack, so
+  // the scopes are inlined before the loops inside them become branches.
+  SmallVector<memref::AllocaScopeOp> scopes;
+  module.walk([&](memref::AllocaScopeOp scope) { scopes.push_back(scope); });
+  IRRewriter rewriter(module.getContext());
+  for (memref::AllocaScopeOp scope : scopes) {
+    if (scope.getNumResults() != 0)
+      continue;
+    Block *body = &scope.getBodyRegion().front();
+    rewriter.eraseOp(body->getTerminator());
+    rewriter.inlineBlockBefore(body, scope);
+    rewriter.eraseOp(scope);
+  }
   // tanh and erf have no LLVM lowering without libm; the polynomial
   // approximations (f32) need none.
   RewritePatternSet patterns(module.getContext());
@@ -331,7 +413,8 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
           "target-type=f32},arith-expand{include-bf16=true},convert-scf-to-cf,"
           "convert-math-to-llvm,convert-arith-to-llvm,finalize-memref-to-llvm,"
           "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
-          "convert-cf-to-llvm,reconcile-unrealized-casts)")))
+          "convert-cf-to-llvm,convert-openmp-to-llvm,"
+          "reconcile-unrealized-casts)")))
     return failure();
   // Inlining the outlined ops back (each has one caller) would undo the
   // outlining.
