@@ -145,58 +145,6 @@ static rt::DType runtimeDTypeOf(Type type) {
   return rt::DType::F32;
 }
 
-static float loadElement(const uint8_t *base, int64_t index, rt::DType dtype) {
-  switch (dtype) {
-  case rt::DType::BF16: {
-    uint16_t bits;
-    std::memcpy(&bits, base + 2 * index, 2);
-    return rt::bf16BitsToFloat(bits);
-  }
-  case rt::DType::F16: {
-    uint16_t bits;
-    std::memcpy(&bits, base + 2 * index, 2);
-    return rt::f16BitsToFloat(bits);
-  }
-  case rt::DType::F64: {
-    double value;
-    std::memcpy(&value, base + 8 * index, 8);
-    return static_cast<float>(value);
-  }
-  default: {
-    float value;
-    std::memcpy(&value, base + 4 * index, 4);
-    return value;
-  }
-  }
-}
-
-/// Converts `count` floating-point elements (rounding to nearest even).
-static void convertElements(const uint8_t *source, rt::DType from,
-                            uint8_t *destination, rt::DType to, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    float value = loadElement(source, i, from);
-    switch (to) {
-    case rt::DType::BF16: {
-      uint16_t bits = rt::floatToBF16Bits(value);
-      std::memcpy(destination + 2 * i, &bits, 2);
-      break;
-    }
-    case rt::DType::F16: {
-      uint16_t bits = rt::floatToF16Bits(value);
-      std::memcpy(destination + 2 * i, &bits, 2);
-      break;
-    }
-    case rt::DType::F64: {
-      double wide = value;
-      std::memcpy(destination + 8 * i, &wide, 8);
-      break;
-    }
-    default:
-      std::memcpy(destination + 4 * i, &value, 4);
-    }
-  }
-}
-
 namespace {
 
 /// Forward and backward in front of the runtime's update path.
@@ -320,9 +268,9 @@ private:
         // The step only reads its arguments.
         pointers[index] = const_cast<uint8_t *>(member.param);
       else
-        convertElements(member.param, member.paramDtype,
-                        rawBuffers[index].data(), wanted,
-                        arguments[index].getNumElements());
+        rt::convertFloatElements(member.param, member.paramDtype,
+                                 rawBuffers[index].data(), wanted,
+                                 arguments[index].getNumElements());
     }
     auto resultDType = [&](unsigned index) {
       return runtimeDTypeOf(cast<RankedTensorType>(step.getResultTypes()[index])
@@ -346,13 +294,14 @@ private:
       auto resultType = cast<RankedTensorType>(step.getResultTypes()[index]);
       switch (info.getKind()) {
       case train::ResultKind::loss:
-        losses.push_back(loadElement(result, 0, resultDType(index)));
+        losses.push_back(rt::loadFloatElement(result, 0, resultDType(index)));
         break;
       case train::ResultKind::gradient: {
         const Member *member = memberByFqn.lookup(info.getFqn().getValue());
         if (member && result != member->grad)
-          convertElements(result, resultDType(index), member->grad,
-                          member->gradDtype, resultType.getNumElements());
+          rt::convertFloatElements(result, resultDType(index), member->grad,
+                                   member->gradDtype,
+                                   resultType.getNumElements());
         break;
       }
       case train::ResultKind::buffer_mutation: {

@@ -112,68 +112,13 @@ private:
 // Element conversions
 //===----------------------------------------------------------------------===//
 
-float loadFloat(const uint8_t *base, int64_t index, DType dtype) {
-  switch (dtype) {
-  case DType::F32: {
-    float value;
-    std::memcpy(&value, base + index * 4, 4);
-    return value;
-  }
-  case DType::BF16: {
-    uint16_t bits;
-    std::memcpy(&bits, base + index * 2, 2);
-    return bf16BitsToFloat(bits);
-  }
-  case DType::F16: {
-    uint16_t bits;
-    std::memcpy(&bits, base + index * 2, 2);
-    return f16BitsToFloat(bits);
-  }
-  default:
-    return 0;
-  }
-}
-
-void storeFloat(uint8_t *base, int64_t index, DType dtype, float value) {
-  switch (dtype) {
-  case DType::F32:
-    std::memcpy(base + index * 4, &value, 4);
-    return;
-  case DType::BF16: {
-    uint16_t bits = floatToBF16Bits(value);
-    std::memcpy(base + index * 2, &bits, 2);
-    return;
-  }
-  case DType::F16: {
-    uint16_t bits = floatToF16Bits(value);
-    std::memcpy(base + index * 2, &bits, 2);
-    return;
-  }
-  default:
-    return;
-  }
-}
-
 /// Converts `count` elements of a stored tensor (any float dtype) starting at
 /// element `first` into `out` as `target`. F64 is read through float.
 void convertElements(const HostTensor &tensor, int64_t first, int64_t count,
                      uint8_t *out, DType target) {
-  if (tensor.dtype == target) {
-    size_t width = elementSize(target);
-    std::memcpy(out, tensor.bytes.data() + first * width, count * width);
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    float value;
-    if (tensor.dtype == DType::F64) {
-      double wide;
-      std::memcpy(&wide, tensor.bytes.data() + (first + i) * 8, 8);
-      value = float(wide);
-    } else {
-      value = loadFloat(tensor.bytes.data(), first + i, tensor.dtype);
-    }
-    storeFloat(out, i, target, value);
-  }
+  convertFloatElements(tensor.bytes.data() +
+                           first * int64_t(elementSize(tensor.dtype)),
+                       tensor.dtype, out, target, count);
 }
 
 std::string dtypeName(DType dtype) {
@@ -1176,8 +1121,9 @@ bool Runner::writeFinalParams() {
                     tensor.bytes.size());
       else
         for (int64_t i = 0; i < member.count; ++i)
-          storeFloat(tensor.bytes.data(), i, DType::F32,
-                     loadFloat(state.fullParam.data() + member.paramOffset, i,
+          storeFloatElement(
+              tensor.bytes.data(), i, DType::F32,
+              loadFloatElement(state.fullParam.data() + member.paramOffset, i,
                                member.param));
       out.push_back(std::move(tensor));
     }

@@ -148,6 +148,76 @@ inline float f16BitsToFloat(uint16_t bits) {
                                (mantissa << 13));
 }
 
+/// Element `index` of a dense buffer of floating-point `dtype` (F32, BF16,
+/// F16, or F64 read through float), as a float; 0 for other dtypes.
+inline float loadFloatElement(const uint8_t *base, int64_t index, DType dtype) {
+  switch (dtype) {
+  case DType::F32: {
+    float value;
+    std::memcpy(&value, base + index * 4, 4);
+    return value;
+  }
+  case DType::BF16: {
+    uint16_t bits;
+    std::memcpy(&bits, base + index * 2, 2);
+    return bf16BitsToFloat(bits);
+  }
+  case DType::F16: {
+    uint16_t bits;
+    std::memcpy(&bits, base + index * 2, 2);
+    return f16BitsToFloat(bits);
+  }
+  case DType::F64: {
+    double value;
+    std::memcpy(&value, base + index * 8, 8);
+    return static_cast<float>(value);
+  }
+  default:
+    return 0;
+  }
+}
+
+/// Stores `value` as element `index` of a dense buffer of floating-point
+/// `dtype`, rounding to nearest even; does nothing for other dtypes.
+inline void storeFloatElement(uint8_t *base, int64_t index, DType dtype,
+                              float value) {
+  switch (dtype) {
+  case DType::F32:
+    std::memcpy(base + index * 4, &value, 4);
+    return;
+  case DType::BF16: {
+    uint16_t bits = floatToBF16Bits(value);
+    std::memcpy(base + index * 2, &bits, 2);
+    return;
+  }
+  case DType::F16: {
+    uint16_t bits = floatToF16Bits(value);
+    std::memcpy(base + index * 2, &bits, 2);
+    return;
+  }
+  case DType::F64: {
+    double wide = value;
+    std::memcpy(base + index * 8, &wide, 8);
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+/// Converts `count` elements between dense floating-point buffers (a copy
+/// when the dtypes agree).
+inline void convertFloatElements(const uint8_t *source, DType from,
+                                 uint8_t *destination, DType to,
+                                 int64_t count) {
+  if (from == to) {
+    std::memcpy(destination, source, count * elementSize(from));
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    storeFloatElement(destination, i, to, loadFloatElement(source, i, from));
+}
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_DTYPE_H
