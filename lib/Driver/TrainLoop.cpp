@@ -174,14 +174,11 @@ public:
     // master's): widening the gather-dtype copy loses nothing, since the
     // step rounds every parameter to its gather dtype before using it.
     llvm::StringMap<const Member *> memberByFqn;
-    for (const Member &member : members) {
-      memberByFqn[*member.fqn] = &member;
-      BlockArgument argument = step.lookupArgument(*member.fqn);
-      if (!argument) {
-        error = "the step has no parameter '" + *member.fqn + "'";
-        return false;
-      }
-      reference::Tensor &slot = arguments[argument.getArgNumber()];
+    SmallVector<unsigned> argumentOf;
+    if (!resolveMembers(members, memberByFqn, argumentOf, error))
+      return false;
+    for (auto [member, index] : llvm::zip_equal(members, argumentOf)) {
+      reference::Tensor &slot = arguments[index];
       int64_t count = slot.getNumElements();
       auto value = reference::Tensor::fromBytes(
           elementTypeOf(context, member.paramDtype), slot.getShape(),
@@ -233,6 +230,23 @@ public:
   ArrayRef<double> getLosses() const { return losses; }
 
 private:
+  /// Each member by FQN, and the step argument it is.
+  bool resolveMembers(const std::vector<Member> &members,
+                      llvm::StringMap<const Member *> &memberByFqn,
+                      SmallVectorImpl<unsigned> &argumentOf,
+                      std::string &error) {
+    for (const Member &member : members) {
+      memberByFqn[*member.fqn] = &member;
+      BlockArgument argument = step.lookupArgument(*member.fqn);
+      if (!argument) {
+        error = "the step has no parameter '" + *member.fqn + "'";
+        return false;
+      }
+      argumentOf.push_back(argument.getArgNumber());
+    }
+    return true;
+  }
+
   /// Compiled code reads the parameters where the runtime holds them and
   /// writes the gradients where it reduces them, whenever the dtypes agree
   /// (converting through a scratch buffer otherwise): no per-step copies.
@@ -255,14 +269,10 @@ private:
       pointers.push_back(buffer.data());
 
     llvm::StringMap<const Member *> memberByFqn;
-    for (const Member &member : members) {
-      memberByFqn[*member.fqn] = &member;
-      BlockArgument argument = step.lookupArgument(*member.fqn);
-      if (!argument) {
-        error = "the step has no parameter '" + *member.fqn + "'";
-        return false;
-      }
-      unsigned index = argument.getArgNumber();
+    SmallVector<unsigned> argumentOf;
+    if (!resolveMembers(members, memberByFqn, argumentOf, error))
+      return false;
+    for (auto [member, index] : llvm::zip_equal(members, argumentOf)) {
       rt::DType wanted = runtimeDTypeOf(arguments[index].getElementType());
       if (wanted == member.paramDtype)
         // The step only reads its arguments.
