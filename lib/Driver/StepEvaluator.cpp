@@ -258,13 +258,16 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
   if (!cached)
     if (llvm::Error error = compileStepLibrary(step, libraryPath))
       return std::move(error);
-  void *library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // Never unmapped: the OpenMP runtime it pulls in keeps worker threads
+  // that must not outlive their code.
+  constexpr int kFlags = RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE;
+  void *library = dlopen(libraryPath.c_str(), kFlags);
   if (!library && cached) {
     // A damaged cache entry is compiled again rather than trusted.
     cached = false;
     if (llvm::Error error = compileStepLibrary(step, libraryPath))
       return std::move(error);
-    library = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+    library = dlopen(libraryPath.c_str(), kFlags);
   }
   if (cacheDirectory.empty())
     llvm::sys::fs::remove(libraryPath);
