@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <dlfcn.h>
-#include <type_traits>
 
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::cudaapi;
@@ -30,19 +28,12 @@ struct NcclApi {
 
 /// Loads libnccl.so.2 once per process.
 bool loadNccl(NcclApi &api, std::string &error) {
-  void *library = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char *why = dlerror();
-    error = std::string("no NCCL: libnccl.so.2 could not be loaded (") +
-            (why ? why : "not found") + ")";
+  void *library = openLibrary("libnccl.so.2", "no NCCL", error);
+  if (!library)
     return false;
-  }
   std::string missing;
   auto resolve = [&](const char *symbol, auto &out) {
-    out = reinterpret_cast<std::remove_reference_t<decltype(out)>>(
-        dlsym(library, symbol));
-    if (!out)
-      missing += (missing.empty() ? "" : ", ") + std::string(symbol);
+    resolveSymbol(library, symbol, out, missing);
   };
   resolve("ncclGetVersion", api.getVersion);
   resolve("ncclGetUniqueId", api.getUniqueId);

@@ -17,6 +17,8 @@
 #define MANTISSA_LIB_RUNTIME_CUDAAPI_H
 
 #include <cstddef>
+#include <dlfcn.h>
+#include <string>
 
 // Opaque handle types, at global scope as in cuda.h / nccl.h.
 struct CUctx_st;
@@ -106,6 +108,33 @@ using ncclReduceScatter_t = ncclResult_t (*)(const void *sendbuff,
                                              ncclRedOp_t op, ncclComm_t comm,
                                              CUstream stream);
 using ncclGetErrorString_t = const char *(*)(ncclResult_t result);
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+/// dlopens `soname`; when it cannot, explains in `error` as
+/// "`what`: `soname` could not be loaded (why)".
+inline void *openLibrary(const char *soname, const char *what,
+                         std::string &error) {
+  void *library = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *why = dlerror();
+    error = std::string(what) + ": " + soname + " could not be loaded (" +
+            (why ? why : "not found") + ")";
+  }
+  return library;
+}
+
+/// Resolves `symbol` into `out`, appending its name to `missing` (a
+/// comma-separated list) when the library lacks it.
+template <typename Fn>
+void resolveSymbol(void *library, const char *symbol, Fn &out,
+                   std::string &missing) {
+  out = reinterpret_cast<Fn>(dlsym(library, symbol));
+  if (!out)
+    missing += (missing.empty() ? "" : ", ") + std::string(symbol);
+}
 
 } // namespace mlir::mantissa::rt::cudaapi
 

@@ -9,7 +9,6 @@
 #include "CudaApi.h"
 
 #include <algorithm>
-#include <dlfcn.h>
 
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::cudaapi;
@@ -37,16 +36,6 @@ struct CudaDevice::Api {
   cuGetErrorString_t getErrorString = nullptr;
 };
 
-namespace {
-template <typename Fn>
-bool resolve(void *library, const char *symbol, Fn &out, std::string &missing) {
-  out = reinterpret_cast<Fn>(dlsym(library, symbol));
-  if (!out)
-    missing += (missing.empty() ? "" : ", ") + std::string(symbol);
-  return out != nullptr;
-}
-} // namespace
-
 std::string CudaDevice::describe(const char *call, int result) const {
   const char *text = nullptr;
   if (api && api->getErrorString)
@@ -56,38 +45,35 @@ std::string CudaDevice::describe(const char *call, int result) const {
 }
 
 std::unique_ptr<CudaDevice> CudaDevice::open(int ordinal, std::string &error) {
-  void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!library) {
-    const char *why = dlerror();
-    error = std::string("no CUDA driver: libcuda.so.1 could not be loaded (") +
-            (why ? why : "not found") + ")";
+  void *library = openLibrary("libcuda.so.1", "no CUDA driver", error);
+  if (!library)
     return nullptr;
-  }
   std::unique_ptr<CudaDevice> device(new CudaDevice());
   device->library = library;
   device->api = std::make_unique<Api>();
   Api &api = *device->api;
   std::string missing;
-  resolve(library, "cuInit", api.init, missing);
-  resolve(library, "cuDeviceGetCount", api.deviceGetCount, missing);
-  resolve(library, "cuDeviceGet", api.deviceGet, missing);
-  resolve(library, "cuDeviceGetName", api.deviceGetName, missing);
-  resolve(library, "cuDevicePrimaryCtxRetain", api.primaryCtxRetain, missing);
-  resolve(library, "cuDevicePrimaryCtxRelease_v2", api.primaryCtxRelease,
-          missing);
-  resolve(library, "cuCtxSetCurrent", api.ctxSetCurrent, missing);
-  resolve(library, "cuCtxSynchronize", api.ctxSynchronize, missing);
-  resolve(library, "cuModuleLoadData", api.moduleLoadData, missing);
-  resolve(library, "cuModuleUnload", api.moduleUnload, missing);
-  resolve(library, "cuModuleGetFunction", api.moduleGetFunction, missing);
-  resolve(library, "cuMemAlloc_v2", api.memAlloc, missing);
-  resolve(library, "cuMemFree_v2", api.memFree, missing);
-  resolve(library, "cuMemsetD8_v2", api.memsetD8, missing);
-  resolve(library, "cuMemcpyHtoD_v2", api.memcpyHtoD, missing);
-  resolve(library, "cuMemcpyDtoH_v2", api.memcpyDtoH, missing);
-  resolve(library, "cuMemcpyDtoD_v2", api.memcpyDtoD, missing);
-  resolve(library, "cuLaunchKernel", api.launchKernel, missing);
-  resolve(library, "cuGetErrorString", api.getErrorString, missing);
+  resolveSymbol(library, "cuInit", api.init, missing);
+  resolveSymbol(library, "cuDeviceGetCount", api.deviceGetCount, missing);
+  resolveSymbol(library, "cuDeviceGet", api.deviceGet, missing);
+  resolveSymbol(library, "cuDeviceGetName", api.deviceGetName, missing);
+  resolveSymbol(library, "cuDevicePrimaryCtxRetain", api.primaryCtxRetain,
+                missing);
+  resolveSymbol(library, "cuDevicePrimaryCtxRelease_v2", api.primaryCtxRelease,
+                missing);
+  resolveSymbol(library, "cuCtxSetCurrent", api.ctxSetCurrent, missing);
+  resolveSymbol(library, "cuCtxSynchronize", api.ctxSynchronize, missing);
+  resolveSymbol(library, "cuModuleLoadData", api.moduleLoadData, missing);
+  resolveSymbol(library, "cuModuleUnload", api.moduleUnload, missing);
+  resolveSymbol(library, "cuModuleGetFunction", api.moduleGetFunction, missing);
+  resolveSymbol(library, "cuMemAlloc_v2", api.memAlloc, missing);
+  resolveSymbol(library, "cuMemFree_v2", api.memFree, missing);
+  resolveSymbol(library, "cuMemsetD8_v2", api.memsetD8, missing);
+  resolveSymbol(library, "cuMemcpyHtoD_v2", api.memcpyHtoD, missing);
+  resolveSymbol(library, "cuMemcpyDtoH_v2", api.memcpyDtoH, missing);
+  resolveSymbol(library, "cuMemcpyDtoD_v2", api.memcpyDtoD, missing);
+  resolveSymbol(library, "cuLaunchKernel", api.launchKernel, missing);
+  resolveSymbol(library, "cuGetErrorString", api.getErrorString, missing);
   if (!missing.empty()) {
     error = "no usable CUDA driver: libcuda.so.1 lacks " + missing;
     return nullptr;
