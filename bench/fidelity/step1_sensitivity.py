@@ -6,32 +6,20 @@
 # dtype, compares it with torch 2.11's (corpus M.grads.safetensors) and predicts, per tensor, the step-1
 # parameter difference with the corpus metric max|du| / max|final_ref|.
 # Usage: /usr/bin/python3 bench/fidelity/step1_sensitivity.py MODEL [--threads N] [--dtype float64] [--top 6]
-import argparse, json, os, struct
+import argparse, json
 import numpy as np, torch
+from corpus_models import DEFAULT_CORPUS, load, model_namespace
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
-here = os.path.dirname(os.path.abspath(__file__))
-ap.add_argument("--corpus", default=os.path.normpath(os.path.join(here, "..", "..", "..", "shared", "corpus")))
+ap.add_argument("--corpus", default=DEFAULT_CORPUS)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
 ap.add_argument("--top", type=int, default=6)
 a = ap.parse_args()
 corpus, name = a.corpus, a.model
-src = open(f"{corpus}/export_corpus.py").read().split("def arg_json")[0]
-src = src.replace("from safetensors.torch import save_file", "").replace("OUT = sys.argv[1]\nos.makedirs(OUT, exist_ok=True)", "").replace("torch.set_num_threads(1)", "")
-ns = {}
-exec(compile(src, "export_corpus_models", "exec"), ns)
+ns = model_namespace(corpus)
 torch.set_num_threads(a.threads)
-
-
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    dt = {"F32": np.float32, "I64": np.int64, "F64": np.float64}
-    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=dt[v["dtype"]]).reshape(v["shape"]).copy()
-            for k, v in h.items() if k != "__metadata__"}
 
 
 traj = json.load(open(f"{corpus}/{name}.traj.json"))

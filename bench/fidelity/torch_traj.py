@@ -14,13 +14,13 @@
 #   --compare PATH.npz  also compare this run's finals against a saved run (same metric)
 #   --analyze K         element-level look at the K worst elements of the worst tensors vs torch 2.11 finals
 # Metric per tensor: max|a-b| / (max|b| + 1e-12), b = the reference.
-import argparse, json, math, os, struct, sys, time
+import argparse, json, math, os, sys, time
 import numpy as np, torch
+from corpus_models import DEFAULT_CORPUS, load, model_namespace
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
-here = os.path.dirname(os.path.abspath(__file__))
-ap.add_argument("--corpus", default=os.path.normpath(os.path.join(here, "..", "..", "..", "shared", "corpus")))
+ap.add_argument("--corpus", default=DEFAULT_CORPUS)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
 ap.add_argument("--adam", default="torch", choices=["torch", "t211"])
@@ -36,27 +36,8 @@ a = ap.parse_args()
 
 corpus, name = a.corpus, a.model
 torch.set_num_threads(a.threads)
-src = open(f"{corpus}/export_corpus.py").read()
-src = src.split("def arg_json")[0]  # model definitions only; the export half needs torch >= 2.9
-src = src.replace("from safetensors.torch import save_file", "").replace("OUT = sys.argv[1]\nos.makedirs(OUT, exist_ok=True)", "")
-src = src.replace("torch.set_num_threads(1)", "")  # keep --threads
-ns = {}
-exec(compile(src, "export_corpus_models", "exec"), ns)
+ns = model_namespace(corpus)
 torch.set_num_threads(a.threads)
-
-
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    dt = {"F32": np.float32, "I64": np.int64, "BF16": np.uint16, "F64": np.float64}
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__":
-            continue
-        s, e = v["data_offsets"]
-        out[k] = np.frombuffer(b[8 + n + s:8 + n + e], dtype=dt[v["dtype"]]).reshape(v["shape"]).copy()
-    return out
 
 
 def metric(x, ref):
