@@ -14,7 +14,7 @@
 #   --compare PATH.npz  also compare this run's finals against a saved run (same metric)
 #   --analyze K         element-level look at the K worst elements of the worst tensors vs torch 2.11 finals
 # Metric per tensor: max|a-b| / (max|b| + 1e-12), b = the reference.
-import argparse, json, math, os, sys, time
+import argparse, json, math, os, time
 import numpy as np, torch
 from corpus_models import DEFAULT_CORPUS, load, model_namespace
 
