@@ -9,10 +9,10 @@ for binary in "$build_dir/lib/libmantissa_rt.so" "$build_dir/bin/mantissa-run"; 
     echo "check-runtime-deps: $binary links LLVM/MLIR (above)" >&2
     exit 1
   fi
-  # The CUDA driver and NCCL are reached through dlopen only, so that the
-  # runtime loads on machines without a GPU.
-  if ldd "$binary" | grep -Ei 'libcuda\.|libnccl|libcudart'; then
-    echo "check-runtime-deps: $binary links CUDA or NCCL (above)" >&2
+  # The CUDA driver, cuBLAS and NCCL are reached through dlopen only, so
+  # that the runtime loads on machines without a GPU.
+  if ldd "$binary" | grep -Ei 'libcuda\.|libnccl|libcudart|libcublas'; then
+    echo "check-runtime-deps: $binary links CUDA, cuBLAS or NCCL (above)" >&2
     exit 1
   fi
 done
@@ -21,4 +21,4 @@ if grep -rIlE '#include [<"](llvm|mlir)/' "$(dirname "$0")/../lib/Runtime" \
   echo "check-runtime-deps: runtime sources include LLVM/MLIR headers (above)" >&2
   exit 1
 fi
-echo "check-runtime-deps: libmantissa_rt.so and mantissa-run link no LLVM, MLIR, CUDA or NCCL library"
+echo "check-runtime-deps: libmantissa_rt.so and mantissa-run link no LLVM, MLIR, CUDA, cuBLAS or NCCL library"

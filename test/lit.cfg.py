@@ -62,3 +62,24 @@ if shutil.which("mpirun"):
 
 if os.path.isdir(config.mantissa_corpus_dir):
     config.available_features.add("corpus")
+
+# ptxas checks the generated PTX where the CUDA toolkit is installed.
+ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+if os.path.exists(ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+
+# The GPU paths can only be checked for their failure when there is no CUDA
+# driver to load.
+import ctypes
+try:
+    ctypes.CDLL("libcuda.so.1")
+except OSError:
+    config.available_features.add("no-cuda-driver")
+
+# Stand-ins for libcuda.so.1, libnccl.so.2 and libcublas.so.13
+# (unittests/Runtime/FakeCuda.cpp) drive the GPU paths without a GPU.
+fake_cuda = os.path.join(config.mantissa_tools_dir, "..", "unittests", "fake-cuda")
+if os.path.exists(os.path.join(fake_cuda, "libcuda.so.1")):
+    config.available_features.add("fake-cuda")
+    config.substitutions.append(("%fakecuda", os.path.abspath(fake_cuda)))

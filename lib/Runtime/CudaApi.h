@@ -4,10 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The runtime builds without CUDA headers and reaches libcuda.so.1 and
-// libnccl.so.2 only through dlopen (as Triton's driver does), so the few
-// types and prototypes it needs are declared here, copied from cuda.h (CUDA
-// 13.0) and nccl.h (NCCL 2.28). The `_v2` entry points are the ones cuda.h's
+// The runtime builds without CUDA headers and reaches libcuda.so.1,
+// libcublas.so.13 and libnccl.so.2 only through dlopen (as Triton's driver
+// does), so the few types and prototypes it needs are declared here, copied
+// from cuda.h (CUDA 13.0), cublas_api.h / library_types.h (cuBLAS 13.1) and
+// nccl.h (NCCL 2.28). The `_v2` entry points are the ones the headers'
 // macros select for 64-bit device pointers. unittests/Runtime/CudaApiTest.cpp
 // checks these declarations against the real headers where they exist.
 //
@@ -25,6 +26,7 @@ struct CUctx_st;
 struct CUmod_st;
 struct CUfunc_st;
 struct CUstream_st;
+struct cublasContext;
 struct ncclComm;
 
 namespace mlir::mantissa::rt::cudaapi {
@@ -51,6 +53,15 @@ using cuDevicePrimaryCtxRelease_t = CUresult (*)(CUdevice dev); // _v2
 using cuCtxSetCurrent_t = CUresult (*)(CUcontext ctx);
 using cuCtxSynchronize_t = CUresult (*)();
 using cuModuleLoadData_t = CUresult (*)(CUmodule *module, const void *image);
+/// CUjit_option: the JIT's error log, so a PTX that does not compile says why.
+enum CUjit_option : int {
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+};
+using cuModuleLoadDataEx_t = CUresult (*)(CUmodule *module, const void *image,
+                                          unsigned int numOptions,
+                                          CUjit_option *options,
+                                          void **optionValues);
 using cuModuleUnload_t = CUresult (*)(CUmodule hmod);
 using cuModuleGetFunction_t = CUresult (*)(CUfunction *hfunc, CUmodule hmod,
                                            const char *name);
@@ -72,6 +83,79 @@ using cuLaunchKernel_t = CUresult (*)(
     void **kernelParams, void **extra);
 using cuStreamSynchronize_t = CUresult (*)(CUstream hStream);
 using cuGetErrorString_t = CUresult (*)(CUresult error, const char **pStr);
+
+//===----------------------------------------------------------------------===//
+// cuBLAS (cublas_api.h, library_types.h)
+//===----------------------------------------------------------------------===//
+
+using cublasStatus_t = int; // 0 is CUBLAS_STATUS_SUCCESS
+using cublasHandle_t = cublasContext *;
+/// cublasStatus_t values (for messages: the library may be missing).
+enum cublasStatusValue : int {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_ARCH_MISMATCH = 8,
+  CUBLAS_STATUS_MAPPING_ERROR = 11,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
+  CUBLAS_STATUS_INTERNAL_ERROR = 14,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+  CUBLAS_STATUS_LICENSE_ERROR = 16
+};
+/// cublasOperation_t.
+enum cublasOperation_t : int { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+/// cublasMath_t: the default math mode uses no TF32 for fp32 products.
+enum cublasMath_t : int { CUBLAS_DEFAULT_MATH = 0 };
+/// cublasComputeType_t: fp32 accumulation.
+enum cublasComputeType_t : int { CUBLAS_COMPUTE_32F = 68 };
+/// cublasGemmAlgo_t.
+enum cublasGemmAlgo_t : int { CUBLAS_GEMM_DEFAULT = -1 };
+/// cudaDataType (library_types.h).
+enum cudaDataType : int { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
+
+using cublasCreate_t = cublasStatus_t (*)(cublasHandle_t *handle); // _v2
+using cublasDestroy_t = cublasStatus_t (*)(cublasHandle_t handle); // _v2
+using cublasSetStream_t = cublasStatus_t (*)(cublasHandle_t handle,
+                                             CUstream streamId); // _v2
+using cublasSetMathMode_t = cublasStatus_t (*)(cublasHandle_t handle,
+                                               cublasMath_t mode);
+using cublasGetStatusString_t = const char *(*)(cublasStatus_t status);
+using cublasGemmStridedBatchedEx_t = cublasStatus_t (*)(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+    int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
+    int lda, long long int strideA, const void *B, cudaDataType Btype, int ldb,
+    long long int strideB, const void *beta, void *C, cudaDataType Ctype,
+    int ldc, long long int strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo);
+
+/// The name of a cublasStatus_t ("CUBLAS_STATUS_INVALID_VALUE"), or null.
+inline const char *cublasStatusName(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return "CUBLAS_STATUS_ALLOC_FAILED";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+    return "CUBLAS_STATUS_ARCH_MISMATCH";
+  case CUBLAS_STATUS_MAPPING_ERROR:
+    return "CUBLAS_STATUS_MAPPING_ERROR";
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    return "CUBLAS_STATUS_EXECUTION_FAILED";
+  case CUBLAS_STATUS_INTERNAL_ERROR:
+    return "CUBLAS_STATUS_INTERNAL_ERROR";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case CUBLAS_STATUS_LICENSE_ERROR:
+    return "CUBLAS_STATUS_LICENSE_ERROR";
+  default:
+    return nullptr;
+  }
+}
 
 //===----------------------------------------------------------------------===//
 // NCCL (nccl.h)

@@ -9,6 +9,7 @@
 #include "CudaApi.h"
 
 #include <algorithm>
+#include <cstring>
 
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::cudaapi;
@@ -24,6 +25,7 @@ struct CudaDevice::Api {
   cuCtxSetCurrent_t ctxSetCurrent = nullptr;
   cuCtxSynchronize_t ctxSynchronize = nullptr;
   cuModuleLoadData_t moduleLoadData = nullptr;
+  cuModuleLoadDataEx_t moduleLoadDataEx = nullptr;
   cuModuleUnload_t moduleUnload = nullptr;
   cuModuleGetFunction_t moduleGetFunction = nullptr;
   cuMemAlloc_t memAlloc = nullptr;
@@ -34,6 +36,17 @@ struct CudaDevice::Api {
   cuMemcpyDtoD_t memcpyDtoD = nullptr;
   cuLaunchKernel_t launchKernel = nullptr;
   cuGetErrorString_t getErrorString = nullptr;
+};
+
+/// The cuBLAS entry points, resolved once from the loaded library.
+struct CudaDevice::BlasApi {
+  cublasCreate_t create = nullptr;
+  cublasDestroy_t destroy = nullptr;
+  cublasSetStream_t setStream = nullptr;
+  cublasSetMathMode_t setMathMode = nullptr;
+  cublasGemmStridedBatchedEx_t gemmStridedBatchedEx = nullptr;
+  /// Optional: only for the library's own wording of a status.
+  cublasGetStatusString_t getStatusString = nullptr;
 };
 
 std::string CudaDevice::describe(const char *call, int result) const {
@@ -64,6 +77,7 @@ std::unique_ptr<CudaDevice> CudaDevice::open(int ordinal, std::string &error) {
   resolveSymbol(library, "cuCtxSetCurrent", api.ctxSetCurrent, missing);
   resolveSymbol(library, "cuCtxSynchronize", api.ctxSynchronize, missing);
   resolveSymbol(library, "cuModuleLoadData", api.moduleLoadData, missing);
+  resolveSymbol(library, "cuModuleLoadDataEx", api.moduleLoadDataEx, missing);
   resolveSymbol(library, "cuModuleUnload", api.moduleUnload, missing);
   resolveSymbol(library, "cuModuleGetFunction", api.moduleGetFunction, missing);
   resolveSymbol(library, "cuMemAlloc_v2", api.memAlloc, missing);
@@ -124,6 +138,9 @@ CudaDevice::~CudaDevice() {
     return;
   if (context) {
     api->ctxSynchronize();
+    // cuBLAS holds device memory of its own in the context.
+    if (blasHandle)
+      blas->destroy(static_cast<cublasHandle_t>(blasHandle));
     for (auto &[pointer, bytes] : allocations)
       api->memFree(pointer);
     for (void *module : modules)
@@ -191,16 +208,42 @@ bool CudaDevice::copy(DevicePtr to, DevicePtr from, int64_t bytes,
 bool CudaDevice::loadKernel(const std::string &ptx, const std::string &entry,
                             const std::string &source, void *&function,
                             std::string &error) {
-  CUmodule module = nullptr;
-  // cuModuleLoadData reads a NUL-terminated PTX image.
-  if (CUresult rc = api->moduleLoadData(&module, ptx.c_str());
+  void *module = nullptr;
+  return loadModule(ptx, source, module, error) &&
+         getFunction(module, entry, source, function, error);
+}
+
+bool CudaDevice::loadModule(const std::string &ptx, const std::string &source,
+                            void *&module, std::string &error) {
+  CUmodule loaded = nullptr;
+  // The JIT's own log says which line of the PTX it rejects; the driver's
+  // error alone ("a PTX JIT compilation failed") does not.
+  std::string log(16384, '\0');
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log.data(), reinterpret_cast<void *>(log.size())};
+  // cuModuleLoadDataEx reads a NUL-terminated PTX image.
+  if (CUresult rc =
+          api->moduleLoadDataEx(&loaded, ptx.c_str(), 2, options, values);
       rc != CUDA_SUCCESS) {
-    error = source + ": " + describe("cuModuleLoadData", rc);
+    log.resize(std::strlen(log.c_str()));
+    while (!log.empty() && (log.back() == '\n' || log.back() == ' '))
+      log.pop_back();
+    error = source + ": " + describe("cuModuleLoadDataEx", rc) +
+            (log.empty() ? "" : ": " + log);
     return false;
   }
-  modules.push_back(module);
+  modules.push_back(loaded);
+  module = loaded;
+  return true;
+}
+
+bool CudaDevice::getFunction(void *module, const std::string &entry,
+                             const std::string &source, void *&function,
+                             std::string &error) {
   CUfunction kernel = nullptr;
-  if (CUresult rc = api->moduleGetFunction(&kernel, module, entry.c_str());
+  if (CUresult rc = api->moduleGetFunction(
+          &kernel, static_cast<CUmodule>(module), entry.c_str());
       rc != CUDA_SUCCESS) {
     error = source + ": has no kernel '" + entry +
             "': " + describe("cuModuleGetFunction", rc);
@@ -208,6 +251,14 @@ bool CudaDevice::loadKernel(const std::string &ptx, const std::string &entry,
   }
   function = kernel;
   return true;
+}
+
+void CudaDevice::unloadModule(void *module) {
+  auto it = std::find(modules.begin(), modules.end(), module);
+  if (it == modules.end())
+    return;
+  api->moduleUnload(static_cast<CUmodule>(module));
+  modules.erase(it);
 }
 
 bool CudaDevice::launch(void *function, unsigned grid, unsigned block,
@@ -223,4 +274,124 @@ bool CudaDevice::synchronize(std::string &error) {
   CUresult rc = api->ctxSynchronize();
   return rc == CUDA_SUCCESS ||
          (error = describe("cuCtxSynchronize", rc), false);
+}
+
+//===----------------------------------------------------------------------===//
+// cuBLAS
+//===----------------------------------------------------------------------===//
+
+std::string CudaDevice::describeBlas(const char *call, int status) const {
+  const char *name = cublasStatusName(status);
+  const char *text =
+      blas && blas->getStatusString ? blas->getStatusString(status) : nullptr;
+  std::string message = std::string(call) +
+                        " failed: " + (name ? name : "cuBLAS error") + " (" +
+                        std::to_string(status) + ")";
+  if (text && *text)
+    message += ": " + std::string(text);
+  return message;
+}
+
+bool CudaDevice::openBlas(std::string &error) {
+  if (blasHandle)
+    return true;
+  // libcublas.so.13 is the library this runtime's declarations are checked
+  // against; the unversioned name (a development install) is a fallback, and
+  // when neither loads the message names the versioned one.
+  void *library = openLibrary("libcublas.so.13", "no cuBLAS", error);
+  if (!library) {
+    std::string ignored;
+    library = openLibrary("libcublas.so", "no cuBLAS", ignored);
+    if (!library)
+      return false;
+    error.clear();
+  }
+  auto loaded = std::make_unique<BlasApi>();
+  std::string missing;
+  resolveSymbol(library, "cublasCreate_v2", loaded->create, missing);
+  resolveSymbol(library, "cublasDestroy_v2", loaded->destroy, missing);
+  resolveSymbol(library, "cublasSetStream_v2", loaded->setStream, missing);
+  resolveSymbol(library, "cublasSetMathMode", loaded->setMathMode, missing);
+  resolveSymbol(library, "cublasGemmStridedBatchedEx",
+                loaded->gemmStridedBatchedEx, missing);
+  if (!missing.empty()) {
+    error = "no usable cuBLAS: libcublas lacks " + missing;
+    return false;
+  }
+  std::string optional;
+  resolveSymbol(library, "cublasGetStatusString", loaded->getStatusString,
+                optional);
+  blas = std::move(loaded);
+  cublasHandle_t handle = nullptr;
+  // cuBLAS attaches to the context current on this thread (the primary
+  // context, which open made current).
+  if (cublasStatus_t rc = blas->create(&handle); rc != CUBLAS_STATUS_SUCCESS) {
+    error = describeBlas("cublasCreate", rc);
+    return false;
+  }
+  // The default stream, where the driver launches kernels, so that products
+  // and kernels run in program order; the default math mode, so fp32
+  // products are not computed in TF32.
+  cublasStatus_t rc = blas->setStream(handle, nullptr);
+  const char *call = "cublasSetStream";
+  if (rc == CUBLAS_STATUS_SUCCESS) {
+    rc = blas->setMathMode(handle, CUBLAS_DEFAULT_MATH);
+    call = "cublasSetMathMode";
+  }
+  if (rc != CUBLAS_STATUS_SUCCESS) {
+    error = describeBlas(call, rc);
+    blas->destroy(handle);
+    return false;
+  }
+  blasHandle = handle;
+  return true;
+}
+
+namespace {
+bool blasDataType(DType dtype, cudaDataType &out) {
+  switch (dtype) {
+  case DType::F32:
+    out = CUDA_R_32F;
+    return true;
+  case DType::BF16:
+    out = CUDA_R_16BF;
+    return true;
+  case DType::F16:
+    out = CUDA_R_16F;
+    return true;
+  default:
+    return false;
+  }
+}
+} // namespace
+
+bool CudaDevice::gemm(const GemmCall &call, std::string &error) {
+  if (!blasHandle) {
+    error = "cublasGemmStridedBatchedEx: cuBLAS is not open";
+    return false;
+  }
+  cudaDataType aType, bType, cType;
+  if (!blasDataType(call.aType, aType) || !blasDataType(call.bType, bType) ||
+      !blasDataType(call.cType, cType)) {
+    error = "cublasGemmStridedBatchedEx: unsupported dtypes " +
+            std::string(safeTensorsDTypeName(call.aType)) + " x " +
+            std::string(safeTensorsDTypeName(call.bType)) + " -> " +
+            std::string(safeTensorsDTypeName(call.cType));
+    return false;
+  }
+  // cuBLAS takes 32-bit sizes here; GpuStep checks the ranges when it loads.
+  cublasStatus_t rc = blas->gemmStridedBatchedEx(
+      static_cast<cublasHandle_t>(blasHandle),
+      call.transa ? CUBLAS_OP_T : CUBLAS_OP_N,
+      call.transb ? CUBLAS_OP_T : CUBLAS_OP_N, int(call.m), int(call.n),
+      int(call.k), &call.alpha,
+      reinterpret_cast<const void *>(uintptr_t(call.a)), aType, int(call.lda),
+      (long long)call.strideA,
+      reinterpret_cast<const void *>(uintptr_t(call.b)), bType, int(call.ldb),
+      (long long)call.strideB, &call.beta,
+      reinterpret_cast<void *>(uintptr_t(call.c)), cType, int(call.ldc),
+      (long long)call.strideC, int(call.batch), CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
+  return rc == CUBLAS_STATUS_SUCCESS ||
+         (error = describeBlas("cublasGemmStridedBatchedEx", rc), false);
 }

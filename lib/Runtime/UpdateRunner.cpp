@@ -203,6 +203,11 @@ public:
   Runner(const UpdateOptions &options, Communicator &comm)
       : options(options), comm(comm), rank(comm.rank()),
         world(comm.worldSize()) {}
+  ~Runner() {
+    // What the source put on the device goes before the device does.
+    if (sourceAttached)
+      options.gradientSource->detachDevice();
+  }
   int run();
 
 private:
@@ -244,6 +249,13 @@ private:
   };
   bool openDevice();
   bool prepareDevice();
+  bool attachSource();
+  /// True when rank 0's gradients come from a source on the device: the
+  /// source writes them into the device's full gradient buffers.
+  bool gradientsOnDevice() const {
+    return cuda && options.gradientSource && rank == 0 &&
+           options.gradientSource->runsOnDevice();
+  }
   bool uploadState();
   bool downloadState();
   bool launchOnDevice(GroupState &state, DeviceGroup &device,
@@ -260,6 +272,7 @@ private:
   std::unique_ptr<CudaDevice> cuda;
   std::unique_ptr<Communicator> deviceComm;
   std::vector<DeviceGroup> deviceGroups;
+  bool sourceAttached = false;
   int64_t stepsRun = 0;
   double stepSeconds = 0, kernelSeconds = 0;
   std::string error;
@@ -411,12 +424,28 @@ bool Runner::computeGradients(int64_t stepNumber) {
     return true;
   }
   std::vector<GradientSource::Member> members;
-  for (GroupState &state : groups)
+  bool onDevice = gradientsOnDevice();
+  std::string deviceError;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    const uint8_t *fullParam = state.fullParam.data();
+    uint8_t *fullGrad = state.fullGrad.data();
+    if (onDevice) {
+      // The source reads and writes the device's resident buffers.
+      fullParam = pointer(deviceGroups[index].fullParam);
+      fullGrad = pointer(deviceGroups[index].fullGrad);
+    } else if (cuda) {
+      // The current parameters live on the device; the host copy is only
+      // refreshed for checkpoints, so a host source needs them fetched.
+      if (!cuda->download(state.fullParam.data(), deviceGroups[index].fullParam,
+                          state.fullParam.size(), deviceError))
+        return fail("group '" + state.group->name + "': " + deviceError);
+    }
     for (const ArtifactMember &member : state.group->members)
       members.push_back({&member.fqn, &member.shape, member.param,
-                         state.fullParam.data() + member.paramOffset,
-                         member.grad,
-                         state.fullGrad.data() + member.gradOffset});
+                         fullParam + member.paramOffset, member.grad,
+                         fullGrad + member.gradOffset});
+  }
   std::string sourceError;
   if (!options.gradientSource->computeGradients(stepNumber, members,
                                                 sourceError))
@@ -441,9 +470,11 @@ bool Runner::step(int64_t stepNumber) {
     uint8_t *fullParam =
         device ? pointer(device->fullParam) : state.fullParam.data();
     // The step's gradients arrive in host memory, as a backward pass on
-    // another device would deliver them.
-    if (device && !cuda->upload(device->fullGrad, state.fullGrad.data(),
-                                state.fullGrad.size(), collectiveError))
+    // another device would deliver them, unless the step itself ran on this
+    // device and wrote them in place.
+    if (device && !gradientsOnDevice() &&
+        !cuda->upload(device->fullGrad, state.fullGrad.data(),
+                      state.fullGrad.size(), collectiveError))
       return fail("group '" + group.name + "': " + collectiveError);
     // Reduce-scatter each segment in its reduce dtype; the sums are exact
     // (see the header).
@@ -607,6 +638,20 @@ bool Runner::prepareDevice() {
     }
     deviceGroups.push_back(device);
   }
+  return true;
+}
+
+/// Hands the device to the gradient source (rank 0 computes the
+/// gradients), once the resident state is in place.
+bool Runner::attachSource() {
+  if (!options.gradientSource || rank != 0)
+    return true;
+  std::string sourceError;
+  // Detached again whatever happens: a failed attach may have left some of
+  // its resources on the device.
+  sourceAttached = true;
+  if (!options.gradientSource->attachDevice(*cuda, sourceError))
+    return fail(sourceError);
   return true;
 }
 
@@ -1200,11 +1245,10 @@ int Runner::run() {
     return all ? 0 : 1;
   };
 
-  if (options.gradientSource && options.device != "cpu")
-    return fail("--device " + options.device +
-                ": the training step itself has no GPU code yet; only the "
-                "update path runs on a GPU (mantissa-run DIR --grads G "
-                "--device cuda)"),
+  if (options.gradientSource && options.gradientSource->runsOnDevice() &&
+      options.device == "cpu")
+    return fail("the training step was compiled for the GPU; it needs "
+                "--device cuda"),
            finish(false);
   if (options.device != "cpu") {
     // "gpu" is the spelling of earlier versions.
@@ -1267,7 +1311,8 @@ int Runner::run() {
   } else if (!comm.allAgree(loadGrads())) {
     return finish(error.empty());
   }
-  if (cuda && !comm.allAgree(prepareDevice() && uploadState()))
+  if (cuda &&
+      !comm.allAgree(prepareDevice() && uploadState() && attachSource()))
     return finish(error.empty());
 
   bool first = true;

@@ -4,17 +4,19 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// libmantissa_rt declares the CUDA driver and NCCL entry points itself
-// (lib/Runtime/CudaApi.h) so that it builds without CUDA. A wrong
+// libmantissa_rt declares the CUDA driver, cuBLAS and NCCL entry points
+// itself (lib/Runtime/CudaApi.h) so that it builds without CUDA. A wrong
 // declaration would only show as a crash on a GPU machine; this test, built
-// where cuda.h and nccl.h exist, compares each one with the real headers'
-// prototype: the same arity, and per argument and result the same size and
-// the same kind (pointer, floating-point or integer/enum/struct).
+// where cuda.h, cublas_api.h and nccl.h exist, compares each one with the
+// real headers' prototype: the same arity, and per argument and result the
+// same size and the same kind (pointer, floating-point or
+// integer/enum/struct), and the enum values the runtime passes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../../lib/Runtime/CudaApi.h"
 
+#include <cublas_api.h>
 #include <cuda.h>
 #include <nccl.h>
 
@@ -69,6 +71,10 @@ TEST(CudaApiTest, DriverDeclarationsMatchCudaH) {
   EXPECT_SAME_ABI(cuCtxSetCurrent, cuCtxSetCurrent);
   EXPECT_SAME_ABI(cuCtxSynchronize, cuCtxSynchronize);
   EXPECT_SAME_ABI(cuModuleLoadData, cuModuleLoadData);
+  EXPECT_SAME_ABI(cuModuleLoadDataEx, cuModuleLoadDataEx);
+  EXPECT_EQ(int(api::CU_JIT_ERROR_LOG_BUFFER), int(CU_JIT_ERROR_LOG_BUFFER));
+  EXPECT_EQ(int(api::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES),
+            int(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES));
   EXPECT_SAME_ABI(cuModuleUnload, cuModuleUnload);
   EXPECT_SAME_ABI(cuModuleGetFunction, cuModuleGetFunction);
   EXPECT_SAME_ABI(cuMemAlloc, cuMemAlloc_v2);
@@ -85,6 +91,55 @@ TEST(CudaApiTest, DriverDeclarationsMatchCudaH) {
   // The opaque handles are the same types, not only the same size.
   EXPECT_TRUE((std::is_same_v<api::CUcontext, CUcontext>));
   EXPECT_TRUE((std::is_same_v<api::CUstream, CUstream>));
+}
+
+TEST(CudaApiTest, CublasDeclarationsMatchCublasApiH) {
+  EXPECT_SAME_ABI(cublasCreate, cublasCreate_v2);
+  EXPECT_SAME_ABI(cublasDestroy, cublasDestroy_v2);
+  EXPECT_SAME_ABI(cublasSetStream, cublasSetStream_v2);
+  EXPECT_SAME_ABI(cublasSetMathMode, cublasSetMathMode);
+  EXPECT_SAME_ABI(cublasGetStatusString, cublasGetStatusString);
+  // C++ sees a second, inline overload (a cudaDataType compute type); the
+  // cast picks the library's entry point, and fails to compile if the
+  // header no longer declares it so.
+  using RealGemm = cublasStatus_t (*)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+      const void *, const void *, cudaDataType, int, long long int,
+      const void *, cudaDataType, int, long long int, const void *, void *,
+      cudaDataType, int, long long int, int, cublasComputeType_t,
+      cublasGemmAlgo_t);
+  static_assert(SameAbi<api::cublasGemmStridedBatchedEx_t, RealGemm>::value,
+                "cublasGemmStridedBatchedEx does not match the real header");
+  static_assert(std::is_same_v<decltype(static_cast<RealGemm>(
+                                   &::cublasGemmStridedBatchedEx)),
+                               RealGemm>);
+  EXPECT_TRUE((std::is_same_v<api::cublasHandle_t, cublasHandle_t>));
+  EXPECT_EQ(sizeof(api::cublasOperation_t), sizeof(cublasOperation_t));
+  EXPECT_EQ(int(api::CUBLAS_OP_N), int(CUBLAS_OP_N));
+  EXPECT_EQ(int(api::CUBLAS_OP_T), int(CUBLAS_OP_T));
+  EXPECT_EQ(int(api::CUBLAS_DEFAULT_MATH), int(CUBLAS_DEFAULT_MATH));
+  EXPECT_EQ(int(api::CUBLAS_COMPUTE_32F), int(CUBLAS_COMPUTE_32F));
+  EXPECT_EQ(int(api::CUBLAS_GEMM_DEFAULT), int(CUBLAS_GEMM_DEFAULT));
+  EXPECT_EQ(int(api::CUDA_R_32F), int(CUDA_R_32F));
+  EXPECT_EQ(int(api::CUDA_R_16F), int(CUDA_R_16F));
+  EXPECT_EQ(int(api::CUDA_R_16BF), int(CUDA_R_16BF));
+  // Every status the header names, by value and by name.
+  std::pair<int, cublasStatus_t> statuses[] = {
+      {api::CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_SUCCESS},
+      {api::CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_NOT_INITIALIZED},
+      {api::CUBLAS_STATUS_ALLOC_FAILED, CUBLAS_STATUS_ALLOC_FAILED},
+      {api::CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_INVALID_VALUE},
+      {api::CUBLAS_STATUS_ARCH_MISMATCH, CUBLAS_STATUS_ARCH_MISMATCH},
+      {api::CUBLAS_STATUS_MAPPING_ERROR, CUBLAS_STATUS_MAPPING_ERROR},
+      {api::CUBLAS_STATUS_EXECUTION_FAILED, CUBLAS_STATUS_EXECUTION_FAILED},
+      {api::CUBLAS_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_INTERNAL_ERROR},
+      {api::CUBLAS_STATUS_NOT_SUPPORTED, CUBLAS_STATUS_NOT_SUPPORTED},
+      {api::CUBLAS_STATUS_LICENSE_ERROR, CUBLAS_STATUS_LICENSE_ERROR}};
+  for (auto [ours, theirs] : statuses)
+    EXPECT_EQ(ours, int(theirs));
+  EXPECT_STREQ(api::cublasStatusName(CUBLAS_STATUS_NOT_SUPPORTED),
+               "CUBLAS_STATUS_NOT_SUPPORTED");
+  EXPECT_EQ(api::cublasStatusName(12345), nullptr);
 }
 
 TEST(CudaApiTest, NcclDeclarationsMatchNcclH) {

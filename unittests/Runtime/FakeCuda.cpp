@@ -4,30 +4,51 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Built twice, as libcuda.so.1 and libnccl.so.2 in a directory of their own,
-// so that a test can put them first on LD_LIBRARY_PATH and drive the
-// runtime's GPU path (--device cuda) on a machine without a GPU: the
-// plumbing (dlopen and symbol names, device buffers, uploads and downloads,
-// pointer biasing, the kernel's argument order and scalars, NCCL at world
-// size 1, checkpoints from device state) is exercised for real, only the
-// kernel is replaced. "Device" memory is host memory.
+// Built three times, as libcuda.so.1, libcublas.so.13 and libnccl.so.2 in a
+// directory of their own, so that a test can put them first on
+// LD_LIBRARY_PATH and drive the runtime's GPU path (--device cuda) on a
+// machine without a GPU: the plumbing (dlopen and symbol names, device
+// buffers, uploads and downloads, pointer biasing, the kernel's argument
+// order and scalars, NCCL at world size 1, checkpoints from device state) is
+// exercised for real, only the kernels are replaced. "Device" memory is host
+// memory, so device addresses are host addresses.
 //
 // A launch checks the PTX entry's parameter list (count of .u64 pointers and
-// .f32 scalars) against the arguments it is given and then performs the
-// AdamW update of one member of FAKE_CUDA_ELEMENTS elements: an fp32
-// parameter without master (4 pointers: grad, param, exp_avg, exp_avg_sq),
-// or a bf16 parameter with an fp32 master and bf16 gradients (5 pointers:
-// grad, param, master, exp_avg, exp_avg_sq), following torch's
-// single-tensor AdamW in fp32. It is not the generated kernel, so results
-// agree with the CPU path closely rather than bit for bit.
+// .f32 scalars) against the arguments it is given. Then:
+// - When MANTISSA_GPU_HOST_KERNELS names a shared library that defines
+//   `void <entry>_host(void **kernelParams, int64_t grid, int64_t block)`,
+//   that function runs the whole launch (every block and thread) with
+//   cuLaunchKernel's own kernelParams (kernelParams[i] points at the value
+//   of the entry's i-th parameter: a device address, which is a host
+//   address here, or a scalar) and the 1-D grid and block sizes. The
+//   compiler writes such a library from the same gpu.func as the PTX when
+//   the variable is set (TrainToGPU.h, lowerEmulatedKernelsToLLVM), so a
+//   whole GPU step runs on the host.
+// - Otherwise it performs the AdamW update of one member of
+//   FAKE_CUDA_ELEMENTS elements: an fp32 parameter without master (4
+//   pointers: grad, param, exp_avg, exp_avg_sq), or a bf16 parameter with an
+//   fp32 master and bf16 gradients (5 pointers: grad, param, master,
+//   exp_avg, exp_avg_sq), following torch's single-tensor AdamW in fp32. It
+//   is not the generated kernel, so results agree with the CPU path closely
+//   rather than bit for bit.
+//
+// cuBLAS's cublasGemmStridedBatchedEx is implemented exactly as cuBLAS
+// defines it (column-major, transposes, leading dimensions, strides, batch,
+// alpha and beta, C not read when beta is 0) for F32, BF16 and F16 inputs
+// with F32 or same-dtype outputs, accumulating in fp32 in increasing k order
+// and rounding bf16/fp16 results to nearest even, so tests can compare
+// against their own reference exactly. It refuses any math mode but
+// CUBLAS_DEFAULT_MATH (the runtime must not ask for TF32).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../../lib/Runtime/CudaApi.h"
+#include "mantissa/Runtime/DType.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -43,6 +64,9 @@ struct CUctx_st {};
 struct CUfunc_st {
   std::string entry;
   int pointers = 0, scalars = 0;
+  /// `<entry>_host` from MANTISSA_GPU_HOST_KERNELS, looked up once.
+  void (*host)(void **, int64_t, int64_t) = nullptr;
+  bool hostResolved = false;
 };
 /// A loaded module owns the functions resolved from it, as the driver's do.
 struct CUmod_st {
@@ -50,6 +74,9 @@ struct CUmod_st {
   std::vector<std::unique_ptr<CUfunc_st>> functions;
 };
 struct ncclComm {};
+struct cublasContext {
+  cublasMath_t mathMode = CUBLAS_DEFAULT_MATH;
+};
 
 namespace {
 
@@ -72,6 +99,27 @@ bool parseEntry(const std::string &ptx, const std::string &entry,
       ++out.scalars;
   }
   return true;
+}
+
+/// The library MANTISSA_GPU_HOST_KERNELS names, loaded once; null when the
+/// variable is unset. `failed` is set when it is set but does not load.
+void *hostKernelLibrary(bool &failed) {
+  static bool loadFailed = false;
+  static void *library = [] {
+    const char *path = std::getenv("MANTISSA_GPU_HOST_KERNELS");
+    if (!path || !*path)
+      return static_cast<void *>(nullptr);
+    void *loaded = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!loaded) {
+      const char *why = dlerror();
+      std::fprintf(stderr, "fake CUDA: MANTISSA_GPU_HOST_KERNELS: %s\n",
+                   why ? why : path);
+      loadFailed = true;
+    }
+    return loaded;
+  }();
+  failed = loadFailed;
+  return library;
 }
 
 float bf16ToFloat(uint16_t bits) {
@@ -130,6 +178,25 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   *module = new CUmod_st{text, {}};
   return 0;
 }
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
+                            unsigned int count, CUjit_option *options,
+                            void **values) {
+  CUresult rc = cuModuleLoadData(module, image);
+  if (rc == 0)
+    return 0;
+  // The error log, as the driver's JIT writes it.
+  char *log = nullptr;
+  size_t size = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+      log = static_cast<char *>(values[i]);
+    else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+      size = reinterpret_cast<uintptr_t>(values[i]);
+  }
+  if (log && size)
+    std::snprintf(log, size, "ptxas fatal   : fake: no .entry in the PTX\n");
+  return rc;
+}
 CUresult cuModuleUnload(CUmodule module) {
   delete module;
   return 0;
@@ -174,10 +241,25 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned gridY,
                         unsigned gridZ, unsigned blockX, unsigned blockY,
                         unsigned blockZ, unsigned, CUstream, void **arguments,
                         void **extra) {
-  const Function &kernel = *function;
+  Function &kernel = *function;
+  if (extra || gridY != 1 || gridZ != 1 || blockY != 1 || blockZ != 1 ||
+      gridX == 0 || blockX == 0 || blockX > 1024)
+    return 1; // CUDA_ERROR_INVALID_VALUE
+  bool failed = false;
+  void *library = hostKernelLibrary(failed);
+  if (failed)
+    return 1;
+  if (library && !kernel.hostResolved) {
+    kernel.host = reinterpret_cast<void (*)(void **, int64_t, int64_t)>(
+        dlsym(library, (kernel.entry + "_host").c_str()));
+    kernel.hostResolved = true;
+  }
+  if (kernel.host) {
+    kernel.host(arguments, int64_t(gridX), int64_t(blockX));
+    return 0;
+  }
   const char *elements = std::getenv("FAKE_CUDA_ELEMENTS");
-  if (!elements || extra || gridY != 1 || gridZ != 1 || blockY != 1 ||
-      blockZ != 1 || kernel.scalars != 7 ||
+  if (!elements || kernel.scalars != 7 ||
       (kernel.pointers != 4 && kernel.pointers != 5))
     return 1; // CUDA_ERROR_INVALID_VALUE
   int64_t n = std::atoll(elements);
@@ -212,6 +294,98 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned gridY,
       reinterpret_cast<uint16_t *>(param)[i] = floatToBF16(w);
   }
   return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// libcublas.so.13
+//===----------------------------------------------------------------------===//
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
+  *handle = new cublasContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, CUstream) {
+  return handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->mathMode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+const char *cublasGetStatusString(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS ? "success" : "fake cuBLAS error";
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+    int m, int n, int k, const void *alpha, const void *A, cudaDataType aType,
+    int lda, long long int strideA, const void *B, cudaDataType bType, int ldb,
+    long long int strideB, const void *beta, void *C, cudaDataType cType,
+    int ldc, long long int strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  auto isOp = [](cublasOperation_t op) {
+    return op == CUBLAS_OP_N || op == CUBLAS_OP_T;
+  };
+  bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  // cuBLAS's argument checks.
+  if (!isOp(transa) || !isOp(transb) || m < 0 || n < 0 || k < 0 ||
+      batchCount < 0 || lda < std::max(1, ta ? k : m) ||
+      ldb < std::max(1, tb ? n : k) || ldc < std::max(1, m) || !alpha || !beta)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  auto isFloat = [](cudaDataType type) {
+    return type == CUDA_R_32F || type == CUDA_R_16F || type == CUDA_R_16BF;
+  };
+  if (handle->mathMode != CUBLAS_DEFAULT_MATH ||
+      computeType != CUBLAS_COMPUTE_32F || algo != CUBLAS_GEMM_DEFAULT ||
+      !isFloat(aType) || bType != aType ||
+      (cType != CUDA_R_32F && cType != aType))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  using mlir::mantissa::rt::DType;
+  auto dtype = [](cudaDataType type) {
+    return type == CUDA_R_32F    ? DType::F32
+           : type == CUDA_R_16BF ? DType::BF16
+                                 : DType::F16;
+  };
+  auto load = [&](const void *base, cudaDataType type, int64_t index) {
+    return mlir::mantissa::rt::loadFloatElement(
+        static_cast<const uint8_t *>(base), index, dtype(type));
+  };
+  float a = *static_cast<const float *>(alpha);
+  float b = *static_cast<const float *>(beta);
+  for (int64_t i = 0; i < batchCount; ++i)
+    for (int64_t col = 0; col < n; ++col)
+      for (int64_t row = 0; row < m; ++row) {
+        // Separate statements: no fused multiply-add may change a rounding.
+        float sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          // op(A)(row, p) and op(B)(p, col) of the stored column-major
+          // matrices.
+          float x = load(A, aType,
+                         i * strideA + (ta ? p + row * lda : row + p * lda));
+          float y = load(B, bType,
+                         i * strideB + (tb ? col + p * ldb : p + col * ldb));
+          float product = x * y;
+          sum = sum + product;
+        }
+        int64_t at = i * strideC + row + col * ldc;
+        float value = a * sum;
+        if (b != 0) {
+          float scaled = b * load(C, cType, at);
+          value = value + scaled;
+        }
+        mlir::mantissa::rt::storeFloatElement(static_cast<uint8_t *>(C), at,
+                                              dtype(cType), value);
+      }
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 //===----------------------------------------------------------------------===//

@@ -8,7 +8,9 @@
 // Triton's driver does, so it builds without CUDA headers and runs on
 // machines without a GPU; asking for one there fails with a message that
 // says which piece is missing. The update path uses the device for resident
-// optimizer state and the generated PTX kernels (kernels.<group>.ptx).
+// optimizer state and the generated PTX kernels (kernels.<group>.ptx); the
+// training step on the GPU (GpuStep.h) adds one PTX module of many kernels
+// and cuBLAS (libcublas.so.13, also through dlopen) for its matrix products.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
@@ -16,6 +18,8 @@
 
 #ifndef MANTISSA_RUNTIME_CUDADRIVER_H
 #define MANTISSA_RUNTIME_CUDADRIVER_H
+
+#include "mantissa/Runtime/DType.h"
 
 #include <cstdint>
 #include <map>
@@ -27,6 +31,22 @@ namespace mlir::mantissa::rt {
 
 /// A device address (CUdeviceptr).
 using DevicePtr = uint64_t;
+
+/// One cublasGemmStridedBatchedEx call, column-major as cuBLAS defines it:
+/// for each i < batch, C_i = alpha * op(A_i) * op(B_i) + beta * C_i with
+/// fp32 accumulation (CUBLAS_COMPUTE_32F) and fp32 alpha/beta. `a`, `b`, `c`
+/// are the device addresses of batch 0's first elements; leading dimensions
+/// and strides are in elements. A/B are F32, BF16 or F16 alike; C is F32 or
+/// A's dtype.
+struct GemmCall {
+  bool transa = false, transb = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  float alpha = 1, beta = 0;
+  DevicePtr a = 0, b = 0, c = 0;
+  DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
+  int64_t lda = 1, ldb = 1, ldc = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+};
 
 /// One CUDA device with its primary context current on the calling thread,
 /// and every allocation and module made through it (released with it).
@@ -58,11 +78,30 @@ public:
   bool loadKernel(const std::string &ptx, const std::string &entry,
                   const std::string &source, void *&function,
                   std::string &error);
+  /// Loads PTX text once (the JIT compiles every kernel in it) so that
+  /// `getFunction` can resolve many entries from it; the module lives as
+  /// long as the device unless unloaded. `source` names the PTX in errors.
+  bool loadModule(const std::string &ptx, const std::string &source,
+                  void *&module, std::string &error);
+  bool getFunction(void *module, const std::string &entry,
+                   const std::string &source, void *&function,
+                   std::string &error);
+  void unloadModule(void *module);
   /// Launches `function` with a 1-D grid on the default stream.
   bool launch(void *function, unsigned grid, unsigned block, void **arguments,
               std::string &error);
   /// Waits for everything queued on the device.
   bool synchronize(std::string &error);
+
+  /// Loads cuBLAS (libcublas.so.13, else libcublas.so) and creates its handle
+  /// on the default stream with the default math mode (no TF32), once; the
+  /// handle is destroyed with the device. On failure: "no cuBLAS:
+  /// libcublas.so.13 could not be loaded (...)" or the failing call.
+  bool openBlas(std::string &error);
+  /// Queues one GEMM on the default stream (openBlas first).
+  bool gemm(const GemmCall &call, std::string &error);
+  /// A cuBLAS call behind a failure: "call failed: CUBLAS_STATUS_... (text)".
+  std::string describeBlas(const char *call, int status) const;
 
   int64_t bytesInUse() const { return inUse; }
   int64_t peakBytes() const { return peak; }
@@ -74,7 +113,10 @@ public:
 private:
   CudaDevice() = default;
   struct Api;
+  struct BlasApi;
   std::unique_ptr<Api> api;
+  std::unique_ptr<BlasApi> blas;
+  void *blasHandle = nullptr;
   void *library = nullptr;
   void *context = nullptr;
   int deviceOrdinal = 0, deviceHandle = 0, count = 0;

@@ -29,10 +29,11 @@
 //   checked against the plan (Tripwire.h).
 // - Devices: `--device cpu` (default) runs the CPU kernels (kernels.so);
 //   `--device cuda` keeps parameters, masters and moments resident on the
-//   GPU (CudaDriver.h), copies each step's gradients in, runs the PTX
-//   kernels and the collectives over NCCL (CommunicatorNCCL.h), at world
-//   size 1 for now (the PTX kernels update whole groups). Checkpoints are
-//   the same files either way.
+//   GPU (CudaDriver.h), copies each step's gradients in (unless the training
+//   step itself runs on the GPU and writes them in place: GpuStep.h), runs
+//   the PTX kernels and the collectives over NCCL (CommunicatorNCCL.h), at
+//   world size 1 for now (the PTX kernels update whole groups). Checkpoints
+//   are the same files either way.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
@@ -52,6 +53,8 @@
 
 namespace mlir::mantissa::rt {
 
+class CudaDevice;
+
 /// Computes each step's gradients from the current parameters: the whole
 /// training step (forward and backward) in front of the update path. The
 /// runner calls it on rank 0 before every step; the other ranks contribute
@@ -61,7 +64,9 @@ namespace mlir::mantissa::rt {
 class GradientSource {
 public:
   /// One parameter: its current value (all-gathered, in its gather dtype)
-  /// and where its gradient goes (in its reduce dtype).
+  /// and where its gradient goes (in its reduce dtype). Host addresses, or
+  /// device addresses (DevicePtr values cast to pointers) for a source that
+  /// runsOnDevice.
   struct Member {
     const std::string *fqn;
     const std::vector<int64_t> *shape;
@@ -76,6 +81,20 @@ public:
   virtual bool computeGradients(int64_t stepNumber,
                                 const std::vector<Member> &members,
                                 std::string &error) = 0;
+  /// True when the source computes on the runner's GPU (--device cuda
+  /// only): its members then address the runner's device parameters and
+  /// gradients, and no gradient is copied from the host. A host source on a
+  /// GPU run gets host copies of the current parameters instead.
+  virtual bool runsOnDevice() const { return false; }
+  /// With --device cuda: called on rank 0 once the device is open and its
+  /// state uploaded, before step 1 (e.g. to load kernels and upload inputs).
+  virtual bool attachDevice(CudaDevice &device, std::string &error) {
+    (void)device;
+    (void)error;
+    return true;
+  }
+  /// Called before the device attached to closes: release what is on it.
+  virtual void detachDevice() {}
 };
 
 struct UpdateOptions {

@@ -1,0 +1,233 @@
+//===- GpuStep.h - A whole training step on the GPU -------------*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The runtime side of docs/gpu-step.md: `step.gpu.json` and `step.ptx`, a
+// straight-line program of generated kernels and cuBLAS GEMMs over device
+// buffers, replayed on one CUDA device (CudaDriver.h) on the default stream.
+//
+// - GpuStep loads and validates the program without a device (every buffer
+//   id, offset, size, entry and dtype combination is checked when it loads,
+//   so a bad file is refused with its name and the op before anything runs),
+//   then, attached to a device, loads the PTX once, resolves every entry
+//   once, allocates the arena and uploads the constants; each `run` binds
+//   the arguments and results to caller storage and queues the ops.
+// - GpuStepGradients puts it in front of the update path (UpdateRunner.h):
+//   the step reads the parameters where the runner keeps them on the device
+//   and writes the gradients where the runner reduces them, whenever the
+//   dtypes agree (through a scratch buffer and a conversion kernel
+//   otherwise), so a step moves no parameters or gradients through the host.
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_RUNTIME_GPUSTEP_H
+#define MANTISSA_RUNTIME_GPUSTEP_H
+
+#include "mantissa/Runtime/CudaDriver.h"
+#include "mantissa/Runtime/DType.h"
+#include "mantissa/Runtime/UpdateRunner.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir::mantissa::rt {
+
+/// One step argument or result of `step.gpu.json`.
+struct GpuStepTensor {
+  enum class Role {
+    Parameter,
+    Buffer,
+    UserInput, // arguments
+    Loss,
+    Gradient,
+    BufferMutation,
+    UserOutput // results
+  };
+  std::string name;
+  Role role = Role::Parameter;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  /// Dense row-major bytes, at least 1.
+  int64_t bytes = 1;
+  int64_t numElements() const;
+};
+
+/// The role's name in the file ("parameter", "buffer_mutation", ...).
+const char *gpuStepRoleName(GpuStepTensor::Role role);
+
+/// One entry of `buffers`.
+struct GpuStepBuffer {
+  enum class Kind { Argument, Result, Temporary, Constant };
+  Kind kind = Kind::Temporary;
+  /// Argument or result index.
+  int64_t index = 0;
+  /// Temporary (in the arena) or constant (in the constants file); bytes
+  /// is also set for arguments and results (their tensor's).
+  int64_t offset = 0, bytes = 0;
+};
+
+/// A GEMM operand: element (r, c) of batch i of its stored matrix lies at
+/// element offset + i * stride + r + c * ld of `buffer`.
+struct GpuGemmOperand {
+  int64_t buffer = 0, offset = 0, ld = 1, stride = 0;
+  DType dtype = DType::F32;
+};
+
+/// One entry of `ops`.
+struct GpuStepOp {
+  enum class Kind { Kernel, Gemm };
+  Kind kind = Kind::Kernel;
+  /// The op and location it came from, for messages.
+  std::string source;
+  // Kernel: launch `entry` with `grid` blocks, one .u64 per buffer.
+  std::string entry;
+  int64_t grid = 1;
+  std::vector<int64_t> buffers;
+  // Gemm (column-major, as cuBLAS: C = alpha * op(A) * op(B) + beta * C).
+  bool transa = false, transb = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  float alpha = 1, beta = 0;
+  GpuGemmOperand a, b, c;
+};
+
+/// A training step compiled for the GPU (docs/gpu-step.md).
+class GpuStep {
+public:
+  /// Reads `jsonPath` (step.gpu.json), the PTX and the constants it names
+  /// (relative to its directory) and validates all of it; needs no device.
+  /// On failure returns null with `error` naming the file and, for an op,
+  /// its index and source.
+  static std::unique_ptr<GpuStep> load(const std::string &jsonPath,
+                                       std::string &error);
+  /// Releases the device resources (the device must still be open).
+  ~GpuStep();
+  GpuStep(const GpuStep &) = delete;
+  GpuStep &operator=(const GpuStep &) = delete;
+
+  /// Loads the PTX module once, resolves every entry the ops use and the
+  /// conversion kernels, opens cuBLAS if there are GEMMs, allocates the
+  /// arena and uploads the constants. `device` must outlive the step (or
+  /// `detach` be called first).
+  bool attach(CudaDevice &device, std::string &error);
+  /// Releases what attach allocated and forgets the device.
+  void detach();
+  bool attached() const { return device != nullptr; }
+
+  /// Runs the ops in order on the default stream with argument buffer i
+  /// bound to `arguments[i]` and result buffer j to `results[j]` (device
+  /// addresses of dense storage in the tensor's dtype; 0 only for those no
+  /// buffer names), then waits for the device. Errors name the op (index
+  /// and source) and the driver's or cuBLAS's message. With
+  /// MANTISSA_GPU_STEP_SYNC=1 in the environment every op is waited for, so
+  /// that a fault on the device is blamed on its op.
+  bool run(const std::vector<DevicePtr> &arguments,
+           const std::vector<DevicePtr> &results, std::string &error);
+
+  /// Converts `count` elements from `source` (dtype `from`) into `target`
+  /// (dtype `to`) with the PTX's mantissa_convert_<from>_to_<to> kernel,
+  /// queued on the default stream (a device copy when the dtypes agree).
+  /// F32, BF16 and F16 only.
+  bool convert(DevicePtr source, DType from, DevicePtr target, DType to,
+               int64_t count, std::string &error);
+
+  const std::string &path() const { return jsonPath; }
+  const std::string &stepName() const { return name; }
+  int64_t blockSize() const { return block; }
+  int64_t arenaBytes() const { return arena; }
+  const std::vector<GpuStepTensor> &arguments() const { return argumentList; }
+  const std::vector<GpuStepTensor> &results() const { return resultList; }
+  const std::vector<GpuStepBuffer> &buffers() const { return bufferList; }
+  const std::vector<GpuStepOp> &ops() const { return opList; }
+  /// The argument named `name`, or -1.
+  int64_t findArgument(const std::string &name) const;
+  /// "op 3 (linalg.matmul)": how messages name an op.
+  std::string describeOp(size_t index) const;
+
+private:
+  GpuStep() = default;
+  bool launch(void *function, int64_t grid, std::vector<DevicePtr> &params,
+              std::string &error);
+
+  std::string jsonPath, ptxPath, constantsPath, name, ptx;
+  std::vector<uint8_t> constants;
+  int64_t block = 0, arena = 0;
+  std::vector<GpuStepTensor> argumentList, resultList;
+  std::vector<GpuStepBuffer> bufferList;
+  std::vector<GpuStepOp> opList;
+
+  // Attached state.
+  CudaDevice *device = nullptr;
+  void *module = nullptr;
+  DevicePtr arenaBase = 0, constantsBase = 0;
+  std::map<std::string, void *> functions;
+  /// Per op its resolved kernel (null for GEMMs).
+  std::vector<void *> opFunctions;
+  bool syncEachOp = false;
+};
+
+/// The training step on the GPU in front of the update path: a
+/// GradientSource whose members are device addresses (runsOnDevice).
+/// Parameters are read where the runner keeps them and gradients written
+/// where it reduces them when the dtypes agree, else through a scratch
+/// buffer and a conversion kernel; user inputs and buffers are uploaded
+/// once, and each buffer_mutation result is copied over its buffer for the
+/// next step; the loss is downloaded every step.
+class GpuStepGradients : public GradientSource {
+public:
+  /// Loads and validates the program (GpuStep::load) and checks `arguments`
+  /// against it: one entry per step argument, in order, holding its dense
+  /// bytes in its dtype; a parameter's entry may be empty (the runner's
+  /// parameters are bound each step).
+  static std::unique_ptr<GpuStepGradients>
+  load(const std::string &programPath,
+       std::vector<std::vector<uint8_t>> arguments, std::string &error);
+  ~GpuStepGradients() override;
+
+  bool runsOnDevice() const override { return true; }
+  /// Attaches the program and uploads the arguments (once per object).
+  bool attachDevice(CudaDevice &device, std::string &error) override;
+  void detachDevice() override;
+  bool computeGradients(int64_t stepNumber, const std::vector<Member> &members,
+                        std::string &error) override;
+
+  /// Each step's loss, in order.
+  const std::vector<double> &losses() const { return lossList; }
+  /// Seconds spent in computeGradients (the step, conversions, the loss's
+  /// download), waiting for the device included.
+  double seconds() const { return totalSeconds; }
+  /// Called after each step with its number and loss (e.g. for progress).
+  void setStepCallback(std::function<void(int64_t, double)> callback) {
+    onStep = std::move(callback);
+  }
+  const GpuStep &program() const { return *step; }
+
+private:
+  GpuStepGradients() = default;
+  bool scratch(std::vector<DevicePtr> &list, size_t index, int64_t bytes,
+               std::string &error);
+
+  std::unique_ptr<GpuStep> step;
+  std::vector<std::vector<uint8_t>> hostArguments;
+  CudaDevice *device = nullptr;
+  bool used = false;
+  /// Device storage per argument (user inputs, buffers, parameters with a
+  /// value of their own) and per result, and conversion scratch per
+  /// parameter argument and gradient result; 0 where none.
+  std::vector<DevicePtr> argumentStorage, resultStorage, parameterScratch,
+      gradientScratch;
+  std::vector<double> lossList;
+  double totalSeconds = 0;
+  std::function<void(int64_t, double)> onStep;
+};
+
+} // namespace mlir::mantissa::rt
+
+#endif // MANTISSA_RUNTIME_GPUSTEP_H

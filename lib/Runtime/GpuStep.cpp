@@ -1,0 +1,1026 @@
+//===- GpuStep.cpp - A whole training step on the GPU ---------------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/GpuStep.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+using namespace mlir::mantissa::rt;
+using json = nlohmann::json;
+
+int64_t GpuStepTensor::numElements() const {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+const char *mlir::mantissa::rt::gpuStepRoleName(GpuStepTensor::Role role) {
+  switch (role) {
+  case GpuStepTensor::Role::Parameter:
+    return "parameter";
+  case GpuStepTensor::Role::Buffer:
+    return "buffer";
+  case GpuStepTensor::Role::UserInput:
+    return "user_input";
+  case GpuStepTensor::Role::Loss:
+    return "loss";
+  case GpuStepTensor::Role::Gradient:
+    return "gradient";
+  case GpuStepTensor::Role::BufferMutation:
+    return "buffer_mutation";
+  case GpuStepTensor::Role::UserOutput:
+    return "user_output";
+  }
+  return "?";
+}
+
+namespace {
+
+/// Thrown inside the loader only, turned into the error message.
+struct ProgramError {
+  std::string message;
+};
+
+/// The file's name for a dtype in conversion kernels ("f32", "bf16").
+const char *kernelDTypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  default:
+    return nullptr;
+  }
+}
+
+std::string dtypeText(DType dtype) {
+  return std::string(safeTensorsDTypeName(dtype));
+}
+
+std::string conversionEntry(DType from, DType to) {
+  return std::string("mantissa_convert_") + kernelDTypeName(from) + "_to_" +
+         kernelDTypeName(to);
+}
+
+constexpr DType kConvertible[] = {DType::F32, DType::BF16, DType::F16};
+
+bool readFile(const std::string &path, std::string &bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  bytes.assign(std::istreambuf_iterator<char>(in),
+               std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
+int64_t integer(const json &object, const char *key, const std::string &what,
+                int64_t min = 0, int64_t max = INT64_MAX) {
+  if (!object.is_object() || !object.contains(key) ||
+      !object[key].is_number_integer())
+    throw ProgramError{what + ": '" + key + "' is missing or not an integer"};
+  int64_t value = object[key].get<int64_t>();
+  if (value < min || value > max)
+    throw ProgramError{what + ": '" + key + "' is " + std::to_string(value) +
+                       ", out of range [" + std::to_string(min) + ", " +
+                       std::to_string(max) + "]"};
+  return value;
+}
+
+std::string string(const json &object, const char *key,
+                   const std::string &what) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_string())
+    throw ProgramError{what + ": '" + key + "' is missing or not a string"};
+  return object[key].get<std::string>();
+}
+
+bool boolean(const json &object, const char *key, const std::string &what) {
+  if (!object.contains(key) || !object[key].is_boolean())
+    throw ProgramError{what + ": '" + key + "' is missing or not a boolean"};
+  return object[key].get<bool>();
+}
+
+float number(const json &object, const char *key, const std::string &what) {
+  if (!object.contains(key) || !object[key].is_number())
+    throw ProgramError{what + ": '" + key + "' is missing or not a number"};
+  return object[key].get<float>();
+}
+
+DType dtype(const json &object, const std::string &what) {
+  std::string name = string(object, "dtype", what);
+  std::optional<DType> parsed = parseSafeTensorsDTypeName(name);
+  if (!parsed)
+    throw ProgramError{what + ": unknown dtype '" + name + "'"};
+  return *parsed;
+}
+
+const json &array(const json &object, const char *key,
+                  const std::string &what) {
+  if (!object.contains(key) || !object[key].is_array())
+    throw ProgramError{what + ": '" + key + "' is missing or not an array"};
+  return object[key];
+}
+
+/// Every `.entry` of the PTX with the types of its parameters ("u64",
+/// "f32", ...; "" for a declaration this reader does not know).
+std::map<std::string, std::vector<std::string>>
+ptxEntries(const std::string &ptx) {
+  std::map<std::string, std::vector<std::string>> entries;
+  auto isName = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+           c == '$' || c == '.';
+  };
+  auto skipSpace = [&](size_t at) {
+    while (at < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[at])))
+      ++at;
+    return at;
+  };
+  for (size_t at = ptx.find(".entry"); at != std::string::npos;
+       at = ptx.find(".entry", at + 6)) {
+    if ((at > 0 && !std::isspace(static_cast<unsigned char>(ptx[at - 1]))) ||
+        at + 6 >= ptx.size() ||
+        !std::isspace(static_cast<unsigned char>(ptx[at + 6])))
+      continue;
+    size_t begin = skipSpace(at + 6), end = begin;
+    while (end < ptx.size() && isName(ptx[end]))
+      ++end;
+    std::string entry = ptx.substr(begin, end - begin);
+    size_t open = skipSpace(end);
+    std::vector<std::string> params;
+    if (open < ptx.size() && ptx[open] == '(') {
+      size_t close = ptx.find(')', open);
+      if (close == std::string::npos)
+        close = ptx.size();
+      std::string list = ptx.substr(open + 1, close - open - 1);
+      size_t from = 0;
+      while (from < list.size()) {
+        size_t comma = list.find(',', from);
+        if (comma == std::string::npos)
+          comma = list.size();
+        std::string param = list.substr(from, comma - from);
+        from = comma + 1;
+        size_t p = param.find(".param");
+        if (p == std::string::npos)
+          continue;
+        size_t t = param.find_first_not_of(" \t\r\n", p + 6);
+        std::string type;
+        if (t != std::string::npos && param[t] == '.') {
+          size_t e = t + 1;
+          while (e < param.size() && isName(param[e]) && param[e] != '.')
+            ++e;
+          type = param.substr(t + 1, e - t - 1);
+        }
+        params.push_back(type);
+      }
+    }
+    if (!entry.empty())
+      entries[entry] = params;
+  }
+  return entries;
+}
+
+GpuStepTensor parseTensor(const json &entry, bool isArgument, size_t index,
+                          const std::string &where) {
+  std::string what = where + " " + std::to_string(index);
+  if (!entry.is_object())
+    throw ProgramError{what + " is not an object"};
+  GpuStepTensor tensor;
+  tensor.name = string(entry, "name", what);
+  what += " '" + tensor.name + "'";
+  std::string role = string(entry, "role", what);
+  using Role = GpuStepTensor::Role;
+  static const struct {
+    const char *text;
+    Role role;
+    bool argument;
+  } roles[] = {{"parameter", Role::Parameter, true},
+               {"buffer", Role::Buffer, true},
+               {"user_input", Role::UserInput, true},
+               {"loss", Role::Loss, false},
+               {"gradient", Role::Gradient, false},
+               {"buffer_mutation", Role::BufferMutation, false},
+               {"user_output", Role::UserOutput, false}};
+  bool known = false;
+  for (const auto &candidate : roles)
+    if (candidate.argument == isArgument && role == candidate.text) {
+      tensor.role = candidate.role;
+      known = true;
+    }
+  if (!known)
+    throw ProgramError{what + ": unknown role '" + role + "'"};
+  tensor.dtype = dtype(entry, what);
+  for (const json &dim : array(entry, "shape", what)) {
+    if (!dim.is_number_integer() || dim.get<int64_t>() < 0)
+      throw ProgramError{what + ": 'shape' has a bad dimension"};
+    tensor.shape.push_back(dim.get<int64_t>());
+  }
+  tensor.bytes = integer(entry, "bytes", what, 1);
+  int64_t dense = std::max<int64_t>(1, tensor.numElements() *
+                                           int64_t(elementSize(tensor.dtype)));
+  if (tensor.bytes != dense)
+    throw ProgramError{what + ": 'bytes' is " + std::to_string(tensor.bytes) +
+                       ", its shape and dtype take " + std::to_string(dense)};
+  return tensor;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
+                                       std::string &error) {
+  std::unique_ptr<GpuStep> step(new GpuStep());
+  step->jsonPath = jsonPath;
+  std::string text;
+  if (!readFile(jsonPath, text)) {
+    error = jsonPath + ": cannot read the GPU step program";
+    return nullptr;
+  }
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    error = jsonPath + ": damaged GPU step program (not valid JSON)";
+    return nullptr;
+  }
+  size_t slash = jsonPath.find_last_of('/');
+  std::string directory =
+      slash == std::string::npos ? "." : jsonPath.substr(0, slash);
+  try {
+    int64_t format = integer(root, "format", "the program");
+    if (format != 1)
+      throw ProgramError{"unknown format " + std::to_string(format) +
+                         " (this runtime reads 1)"};
+    step->name = string(root, "step", "the program");
+    step->block = integer(root, "block_size", "the program", 1, 1024);
+    step->arena = integer(root, "arena_bytes", "the program");
+
+    const json &arguments = array(root, "arguments", "the program");
+    for (size_t i = 0; i < arguments.size(); ++i)
+      step->argumentList.push_back(
+          parseTensor(arguments[i], /*isArgument=*/true, i, "argument"));
+    const json &results = array(root, "results", "the program");
+    for (size_t i = 0; i < results.size(); ++i)
+      step->resultList.push_back(
+          parseTensor(results[i], /*isArgument=*/false, i, "result"));
+    for (size_t i = 0; i < step->resultList.size(); ++i) {
+      const GpuStepTensor &result = step->resultList[i];
+      std::string what =
+          "result " + std::to_string(i) + " '" + result.name + "'";
+      if (result.role == GpuStepTensor::Role::BufferMutation) {
+        int64_t target = step->findArgument(result.name);
+        if (target < 0)
+          throw ProgramError{what + ": a buffer_mutation of no argument"};
+        const GpuStepTensor &argument = step->argumentList[size_t(target)];
+        if (argument.dtype != result.dtype || argument.bytes != result.bytes)
+          throw ProgramError{
+              what + ": a buffer_mutation of " + dtypeText(result.dtype) +
+              ", " + std::to_string(result.bytes) + " bytes, but argument " +
+              std::to_string(target) + " is " + dtypeText(argument.dtype) +
+              ", " + std::to_string(argument.bytes) + " bytes"};
+      } else if (result.role == GpuStepTensor::Role::Gradient) {
+        int64_t target = step->findArgument(result.name);
+        if (target < 0 || step->argumentList[size_t(target)].role !=
+                              GpuStepTensor::Role::Parameter)
+          throw ProgramError{what + ": a gradient of no parameter"};
+        if (step->argumentList[size_t(target)].numElements() !=
+            result.numElements())
+          throw ProgramError{what + ": a gradient of another size than its "
+                                    "parameter"};
+      }
+    }
+
+    // Buffers.
+    bool anyConstant = false;
+    const json &buffers = array(root, "buffers", "the program");
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      std::string what = "buffer " + std::to_string(i);
+      GpuStepBuffer buffer;
+      std::string kind = string(buffers[i], "kind", what);
+      if (kind == "argument" || kind == "result") {
+        bool isArgument = kind == "argument";
+        const auto &list = isArgument ? step->argumentList : step->resultList;
+        buffer.kind = isArgument ? GpuStepBuffer::Kind::Argument
+                                 : GpuStepBuffer::Kind::Result;
+        buffer.index = integer(buffers[i], "index", what);
+        if (buffer.index >= int64_t(list.size()))
+          throw ProgramError{what + ": " + kind + " " +
+                             std::to_string(buffer.index) +
+                             " does not exist (" + std::to_string(list.size()) +
+                             " " + kind + "s)"};
+        buffer.bytes = list[size_t(buffer.index)].bytes;
+      } else if (kind == "temporary" || kind == "constant") {
+        bool temporary = kind == "temporary";
+        buffer.kind = temporary ? GpuStepBuffer::Kind::Temporary
+                                : GpuStepBuffer::Kind::Constant;
+        buffer.offset = integer(buffers[i], "offset", what);
+        buffer.bytes = integer(buffers[i], "bytes", what);
+        if (buffer.offset % 256)
+          throw ProgramError{what + ": offset " +
+                             std::to_string(buffer.offset) +
+                             " is not a multiple of 256"};
+        if (temporary && buffer.offset + buffer.bytes > step->arena)
+          throw ProgramError{what + ": bytes [" +
+                             std::to_string(buffer.offset) + ", " +
+                             std::to_string(buffer.offset + buffer.bytes) +
+                             ") lie past the arena of " +
+                             std::to_string(step->arena) + " bytes"};
+        anyConstant |= !temporary;
+      } else {
+        throw ProgramError{what + ": unknown kind '" + kind + "'"};
+      }
+      step->bufferList.push_back(buffer);
+    }
+
+    // The PTX and the constants.
+    step->ptxPath = directory + "/" + string(root, "ptx", "the program");
+    if (!readFile(step->ptxPath, step->ptx))
+      throw ProgramError{"cannot read the PTX " + step->ptxPath};
+    if (anyConstant) {
+      if (!root.contains("constants") || !root["constants"].is_string())
+        throw ProgramError{"'constants' is missing, and some buffer is a "
+                           "constant"};
+      step->constantsPath =
+          directory + "/" + root["constants"].get<std::string>();
+      std::string bytes;
+      if (!readFile(step->constantsPath, bytes))
+        throw ProgramError{"cannot read the constants " + step->constantsPath};
+      step->constants.assign(bytes.begin(), bytes.end());
+      for (size_t i = 0; i < step->bufferList.size(); ++i) {
+        const GpuStepBuffer &buffer = step->bufferList[i];
+        if (buffer.kind == GpuStepBuffer::Kind::Constant &&
+            buffer.offset + buffer.bytes > int64_t(step->constants.size()))
+          throw ProgramError{"buffer " + std::to_string(i) + ": bytes [" +
+                             std::to_string(buffer.offset) + ", " +
+                             std::to_string(buffer.offset + buffer.bytes) +
+                             ") lie past the end of " + step->constantsPath +
+                             " (" + std::to_string(step->constants.size()) +
+                             " bytes)"};
+      }
+    }
+    std::map<std::string, std::vector<std::string>> entries =
+        ptxEntries(step->ptx);
+    auto checkEntry = [&](const std::string &entry, size_t params,
+                          const std::string &what) {
+      auto it = entries.find(entry);
+      if (it == entries.end())
+        throw ProgramError{what + ": " + step->ptxPath + " has no entry '" +
+                           entry + "'"};
+      for (const std::string &type : it->second)
+        if (type != "u64")
+          throw ProgramError{what + ": entry '" + entry + "' takes a ." + type +
+                             " parameter; every parameter must be .u64"};
+      if (it->second.size() != params)
+        throw ProgramError{what + ": entry '" + entry + "' takes " +
+                           std::to_string(it->second.size()) +
+                           " parameters, given " + std::to_string(params)};
+    };
+    for (DType from : kConvertible)
+      for (DType to : kConvertible)
+        if (from != to)
+          checkEntry(conversionEntry(from, to), 3, "the conversion kernels");
+
+    // Ops.
+    const json &ops = array(root, "ops", "the program");
+    for (size_t i = 0; i < ops.size(); ++i) {
+      std::string what = "op " + std::to_string(i);
+      const json &entry = ops[i];
+      GpuStepOp op;
+      op.source = string(entry, "source", what);
+      what += " (" + op.source + ")";
+      std::string kind = string(entry, "kind", what);
+      auto bufferId = [&](const json &value, const std::string &where) {
+        if (!value.is_number_integer())
+          throw ProgramError{where + ": a buffer id is not an integer"};
+        int64_t id = value.get<int64_t>();
+        if (id < 0 || id >= int64_t(step->bufferList.size()))
+          throw ProgramError{
+              where + ": buffer " + std::to_string(id) + " does not exist (" +
+              std::to_string(step->bufferList.size()) + " buffers)"};
+        return id;
+      };
+      if (kind == "kernel") {
+        op.kind = GpuStepOp::Kind::Kernel;
+        op.entry = string(entry, "entry", what);
+        op.grid = integer(entry, "grid", what, 1, INT32_MAX);
+        for (const json &id : array(entry, "buffers", what))
+          op.buffers.push_back(bufferId(id, what));
+        checkEntry(op.entry, op.buffers.size(), what);
+      } else if (kind == "gemm") {
+        op.kind = GpuStepOp::Kind::Gemm;
+        op.transa = boolean(entry, "transa", what);
+        op.transb = boolean(entry, "transb", what);
+        op.m = integer(entry, "m", what, 0, INT32_MAX);
+        op.n = integer(entry, "n", what, 0, INT32_MAX);
+        op.k = integer(entry, "k", what, 0, INT32_MAX);
+        op.batch = integer(entry, "batch", what, 1, INT32_MAX);
+        op.alpha = number(entry, "alpha", what);
+        op.beta = number(entry, "beta", what);
+        auto operand = [&](const char *key, int64_t rows, int64_t columns) {
+          std::string where = what + ": operand " + key;
+          if (!entry.contains(key) || !entry[key].is_object())
+            throw ProgramError{where + " is missing"};
+          const json &value = entry[key];
+          GpuGemmOperand out;
+          if (!value.contains("buffer"))
+            throw ProgramError{where + ": 'buffer' is missing"};
+          out.buffer = bufferId(value["buffer"], where);
+          out.offset = integer(value, "offset", where);
+          out.ld = integer(value, "ld", where, 1, INT32_MAX);
+          out.stride = integer(value, "stride", where);
+          out.dtype = dtype(value, where);
+          // cuBLAS's own requirement: the leading dimension covers a
+          // column of the stored matrix.
+          if (out.ld < std::max<int64_t>(1, rows))
+            throw ProgramError{where + ": ld " + std::to_string(out.ld) +
+                               " is less than its " + std::to_string(rows) +
+                               " rows"};
+          if (rows > 0 && columns > 0) {
+            int64_t last = out.offset + (op.batch - 1) * out.stride +
+                           (rows - 1) + (columns - 1) * out.ld;
+            int64_t end = (last + 1) * int64_t(elementSize(out.dtype));
+            int64_t size = step->bufferList[size_t(out.buffer)].bytes;
+            if (end > size)
+              throw ProgramError{where + ": reaches byte " +
+                                 std::to_string(end) + " of buffer " +
+                                 std::to_string(out.buffer) + ", which has " +
+                                 std::to_string(size)};
+          }
+          return out;
+        };
+        // The stored (untransposed) shapes: op(A) is m x k, op(B) k x n.
+        op.a = operand("a", op.transa ? op.k : op.m, op.transa ? op.m : op.k);
+        op.b = operand("b", op.transb ? op.n : op.k, op.transb ? op.k : op.n);
+        op.c = operand("c", op.m, op.n);
+        bool floatInputs = op.a.dtype == DType::F32 ||
+                           op.a.dtype == DType::BF16 ||
+                           op.a.dtype == DType::F16;
+        if (!floatInputs || op.b.dtype != op.a.dtype ||
+            (op.c.dtype != DType::F32 && op.c.dtype != op.a.dtype))
+          throw ProgramError{
+              what + ": unsupported dtypes " + dtypeText(op.a.dtype) + " x " +
+              dtypeText(op.b.dtype) + " -> " + dtypeText(op.c.dtype) +
+              " (a and b alike, F32, BF16 or F16; c F32 or a's dtype)"};
+        // cuBLAS leaves overlapping outputs of a batch undefined.
+        if (op.batch > 1 && op.m > 0 && op.n > 0 &&
+            op.c.stride < (op.n - 1) * op.c.ld + op.m)
+          throw ProgramError{what + ": the batch's results overlap (c stride " +
+                             std::to_string(op.c.stride) + ")"};
+      } else {
+        throw ProgramError{what + ": unknown kind '" + kind + "'"};
+      }
+      step->opList.push_back(std::move(op));
+    }
+  } catch (const ProgramError &e) {
+    error = jsonPath + ": " + e.message;
+    return nullptr;
+  } catch (const json::exception &e) {
+    error = jsonPath + ": damaged GPU step program (" + e.what() + ")";
+    return nullptr;
+  }
+  return step;
+}
+
+int64_t GpuStep::findArgument(const std::string &argumentName) const {
+  for (size_t i = 0; i < argumentList.size(); ++i)
+    if (argumentList[i].name == argumentName)
+      return int64_t(i);
+  return -1;
+}
+
+std::string GpuStep::describeOp(size_t index) const {
+  return "op " + std::to_string(index) + " (" + opList[index].source + ")";
+}
+
+//===----------------------------------------------------------------------===//
+// On the device
+//===----------------------------------------------------------------------===//
+
+GpuStep::~GpuStep() { detach(); }
+
+void GpuStep::detach() {
+  if (!device)
+    return;
+  std::string ignored;
+  device->synchronize(ignored);
+  for (DevicePtr pointer : {arenaBase, constantsBase})
+    if (pointer)
+      device->release(pointer);
+  if (module)
+    device->unloadModule(module);
+  arenaBase = constantsBase = 0;
+  module = nullptr;
+  functions.clear();
+  opFunctions.clear();
+  device = nullptr;
+}
+
+bool GpuStep::attach(CudaDevice &target, std::string &error) {
+  if (device) {
+    error = jsonPath + ": the step is already attached to a device";
+    return false;
+  }
+  device = &target;
+  auto failed = [&](const std::string &message) {
+    error = message;
+    detach();
+    return false;
+  };
+  std::string deviceError;
+  if (!device->loadModule(ptx, ptxPath, module, deviceError))
+    return failed(deviceError);
+  auto resolve = [&](const std::string &entry) -> void * {
+    auto it = functions.find(entry);
+    if (it != functions.end())
+      return it->second;
+    void *function = nullptr;
+    if (!device->getFunction(module, entry, ptxPath, function, deviceError))
+      return nullptr;
+    functions[entry] = function;
+    return function;
+  };
+  for (DType from : kConvertible)
+    for (DType to : kConvertible)
+      if (from != to && !resolve(conversionEntry(from, to)))
+        return failed(deviceError);
+  bool anyGemm = false;
+  for (size_t i = 0; i < opList.size(); ++i) {
+    const GpuStepOp &op = opList[i];
+    void *function = nullptr;
+    if (op.kind == GpuStepOp::Kind::Kernel) {
+      function = resolve(op.entry);
+      if (!function)
+        return failed(jsonPath + ": " + describeOp(i) + ": " + deviceError);
+    }
+    anyGemm |= op.kind == GpuStepOp::Kind::Gemm;
+    opFunctions.push_back(function);
+  }
+  if (anyGemm && !device->openBlas(deviceError))
+    return failed(jsonPath +
+                  ": the step's matrix products need cuBLAS: " + deviceError);
+  if (arena > 0 && !device->allocate(arena, arenaBase, deviceError))
+    return failed(jsonPath + ": the arena of " + std::to_string(arena) +
+                  " bytes: " + deviceError);
+  if (!constants.empty() &&
+      (!device->allocate(int64_t(constants.size()), constantsBase,
+                         deviceError) ||
+       !device->upload(constantsBase, constants.data(),
+                       int64_t(constants.size()), deviceError)))
+    return failed(constantsPath + ": " + deviceError);
+  const char *sync = std::getenv("MANTISSA_GPU_STEP_SYNC");
+  syncEachOp = sync && *sync && std::string(sync) != "0";
+  return true;
+}
+
+bool GpuStep::launch(void *function, int64_t grid,
+                     std::vector<DevicePtr> &params, std::string &error) {
+  std::vector<void *> pointers;
+  pointers.reserve(params.size());
+  for (DevicePtr &param : params)
+    pointers.push_back(&param);
+  return device->launch(function, unsigned(grid), unsigned(block),
+                        pointers.data(), error);
+}
+
+bool GpuStep::run(const std::vector<DevicePtr> &arguments,
+                  const std::vector<DevicePtr> &results, std::string &error) {
+  if (!device) {
+    error = jsonPath + ": the step is not attached to a device";
+    return false;
+  }
+  if (arguments.size() != argumentList.size() ||
+      results.size() != resultList.size()) {
+    error = jsonPath + ": run with " + std::to_string(arguments.size()) +
+            " arguments and " + std::to_string(results.size()) +
+            " results; the step has " + std::to_string(argumentList.size()) +
+            " and " + std::to_string(resultList.size());
+    return false;
+  }
+  // Every buffer's address for this run.
+  std::vector<DevicePtr> addresses;
+  addresses.reserve(bufferList.size());
+  for (size_t i = 0; i < bufferList.size(); ++i) {
+    const GpuStepBuffer &buffer = bufferList[i];
+    DevicePtr address = 0;
+    switch (buffer.kind) {
+    case GpuStepBuffer::Kind::Argument:
+      address = arguments[size_t(buffer.index)];
+      break;
+    case GpuStepBuffer::Kind::Result:
+      address = results[size_t(buffer.index)];
+      break;
+    case GpuStepBuffer::Kind::Temporary:
+      address = arenaBase + uint64_t(buffer.offset);
+      break;
+    case GpuStepBuffer::Kind::Constant:
+      address = constantsBase + uint64_t(buffer.offset);
+      break;
+    }
+    if (!address) {
+      bool isArgument = buffer.kind == GpuStepBuffer::Kind::Argument;
+      const GpuStepTensor &tensor = isArgument
+                                        ? argumentList[size_t(buffer.index)]
+                                        : resultList[size_t(buffer.index)];
+      error = jsonPath + ": run without storage for " +
+              (isArgument ? "argument " : "result ") +
+              std::to_string(buffer.index) + " '" + tensor.name + "'";
+      return false;
+    }
+    addresses.push_back(address);
+  }
+  std::string deviceError;
+  std::vector<DevicePtr> params;
+  for (size_t i = 0; i < opList.size(); ++i) {
+    const GpuStepOp &op = opList[i];
+    bool ok;
+    if (op.kind == GpuStepOp::Kind::Kernel) {
+      params.clear();
+      for (int64_t id : op.buffers)
+        params.push_back(addresses[size_t(id)]);
+      ok = launch(opFunctions[i], op.grid, params, deviceError);
+    } else {
+      auto address = [&](const GpuGemmOperand &operand) {
+        return addresses[size_t(operand.buffer)] +
+               uint64_t(operand.offset) * elementSize(operand.dtype);
+      };
+      GemmCall call;
+      call.transa = op.transa;
+      call.transb = op.transb;
+      call.m = op.m;
+      call.n = op.n;
+      call.k = op.k;
+      call.batch = op.batch;
+      call.alpha = op.alpha;
+      call.beta = op.beta;
+      call.a = address(op.a);
+      call.b = address(op.b);
+      call.c = address(op.c);
+      call.aType = op.a.dtype;
+      call.bType = op.b.dtype;
+      call.cType = op.c.dtype;
+      call.lda = op.a.ld;
+      call.ldb = op.b.ld;
+      call.ldc = op.c.ld;
+      call.strideA = op.a.stride;
+      call.strideB = op.b.stride;
+      call.strideC = op.c.stride;
+      ok = device->gemm(call, deviceError);
+    }
+    if (ok && syncEachOp)
+      ok = device->synchronize(deviceError);
+    if (!ok) {
+      error = jsonPath + ": " + describeOp(i) + ": " + deviceError;
+      return false;
+    }
+  }
+  // Faults on the device surface at the next synchronisation: make it the
+  // step's own.
+  if (!device->synchronize(deviceError)) {
+    error = jsonPath + ": the step failed on the device: " + deviceError +
+            " (MANTISSA_GPU_STEP_SYNC=1 names the op)";
+    return false;
+  }
+  return true;
+}
+
+bool GpuStep::convert(DevicePtr source, DType from, DevicePtr target, DType to,
+                      int64_t count, std::string &error) {
+  if (!device) {
+    error = jsonPath + ": the step is not attached to a device";
+    return false;
+  }
+  if (count <= 0)
+    return true;
+  if (from == to)
+    return device->copy(target, source, count * int64_t(elementSize(from)),
+                        error);
+  if (!kernelDTypeName(from) || !kernelDTypeName(to)) {
+    error = jsonPath + ": no conversion kernel from " + dtypeText(from) +
+            " to " + dtypeText(to) + " (F32, BF16 and F16 only)";
+    return false;
+  }
+  std::string entry = conversionEntry(from, to);
+  int64_t grid = (count + block - 1) / block;
+  if (grid > INT32_MAX) {
+    error = jsonPath + ": " + entry + " of " + std::to_string(count) +
+            " elements needs more than 2^31 - 1 blocks";
+    return false;
+  }
+  std::vector<DevicePtr> params = {source, target, DevicePtr(count)};
+  std::string deviceError;
+  if (!launch(functions.at(entry), grid, params, deviceError)) {
+    error = jsonPath + ": " + entry + ": " + deviceError;
+    return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// GpuStepGradients
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<GpuStepGradients>
+GpuStepGradients::load(const std::string &programPath,
+                       std::vector<std::vector<uint8_t>> arguments,
+                       std::string &error) {
+  std::unique_ptr<GpuStep> step = GpuStep::load(programPath, error);
+  if (!step)
+    return nullptr;
+  const std::vector<GpuStepTensor> &expected = step->arguments();
+  if (arguments.size() != expected.size()) {
+    error = programPath + ": the step takes " +
+            std::to_string(expected.size()) + " arguments, " +
+            std::to_string(arguments.size()) + " given";
+    return nullptr;
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const GpuStepTensor &tensor = expected[i];
+    bool optional = tensor.role == GpuStepTensor::Role::Parameter;
+    if (int64_t(arguments[i].size()) != tensor.bytes &&
+        !(optional && arguments[i].empty())) {
+      error = programPath + ": argument " + std::to_string(i) + " '" +
+              tensor.name + "' (" + gpuStepRoleName(tensor.role) + ", " +
+              dtypeText(tensor.dtype) +
+              "): " + std::to_string(arguments[i].size()) +
+              " bytes given, the step takes " + std::to_string(tensor.bytes);
+      return nullptr;
+    }
+  }
+  int losses = 0;
+  for (size_t i = 0; i < step->results().size(); ++i) {
+    const GpuStepTensor &result = step->results()[i];
+    std::string what = programPath + ": result " + std::to_string(i) + " '" +
+                       result.name + "'";
+    if (result.role == GpuStepTensor::Role::Loss) {
+      ++losses;
+      if (!isFloatingPoint(result.dtype) || result.numElements() != 1) {
+        error = what + ": the loss must be one floating-point element";
+        return nullptr;
+      }
+    }
+    if (result.role == GpuStepTensor::Role::BufferMutation &&
+        step->arguments()[size_t(step->findArgument(result.name))].role ==
+            GpuStepTensor::Role::Parameter) {
+      error = what + ": a buffer_mutation of a parameter (parameters change "
+                     "only in the update)";
+      return nullptr;
+    }
+  }
+  if (losses != 1) {
+    error = programPath + ": the step has " + std::to_string(losses) +
+            " loss results; training needs one";
+    return nullptr;
+  }
+  std::unique_ptr<GpuStepGradients> source(new GpuStepGradients());
+  source->step = std::move(step);
+  source->hostArguments = std::move(arguments);
+  return source;
+}
+
+GpuStepGradients::~GpuStepGradients() { detachDevice(); }
+
+void GpuStepGradients::detachDevice() {
+  if (!device)
+    return;
+  std::string ignored;
+  device->synchronize(ignored);
+  for (std::vector<DevicePtr> *list :
+       {&argumentStorage, &resultStorage, &parameterScratch, &gradientScratch})
+    for (DevicePtr &pointer : *list) {
+      if (pointer)
+        device->release(pointer);
+      pointer = 0;
+    }
+  step->detach();
+  device = nullptr;
+}
+
+bool GpuStepGradients::attachDevice(CudaDevice &target, std::string &error) {
+  if (device || used) {
+    error = step->path() + ": the step's inputs were already uploaded to a "
+                           "device (a GpuStepGradients runs once)";
+    return false;
+  }
+  if (!step->attach(target, error))
+    return false;
+  device = &target;
+  used = true;
+  const std::vector<GpuStepTensor> &arguments = step->arguments();
+  const std::vector<GpuStepTensor> &results = step->results();
+  argumentStorage.assign(arguments.size(), 0);
+  resultStorage.assign(results.size(), 0);
+  parameterScratch.assign(arguments.size(), 0);
+  gradientScratch.assign(results.size(), 0);
+  std::string deviceError;
+  auto failed = [&](const std::string &what) {
+    error = step->path() + ": " + what + ": " + deviceError;
+    detachDevice();
+    return false;
+  };
+  // User inputs and buffers once (buffers then change on the device only);
+  // a parameter's own value is kept for a parameter the runner does not
+  // hold.
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    std::vector<uint8_t> &bytes = hostArguments[i];
+    if (bytes.empty())
+      continue;
+    std::string what =
+        "argument " + std::to_string(i) + " '" + arguments[i].name + "'";
+    if (!device->allocate(arguments[i].bytes, argumentStorage[i],
+                          deviceError) ||
+        !device->upload(argumentStorage[i], bytes.data(), int64_t(bytes.size()),
+                        deviceError))
+      return failed(what);
+    std::vector<uint8_t>().swap(bytes);
+  }
+  // Results other than gradients have storage of their own; gradients are
+  // bound to the runner's memory (or scratch) when the members are known.
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].role != GpuStepTensor::Role::Gradient &&
+        !device->allocate(results[i].bytes, resultStorage[i], deviceError))
+      return failed("result " + std::to_string(i) + " '" + results[i].name +
+                    "'");
+  return true;
+}
+
+bool GpuStepGradients::scratch(std::vector<DevicePtr> &list, size_t index,
+                               int64_t bytes, std::string &error) {
+  if (list[index])
+    return true;
+  std::string deviceError;
+  if (!device->allocate(bytes, list[index], deviceError)) {
+    error = step->path() + ": conversion scratch of " + std::to_string(bytes) +
+            " bytes: " + deviceError;
+    return false;
+  }
+  return true;
+}
+
+bool GpuStepGradients::computeGradients(int64_t stepNumber,
+                                        const std::vector<Member> &members,
+                                        std::string &error) {
+  if (!device) {
+    error = step->path() + ": the step runs on a GPU; it needs --device cuda";
+    return false;
+  }
+  auto begin = std::chrono::steady_clock::now();
+  const std::vector<GpuStepTensor> &arguments = step->arguments();
+  const std::vector<GpuStepTensor> &results = step->results();
+  auto address = [](const void *pointer) {
+    return DevicePtr(reinterpret_cast<uintptr_t>(pointer));
+  };
+  std::map<std::string, const Member *> byName;
+  for (const Member &member : members) {
+    int64_t index = step->findArgument(*member.fqn);
+    if (index < 0 ||
+        arguments[size_t(index)].role != GpuStepTensor::Role::Parameter) {
+      error =
+          step->path() + ": the step has no parameter '" + *member.fqn + "'";
+      return false;
+    }
+    int64_t count = 1;
+    for (int64_t dim : *member.shape)
+      count *= dim;
+    if (count != arguments[size_t(index)].numElements()) {
+      error = step->path() + ": parameter '" + *member.fqn + "' has " +
+              std::to_string(arguments[size_t(index)].numElements()) +
+              " elements in the step, " + std::to_string(count) +
+              " in the runtime";
+      return false;
+    }
+    byName[*member.fqn] = &member;
+  }
+  auto memberOf = [&](const std::string &fqn) -> const Member * {
+    auto it = byName.find(fqn);
+    return it == byName.end() ? nullptr : it->second;
+  };
+
+  // Parameters: where the runner holds them, or converted into scratch.
+  std::vector<DevicePtr> argumentAddresses(arguments.size(), 0),
+      resultAddresses(results.size(), 0);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const GpuStepTensor &tensor = arguments[i];
+    argumentAddresses[i] = argumentStorage[i];
+    if (tensor.role != GpuStepTensor::Role::Parameter)
+      continue;
+    const Member *member = memberOf(tensor.name);
+    if (!member) {
+      if (!argumentStorage[i]) {
+        error = step->path() + ": parameter '" + tensor.name +
+                "' is neither held by the runtime nor given a value";
+        return false;
+      }
+      continue;
+    }
+    if (member->paramDtype == tensor.dtype) {
+      // The step only reads its arguments.
+      argumentAddresses[i] = address(member->param);
+      continue;
+    }
+    if (!scratch(parameterScratch, i, tensor.bytes, error))
+      return false;
+    std::string convertError;
+    if (!step->convert(address(member->param), member->paramDtype,
+                       parameterScratch[i], tensor.dtype, tensor.numElements(),
+                       convertError)) {
+      error = "parameter '" + tensor.name + "': " + convertError;
+      return false;
+    }
+    argumentAddresses[i] = parameterScratch[i];
+  }
+  // Gradients: where the runner reduces them, or into scratch.
+  for (size_t i = 0; i < results.size(); ++i) {
+    const GpuStepTensor &tensor = results[i];
+    resultAddresses[i] = resultStorage[i];
+    if (tensor.role != GpuStepTensor::Role::Gradient)
+      continue;
+    const Member *member = memberOf(tensor.name);
+    if (member && member->gradDtype == tensor.dtype) {
+      resultAddresses[i] = address(member->grad);
+      continue;
+    }
+    if (!scratch(gradientScratch, i, tensor.bytes, error))
+      return false;
+    resultAddresses[i] = gradientScratch[i];
+  }
+
+  std::string runError;
+  if (!step->run(argumentAddresses, resultAddresses, runError)) {
+    error = "step " + std::to_string(stepNumber) + ": " + runError;
+    return false;
+  }
+
+  double loss = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const GpuStepTensor &tensor = results[i];
+    std::string deviceError;
+    switch (tensor.role) {
+    case GpuStepTensor::Role::Gradient: {
+      const Member *member = memberOf(tensor.name);
+      if (member && resultAddresses[i] != address(member->grad) &&
+          !step->convert(resultAddresses[i], tensor.dtype,
+                         address(member->grad), member->gradDtype,
+                         tensor.numElements(), deviceError)) {
+        error = "gradient of '" + tensor.name + "': " + deviceError;
+        return false;
+      }
+      break;
+    }
+    case GpuStepTensor::Role::Loss: {
+      uint8_t bytes[8] = {0};
+      if (!device->download(bytes, resultAddresses[i],
+                            int64_t(elementSize(tensor.dtype)), deviceError)) {
+        error = step->path() + ": step " + std::to_string(stepNumber) +
+                ": the loss: " + deviceError;
+        return false;
+      }
+      if (tensor.dtype == DType::F64)
+        std::memcpy(&loss, bytes, 8);
+      else
+        loss = loadFloatElement(bytes, 0, tensor.dtype);
+      break;
+    }
+    case GpuStepTensor::Role::BufferMutation: {
+      // The next step reads the buffer's new value.
+      size_t target = size_t(step->findArgument(tensor.name));
+      if (!device->copy(argumentStorage[target], resultAddresses[i],
+                        tensor.bytes, deviceError)) {
+        error = step->path() + ": step " + std::to_string(stepNumber) +
+                ": buffer '" + tensor.name + "': " + deviceError;
+        return false;
+      }
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  std::string deviceError;
+  if (!device->synchronize(deviceError)) {
+    error = step->path() + ": step " + std::to_string(stepNumber) +
+            ": after the step: " + deviceError;
+    return false;
+  }
+  lossList.push_back(loss);
+  totalSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
+  if (onStep)
+    onStep(stepNumber, loss);
+  return true;
+}
