@@ -7,6 +7,7 @@
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Runtime/Artifact.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -357,6 +358,20 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   }
   if (llvm::Error error = writeFile(pathOf("step.mlir"), spec.programText))
     return cleanup(std::move(error));
+  std::optional<GpuStepFiles> gpuStep;
+  std::string gpuStepNote;
+  if (options.gpuStep) {
+    llvm::Expected<GpuStepFiles> written =
+        writeGpuStep(options.gpuStep, temporary, layouts);
+    if (!written && !options.gpuStepOptional)
+      return cleanup(written.takeError());
+    if (written) {
+      llvm::append_range(fileNames, written->files);
+      gpuStep = std::move(*written);
+    } else {
+      gpuStepNote = llvm::toString(written.takeError());
+    }
+  }
 
   std::vector<const rt::HostTensor *> initial;
   for (const ArtifactTensorSpec &tensor : spec.tensors)
@@ -403,6 +418,14 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
     kernels["gpu_note"] = options.emitPtx ? ptxNote : "PTX not requested";
   else
     kernels["gpu"] = "kernels.<group index>.ptx (sm_90)";
+  if (!gpuStepNote.empty())
+    kernels["gpu_step_note"] = gpuStepNote;
+  if (gpuStep)
+    kernels["gpu_step"] =
+        llvm::json::Object{{"program", "step.gpu.json"},
+                           {"kernels", gpuStep->kernels},
+                           {"gemms", gpuStep->gemms},
+                           {"arena_bytes", gpuStep->arenaBytes}};
   llvm::json::Object manifest{{"format", "mantissa-artifact"},
                               {"version", rt::kArtifactVersion},
                               {"step", spec.stepName},

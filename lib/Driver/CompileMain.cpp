@@ -204,8 +204,14 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
   }
 
   if (emit == EmitKind::Artifact) {
+    ArtifactOptions options;
+    auto steps = (**module).getOps<train::StepOp>();
+    if (!steps.empty())
+      options.gpuStep = *steps.begin();
+    // The CPU runs the artifact whatever the GPU compilation says.
+    options.gpuStepOptional = true;
     if (llvm::Error error =
-            writeArtifact(**module, *program, outputPath, ArtifactOptions()))
+            writeArtifact(**module, *program, outputPath, options))
       return reportError(outputPath + ": " + llvm::toString(std::move(error)));
     return 0;
   }

@@ -230,7 +230,9 @@ int mlir::mantissa::runMain(int argc, char **argv) {
                "reach"),
       cl::value_desc("dir"), cl::cat(trainCategory));
   cl::opt<std::string> device(
-      "device", cl::desc("Where the step runs: cpu (cuda: not yet)"),
+      "device",
+      cl::desc("Where the step runs: cpu, or cuda (the whole step and the "
+               "update on one GPU)"),
       cl::init("cpu"), cl::cat(trainCategory));
   cl::opt<bool> noMemoryReport(
       "no-memory-report", cl::desc("Do not print the per-rank memory report"),
@@ -299,15 +301,21 @@ int mlir::mantissa::runMain(int argc, char **argv) {
 
   // Forward and backward: compiled CPU code, or with --reference the
   // interpreter that defines the semantics.
+  // Training on the GPU compiles the step for it instead (TrainLoop.cpp).
+  bool onGpu = steps > 0 && (device == "cuda" || device == "gpu");
+  bool compileForCpu = !useReference && !onGpu;
   CompileCacheReport cacheReport;
   llvm::Expected<std::unique_ptr<StepEvaluator>> evaluator =
-      useReference ? llvm::Expected<std::unique_ptr<StepEvaluator>>(
-                         createReferenceEvaluator(step))
-                   : createCompiledEvaluator(step, &cacheReport);
+      !compileForCpu ? llvm::Expected<std::unique_ptr<StepEvaluator>>(
+                           createReferenceEvaluator(step))
+                     : createCompiledEvaluator(step, &cacheReport);
   if (!evaluator)
     return reportError(modelPath + ": " +
                        llvm::toString(evaluator.takeError()));
-  if (!useReference && reporting) {
+  if (onGpu && useReference)
+    return reportError("--reference runs the step in the interpreter on the "
+                       "CPU; it cannot be combined with --device cuda");
+  if (compileForCpu && reporting) {
     llvm::errs() << "mantissa-run: "
                  << (cacheReport.cached ? "loaded the compiled step"
                                         : "compiled the step")

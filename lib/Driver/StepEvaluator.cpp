@@ -3,6 +3,7 @@
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToLLVM.h"
+#include "mantissa/Driver/DiagnosticCollector.h"
 #include "mantissa/Reference/Interpreter.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -25,23 +26,6 @@ using namespace mlir;
 using namespace mlir::mantissa;
 
 namespace {
-
-/// Collects the diagnostics emitted while it lives, as one line.
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(MLIRContext *context)
-      : handler(context, [this](Diagnostic &diagnostic) {
-          llvm::raw_string_ostream os(text);
-          os << (text.empty() ? "" : "; ") << diagnostic.getLocation() << ": "
-             << diagnostic.str();
-          return success();
-        }) {}
-  const std::string &str() const { return text; }
-
-private:
-  std::string text;
-  ScopedDiagnosticHandler handler;
-};
 
 class ReferenceEvaluator : public StepEvaluator {
 public:
@@ -118,32 +102,6 @@ mlir::mantissa::createReferenceEvaluator(train::StepOp step) {
   return std::make_unique<ReferenceEvaluator>(step);
 }
 
-/// Adds `<name>_packed(void **pointers)`, which calls the lowered step
-/// `name` with pointers[0..count): a fixed C signature for any step.
-static void addPackedEntry(ModuleOp module, StringRef name) {
-  auto callee = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
-  MLIRContext *context = module.getContext();
-  Location loc = callee.getLoc();
-  auto pointerType = LLVM::LLVMPointerType::get(context);
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  auto entry = b.create<LLVM::LLVMFuncOp>(
-      loc, (name + "_packed").str(),
-      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context),
-                                  {pointerType}));
-  Block *block = entry.addEntryBlock(b);
-  b.setInsertionPointToStart(block);
-  SmallVector<Value> pointers;
-  for (unsigned index = 0, count = callee.getNumArguments(); index < count;
-       ++index) {
-    Value slot = b.create<LLVM::GEPOp>(
-        loc, pointerType, pointerType, block->getArgument(0),
-        ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(index)});
-    pointers.push_back(b.create<LLVM::LoadOp>(loc, pointerType, slot));
-  }
-  b.create<LLVM::CallOp>(loc, callee, pointers);
-  b.create<LLVM::ReturnOp>(loc, ValueRange{});
-}
-
 /// Names the build of the compiler doing the lowering (its executable's
 /// path, size and modification time), so that a rebuilt compiler never
 /// reuses a library an earlier build lowered differently.
@@ -208,7 +166,8 @@ static llvm::Error compileStepLibrary(train::StepOp step,
     return llvm::createStringError(
         "compiling the step failed: " + diagnostics.str() +
         " (--reference runs the step in the interpreter instead)");
-  addPackedEntry(*module, step.getSymName());
+  addPackedEntry(*module, step.getSymName(),
+                 (step.getSymName() + "_packed").str());
   FailureOr<std::string> llvmIR = translateToLLVMIRText(*module);
   if (failed(llvmIR))
     return llvm::createStringError("translating the step to LLVM IR failed: " +

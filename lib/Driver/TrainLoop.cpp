@@ -13,6 +13,7 @@
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Runtime/DType.h"
+#include "mantissa/Runtime/GpuStep.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -147,23 +148,44 @@ static rt::DType runtimeDTypeOf(Type type) {
 
 namespace {
 
+/// Reports each step's loss with the rates since the first step.
+class ProgressReporter {
+public:
+  ProgressReporter(train::StepOp step, ArrayRef<reference::Tensor> arguments,
+                   int64_t steps)
+      : steps(steps), start(std::chrono::steady_clock::now()) {
+    // Tokens per step: the elements of the first integer user input (the
+    // token ids of a language model), if there is one.
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
+      if (step.getTensorInfo(index).getKind() ==
+              train::TensorKind::user_input &&
+          isa<IntegerType>(arguments[index].getElementType())) {
+        tokensPerStep = arguments[index].getNumElements();
+        break;
+      }
+  }
+
+  void report(int64_t stepNumber, double loss) {
+    ++stepsRun;
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    reportProgress(stepNumber, steps, loss, stepsRun / std::max(seconds, 1e-9),
+                   tokensPerStep);
+  }
+
+private:
+  int64_t steps, stepsRun = 0, tokensPerStep = 0;
+  std::chrono::steady_clock::time_point start;
+};
+
 /// Forward and backward in front of the runtime's update path.
 class StepGradients : public rt::GradientSource {
 public:
   StepGradients(train::StepOp step, SmallVector<reference::Tensor> arguments,
                 StepEvaluator &evaluator, int64_t steps)
       : step(step), arguments(std::move(arguments)), evaluator(evaluator),
-        steps(steps), start(std::chrono::steady_clock::now()) {
-    // Tokens per step: the elements of the first integer user input (the
-    // token ids of a language model), if there is one.
-    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
-      if (step.getTensorInfo(index).getKind() ==
-              train::TensorKind::user_input &&
-          isa<IntegerType>(this->arguments[index].getElementType())) {
-        tokensPerStep = this->arguments[index].getNumElements();
-        break;
-      }
-  }
+        progress(step, this->arguments, steps) {}
 
   bool computeGradients(int64_t stepNumber, const std::vector<Member> &members,
                         std::string &error) override {
@@ -335,12 +357,7 @@ private:
   }
 
   bool finishStep(int64_t stepNumber) {
-    ++stepsRun;
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    reportProgress(stepNumber, steps, losses.back(),
-                   stepsRun / std::max(seconds, 1e-9), tokensPerStep);
+    progress.report(stepNumber, losses.back());
     return true;
   }
 
@@ -349,8 +366,7 @@ private:
   train::StepOp step;
   SmallVector<reference::Tensor> arguments;
   StepEvaluator &evaluator;
-  int64_t steps, stepsRun = 0, tokensPerStep = 0;
-  std::chrono::steady_clock::time_point start;
+  ProgressReporter progress;
   std::vector<double> losses;
 };
 
@@ -403,16 +419,59 @@ llvm::Expected<int> mlir::mantissa::trainStep(
       [&] { llvm::sys::fs::remove_directories(directory); });
   llvm::SmallString<128> artifactDir(directory);
   llvm::sys::path::append(artifactDir, "artifact");
+  // On the GPU the artifact also holds the update kernels' PTX and the
+  // step's own program (docs/gpu-step.md).
+  bool onGpu = options.device == "cuda" || options.device == "gpu";
   ArtifactOptions artifactOptions;
-  artifactOptions.emitPtx = false;
+  artifactOptions.emitPtx = onGpu;
+  if (onGpu)
+    artifactOptions.gpuStep = step;
+  auto compileStart = std::chrono::steady_clock::now();
   if (llvm::Error error =
           writeArtifactSpec(*spec, artifactDir, artifactOptions))
     return std::move(error);
 
+  ProgressReporter gpuProgress(step, arguments, options.steps);
+  std::unique_ptr<rt::GpuStepGradients> gpuGradients;
+  if (onGpu) {
+    // Parameters come from the runtime; everything else is uploaded once.
+    std::vector<std::vector<uint8_t>> hostArguments;
+    for (auto [index, argument] : llvm::enumerate(arguments))
+      hostArguments.push_back(step.getTensorInfo(index).getKind() ==
+                                      train::TensorKind::parameter
+                                  ? std::vector<uint8_t>()
+                                  : argument.toBytes());
+    llvm::SmallString<128> programPath(artifactDir);
+    llvm::sys::path::append(programPath, "step.gpu.json");
+    std::string error;
+    gpuGradients = rt::GpuStepGradients::load(std::string(programPath),
+                                              std::move(hostArguments), error);
+    if (!gpuGradients)
+      return llvm::createStringError(error);
+    const rt::GpuStep &program = gpuGradients->program();
+    if (communicator.rank() == 0) {
+      int64_t kernels = 0, gemms = 0;
+      for (const rt::GpuStepOp &op : program.ops())
+        ++(op.kind == rt::GpuStepOp::Kind::Gemm ? gemms : kernels);
+      llvm::errs() << llvm::formatv(
+          "mantissa-run: compiled the step for the GPU in {0:f1} s: {1} "
+          "kernels, {2} cuBLAS GEMMs, {3:f1} MiB of temporaries\n",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        compileStart)
+              .count(),
+          kernels, gemms, program.arenaBytes() / 1048576.0);
+    }
+    gpuGradients->setStepCallback([&](int64_t stepNumber, double loss) {
+      gpuProgress.report(stepNumber, loss);
+    });
+  }
+
   StepGradients gradients(step, std::move(arguments), evaluator, options.steps);
   rt::UpdateOptions update;
   update.artifactDir = std::string(artifactDir);
-  update.gradientSource = &gradients;
+  update.gradientSource =
+      gpuGradients ? static_cast<rt::GradientSource *>(gpuGradients.get())
+                   : &gradients;
   update.steps = options.steps;
   update.lr = options.lr;
   update.beta1 = options.beta1;
@@ -426,13 +485,15 @@ llvm::Expected<int> mlir::mantissa::trainStep(
   update.device = options.device;
   update.memoryReport = options.memoryReport;
   int status = rt::runUpdate(update, communicator);
-  if (llvm::outs().is_displayed() && !gradients.getLosses().empty())
+  ArrayRef<double> losses = gpuGradients
+                                ? ArrayRef<double>(gpuGradients->losses())
+                                : gradients.getLosses();
+  if (llvm::outs().is_displayed() && !losses.empty())
     llvm::outs() << "\n";
   llvm::outs().flush();
   if (status != 0 || communicator.rank() != 0 || options.lossesPath.empty())
     return status;
-  if (llvm::Error error =
-          writeLosses(gradients.getLosses(), options.lossesPath))
+  if (llvm::Error error = writeLosses(losses, options.lossesPath))
     return std::move(error);
   return 0;
 }

@@ -87,6 +87,11 @@ compileLLVMIRToSharedLibrary(StringRef llvmIR, StringRef libraryPath,
                              std::string &error, unsigned optLevel = 3,
                              ArrayRef<StringRef> extraArguments = {});
 
+/// Lowers the train.adamw_update of a module built with `forGpu` to a
+/// gpu.module with the kernel `<function>_kernel` and its launch (the first
+/// half of compileAdamWToPTX).
+LogicalResult lowerAdamWForGpu(ModuleOp module, unsigned blockSize = 256);
+
 /// Lowers a module built with `forGpu` to a gpu.module and returns the PTX
 /// for sm_90 (without the trailing NUL), or fails with diagnostics.
 FailureOr<std::string> compileAdamWToPTX(ModuleOp module,

@@ -27,6 +27,26 @@ void registerTrainToLLVMDialects(DialectRegistry &registry);
 /// function fills. bf16 rounds to nearest even without runtime calls.
 LogicalResult lowerTrainStepsToLLVM(ModuleOp module);
 
+/// The first half of lowerTrainStepsToLLVM, shared with the GPU: lowers
+/// every train.step to a func.func on memrefs (linalg ops on buffers,
+/// results as out-parameters after the arguments, every temporary freed by
+/// a memref.dealloc, copies as linalg.copy).
+LogicalResult bufferizeTrainSteps(ModuleOp module);
+
+/// The second half: linalg to loops, math approximations and the LLVM
+/// dialect (bare-pointer calling convention) for the functions of a
+/// bufferized module.
+LogicalResult lowerBufferizedToLLVM(ModuleOp module);
+
+/// Adds `void entryName(void **values, ...)`, which calls the LLVM function
+/// `callee` with its i-th parameter taken from values[i] (each slot holds a
+/// pointer-sized value), or with `indirect` from what values[i] points at
+/// (as cuLaunchKernel's kernelParams give each parameter). The callee's
+/// last `passThrough` parameters are the entry's own after `values`: a
+/// fixed C signature for any function.
+void addPackedEntry(ModuleOp module, StringRef callee, StringRef entryName,
+                    bool indirect = false, unsigned passThrough = 0);
+
 } // namespace mlir::mantissa
 
 #endif // MANTISSA_CONVERSION_TRAINTOLLVM_H

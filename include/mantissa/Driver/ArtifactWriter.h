@@ -17,6 +17,7 @@
 #define MANTISSA_DRIVER_ARTIFACTWRITER_H
 
 #include "mantissa/Dialect/Train/IR/TrainAttrs.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -35,6 +36,13 @@ struct ArtifactOptions {
   bool maximize = false;
   /// Elements per tile of the CPU kernels: the granularity of sharding.
   int64_t tileSize = 4096;
+  /// The planned step to compile for the GPU as well (docs/gpu-step.md),
+  /// or null.
+  train::StepOp gpuStep;
+  /// Write the artifact without the GPU step, saying why in the manifest
+  /// (`kernels.gpu_step_note`), when the step cannot be compiled for the
+  /// GPU, rather than failing.
+  bool gpuStepOptional = false;
 };
 
 /// One parameter or buffer of an artifact, with its plan and initial value.

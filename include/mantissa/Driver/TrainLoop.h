@@ -33,7 +33,8 @@ struct TrainOptions {
   /// reach), as for the runtime's update path.
   std::string saveCheckpointDir, resumeDir;
   int64_t saveEvery = 0;
-  /// "cpu" (the step has no GPU code yet).
+  /// "cpu", or "cuda" (also "gpu"): the step compiled for the GPU
+  /// (docs/gpu-step.md) and the update on the device, at world size 1.
   std::string device = "cpu";
   /// Print the per-rank peak memory report.
   bool memoryReport = true;

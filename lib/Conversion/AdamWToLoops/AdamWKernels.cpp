@@ -358,8 +358,8 @@ AdamWCpuKernel::~AdamWCpuKernel() {
 // GPU: PTX for sm_90
 //===----------------------------------------------------------------------===//
 
-FailureOr<std::string> mlir::mantissa::compileAdamWToPTX(ModuleOp module,
-                                                         unsigned blockSize) {
+LogicalResult mlir::mantissa::lowerAdamWForGpu(ModuleOp module,
+                                               unsigned blockSize) {
   PassManager pm(module.getContext());
   LowerAdamWPassOptions lowerOptions;
   lowerOptions.target = "gpu";
@@ -367,6 +367,14 @@ FailureOr<std::string> mlir::mantissa::compileAdamWToPTX(ModuleOp module,
   pm.addPass(createLowerAdamWPass(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  return pm.run(module);
+}
+
+FailureOr<std::string> mlir::mantissa::compileAdamWToPTX(ModuleOp module,
+                                                         unsigned blockSize) {
+  if (failed(lowerAdamWForGpu(module, blockSize)))
+    return failure();
+  PassManager pm(module.getContext());
   pm.addPass(createConvertSCFToCFPass());
   GpuNVVMAttachTargetOptions targetOptions;
   targetOptions.chip = "sm_90";

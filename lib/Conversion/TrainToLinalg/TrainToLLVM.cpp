@@ -358,7 +358,7 @@ static void outlineLinalgOps(ModuleOp module) {
   }
 }
 
-LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
+LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
   if (failed(runPipeline(
           module, "builtin.module(mantissa-lower-train-to-linalg,"
                   "linalg-fuse-elementwise-ops,"
@@ -378,8 +378,18 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
     b.create<linalg::CopyOp>(copy.getLoc(), copy.getSource(), copy.getTarget());
     copy.erase();
   });
+  return success();
+}
+
+LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
+  if (failed(bufferizeTrainSteps(module)))
+    return failure();
   interchangeReductionsOutward(module);
   outlineLinalgOps(module);
+  return lowerBufferizedToLLVM(module);
+}
+
+LogicalResult mlir::mantissa::lowerBufferizedToLLVM(ModuleOp module) {
   if (failed(runPipeline(module,
                          "builtin.module(func.func(convert-linalg-to-loops),"
                          "expand-strided-metadata,lower-affine)")))
@@ -412,6 +422,7 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
           "builtin.module(arith-emulate-unsupported-floats{source-types=bf16 "
           "target-type=f32},arith-expand{include-bf16=true},convert-scf-to-cf,"
           "convert-math-to-llvm,convert-arith-to-llvm,finalize-memref-to-llvm,"
+          "convert-vector-to-llvm,"
           "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
           "convert-cf-to-llvm,convert-openmp-to-llvm,"
           "reconcile-unrealized-casts)")))
@@ -424,4 +435,39 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
       function.setPassthroughAttr(
           ArrayAttr::get(context, {StringAttr::get(context, "noinline")}));
   return success();
+}
+
+void mlir::mantissa::addPackedEntry(ModuleOp module, StringRef callee,
+                                    StringRef entryName, bool indirect,
+                                    unsigned passThrough) {
+  auto function = module.lookupSymbol<LLVM::LLVMFuncOp>(callee);
+  MLIRContext *context = module.getContext();
+  Location loc = function.getLoc();
+  auto pointerType = LLVM::LLVMPointerType::get(context);
+  ArrayRef<Type> params = function.getFunctionType().getParams();
+  size_t packed = params.size() - passThrough;
+  SmallVector<Type> entryParams = {pointerType};
+  llvm::append_range(entryParams, params.drop_front(packed));
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto entry = b.create<LLVM::LLVMFuncOp>(
+      loc, entryName,
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(context),
+                                  entryParams));
+  Block *block = entry.addEntryBlock(b);
+  b.setInsertionPointToStart(block);
+  SmallVector<Value> values;
+  for (auto [index, type] : llvm::enumerate(params.take_front(packed))) {
+    Value slot = b.create<LLVM::GEPOp>(
+        loc, pointerType, pointerType, block->getArgument(0),
+        ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(index)});
+    if (!indirect) {
+      values.push_back(b.create<LLVM::LoadOp>(loc, type, slot));
+      continue;
+    }
+    Value pointer = b.create<LLVM::LoadOp>(loc, pointerType, slot);
+    values.push_back(b.create<LLVM::LoadOp>(loc, type, pointer));
+  }
+  llvm::append_range(values, block->getArguments().drop_front());
+  b.create<LLVM::CallOp>(loc, function, values);
+  b.create<LLVM::ReturnOp>(loc, ValueRange{});
 }

@@ -1,0 +1,1287 @@
+//===- TrainToGPU.cpp - A train.step as a GPU program ---------------------===//
+//
+// The step is bufferized exactly as for the CPU (bufferizeTrainSteps), then
+// read as a straight-line program over buffers:
+//
+// - Each temporary (memref.alloc) lives from its allocation to the last op
+//   that uses it; the temporaries are packed into one arena, first fit,
+//   reusing the bytes of dead ones (everything runs in order on one
+//   stream).
+// - Views (subview, expand/collapse_shape, ...) cost nothing: an op's operand
+//   is its base buffer plus the view's static offset and strides, which the
+//   kernel rebuilds with memref.reinterpret_cast.
+// - Matrix products cuBLAS can express (named or generic contractions whose
+//   batch, row, column and reduction dimensions each collapse to one strided
+//   dimension) become strided-batched GEMMs.
+// - Every other linalg op, and the scatter loops of embedding backward,
+//   becomes one kernel: its parallel loops are spread over the threads
+//   (one output element each) and its reduction loops run in order within
+//   each thread, so every element accumulates in the CPU code's order.
+//
+// The kernels are lowered through NVVM to PTX for sm_90 (libdevice for the
+// transcendental functions, IEEE sqrt and division); with host kernels the
+// same loop nests are also lowered for the CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Conversion/TrainToGPU.h"
+
+#include "mantissa/Conversion/TrainToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+#include <mutex>
+
+using namespace mlir;
+using namespace mlir::mantissa;
+
+void mlir::mantissa::registerTrainToGPUDialects(DialectRegistry &registry) {
+  registerTrainToLLVMDialects(registry);
+  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect>();
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+}
+
+namespace {
+
+/// Threads per block of every kernel.
+constexpr int64_t kBlockSize = 256;
+/// Arena and constant offsets are multiples of this (cuBLAS and vector
+/// loads want aligned operands).
+constexpr int64_t kBufferAlignment = 256;
+/// Marks a kernel function whose outermost N loops run one iteration per
+/// thread.
+constexpr llvm::StringLiteral kThreadLoops = "mantissa.thread_loops";
+/// Marks a kernel function whose innermost loop runs one iteration per
+/// thread (a scatter whose rows may collide but whose columns cannot).
+constexpr llvm::StringLiteral kThreadInnerLoop = "mantissa.thread_inner_loop";
+
+int64_t alignTo(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+/// Bytes per stored element (i1 is stored in a byte).
+int64_t getStorageBytes(Type element) {
+  if (element.isInteger(1))
+    return 1;
+  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+}
+
+int64_t getBufferBytes(MemRefType type) {
+  return std::max<int64_t>(1, type.getNumElements() *
+                                  getStorageBytes(type.getElementType()));
+}
+
+/// The safetensors name of an element type.
+std::string getDTypeName(Type element) {
+  if (element.isF32())
+    return "F32";
+  if (element.isBF16())
+    return "BF16";
+  if (element.isF16())
+    return "F16";
+  if (element.isF64())
+    return "F64";
+  if (element.isInteger(1))
+    return "BOOL";
+  if (element.isInteger(8))
+    return element.isUnsignedInteger() ? "U8" : "I8";
+  if (element.isInteger(16))
+    return "I16";
+  if (element.isInteger(32))
+    return "I32";
+  return "I64";
+}
+
+std::string describeOp(Operation *op) {
+  std::string text = op->getName().getStringRef().str();
+  llvm::raw_string_ostream os(text);
+  os << " at ";
+  op->getLoc().print(os);
+  return text;
+}
+
+/// The buffer `value` views: a function argument, memref.alloc or
+/// memref.get_global.
+Value getBaseBuffer(Value value) {
+  while (true) {
+    if (auto view = value.getDefiningOp<ViewLikeOpInterface>())
+      value = view.getViewSource();
+    else if (auto cast = value.getDefiningOp<memref::CastOp>())
+      value = cast.getSource();
+    else
+      return value;
+  }
+}
+
+/// A view's static offset and strides relative to its base buffer.
+LogicalResult getViewLayout(Value view, SmallVectorImpl<int64_t> &strides,
+                            int64_t &offset) {
+  auto type = cast<MemRefType>(view.getType());
+  if (failed(getStridesAndOffset(type, strides, offset)) ||
+      ShapedType::isDynamic(offset) ||
+      llvm::any_of(strides, ShapedType::isDynamic) || !type.hasStaticShape())
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+/// Whether `value` is block argument `index` of `block`, possibly widened
+/// by arith.extf (the named matmul's and bf16 contractions' casts).
+bool isBlockArgument(Value value, Block *block, unsigned index) {
+  if (auto extend = value.getDefiningOp<arith::ExtFOp>())
+    value = extend.getIn();
+  auto argument = dyn_cast<BlockArgument>(value);
+  return argument && argument.getOwner() == block &&
+         argument.getArgNumber() == index;
+}
+
+/// Whether the body of `op` is `out + in0 * in1` (in either order) in the
+/// output's type, the inputs possibly widened first.
+bool isMultiplyAccumulate(linalg::LinalgOp op) {
+  Block *body = op.getBlock();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  if (yield.getNumOperands() != 1)
+    return false;
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || add->getBlock() != body)
+    return false;
+  for (int first = 0; first < 2; ++first) {
+    Value accumulator = add->getOperand(first);
+    auto multiply = add->getOperand(1 - first).getDefiningOp<arith::MulFOp>();
+    if (!multiply || !isBlockArgument(accumulator, body, 2))
+      continue;
+    if ((isBlockArgument(multiply.getLhs(), body, 0) &&
+         isBlockArgument(multiply.getRhs(), body, 1)) ||
+        (isBlockArgument(multiply.getLhs(), body, 1) &&
+         isBlockArgument(multiply.getRhs(), body, 0)))
+      return true;
+  }
+  return false;
+}
+
+/// One operand's element strides along each loop of an op (0 where it does
+/// not index the loop).
+struct LoopStrides {
+  SmallVector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+FailureOr<LoopStrides> getLoopStrides(linalg::LinalgOp op, OpOperand &operand) {
+  SmallVector<int64_t> viewStrides;
+  LoopStrides result;
+  if (failed(getViewLayout(operand.get(), viewStrides, result.offset)))
+    return failure();
+  result.strides.assign(op.getNumLoops(), 0);
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  for (auto [position, expr] : llvm::enumerate(map.getResults())) {
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (!dim || result.strides[dim.getPosition()] != 0)
+      return failure();
+    result.strides[dim.getPosition()] = viewStrides[position];
+  }
+  return result;
+}
+
+/// A group of loops (the batch, row, column or reduction loops of a
+/// contraction) collapsed into one: its size and each operand's stride.
+struct CollapsedLoop {
+  int64_t size = 1;
+  std::array<int64_t, 3> strides = {0, 0, 0};
+};
+
+/// Collapses `loops` (order by the stride of operand `orderBy`, largest
+/// first) into one loop, when each operand's strides nest exactly.
+FailureOr<CollapsedLoop> collapseLoops(ArrayRef<unsigned> loops,
+                                       ArrayRef<int64_t> ranges,
+                                       ArrayRef<LoopStrides> operands,
+                                       unsigned orderBy) {
+  SmallVector<unsigned> kept;
+  for (unsigned loop : loops)
+    if (ranges[loop] != 1)
+      kept.push_back(loop);
+  llvm::stable_sort(kept, [&](unsigned a, unsigned b) {
+    return operands[orderBy].strides[a] > operands[orderBy].strides[b];
+  });
+  CollapsedLoop result;
+  for (auto [position, loop] : llvm::enumerate(kept)) {
+    for (unsigned operand = 0; operand < 3; ++operand) {
+      int64_t stride = operands[operand].strides[loop];
+      if (position > 0 && result.strides[operand] != stride * ranges[loop])
+        return failure();
+      result.strides[operand] = stride;
+    }
+    result.size *= ranges[loop];
+  }
+  return result;
+}
+
+/// A matrix of `rows` x `cols` whose element (r, c) is at r * rowStride +
+/// c * colStride, as a cuBLAS operand: stored column-major (transposed or
+/// not) with leading dimension ld.
+struct MatrixLayout {
+  bool transposed = false;
+  int64_t ld = 1;
+};
+
+std::optional<MatrixLayout> getMatrixLayout(int64_t rows, int64_t cols,
+                                            int64_t rowStride,
+                                            int64_t colStride) {
+  // Column-major: rows contiguous.
+  if (rows <= 1 || rowStride == 1) {
+    int64_t ld = cols > 1 ? colStride : std::max<int64_t>(rows, 1);
+    if (ld >= std::max<int64_t>(rows, 1))
+      return MatrixLayout{false, ld};
+  }
+  // Row-major: the transpose of a column-major cols x rows matrix.
+  if (cols <= 1 || colStride == 1) {
+    int64_t ld = rows > 1 ? rowStride : std::max<int64_t>(cols, 1);
+    if (ld >= std::max<int64_t>(cols, 1))
+      return MatrixLayout{true, ld};
+  }
+  return std::nullopt;
+}
+
+/// Whether `op` sets every element of its one output to +0.0 (linalg.fill,
+/// or a generic without inputs yielding the constant), returning that
+/// output.
+Value getZeroFilledOutput(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || linalgOp.getNumDpsInits() != 1 ||
+      linalgOp.getNumReductionLoops() != 0)
+    return {};
+  Value value;
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    value = fill.getInputs().front();
+  } else if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+    if (generic.getNumDpsInputs() != 0 ||
+        !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+             .isIdentity())
+      return {};
+    value = cast<linalg::YieldOp>(generic.getBlock()->getTerminator())
+                .getOperand(0);
+    if (value.getParentBlock() == generic.getBlock())
+      return {};
+  } else {
+    return {};
+  }
+  auto constant = value.getDefiningOp<arith::ConstantOp>();
+  auto zero = constant ? dyn_cast<FloatAttr>(constant.getValue()) : nullptr;
+  if (!zero || !zero.getValue().isPosZero())
+    return {};
+  return linalgOp.getDpsInitOperand(0)->get();
+}
+
+bool isGemmDType(Type element) {
+  return element.isF32() || element.isBF16() || element.isF16();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The program builder
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class GpuProgramBuilder {
+public:
+  GpuProgramBuilder(func::FuncOp function, train::StepOp step,
+                    GpuStepProgram &program)
+      : function(function), step(step), program(program),
+        kernels(ModuleOp::create(function.getLoc())) {}
+
+  LogicalResult build();
+  OwningOpRef<ModuleOp> takeKernels() { return std::move(kernels); }
+
+private:
+  LogicalResult visit(Operation *op);
+  int64_t getBufferId(Value base);
+  LogicalResult addConstant(memref::GetGlobalOp getGlobal);
+  std::optional<GpuStepOp> matchGemm(linalg::LinalgOp op);
+  LogicalResult addKernel(Operation *op);
+  void packArena();
+
+  func::FuncOp function;
+  train::StepOp step;
+  GpuStepProgram &program;
+  OwningOpRef<ModuleOp> kernels;
+  llvm::DenseMap<Value, int64_t> bufferIds;
+  /// Program positions of each temporary's allocation and last use.
+  struct Lifetime {
+    int64_t buffer, begin, end;
+  };
+  std::vector<Lifetime> lifetimes;
+  llvm::DenseMap<Value, size_t> lifetimeOf;
+  int64_t position = 0;
+  /// The last op, if it zeroed a view: its output, index and kernel.
+  struct ZeroFill {
+    Value output;
+    size_t op;
+    func::FuncOp kernel;
+  };
+  std::optional<ZeroFill> lastZeroFill;
+};
+
+} // namespace
+
+int64_t GpuProgramBuilder::getBufferId(Value base) {
+  // Every op that names a buffer extends its lifetime to here.
+  if (auto lifetime = lifetimeOf.find(base); lifetime != lifetimeOf.end())
+    lifetimes[lifetime->second].end = position;
+  auto found = bufferIds.find(base);
+  if (found != bufferIds.end())
+    return found->second;
+  // Only function arguments reach here unregistered.
+  auto argument = cast<BlockArgument>(base);
+  GpuStepBuffer buffer;
+  int64_t numArguments = step.getNumArguments();
+  int64_t index = argument.getArgNumber();
+  buffer.kind = index < numArguments ? GpuStepBuffer::Kind::Argument
+                                     : GpuStepBuffer::Kind::Result;
+  buffer.index = index < numArguments ? index : index - numArguments;
+  buffer.bytes = getBufferBytes(cast<MemRefType>(base.getType()));
+  int64_t id = program.buffers.size();
+  program.buffers.push_back(buffer);
+  bufferIds[base] = id;
+  return id;
+}
+
+LogicalResult GpuProgramBuilder::addConstant(memref::GetGlobalOp getGlobal) {
+  auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+      getGlobal, getGlobal.getNameAttr());
+  auto value =
+      global ? dyn_cast_or_null<DenseElementsAttr>(global.getInitialValueAttr())
+             : nullptr;
+  if (!value)
+    return getGlobal.emitOpError()
+           << "has no dense initial value for the GPU program";
+  MemRefType type = getGlobal.getType();
+  int64_t width = getStorageBytes(type.getElementType());
+  GpuStepBuffer buffer;
+  buffer.kind = GpuStepBuffer::Kind::Constant;
+  buffer.offset = alignTo(program.constants.size(), kBufferAlignment);
+  buffer.bytes = getBufferBytes(type);
+  program.constants.resize(buffer.offset + buffer.bytes, 0);
+  uint8_t *out = program.constants.data() + buffer.offset;
+  auto store = [&](const APInt &bits, int64_t index) {
+    uint64_t word = bits.getZExtValue();
+    for (int64_t byte = 0; byte < width; ++byte)
+      out[index * width + byte] = uint8_t(word >> (8 * byte));
+  };
+  int64_t index = 0;
+  if (isa<FloatType>(type.getElementType()))
+    for (const APFloat &element : value.getValues<APFloat>())
+      store(element.bitcastToAPInt(), index++);
+  else
+    for (const APInt &element : value.getValues<APInt>())
+      store(element, index++);
+  bufferIds[getGlobal.getResult()] = program.buffers.size();
+  program.buffers.push_back(buffer);
+  return success();
+}
+
+/// A contraction over buffers as a strided-batched GEMM, when its loops
+/// collapse to one batch, row, column and reduction loop each, every operand
+/// is a column-major matrix (possibly transposed) and the dtypes are ones
+/// cuBLAS multiplies with fp32 accumulation.
+std::optional<GpuStepOp> GpuProgramBuilder::matchGemm(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !op.hasPureBufferSemantics() || !isMultiplyAccumulate(op))
+    return std::nullopt;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->k.empty())
+    return std::nullopt;
+  SmallVector<LoopStrides> operands;
+  for (OpOperand &operand : op->getOpOperands()) {
+    FailureOr<LoopStrides> strides = getLoopStrides(op, operand);
+    if (failed(strides))
+      return std::nullopt;
+    operands.push_back(*strides);
+  }
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  enum { A = 0, B = 1, C = 2 };
+  FailureOr<CollapsedLoop> batch =
+      collapseLoops(dims->batch, ranges, operands, C);
+  FailureOr<CollapsedLoop> rows = collapseLoops(dims->m, ranges, operands, C);
+  FailureOr<CollapsedLoop> cols = collapseLoops(dims->n, ranges, operands, C);
+  FailureOr<CollapsedLoop> inner = collapseLoops(dims->k, ranges, operands, A);
+  if (failed(batch) || failed(rows) || failed(cols) || failed(inner))
+    return std::nullopt;
+
+  Type aType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get().getType());
+  Type bType = getElementTypeOrSelf(op.getDpsInputOperand(1)->get().getType());
+  Type cType = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
+  // A narrow accumulator would round after every product, which cuBLAS
+  // (accumulating in fp32) does not reproduce.
+  if (aType != bType || !isGemmDType(aType) || !cType.isF32())
+    return std::nullopt;
+
+  int64_t M = rows->size, N = cols->size, K = inner->size;
+  // C (M x N) column-major computes C = A * B; row-major computes
+  // C^T = B^T * A^T.
+  GpuStepOp gemm;
+  gemm.kind = GpuStepOp::Kind::Gemm;
+  gemm.k = K;
+  gemm.batch = batch->size;
+  gemm.beta = 1.0; // linalg accumulates into its (filled) output.
+  std::optional<MatrixLayout> cLayout =
+      getMatrixLayout(M, N, rows->strides[C], cols->strides[C]);
+  unsigned first = A, second = B;
+  int64_t firstRows = M, secondCols = N;
+  CollapsedLoop *firstOuter = &*rows, *secondOuter = &*cols;
+  if (!cLayout || cLayout->transposed) {
+    cLayout = getMatrixLayout(N, M, cols->strides[C], rows->strides[C]);
+    if (!cLayout || cLayout->transposed)
+      return std::nullopt;
+    first = B;
+    second = A;
+    std::swap(firstRows, secondCols);
+    std::swap(firstOuter, secondOuter);
+  }
+  gemm.m = firstRows;
+  gemm.n = secondCols;
+  // The first factor is firstRows x K, the second K x secondCols.
+  std::optional<MatrixLayout> firstLayout = getMatrixLayout(
+      firstRows, K, firstOuter->strides[first], inner->strides[first]);
+  std::optional<MatrixLayout> secondLayout = getMatrixLayout(
+      K, secondCols, inner->strides[second], secondOuter->strides[second]);
+  if (!firstLayout || !secondLayout)
+    return std::nullopt;
+  gemm.transA = firstLayout->transposed;
+  gemm.transB = secondLayout->transposed;
+  auto describe = [&](unsigned operand, const MatrixLayout &matrix) {
+    GpuGemmOperand result;
+    Value value = op->getOperand(operand);
+    result.buffer = getBufferId(getBaseBuffer(value));
+    result.offset = operands[operand].offset;
+    result.ld = matrix.ld;
+    result.stride = batch->size > 1 ? batch->strides[operand] : 0;
+    result.dtype = getDTypeName(getElementTypeOrSelf(value.getType()));
+    return result;
+  };
+  gemm.a = describe(first, *firstLayout);
+  gemm.b = describe(second, *secondLayout);
+  gemm.c = describe(C, *cLayout);
+  gemm.source = describeOp(op);
+  return gemm;
+}
+
+/// Adds a kernel function for `op` (a linalg op on buffers, or a loop nest)
+/// to the kernel module: one argument per base buffer it touches (a flat
+/// memref), the views it uses rebuilt from them by reinterpret_cast, its
+/// constants cloned in.
+LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
+  llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
+  getUsedValuesDefinedAbove(op->getRegions(), used);
+  llvm::SetVector<Value> bases;
+  SmallVector<Value> views;
+  llvm::SetVector<Operation *> constants;
+  for (Value value : used) {
+    if (isa<MemRefType>(value.getType())) {
+      bases.insert(getBaseBuffer(value));
+      views.push_back(value);
+      continue;
+    }
+    Operation *definition = value.getDefiningOp();
+    if (!definition || !definition->hasTrait<OpTrait::ConstantLike>())
+      return op->emitOpError()
+             << "uses a value the GPU program cannot pass to a kernel: "
+             << value;
+    constants.insert(definition);
+  }
+  MLIRContext *context = op->getContext();
+  std::string name =
+      llvm::formatv("{0}_k{1}", step.getSymName(), program.ops.size()).str();
+  SmallVector<Type> argumentTypes;
+  for (Value base : bases) {
+    auto type = cast<MemRefType>(base.getType());
+    argumentTypes.push_back(MemRefType::get(
+        {std::max<int64_t>(1, type.getNumElements())}, type.getElementType()));
+  }
+  OpBuilder builder = OpBuilder::atBlockEnd(kernels->getBody());
+  auto kernel = builder.create<func::FuncOp>(
+      op->getLoc(), name, builder.getFunctionType(argumentTypes, {}));
+  Block *entry = kernel.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  IRMapping mapping;
+  for (Value view : views) {
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(getViewLayout(view, strides, offset)))
+      return op->emitOpError()
+             << "has an operand with a dynamic layout, which the GPU program "
+                "cannot pass to a kernel";
+    auto type = cast<MemRefType>(view.getType());
+    Value base = entry->getArgument(
+        std::distance(bases.begin(), llvm::find(bases, getBaseBuffer(view))));
+    mapping.map(
+        view, builder.create<memref::ReinterpretCastOp>(
+                  op->getLoc(), type, base, offset, type.getShape(), strides));
+  }
+  for (Operation *constant : constants)
+    builder.clone(*constant, mapping);
+  Operation *clone = builder.clone(*op, mapping);
+  builder.create<func::ReturnOp>(op->getLoc());
+
+  GpuStepOp kernelOp;
+  kernelOp.kind = GpuStepOp::Kind::Kernel;
+  kernelOp.entry = name;
+  kernelOp.source = describeOp(op);
+  for (Value base : bases)
+    kernelOp.buffers.push_back(getBufferId(base));
+
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(clone)) {
+    // Parallel loops first, so that they are the ones spread over threads;
+    // the reduction loops keep their order.
+    IRRewriter rewriter(context);
+    rewriter.setInsertionPoint(clone);
+    auto generic = dyn_cast<linalg::GenericOp>(clone);
+    if (!generic) {
+      FailureOr<linalg::GenericOp> generalized =
+          linalg::generalizeNamedOp(rewriter, linalgOp);
+      if (failed(generalized))
+        return op->emitOpError() << "cannot be generalized for the GPU";
+      generic = *generalized;
+    }
+    SmallVector<unsigned> order, reductions;
+    for (auto [loop, iterator] :
+         llvm::enumerate(generic.getIteratorTypesArray()))
+      (linalg::isParallelIterator(iterator) ? order : reductions)
+          .push_back(loop);
+    int64_t parallel = order.size();
+    llvm::append_range(order, reductions);
+    bool identity = llvm::equal(order, llvm::seq<unsigned>(0, order.size()));
+    if (!identity &&
+        failed(linalg::interchangeGenericOp(rewriter, generic, order)))
+      return op->emitOpError() << "cannot be interchanged for the GPU";
+    kernel->setAttr(kThreadLoops, builder.getI64IntegerAttr(parallel));
+  } else {
+    kernel->setAttr(kThreadInnerLoop, UnitAttr::get(context));
+  }
+  program.ops.push_back(std::move(kernelOp));
+  return success();
+}
+
+LogicalResult GpuProgramBuilder::visit(Operation *op) {
+  ++position;
+  if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+    if (!alloc.getType().hasStaticShape())
+      return op->emitOpError() << "has a dynamic shape the GPU program cannot "
+                                  "allocate ahead of time";
+    GpuStepBuffer buffer;
+    buffer.kind = GpuStepBuffer::Kind::Temporary;
+    buffer.bytes = getBufferBytes(alloc.getType());
+    int64_t id = program.buffers.size();
+    program.buffers.push_back(buffer);
+    bufferIds[alloc.getResult()] = id;
+    lifetimeOf[alloc.getResult()] = lifetimes.size();
+    lifetimes.push_back({id, position, position});
+    return success();
+  }
+  // The deallocations all come at the end; lifetimes end at last uses.
+  if (isa<memref::DeallocOp>(op))
+    return success();
+  if (auto getGlobal = dyn_cast<memref::GetGlobalOp>(op))
+    return addConstant(getGlobal);
+  if (isa<ViewLikeOpInterface, memref::CastOp, func::ReturnOp>(op) ||
+      op->hasTrait<OpTrait::ConstantLike>())
+    return success();
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+    if (std::optional<GpuStepOp> gemm = matchGemm(linalgOp)) {
+      // C = A * B + 0 right after C was zeroed: one GEMM with beta = 0.
+      Value output = linalgOp.getDpsInitOperand(0)->get();
+      if (lastZeroFill && lastZeroFill->output == output &&
+          lastZeroFill->op + 1 == program.ops.size()) {
+        lastZeroFill->kernel.erase();
+        program.ops.pop_back();
+        gemm->beta = 0.0;
+      }
+      lastZeroFill.reset();
+      program.ops.push_back(std::move(*gemm));
+      return success();
+    }
+    lastZeroFill.reset();
+    if (Value output = getZeroFilledOutput(op))
+      lastZeroFill = ZeroFill{output, program.ops.size(), {}};
+    if (failed(addKernel(op)))
+      return failure();
+    if (lastZeroFill)
+      lastZeroFill->kernel = cast<func::FuncOp>(kernels->getBody()->back());
+    return success();
+  }
+  lastZeroFill.reset();
+  if (isa<scf::ForOp>(op))
+    return addKernel(op);
+  return op->emitOpError() << "has no lowering to the GPU program";
+}
+
+/// First fit: each temporary takes the lowest offset that no temporary
+/// alive at the same time occupies.
+void GpuProgramBuilder::packArena() {
+  // Placed temporaries by lifetime index: [offset, end) in the arena.
+  std::map<size_t, std::pair<int64_t, int64_t>> placed;
+  // Lifetimes start in program order.
+  for (auto [index, lifetime] : llvm::enumerate(lifetimes)) {
+    // Free every temporary released before this one is allocated.
+    for (auto it = placed.begin(); it != placed.end();) {
+      if (lifetimes[it->first].end < lifetime.begin)
+        it = placed.erase(it);
+      else
+        ++it;
+    }
+    SmallVector<std::pair<int64_t, int64_t>> ranges;
+    for (auto &entry : placed)
+      ranges.push_back(entry.second);
+    llvm::sort(ranges);
+    int64_t bytes =
+        alignTo(program.buffers[lifetime.buffer].bytes, kBufferAlignment);
+    int64_t offset = 0;
+    for (auto [begin, end] : ranges) {
+      if (begin - offset >= bytes)
+        break;
+      offset = std::max(offset, end);
+    }
+    placed[index] = {offset, offset + bytes};
+    program.buffers[lifetime.buffer].offset = offset;
+    program.arenaBytes = std::max(program.arenaBytes, offset + bytes);
+  }
+}
+
+LogicalResult GpuProgramBuilder::build() {
+  program.stepName = step.getSymName().str();
+  program.blockSize = kBlockSize;
+  auto tensorOf = [](Type type, std::string name, std::string role) {
+    auto tensor = cast<RankedTensorType>(type);
+    GpuStepTensor result;
+    result.name = std::move(name);
+    result.role = std::move(role);
+    result.dtype = getDTypeName(tensor.getElementType());
+    result.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+    result.bytes = std::max<int64_t>(
+        1, tensor.getNumElements() * getStorageBytes(tensor.getElementType()));
+    return result;
+  };
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    train::TensorInfoAttr info = step.getTensorInfo(index);
+    program.arguments.push_back(
+        tensorOf(step.getArgumentTypes()[index], info.getFqn().str(),
+                 train::stringifyTensorKind(info.getKind()).str()));
+  }
+  for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
+    train::ResultInfoAttr info = step.getResultInfo(index);
+    program.results.push_back(
+        tensorOf(step.getResultTypes()[index],
+                 info.getFqn() ? info.getFqn().getValue().str() : "",
+                 train::stringifyResultKind(info.getKind()).str()));
+  }
+  for (Operation &op : function.getBody().front())
+    if (failed(visit(&op)))
+      return failure();
+  packArena();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The chain of scf.for loops starting at the first one in `block`, each
+/// the only op (besides the terminator) of its parent's body, except that
+/// the last may hold more.
+SmallVector<scf::ForOp> getLoopNest(Block &block) {
+  SmallVector<scf::ForOp> nest;
+  auto loops = block.getOps<scf::ForOp>();
+  if (loops.empty())
+    return nest;
+  scf::ForOp loop = *loops.begin();
+  while (true) {
+    nest.push_back(loop);
+    Block *body = loop.getBody();
+    if (body->getOperations().size() != 2)
+      break;
+    auto inner = dyn_cast<scf::ForOp>(body->front());
+    if (!inner)
+      break;
+    loop = inner;
+  }
+  return nest;
+}
+
+std::optional<int64_t> getTripCount(scf::ForOp loop) {
+  std::optional<int64_t> lower = getConstantIntValue(loop.getLowerBound());
+  std::optional<int64_t> upper = getConstantIntValue(loop.getUpperBound());
+  std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+  if (!lower || !upper || !step || *step <= 0)
+    return std::nullopt;
+  return std::max<int64_t>(0, (*upper - *lower + *step - 1) / *step);
+}
+
+/// Whether threads may each run one iteration of `loop` (the innermost of
+/// a scatter nest) while running the loops around it in order: its
+/// induction variable is only ever the last index of the loads and stores
+/// inside, every store uses it so, and those memrefs are contiguous in
+/// their last dimension, so that distinct iterations touch distinct
+/// elements.
+bool canSpreadInnermostLoop(scf::ForOp loop) {
+  Value iv = loop.getInductionVar();
+  for (OpOperand &use : iv.getUses()) {
+    Operation *user = use.getOwner();
+    ValueRange indices;
+    if (auto load = dyn_cast<memref::LoadOp>(user))
+      indices = load.getIndices();
+    else if (auto store = dyn_cast<memref::StoreOp>(user))
+      indices = store.getIndices();
+    else
+      return false;
+    if (indices.empty() || indices.back() != iv ||
+        llvm::count(indices, iv) != 1)
+      return false;
+  }
+  bool ok = true;
+  loop.getBody()->walk([&](Operation *op) {
+    Value memref;
+    ValueRange indices;
+    if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      memref = load.getMemref();
+      indices = load.getIndices();
+    } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      memref = store.getMemref();
+      indices = store.getIndices();
+      if (indices.empty() || indices.back() != iv)
+        ok = false;
+    } else {
+      return;
+    }
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(getStridesAndOffset(cast<MemRefType>(memref.getType()), strides,
+                                   offset)) ||
+        strides.empty() || strides.back() != 1)
+      ok = false;
+  });
+  return ok;
+}
+
+/// One loop that threads share out: its bounds (static) and where it is.
+struct SpreadLoop {
+  scf::ForOp loop;
+  int64_t lower, step, tripCount;
+};
+
+/// Replaces `loops` (outermost first, perfectly nested in one another) by
+/// the iteration that `linear` (their row-major linear index) names: each
+/// induction variable becomes lower + index * step, computed at the
+/// builder's insertion point, and each body is inlined in place of its
+/// loop.
+void spreadLoops(OpBuilder &builder, ArrayRef<SpreadLoop> loops, Value linear) {
+  Location loc = linear.getLoc();
+  SmallVector<Value> values(loops.size());
+  Value remaining = linear;
+  for (int64_t position = loops.size() - 1; position >= 0; --position) {
+    const SpreadLoop &spread = loops[position];
+    Value count = builder.create<arith::ConstantIndexOp>(loc, spread.tripCount);
+    Value index = position == 0
+                      ? remaining
+                      : builder.create<arith::RemUIOp>(loc, remaining, count);
+    if (position > 0)
+      remaining = builder.create<arith::DivUIOp>(loc, remaining, count);
+    values[position] = builder.create<arith::AddIOp>(
+        loc, builder.create<arith::ConstantIndexOp>(loc, spread.lower),
+        builder.create<arith::MulIOp>(
+            loc, index,
+            builder.create<arith::ConstantIndexOp>(loc, spread.step)));
+  }
+  for (auto [spread, value] : llvm::zip_equal(loops, values)) {
+    scf::ForOp loop = spread.loop;
+    loop.getInductionVar().replaceAllUsesWith(value);
+    Block *body = loop.getBody();
+    body->getTerminator()->erase();
+    loop->getBlock()->getOperations().splice(Block::iterator(loop),
+                                             body->getOperations());
+    loop->erase();
+  }
+}
+
+/// The thread's global index (block * blockDim + thread) as an index.
+Value buildThreadIndex(OpBuilder &builder, Location loc) {
+  Value block = builder.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
+  Value size = builder.create<gpu::BlockDimOp>(loc, gpu::Dimension::x);
+  Value thread = builder.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
+  return builder.create<arith::AddIOp>(
+      loc, builder.create<arith::MulIOp>(loc, block, size), thread);
+}
+
+/// An insertion point at the end of a gpu.module's body (before its
+/// terminator, if it has one).
+OpBuilder getModuleEndBuilder(gpu::GPUModuleOp gpuModule) {
+  Block *body = gpuModule.getBody();
+  if (!body->empty() && body->back().hasTrait<OpTrait::IsTerminator>())
+    return OpBuilder(&body->back());
+  return OpBuilder::atBlockEnd(body);
+}
+
+/// A copy of the lowered kernel function `function` as a gpu.func in
+/// `gpuModule` whose threads each run one iteration of the loops the
+/// function's attributes name. Returns the number of threads needed.
+FailureOr<int64_t> buildGpuKernel(func::FuncOp function,
+                                  gpu::GPUModuleOp gpuModule) {
+  // The loops to spread, found in the function and mapped to the copy.
+  SmallVector<scf::ForOp> nest = getLoopNest(function.getBody().front());
+  SmallVector<scf::ForOp> chosen;
+  if (auto loops = function->getAttrOfType<IntegerAttr>(kThreadLoops)) {
+    int64_t count = std::min<int64_t>(loops.getInt(), nest.size());
+    chosen.assign(nest.begin(), nest.begin() + count);
+  } else if (function->hasAttr(kThreadInnerLoop) && !nest.empty() &&
+             canSpreadInnermostLoop(nest.back())) {
+    chosen.push_back(nest.back());
+  }
+  SmallVector<SpreadLoop> spread;
+  int64_t threads = 1;
+  for (scf::ForOp loop : chosen) {
+    std::optional<int64_t> count = getTripCount(loop);
+    if (!count)
+      return function.emitOpError() << "has a loop without static bounds";
+    spread.push_back({loop, *getConstantIntValue(loop.getLowerBound()),
+                      *getConstantIntValue(loop.getStep()), *count});
+    threads *= *count;
+  }
+
+  Location loc = function.getLoc();
+  OpBuilder builder = getModuleEndBuilder(gpuModule);
+  auto kernel = builder.create<gpu::GPUFuncOp>(loc, function.getSymName(),
+                                               function.getFunctionType());
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                  builder.getUnitAttr());
+  Block *entry = &kernel.getBody().front();
+  builder.setInsertionPointToStart(entry);
+  Value linear = buildThreadIndex(builder, loc);
+  builder.setInsertionPoint(builder.create<gpu::ReturnOp>(loc));
+  Value limit = builder.create<arith::ConstantIndexOp>(loc, threads);
+  auto guard = builder.create<scf::IfOp>(
+      loc,
+      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, linear,
+                                    limit),
+      false);
+
+  IRMapping mapping;
+  mapping.map(function.getArguments(), entry->getArguments());
+  Block *then = guard.thenBlock();
+  builder.setInsertionPoint(then->getTerminator());
+  for (Operation &op : function.getBody().front().without_terminator())
+    builder.clone(op, mapping);
+  for (SpreadLoop &loop : spread)
+    loop.loop = cast<scf::ForOp>(mapping.lookup(loop.loop.getOperation()));
+  builder.setInsertionPointToStart(then);
+  spreadLoops(builder, spread, linear);
+  return threads;
+}
+
+/// The conversion kernels of docs/gpu-step.md: element `index` of `count`
+/// from `source` to `target` (three 64-bit integers: addresses and the
+/// count).
+void buildConversion(OpBuilder &builder, Location loc, Type from, Type to,
+                     Value source, Value target, Value index) {
+  MLIRContext *context = builder.getContext();
+  auto pointer = LLVM::LLVMPointerType::get(context);
+  Value offset =
+      builder.create<arith::IndexCastOp>(loc, builder.getI64Type(), index);
+  auto element = [&](Value address, Type type) {
+    Value base = builder.create<LLVM::IntToPtrOp>(loc, pointer, address);
+    return builder.create<LLVM::GEPOp>(loc, pointer, type, base,
+                                       ValueRange{offset});
+  };
+  Value value = builder.create<LLVM::LoadOp>(loc, from, element(source, from));
+  Type f32 = builder.getF32Type();
+  // Through fp32, which holds every bf16 and fp16 value exactly.
+  if (from != f32)
+    value = builder.create<arith::ExtFOp>(loc, f32, value);
+  if (to != f32)
+    value = builder.create<arith::TruncFOp>(loc, to, value);
+  builder.create<LLVM::StoreOp>(loc, value, element(target, to));
+}
+
+std::string getConversionName(Type from, Type to) {
+  auto name = [](Type type) {
+    return type.isF32() ? "f32" : type.isBF16() ? "bf16" : "f16";
+  };
+  return llvm::formatv("mantissa_convert_{0}_to_{1}", name(from), name(to))
+      .str();
+}
+
+void addConversionKernels(gpu::GPUModuleOp gpuModule) {
+  MLIRContext *context = gpuModule.getContext();
+  Location loc = gpuModule.getLoc();
+  Type i64 = IntegerType::get(context, 64);
+  auto type = FunctionType::get(context, {i64, i64, i64}, {});
+  SmallVector<Type> dtypes = {Float32Type::get(context),
+                              BFloat16Type::get(context),
+                              Float16Type::get(context)};
+  for (Type from : dtypes) {
+    for (Type to : dtypes) {
+      if (from == to)
+        continue;
+      std::string name = getConversionName(from, to);
+      OpBuilder builder = getModuleEndBuilder(gpuModule);
+      auto kernel = builder.create<gpu::GPUFuncOp>(loc, name, type);
+      kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                      builder.getUnitAttr());
+      Block &entry = kernel.getBody().front();
+      builder.setInsertionPointToStart(&entry);
+      Value index = buildThreadIndex(builder, loc);
+      Value count = builder.create<arith::IndexCastOp>(
+          loc, builder.getIndexType(), entry.getArgument(2));
+      auto guard = builder.create<scf::IfOp>(
+          loc,
+          builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, index,
+                                        count),
+          false);
+      builder.create<gpu::ReturnOp>(loc);
+      builder.setInsertionPoint(guard.thenBlock()->getTerminator());
+      buildConversion(builder, loc, from, to, entry.getArgument(0),
+                      entry.getArgument(1), index);
+    }
+  }
+}
+
+/// Runs a textual pipeline (a copy of TrainToLLVM.cpp's runner would
+/// register the same passes; these are registered by it already).
+LogicalResult runPasses(ModuleOp module, StringRef pipeline) {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    registerConversionPasses();
+    registerGPUPasses();
+  });
+  FailureOr<OpPassManager> parsed = parsePassPipeline(pipeline);
+  if (failed(parsed))
+    return module.emitError() << "bad pipeline: " << pipeline;
+  PassManager pm(module.getContext());
+  static_cast<OpPassManager &>(pm) = std::move(*parsed);
+  return pm.run(module);
+}
+
+/// libdevice.10.bc: $MANTISSA_LIBDEVICE, else the one CMake found in the
+/// CUDA toolkit; empty when neither exists.
+std::string getLibdevicePath() {
+  if (const char *path = std::getenv("MANTISSA_LIBDEVICE"); path && *path)
+    return path;
+#ifdef MANTISSA_LIBDEVICE
+  if (llvm::sys::fs::exists(MANTISSA_LIBDEVICE))
+    return MANTISSA_LIBDEVICE;
+#endif
+  return "";
+}
+
+/// sqrt and fabs as LLVM intrinsics (sqrt.rn.f32, abs.f32), as the AdamW
+/// kernels do: libdevice's __nv_sqrtf is approximate unless a reflection
+/// flag says otherwise.
+void useIntrinsicsForExactMath(gpu::GPUModuleOp gpuModule) {
+  SmallVector<Operation *> ops;
+  gpuModule.walk([&](Operation *op) {
+    if (isa<math::SqrtOp, math::AbsFOp>(op) &&
+        op->getResult(0).getType().isF32())
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    OpBuilder builder(op);
+    // As calls: the NVVM conversion marks the intrinsic ops illegal.
+    StringRef name = isa<math::SqrtOp>(op) ? "llvm.sqrt.f32" : "llvm.fabs.f32";
+    Value result = builder
+                       .create<LLVM::CallIntrinsicOp>(
+                           op->getLoc(), op->getResult(0).getType(),
+                           builder.getStringAttr(name), op->getOperands())
+                       .getResult(0);
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
+  }
+}
+
+} // namespace
+
+FailureOr<GpuStepProgram>
+mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
+                                       bool withHostKernels) {
+  MLIRContext *context = step.getContext();
+  DialectRegistry registry;
+  registerTrainToGPUDialects(registry);
+  context->appendDialectRegistry(registry);
+  context->loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
+                       scf::SCFDialect, memref::MemRefDialect>();
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
+  module->push_back(step->clone());
+  if (failed(bufferizeTrainSteps(*module)))
+    return failure();
+  auto function = module->lookupSymbol<func::FuncOp>(step.getSymName());
+  if (!function)
+    return step.emitOpError() << "did not lower to a function";
+
+  GpuStepProgram program;
+  GpuProgramBuilder builder(function, step, program);
+  if (failed(builder.build()))
+    return failure();
+  OwningOpRef<ModuleOp> kernels = builder.takeKernels();
+  if (failed(runPasses(*kernels,
+                       "builtin.module(func.func(convert-linalg-to-loops))")))
+    return failure();
+
+  // The GPU module: one gpu.func per kernel function, then the conversions.
+  OwningOpRef<ModuleOp> gpuContainer = ModuleOp::create(step.getLoc());
+  (*gpuContainer)
+      ->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                UnitAttr::get(context));
+  OpBuilder containerBuilder = OpBuilder::atBlockEnd(gpuContainer->getBody());
+  auto gpuModule = containerBuilder.create<gpu::GPUModuleOp>(
+      step.getLoc(), (step.getSymName() + "_kernels").str());
+  size_t kernelIndex = 0;
+  for (auto kernel : kernels->getOps<func::FuncOp>()) {
+    FailureOr<int64_t> threads = buildGpuKernel(kernel, gpuModule);
+    if (failed(threads))
+      return failure();
+    while (program.ops[kernelIndex].kind != GpuStepOp::Kind::Kernel)
+      ++kernelIndex;
+    program.ops[kernelIndex++].grid =
+        std::max<int64_t>(1, (*threads + kBlockSize - 1) / kBlockSize);
+  }
+  addConversionKernels(gpuModule);
+  if (withHostKernels) {
+    program.hostKernels = ModuleOp::create(step.getLoc());
+    if (failed(emulateGpuKernels(gpuModule, *program.hostKernels)))
+      return failure();
+  }
+
+  // Transcendental functions (exp, log, pow, tanh, erf, ...) are
+  // libdevice's, as CUDA's own math library computes them for torch.
+  std::string libdevice = getLibdevicePath();
+  if (failed(runPasses(
+          *gpuContainer,
+          "builtin.module(expand-strided-metadata,lower-affine,"
+          "arith-emulate-unsupported-floats{source-types=bf16 "
+          "target-type=f32},convert-scf-to-cf,"
+          "nvvm-attach-target{chip=sm_90 features=+ptx80 O=3" +
+              (libdevice.empty() ? std::string() : " l=" + libdevice) + "})")))
+    return failure();
+  useIntrinsicsForExactMath(gpuModule);
+  if (failed(runPasses(*gpuContainer,
+                       "builtin.module(gpu.module(convert-gpu-to-nvvm{"
+                       "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
+                       "reconcile-unrealized-casts),"
+                       "gpu-module-to-binary{format=isa})")))
+    return failure();
+  gpuContainer->walk([&](gpu::BinaryOp binary) {
+    for (Attribute object : binary.getObjects())
+      if (auto objectAttr = dyn_cast<gpu::ObjectAttr>(object))
+        program.ptx += objectAttr.getObject().getValue().str();
+  });
+  // The object is a C string; ptxas rejects the NUL.
+  while (!program.ptx.empty() && program.ptx.back() == '\0')
+    program.ptx.pop_back();
+  if (program.ptx.empty())
+    return step.emitOpError() << "the GPU pipeline produced no PTX";
+  size_t unresolved = program.ptx.find(".extern .func");
+  if (unresolved != std::string::npos)
+    return step.emitOpError()
+           << "the PTX calls functions it does not define ("
+           << StringRef(program.ptx).substr(unresolved).split('\n').first
+           << "): libdevice was "
+           << (libdevice.empty() ? "not found"
+                                 : "not linked (" + libdevice + ")")
+           << "; set MANTISSA_LIBDEVICE to libdevice.10.bc";
+
+  return program;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels on the host
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::mantissa::emulateGpuKernels(gpu::GPUModuleOp gpuModule,
+                                                ModuleOp hostModule) {
+  for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
+    if (!kernel.isKernel())
+      continue;
+    if (!kernel.getBody().hasOneBlock())
+      return kernel.emitOpError() << "has control flow the host cannot run";
+    Location loc = kernel.getLoc();
+    OpBuilder builder = OpBuilder::atBlockEnd(hostModule.getBody());
+    SmallVector<Type> types(kernel.getArgumentTypes());
+    types.append(2, builder.getIndexType());
+    std::string name = kernel.getName().str();
+    auto host = builder.create<func::FuncOp>(
+        loc, name, builder.getFunctionType(types, {}));
+    Block *entry = host.addEntryBlock();
+    builder.setInsertionPointToStart(entry);
+    Value grid = entry->getArgument(types.size() - 2);
+    Value blockSize = entry->getArgument(types.size() - 1);
+    Value zero = builder.create<arith::ConstantIndexOp>(loc, 0);
+    Value one = builder.create<arith::ConstantIndexOp>(loc, 1);
+    auto blocks = builder.create<scf::ForOp>(loc, zero, grid, one);
+    builder.create<func::ReturnOp>(loc);
+    builder.setInsertionPoint(blocks.getBody()->getTerminator());
+    auto threads = builder.create<scf::ForOp>(loc, zero, blockSize, one);
+    builder.setInsertionPoint(threads.getBody()->getTerminator());
+    IRMapping mapping;
+    mapping.map(kernel.getArguments(), entry->getArguments().drop_back(2));
+    for (Operation &op : kernel.getBody().front().without_terminator())
+      builder.clone(op, mapping);
+    // Launch geometry as the loops give it: x only (the kernels are 1-D).
+    WalkResult result = threads.getBody()->walk([&](Operation *op) {
+      Value replacement;
+      auto dimension = [&](auto idOp) {
+        return idOp.getDimension() == gpu::Dimension::x;
+      };
+      if (auto id = dyn_cast<gpu::BlockIdOp>(op))
+        replacement = dimension(id) ? blocks.getInductionVar() : zero;
+      else if (auto id = dyn_cast<gpu::ThreadIdOp>(op))
+        replacement = dimension(id) ? threads.getInductionVar() : zero;
+      else if (auto dim = dyn_cast<gpu::GridDimOp>(op))
+        replacement = dimension(dim) ? grid : one;
+      else if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
+        replacement = dimension(dim) ? blockSize : one;
+      else if (isa<gpu::GPUDialect>(op->getDialect()))
+        return op->emitOpError() << "cannot run on the host",
+               WalkResult::interrupt();
+      else
+        return WalkResult::advance();
+      op->getResult(0).replaceAllUsesWith(replacement);
+      op->erase();
+      return WalkResult::skip();
+    });
+    if (result.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult mlir::mantissa::lowerEmulatedKernelsToLLVM(ModuleOp hostModule) {
+  SmallVector<std::string> names;
+  for (auto kernel : hostModule.getOps<func::FuncOp>())
+    names.push_back(kernel.getSymName().str());
+  if (failed(lowerBufferizedToLLVM(hostModule)))
+    return failure();
+  for (const std::string &name : names)
+    addPackedEntry(hostModule, name, name + "_host", /*indirect=*/true,
+                   /*passThrough=*/2);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// step.gpu.json
+//===----------------------------------------------------------------------===//
+
+int64_t GpuStepProgram::countOps(GpuStepOp::Kind kind) const {
+  return llvm::count_if(ops,
+                        [&](const GpuStepOp &op) { return op.kind == kind; });
+}
+
+std::string GpuStepProgram::toJSON(StringRef ptxFile,
+                                   StringRef constantsFile) const {
+  auto tensors = [](const std::vector<GpuStepTensor> &list) {
+    llvm::json::Array array;
+    for (const GpuStepTensor &tensor : list)
+      array.push_back(
+          llvm::json::Object{{"name", tensor.name},
+                             {"role", tensor.role},
+                             {"dtype", tensor.dtype},
+                             {"shape", llvm::json::Array(tensor.shape)},
+                             {"bytes", tensor.bytes}});
+    return array;
+  };
+  llvm::json::Array bufferArray;
+  for (const GpuStepBuffer &buffer : buffers) {
+    switch (buffer.kind) {
+    case GpuStepBuffer::Kind::Argument:
+      bufferArray.push_back(
+          llvm::json::Object{{"kind", "argument"}, {"index", buffer.index}});
+      break;
+    case GpuStepBuffer::Kind::Result:
+      bufferArray.push_back(
+          llvm::json::Object{{"kind", "result"}, {"index", buffer.index}});
+      break;
+    case GpuStepBuffer::Kind::Temporary:
+    case GpuStepBuffer::Kind::Constant:
+      bufferArray.push_back(llvm::json::Object{
+          {"kind", buffer.kind == GpuStepBuffer::Kind::Temporary ? "temporary"
+                                                                 : "constant"},
+          {"offset", buffer.offset},
+          {"bytes", buffer.bytes}});
+      break;
+    }
+  }
+  auto operand = [](const GpuGemmOperand &operand) {
+    return llvm::json::Object{{"buffer", operand.buffer},
+                              {"offset", operand.offset},
+                              {"ld", operand.ld},
+                              {"stride", operand.stride},
+                              {"dtype", operand.dtype}};
+  };
+  llvm::json::Array opArray;
+  for (const GpuStepOp &op : ops) {
+    if (op.kind == GpuStepOp::Kind::Kernel) {
+      opArray.push_back(
+          llvm::json::Object{{"kind", "kernel"},
+                             {"entry", op.entry},
+                             {"grid", op.grid},
+                             {"buffers", llvm::json::Array(op.buffers)},
+                             {"source", op.source}});
+      continue;
+    }
+    opArray.push_back(llvm::json::Object{{"kind", "gemm"},
+                                         {"source", op.source},
+                                         {"transa", op.transA},
+                                         {"transb", op.transB},
+                                         {"m", op.m},
+                                         {"n", op.n},
+                                         {"k", op.k},
+                                         {"batch", op.batch},
+                                         {"alpha", op.alpha},
+                                         {"beta", op.beta},
+                                         {"a", operand(op.a)},
+                                         {"b", operand(op.b)},
+                                         {"c", operand(op.c)}});
+  }
+  llvm::json::Object root{{"format", 1},
+                          {"step", stepName},
+                          {"ptx", ptxFile},
+                          {"block_size", blockSize},
+                          {"arena_bytes", arenaBytes},
+                          {"arguments", tensors(arguments)},
+                          {"results", tensors(results)},
+                          {"buffers", std::move(bufferArray)},
+                          {"ops", std::move(opArray)}};
+  if (!constants.empty())
+    root["constants"] = constantsFile;
+  return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str();
+}
