@@ -26,6 +26,8 @@ struct CUctx_st;
 struct CUmod_st;
 struct CUfunc_st;
 struct CUstream_st;
+struct CUgraph_st;
+struct CUgraphExec_st;
 struct cublasContext;
 struct ncclComm;
 
@@ -82,6 +84,25 @@ using cuLaunchKernel_t = CUresult (*)(
     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
     void **kernelParams, void **extra);
 using cuStreamSynchronize_t = CUresult (*)(CUstream hStream);
+/// CU_STREAM_DEFAULT: a stream that synchronises with the legacy default
+/// stream (work queued on either runs in order).
+constexpr unsigned CU_STREAM_DEFAULT = 0;
+/// CUstreamCaptureMode: the capturing thread may still make calls that are
+/// unsafe during capture (cuBLAS's own setup), which are not captured.
+enum CUstreamCaptureMode : int { CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
+using CUgraph = CUgraph_st *;
+using CUgraphExec = CUgraphExec_st *;
+using cuStreamCreate_t = CUresult (*)(CUstream *phStream, unsigned int Flags);
+using cuStreamDestroy_t = CUresult (*)(CUstream hStream); // _v2
+using cuStreamBeginCapture_t = CUresult (*)(CUstream hStream,
+                                            CUstreamCaptureMode mode); // _v2
+using cuStreamEndCapture_t = CUresult (*)(CUstream hStream, CUgraph *phGraph);
+using cuGraphInstantiateWithFlags_t = CUresult (*)(CUgraphExec *phGraphExec,
+                                                   CUgraph hGraph,
+                                                   unsigned long long flags);
+using cuGraphLaunch_t = CUresult (*)(CUgraphExec hGraphExec, CUstream hStream);
+using cuGraphExecDestroy_t = CUresult (*)(CUgraphExec hGraphExec);
+using cuGraphDestroy_t = CUresult (*)(CUgraph hGraph);
 using cuGetErrorString_t = CUresult (*)(CUresult error, const char **pStr);
 
 //===----------------------------------------------------------------------===//

@@ -36,6 +36,16 @@ struct CudaDevice::Api {
   cuMemcpyDtoD_t memcpyDtoD = nullptr;
   cuLaunchKernel_t launchKernel = nullptr;
   cuGetErrorString_t getErrorString = nullptr;
+  // Streams and graphs (optional: without them steps run op by op).
+  cuStreamCreate_t streamCreate = nullptr;
+  cuStreamDestroy_t streamDestroy = nullptr;
+  cuStreamSynchronize_t streamSynchronize = nullptr;
+  cuStreamBeginCapture_t streamBeginCapture = nullptr;
+  cuStreamEndCapture_t streamEndCapture = nullptr;
+  cuGraphInstantiateWithFlags_t graphInstantiate = nullptr;
+  cuGraphLaunch_t graphLaunch = nullptr;
+  cuGraphExecDestroy_t graphExecDestroy = nullptr;
+  cuGraphDestroy_t graphDestroy = nullptr;
 };
 
 /// The cuBLAS entry points, resolved once from the loaded library.
@@ -92,6 +102,23 @@ std::unique_ptr<CudaDevice> CudaDevice::open(int ordinal, std::string &error) {
     error = "no usable CUDA driver: libcuda.so.1 lacks " + missing;
     return nullptr;
   }
+  std::string missingGraphs;
+  resolveSymbol(library, "cuStreamCreate", api.streamCreate, missingGraphs);
+  resolveSymbol(library, "cuStreamDestroy_v2", api.streamDestroy,
+                missingGraphs);
+  resolveSymbol(library, "cuStreamSynchronize", api.streamSynchronize,
+                missingGraphs);
+  resolveSymbol(library, "cuStreamBeginCapture_v2", api.streamBeginCapture,
+                missingGraphs);
+  resolveSymbol(library, "cuStreamEndCapture", api.streamEndCapture,
+                missingGraphs);
+  resolveSymbol(library, "cuGraphInstantiateWithFlags", api.graphInstantiate,
+                missingGraphs);
+  resolveSymbol(library, "cuGraphLaunch", api.graphLaunch, missingGraphs);
+  resolveSymbol(library, "cuGraphExecDestroy", api.graphExecDestroy,
+                missingGraphs);
+  resolveSymbol(library, "cuGraphDestroy", api.graphDestroy, missingGraphs);
+  device->graphsMissing = missingGraphs;
   if (CUresult rc = api.init(0); rc != CUDA_SUCCESS) {
     error = "no CUDA driver: " + device->describe("cuInit", rc);
     return nullptr;
@@ -262,12 +289,79 @@ void CudaDevice::unloadModule(void *module) {
 }
 
 bool CudaDevice::launch(void *function, unsigned grid, unsigned block,
-                        void **arguments, std::string &error) {
+                        void **arguments, std::string &error, void *stream) {
   CUresult rc = api->launchKernel(static_cast<CUfunction>(function), grid, 1, 1,
                                   block, 1, 1, /*sharedMemBytes=*/0,
-                                  /*hStream=*/nullptr, arguments,
+                                  static_cast<CUstream>(stream), arguments,
                                   /*extra=*/nullptr);
   return rc == CUDA_SUCCESS || (error = describe("cuLaunchKernel", rc), false);
+}
+
+//===----------------------------------------------------------------------===//
+// Streams and graphs
+//===----------------------------------------------------------------------===//
+
+bool CudaDevice::createStream(void *&stream, std::string &error) {
+  if (!graphsMissing.empty()) {
+    error = "the CUDA driver lacks " + graphsMissing;
+    return false;
+  }
+  CUstream created = nullptr;
+  if (CUresult rc = api->streamCreate(&created, CU_STREAM_DEFAULT);
+      rc != CUDA_SUCCESS) {
+    error = describe("cuStreamCreate", rc);
+    return false;
+  }
+  stream = created;
+  return true;
+}
+
+void CudaDevice::destroyStream(void *stream) {
+  if (stream)
+    api->streamDestroy(static_cast<CUstream>(stream));
+}
+
+bool CudaDevice::synchronizeStream(void *stream, std::string &error) {
+  CUresult rc = api->streamSynchronize(static_cast<CUstream>(stream));
+  return rc == CUDA_SUCCESS ||
+         (error = describe("cuStreamSynchronize", rc), false);
+}
+
+bool CudaDevice::beginCapture(void *stream, std::string &error) {
+  CUresult rc = api->streamBeginCapture(static_cast<CUstream>(stream),
+                                        CU_STREAM_CAPTURE_MODE_RELAXED);
+  return rc == CUDA_SUCCESS ||
+         (error = describe("cuStreamBeginCapture", rc), false);
+}
+
+bool CudaDevice::endCapture(void *stream, void *&graph, std::string &error) {
+  CUgraph captured = nullptr;
+  CUresult rc = api->streamEndCapture(static_cast<CUstream>(stream), &captured);
+  if (rc != CUDA_SUCCESS) {
+    error = describe("cuStreamEndCapture", rc);
+    return false;
+  }
+  CUgraphExec executable = nullptr;
+  rc = api->graphInstantiate(&executable, captured, 0);
+  // The executable graph is independent of the one it was made from.
+  api->graphDestroy(captured);
+  if (rc != CUDA_SUCCESS) {
+    error = describe("cuGraphInstantiate", rc);
+    return false;
+  }
+  graph = executable;
+  return true;
+}
+
+bool CudaDevice::launchGraph(void *graph, void *stream, std::string &error) {
+  CUresult rc = api->graphLaunch(static_cast<CUgraphExec>(graph),
+                                 static_cast<CUstream>(stream));
+  return rc == CUDA_SUCCESS || (error = describe("cuGraphLaunch", rc), false);
+}
+
+void CudaDevice::destroyGraph(void *graph) {
+  if (graph)
+    api->graphExecDestroy(static_cast<CUgraphExec>(graph));
 }
 
 bool CudaDevice::synchronize(std::string &error) {
@@ -365,10 +459,20 @@ bool blasDataType(DType dtype, cudaDataType &out) {
 }
 } // namespace
 
-bool CudaDevice::gemm(const GemmCall &call, std::string &error) {
+bool CudaDevice::gemm(const GemmCall &call, std::string &error, void *stream) {
   if (!blasHandle) {
     error = "cublasGemmStridedBatchedEx: cuBLAS is not open";
     return false;
+  }
+  if (stream != blasStream) {
+    if (cublasStatus_t rc =
+            blas->setStream(static_cast<cublasHandle_t>(blasHandle),
+                            static_cast<CUstream>(stream));
+        rc != CUBLAS_STATUS_SUCCESS) {
+      error = describeBlas("cublasSetStream", rc);
+      return false;
+    }
+    blasStream = stream;
   }
   cudaDataType aType, bType, cType;
   if (!blasDataType(call.aType, aType) || !blasDataType(call.bType, bType) ||

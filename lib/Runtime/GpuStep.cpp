@@ -521,6 +521,11 @@ void GpuStep::detach() {
   for (DevicePtr pointer : {arenaBase, constantsBase})
     if (pointer)
       device->release(pointer);
+  device->destroyGraph(graph);
+  device->destroyStream(stream);
+  graph = stream = nullptr;
+  graphAddresses.clear();
+  runs = 0;
   if (module)
     device->unloadModule(module);
   arenaBase = constantsBase = 0;
@@ -584,6 +589,17 @@ bool GpuStep::attach(CudaDevice &target, std::string &error) {
     return failed(constantsPath + ": " + deviceError);
   const char *sync = std::getenv("MANTISSA_GPU_STEP_SYNC");
   syncEachOp = sync && *sync && std::string(sync) != "0";
+  // The step's ops are queued on a stream of their own, so that they can be
+  // captured into one CUDA graph (see run); without one they run op by op.
+  const char *graphs = std::getenv("MANTISSA_GPU_STEP_GRAPH");
+  graphNote.clear();
+  replays = 0;
+  if (syncEachOp)
+    graphNote = "MANTISSA_GPU_STEP_SYNC is set";
+  else if (graphs && std::string(graphs) == "0")
+    graphNote = "MANTISSA_GPU_STEP_GRAPH=0";
+  else if (!device->createStream(stream, deviceError))
+    graphNote = deviceError;
   return true;
 }
 
@@ -594,7 +610,79 @@ bool GpuStep::launch(void *function, int64_t grid,
   for (DevicePtr &param : params)
     pointers.push_back(&param);
   return device->launch(function, unsigned(grid), unsigned(block),
-                        pointers.data(), error);
+                        pointers.data(), error, stream);
+}
+
+bool GpuStep::enqueue(const std::vector<DevicePtr> &addresses,
+                      std::string &error) {
+  std::string deviceError;
+  std::vector<DevicePtr> params;
+  for (size_t i = 0; i < opList.size(); ++i) {
+    const GpuStepOp &op = opList[i];
+    bool ok;
+    if (op.kind == GpuStepOp::Kind::Kernel) {
+      params.clear();
+      for (int64_t id : op.buffers)
+        params.push_back(addresses[size_t(id)]);
+      ok = launch(opFunctions[i], op.grid, params, deviceError);
+    } else {
+      auto address = [&](const GpuGemmOperand &operand) {
+        return addresses[size_t(operand.buffer)] +
+               uint64_t(operand.offset) * elementSize(operand.dtype);
+      };
+      GemmCall call;
+      call.transa = op.transa;
+      call.transb = op.transb;
+      call.m = op.m;
+      call.n = op.n;
+      call.k = op.k;
+      call.batch = op.batch;
+      call.alpha = op.alpha;
+      call.beta = op.beta;
+      call.a = address(op.a);
+      call.b = address(op.b);
+      call.c = address(op.c);
+      call.aType = op.a.dtype;
+      call.bType = op.b.dtype;
+      call.cType = op.c.dtype;
+      call.lda = op.a.ld;
+      call.ldb = op.b.ld;
+      call.ldc = op.c.ld;
+      call.strideA = op.a.stride;
+      call.strideB = op.b.stride;
+      call.strideC = op.c.stride;
+      ok = device->gemm(call, deviceError, stream);
+    }
+    if (ok && syncEachOp)
+      ok = device->synchronize(deviceError);
+    if (!ok) {
+      error = jsonPath + ": " + describeOp(i) + ": " + deviceError;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool GpuStep::capture(const std::vector<DevicePtr> &addresses,
+                      std::string &error) {
+  std::string deviceError;
+  if (!device->beginCapture(stream, deviceError)) {
+    error = deviceError;
+    return false;
+  }
+  std::string enqueueError;
+  bool enqueued = enqueue(addresses, enqueueError);
+  // The capture ends whatever happened, so that the stream is usable again.
+  void *captured = nullptr;
+  bool ended = device->endCapture(stream, captured, deviceError);
+  if (!enqueued || !ended) {
+    device->destroyGraph(captured);
+    error = enqueued ? deviceError : enqueueError;
+    return false;
+  }
+  graph = captured;
+  graphAddresses = addresses;
+  return true;
 }
 
 bool GpuStep::run(const std::vector<DevicePtr> &arguments,
@@ -643,50 +731,35 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     }
     addresses.push_back(address);
   }
+  // After one run op by op (which lets cuBLAS settle its workspaces and
+  // choices outside a capture), the step is captured once into a CUDA graph
+  // and then replayed with one launch per step: hundreds of small kernels
+  // cost one launch's overhead. The graph holds this run's addresses, so it
+  // is captured again if any changes; if capturing fails, the step keeps
+  // running op by op and graphNote says why.
   std::string deviceError;
-  std::vector<DevicePtr> params;
-  for (size_t i = 0; i < opList.size(); ++i) {
-    const GpuStepOp &op = opList[i];
-    bool ok;
-    if (op.kind == GpuStepOp::Kind::Kernel) {
-      params.clear();
-      for (int64_t id : op.buffers)
-        params.push_back(addresses[size_t(id)]);
-      ok = launch(opFunctions[i], op.grid, params, deviceError);
-    } else {
-      auto address = [&](const GpuGemmOperand &operand) {
-        return addresses[size_t(operand.buffer)] +
-               uint64_t(operand.offset) * elementSize(operand.dtype);
-      };
-      GemmCall call;
-      call.transa = op.transa;
-      call.transb = op.transb;
-      call.m = op.m;
-      call.n = op.n;
-      call.k = op.k;
-      call.batch = op.batch;
-      call.alpha = op.alpha;
-      call.beta = op.beta;
-      call.a = address(op.a);
-      call.b = address(op.b);
-      call.c = address(op.c);
-      call.aType = op.a.dtype;
-      call.bType = op.b.dtype;
-      call.cType = op.c.dtype;
-      call.lda = op.a.ld;
-      call.ldb = op.b.ld;
-      call.ldc = op.c.ld;
-      call.strideA = op.a.stride;
-      call.strideB = op.b.stride;
-      call.strideC = op.c.stride;
-      ok = device->gemm(call, deviceError);
+  if (graph && addresses != graphAddresses) {
+    device->destroyGraph(graph);
+    graph = nullptr;
+  }
+  if (stream && !graph && runs > 0) {
+    std::string captureError;
+    if (!capture(addresses, captureError)) {
+      graphNote =
+          "capturing the step into a CUDA graph failed: " + captureError;
+      device->destroyStream(stream);
+      stream = nullptr;
     }
-    if (ok && syncEachOp)
-      ok = device->synchronize(deviceError);
-    if (!ok) {
-      error = jsonPath + ": " + describeOp(i) + ": " + deviceError;
+  }
+  ++runs;
+  if (graph) {
+    if (!device->launchGraph(graph, stream, deviceError)) {
+      error = jsonPath + ": " + deviceError;
       return false;
     }
+    ++replays;
+  } else if (!enqueue(addresses, error)) {
+    return false;
   }
   // Faults on the device surface at the next synchronisation: make it the
   // step's own.

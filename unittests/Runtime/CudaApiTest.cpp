@@ -86,6 +86,19 @@ TEST(CudaApiTest, DriverDeclarationsMatchCudaH) {
   EXPECT_SAME_ABI(cuLaunchKernel, cuLaunchKernel);
   EXPECT_SAME_ABI(cuStreamSynchronize, cuStreamSynchronize);
   EXPECT_SAME_ABI(cuGetErrorString, cuGetErrorString);
+  EXPECT_SAME_ABI(cuStreamCreate, cuStreamCreate);
+  EXPECT_SAME_ABI(cuStreamDestroy, cuStreamDestroy_v2);
+  EXPECT_SAME_ABI(cuStreamBeginCapture, cuStreamBeginCapture_v2);
+  EXPECT_SAME_ABI(cuStreamEndCapture, cuStreamEndCapture);
+  EXPECT_SAME_ABI(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags);
+  EXPECT_SAME_ABI(cuGraphLaunch, cuGraphLaunch);
+  EXPECT_SAME_ABI(cuGraphExecDestroy, cuGraphExecDestroy);
+  EXPECT_SAME_ABI(cuGraphDestroy, cuGraphDestroy);
+  EXPECT_EQ(api::CU_STREAM_DEFAULT, unsigned(CU_STREAM_DEFAULT));
+  EXPECT_EQ(int(api::CU_STREAM_CAPTURE_MODE_RELAXED),
+            int(CU_STREAM_CAPTURE_MODE_RELAXED));
+  EXPECT_TRUE((std::is_same_v<api::CUgraph, CUgraph>));
+  EXPECT_TRUE((std::is_same_v<api::CUgraphExec, CUgraphExec>));
   EXPECT_EQ(api::CUDA_SUCCESS, int(CUDA_SUCCESS));
   EXPECT_EQ(sizeof(api::CUdeviceptr), sizeof(CUdeviceptr));
   // The opaque handles are the same types, not only the same size.

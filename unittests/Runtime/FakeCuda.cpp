@@ -32,6 +32,12 @@
 //   is not the generated kernel, so results agree with the CPU path closely
 //   rather than bit for bit.
 //
+// Streams run what is queued on them at once, except while capturing
+// (cuStreamBeginCapture_v2): launches and GEMMs queued on a capturing stream
+// are recorded with copies of their parameters, and the instantiated graph
+// replays them on cuGraphLaunch (counted by fakeCudaGraphLaunches), as the
+// driver's graphs do. The legacy default stream cannot capture.
+//
 // cuBLAS's cublasGemmStridedBatchedEx is implemented exactly as cuBLAS
 // defines it (column-major, transposes, leading dimensions, strides, batch,
 // alpha and beta, C not read when beta is 0) for F32, BF16 and F16 inputs
@@ -51,6 +57,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +71,8 @@ struct CUctx_st {};
 struct CUfunc_st {
   std::string entry;
   int pointers = 0, scalars = 0;
+  /// Bytes of each parameter in order (8 for .u64, 4 for .f32).
+  std::vector<int> paramBytes;
   /// `<entry>_host` from MANTISSA_GPU_HOST_KERNELS, looked up once.
   void (*host)(void **, int64_t, int64_t) = nullptr;
   bool hostResolved = false;
@@ -76,6 +85,20 @@ struct CUmod_st {
 struct ncclComm {};
 struct cublasContext {
   cublasMath_t mathMode = CUBLAS_DEFAULT_MATH;
+  CUstream stream = nullptr;
+};
+/// A stream runs what is queued on it at once (host memory, one thread),
+/// unless it is capturing: then each launch and GEMM is recorded, with
+/// copies of its arguments, for the graph that endCapture makes.
+struct CUstream_st {
+  bool capturing = false;
+  std::vector<std::function<int()>> recorded;
+};
+struct CUgraph_st {
+  std::vector<std::function<int()>> ops;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<int()>> ops;
 };
 
 namespace {
@@ -93,10 +116,13 @@ bool parseEntry(const std::string &ptx, const std::string &entry,
   out.entry = entry;
   for (size_t p = params.find(".param"); p != std::string::npos;
        p = params.find(".param", p + 1)) {
-    if (params.compare(p, 11, ".param .u64") == 0)
+    if (params.compare(p, 11, ".param .u64") == 0) {
       ++out.pointers;
-    else if (params.compare(p, 11, ".param .f32") == 0)
+      out.paramBytes.push_back(8);
+    } else if (params.compare(p, 11, ".param .f32") == 0) {
       ++out.scalars;
+      out.paramBytes.push_back(4);
+    }
   }
   return true;
 }
@@ -237,14 +263,98 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr to, CUdeviceptr from, size_t bytes) {
   return 0;
 }
 
+namespace {
+/// Graph launches so far (for tests, through fakeCudaGraphLaunches).
+int64_t graphLaunches = 0;
+
+CUresult launchNow(Function &kernel, unsigned gridX, unsigned blockX,
+                   void **arguments);
+} // namespace
+
+/// How many graphs were launched, for tests that check that a step was
+/// replayed as a graph.
+int64_t fakeCudaGraphLaunches() { return graphLaunches; }
+
 CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned gridY,
                         unsigned gridZ, unsigned blockX, unsigned blockY,
-                        unsigned blockZ, unsigned, CUstream, void **arguments,
-                        void **extra) {
+                        unsigned blockZ, unsigned, CUstream stream,
+                        void **arguments, void **extra) {
   Function &kernel = *function;
   if (extra || gridY != 1 || gridZ != 1 || blockY != 1 || blockZ != 1 ||
       gridX == 0 || blockX == 0 || blockX > 1024)
     return 1; // CUDA_ERROR_INVALID_VALUE
+  if (stream && stream->capturing) {
+    // The parameter values as they are now, as the driver copies them.
+    auto values = std::make_shared<std::vector<uint64_t>>();
+    for (size_t i = 0; i < kernel.paramBytes.size(); ++i) {
+      uint64_t value = 0;
+      std::memcpy(&value, arguments[i], size_t(kernel.paramBytes[i]));
+      values->push_back(value);
+    }
+    stream->recorded.push_back([&kernel, gridX, blockX, values] {
+      std::vector<void *> pointers;
+      for (uint64_t &value : *values)
+        pointers.push_back(&value);
+      return launchNow(kernel, gridX, blockX, pointers.data());
+    });
+    return 0;
+  }
+  return launchNow(kernel, gridX, blockX, arguments);
+}
+
+CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
+  if (flags != 0 && flags != 1)
+    return 1;
+  *stream = new CUstream_st();
+  return 0;
+}
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  delete stream;
+  return 0;
+}
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode) {
+  if (!stream)
+    return 900; // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the legacy stream)
+  if (stream->capturing)
+    return 901; // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+  stream->capturing = true;
+  stream->recorded.clear();
+  return 0;
+}
+CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+  if (!stream || !stream->capturing)
+    return 1;
+  stream->capturing = false;
+  *graph = new CUgraph_st{std::move(stream->recorded)};
+  stream->recorded.clear();
+  return 0;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                     unsigned long long) {
+  *exec = new CUgraphExec_st{graph->ops};
+  return 0;
+}
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  if (stream && stream->capturing)
+    return 1;
+  ++graphLaunches;
+  for (std::function<int()> &op : exec->ops)
+    if (int rc = op())
+      return rc;
+  return 0;
+}
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  delete exec;
+  return 0;
+}
+CUresult cuGraphDestroy(CUgraph graph) {
+  delete graph;
+  return 0;
+}
+
+namespace {
+CUresult launchNow(Function &kernel, unsigned gridX, unsigned blockX,
+                   void **arguments) {
   bool failed = false;
   void *library = hostKernelLibrary(failed);
   if (failed)
@@ -295,6 +405,7 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gridX, unsigned gridY,
   }
   return 0;
 }
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // libcublas.so.13
@@ -310,8 +421,11 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, CUstream) {
-  return handle ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, CUstream stream) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!handle)
@@ -349,6 +463,20 @@ cublasStatus_t cublasGemmStridedBatchedEx(
       !isFloat(aType) || bType != aType ||
       (cType != CUDA_R_32F && cType != aType))
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (handle->stream && handle->stream->capturing) {
+    // Recorded with the scalars' values, as cuBLAS reads host scalars when
+    // the call is made.
+    float alphaValue = *static_cast<const float *>(alpha);
+    float betaValue = *static_cast<const float *>(beta);
+    handle->stream->recorded.push_back([=] {
+      cublasContext replay;
+      return cublasGemmStridedBatchedEx(
+          &replay, transa, transb, m, n, k, &alphaValue, A, aType, lda, strideA,
+          B, bType, ldb, strideB, &betaValue, C, cType, ldc, strideC,
+          batchCount, computeType, algo);
+    });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   using mlir::mantissa::rt::DType;
   auto dtype = [](cudaDataType type) {
     return type == CUDA_R_32F    ? DType::F32

@@ -623,6 +623,81 @@ TEST(GpuStepDevice, BindsEveryKindOfBuffer) {
   EXPECT_EQ(device->bytesInUse() - before, 5 * 16); // the test's buffers
 }
 
+/// After its first run a step replays one captured CUDA graph, captured
+/// again when a buffer's address changes; the results are those of running
+/// op by op.
+TEST(GpuStepDevice, ReplaysOneGraphAfterTheFirstRun) {
+  OPEN_FAKE_OR_SKIP(device);
+  ProgramFiles files;
+  files.program = {{"format", 1},
+                   {"step", "graph"},
+                   {"ptx", "step.ptx"},
+                   {"block_size", 128},
+                   {"arena_bytes", 256},
+                   {"arguments", {tensor("x", "user_input", "F32", {4}, 16)}},
+                   {"results", {tensor("r", "user_output", "F32", {4}, 16)}},
+                   {"buffers",
+                    {{{"kind", "argument"}, {"index", 0}},
+                     {{"kind", "result"}, {"index", 0}},
+                     {{"kind", "temporary"}, {"offset", 0}, {"bytes", 16}}}},
+                   {"ops",
+                    {{{"kind", "kernel"},
+                      {"entry", "test_add4"},
+                      {"grid", 1},
+                      {"buffers", {0, 0, 2}},
+                      {"source", "t = x + x"}},
+                     {{"kind", "kernel"},
+                      {"entry", "test_add4"},
+                      {"grid", 1},
+                      {"buffers", {2, 0, 1}},
+                      {"source", "r = t + x"}}}}};
+  std::string error;
+  std::unique_ptr<GpuStep> step = GpuStep::load(writeProgram(files), error);
+  ASSERT_NE(step, nullptr) << error;
+  ASSERT_TRUE(step->attach(*device, error)) << error;
+  std::vector<float> x = {1, 2, 3, 4}, y = {5, 6, 7, 8};
+  DevicePtr xd = upload(*device, x.data(), 16),
+            yd = upload(*device, y.data(), 16);
+  DevicePtr r0 = 0, r1 = 0;
+  ASSERT_TRUE(device->allocate(16, r0, error)) << error;
+  ASSERT_TRUE(device->allocate(16, r1, error)) << error;
+  int *launches = kernelSymbol<int>("gpustep_test_launches");
+  ASSERT_NE(launches, nullptr);
+  for (int run = 0; run < 3; ++run) {
+    int before = *launches;
+    ASSERT_TRUE(step->run({xd}, {r0}, error)) << error;
+    EXPECT_EQ(*launches - before, 2) << "run " << run;
+    EXPECT_EQ(downloadFloats(*device, r0, 4),
+              (std::vector<float>{3, 6, 9, 12}));
+  }
+  EXPECT_EQ(step->graphReplays(), 2) << step->getGraphNote();
+  // A new input changes the graph's addresses: captured again.
+  ASSERT_TRUE(step->run({yd}, {r1}, error)) << error;
+  EXPECT_EQ(downloadFloats(*device, r1, 4),
+            (std::vector<float>{15, 18, 21, 24}));
+  EXPECT_EQ(step->graphReplays(), 3);
+  // The values are read when the graph runs, not when it was captured.
+  std::vector<float> z = {100, 200, 300, 400};
+  ASSERT_TRUE(device->upload(yd, z.data(), 16, error)) << error;
+  ASSERT_TRUE(step->run({yd}, {r1}, error)) << error;
+  EXPECT_EQ(downloadFloats(*device, r1, 4),
+            (std::vector<float>{300, 600, 900, 1200}));
+  step->detach();
+
+  // Op by op when asked.
+  setenv("MANTISSA_GPU_STEP_GRAPH", "0", 1);
+  ASSERT_TRUE(step->attach(*device, error)) << error;
+  unsetenv("MANTISSA_GPU_STEP_GRAPH");
+  for (int run = 0; run < 2; ++run)
+    ASSERT_TRUE(step->run({xd}, {r0}, error)) << error;
+  EXPECT_EQ(step->graphReplays(), 0);
+  EXPECT_EQ(step->getGraphNote(), "MANTISSA_GPU_STEP_GRAPH=0");
+  EXPECT_EQ(downloadFloats(*device, r0, 4), (std::vector<float>{3, 6, 9, 12}));
+  step->detach();
+  for (DevicePtr pointer : {xd, yd, r0, r1})
+    device->release(pointer);
+}
+
 TEST(GpuStepDevice, LaunchFailureNamesTheOp) {
   OPEN_FAKE_OR_SKIP(device);
   ProgramFiles files = baseProgram();

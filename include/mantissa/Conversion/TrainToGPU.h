@@ -71,6 +71,9 @@ struct GpuStepOp {
   std::string entry;
   int64_t grid = 1;
   SmallVector<int64_t> buffers;
+  /// Threads that do work, and the loop iterations each runs in order (for
+  /// reports: a reduction's length, one for elementwise kernels).
+  int64_t threads = 1, serialIterations = 1;
   // Gemm: C = alpha * op(A) * op(B) + beta * C, `batch` times.
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;

@@ -87,9 +87,25 @@ public:
                    const std::string &source, void *&function,
                    std::string &error);
   void unloadModule(void *module);
-  /// Launches `function` with a 1-D grid on the default stream.
+  /// Launches `function` with a 1-D grid on `stream` (null: the default
+  /// stream).
   bool launch(void *function, unsigned grid, unsigned block, void **arguments,
-              std::string &error);
+              std::string &error, void *stream = nullptr);
+
+  /// A stream of its own, which synchronises with the default stream (so
+  /// work queued on either runs in order); graphs are captured on such
+  /// streams, since the legacy default stream cannot be. Fails when the
+  /// driver lacks streams or graphs.
+  bool createStream(void *&stream, std::string &error);
+  void destroyStream(void *stream);
+  bool synchronizeStream(void *stream, std::string &error);
+  /// Starts recording what is queued on `stream` (launches, GEMMs) instead
+  /// of running it, until endCapture turns the record into an executable
+  /// graph that launchGraph replays with one call.
+  bool beginCapture(void *stream, std::string &error);
+  bool endCapture(void *stream, void *&graph, std::string &error);
+  bool launchGraph(void *graph, void *stream, std::string &error);
+  void destroyGraph(void *graph);
   /// Waits for everything queued on the device.
   bool synchronize(std::string &error);
 
@@ -98,8 +114,9 @@ public:
   /// handle is destroyed with the device. On failure: "no cuBLAS:
   /// libcublas.so.13 could not be loaded (...)" or the failing call.
   bool openBlas(std::string &error);
-  /// Queues one GEMM on the default stream (openBlas first).
-  bool gemm(const GemmCall &call, std::string &error);
+  /// Queues one GEMM on `stream` (null: the default stream; openBlas
+  /// first).
+  bool gemm(const GemmCall &call, std::string &error, void *stream = nullptr);
   /// A cuBLAS call behind a failure: "call failed: CUBLAS_STATUS_... (text)".
   std::string describeBlas(const char *call, int status) const;
 
@@ -117,6 +134,11 @@ private:
   std::unique_ptr<Api> api;
   std::unique_ptr<BlasApi> blas;
   void *blasHandle = nullptr;
+  /// The stream the cuBLAS handle queues on.
+  void *blasStream = nullptr;
+  /// The stream and graph entry points the driver lacks (then graphs are
+  /// not used).
+  std::string graphsMissing;
   void *library = nullptr;
   void *context = nullptr;
   int deviceOrdinal = 0, deviceHandle = 0, count = 0;

@@ -121,13 +121,16 @@ public:
   void detach();
   bool attached() const { return device != nullptr; }
 
-  /// Runs the ops in order on the default stream with argument buffer i
-  /// bound to `arguments[i]` and result buffer j to `results[j]` (device
-  /// addresses of dense storage in the tensor's dtype; 0 only for those no
-  /// buffer names), then waits for the device. Errors name the op (index
-  /// and source) and the driver's or cuBLAS's message. With
+  /// Runs the ops in order with argument buffer i bound to `arguments[i]`
+  /// and result buffer j to `results[j]` (device addresses of dense storage
+  /// in the tensor's dtype; 0 only for those no buffer names), then waits
+  /// for the device. The first run queues the ops one by one; later runs
+  /// replay them as one CUDA graph captured on the step's stream (captured
+  /// again when an address changes), unless MANTISSA_GPU_STEP_GRAPH=0 or
+  /// the driver cannot (graphNote says why). Errors name the op (index and
+  /// source) and the driver's or cuBLAS's message. With
   /// MANTISSA_GPU_STEP_SYNC=1 in the environment every op is waited for, so
-  /// that a fault on the device is blamed on its op.
+  /// that a fault on the device is blamed on its op (and no graph is used).
   bool run(const std::vector<DevicePtr> &arguments,
            const std::vector<DevicePtr> &results, std::string &error);
 
@@ -137,6 +140,11 @@ public:
   /// F32, BF16 and F16 only.
   bool convert(DevicePtr source, DType from, DevicePtr target, DType to,
                int64_t count, std::string &error);
+
+  /// How many runs since attach replayed the captured CUDA graph, and if
+  /// graphs are not used, why not.
+  int64_t graphReplays() const { return replays; }
+  const std::string &getGraphNote() const { return graphNote; }
 
   const std::string &path() const { return jsonPath; }
   const std::string &stepName() const { return name; }
@@ -155,6 +163,10 @@ private:
   GpuStep() = default;
   bool launch(void *function, int64_t grid, std::vector<DevicePtr> &params,
               std::string &error);
+  /// Queues every op on `stream` with buffer i at addresses[i].
+  bool enqueue(const std::vector<DevicePtr> &addresses, std::string &error);
+  /// Captures enqueue's ops into `graph`.
+  bool capture(const std::vector<DevicePtr> &addresses, std::string &error);
 
   std::string jsonPath, ptxPath, constantsPath, name, ptx;
   std::vector<uint8_t> constants;
@@ -171,6 +183,12 @@ private:
   /// Per op its resolved kernel (null for GEMMs).
   std::vector<void *> opFunctions;
   bool syncEachOp = false;
+  /// The step's own stream (null: the default stream, no graphs), the
+  /// captured graph and the buffer addresses it was captured with.
+  void *stream = nullptr, *graph = nullptr;
+  std::vector<DevicePtr> graphAddresses;
+  int64_t runs = 0, replays = 0;
+  std::string graphNote;
 };
 
 /// The training step on the GPU in front of the update path: a

@@ -855,9 +855,10 @@ OpBuilder getModuleEndBuilder(gpu::GPUModuleOp gpuModule) {
 
 /// A copy of the lowered kernel function `function` as a gpu.func in
 /// `gpuModule` whose threads each run one iteration of the loops the
-/// function's attributes name. Returns the number of threads needed.
-FailureOr<int64_t> buildGpuKernel(func::FuncOp function,
-                                  gpu::GPUModuleOp gpuModule) {
+/// function's attributes name. Returns the number of threads needed and
+/// the iterations of the loop nest each runs in order.
+FailureOr<std::pair<int64_t, int64_t>>
+buildGpuKernel(func::FuncOp function, gpu::GPUModuleOp gpuModule) {
   // The loops to spread, found in the function and mapped to the copy.
   SmallVector<scf::ForOp> nest = getLoopNest(function.getBody().front());
   SmallVector<scf::ForOp> chosen;
@@ -878,6 +879,9 @@ FailureOr<int64_t> buildGpuKernel(func::FuncOp function,
                       *getConstantIntValue(loop.getStep()), *count});
     threads *= *count;
   }
+  int64_t iterations = 1;
+  for (scf::ForOp loop : nest)
+    iterations *= getTripCount(loop).value_or(1);
 
   Location loc = function.getLoc();
   OpBuilder builder = getModuleEndBuilder(gpuModule);
@@ -906,7 +910,7 @@ FailureOr<int64_t> buildGpuKernel(func::FuncOp function,
     loop.loop = cast<scf::ForOp>(mapping.lookup(loop.loop.getOperation()));
   builder.setInsertionPointToStart(then);
   spreadLoops(builder, spread, linear);
-  return threads;
+  return std::make_pair(threads, iterations / std::max<int64_t>(threads, 1));
 }
 
 /// The conversion kernels of docs/gpu-step.md: element `index` of `count`
@@ -1067,13 +1071,16 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
       step.getLoc(), (step.getSymName() + "_kernels").str());
   size_t kernelIndex = 0;
   for (auto kernel : kernels->getOps<func::FuncOp>()) {
-    FailureOr<int64_t> threads = buildGpuKernel(kernel, gpuModule);
-    if (failed(threads))
+    FailureOr<std::pair<int64_t, int64_t>> shape =
+        buildGpuKernel(kernel, gpuModule);
+    if (failed(shape))
       return failure();
     while (program.ops[kernelIndex].kind != GpuStepOp::Kind::Kernel)
       ++kernelIndex;
-    program.ops[kernelIndex++].grid =
-        std::max<int64_t>(1, (*threads + kBlockSize - 1) / kBlockSize);
+    GpuStepOp &op = program.ops[kernelIndex++];
+    op.threads = shape->first;
+    op.serialIterations = shape->second;
+    op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
   }
   addConversionKernels(gpuModule);
   if (withHostKernels) {
@@ -1254,6 +1261,8 @@ std::string GpuStepProgram::toJSON(StringRef ptxFile,
           llvm::json::Object{{"kind", "kernel"},
                              {"entry", op.entry},
                              {"grid", op.grid},
+                             {"threads", op.threads},
+                             {"serial_iterations", op.serialIterations},
                              {"buffers", llvm::json::Array(op.buffers)},
                              {"source", op.source}});
       continue;
