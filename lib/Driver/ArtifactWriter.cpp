@@ -368,6 +368,8 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
     if (written) {
       llvm::append_range(fileNames, written->files);
       gpuStep = std::move(*written);
+      if (options.gpuStepFiles)
+        *options.gpuStepFiles = *gpuStep;
     } else {
       gpuStepNote = llvm::toString(written.takeError());
     }

@@ -4,10 +4,13 @@
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
 #include "mantissa/Driver/DiagnosticCollector.h"
+#include "mantissa/Driver/StepEvaluator.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
@@ -47,13 +50,117 @@ static LogicalResult emulateUpdateKernels(ArrayRef<AdamWGroup> groups,
   return success();
 }
 
+static constexpr llvm::StringLiteral kPtx = "step.ptx",
+                                     kConstants = "step.constants.bin",
+                                     kProgram = "step.gpu.json",
+                                     kSummary = "summary.json";
+
+/// Copies the program's files from a cache entry into `directory` when the
+/// entry is complete, filling `result`; false otherwise.
+static bool copyFromCache(llvm::StringRef entry, llvm::StringRef directory,
+                          GpuStepFiles &result) {
+  auto pathIn = [](llvm::StringRef dir, llvm::StringRef file) {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, file);
+    return std::string(path);
+  };
+  auto summaryText = llvm::MemoryBuffer::getFile(pathIn(entry, kSummary));
+  if (!summaryText)
+    return false;
+  llvm::Expected<llvm::json::Value> summary =
+      llvm::json::parse((*summaryText)->getBuffer());
+  if (!summary) {
+    llvm::consumeError(summary.takeError());
+    return false;
+  }
+  const llvm::json::Object *object = summary->getAsObject();
+  const llvm::json::Array *files = object ? object->getArray("files") : nullptr;
+  if (!files)
+    return false;
+  GpuStepFiles copied;
+  for (const llvm::json::Value &file : *files) {
+    std::optional<llvm::StringRef> name = file.getAsString();
+    if (!name || llvm::sys::fs::copy_file(pathIn(entry, *name),
+                                          pathIn(directory, *name)))
+      return false;
+    copied.files.push_back(name->str());
+  }
+  copied.kernels = object->getInteger("kernels").value_or(0);
+  copied.gemms = object->getInteger("gemms").value_or(0);
+  copied.arenaBytes = object->getInteger("arena_bytes").value_or(0);
+  copied.cached = true;
+  copied.cachePath = entry.str();
+  result = std::move(copied);
+  return true;
+}
+
+/// Stores the program's files from `directory` as the cache entry `entry`
+/// (built beside it and renamed into place, so that concurrent runs never
+/// see half an entry). Failures only cost the next run a compilation.
+static void storeInCache(llvm::StringRef entry, llvm::StringRef directory,
+                         GpuStepFiles &result) {
+  llvm::SmallString<256> temporary(entry);
+  temporary +=
+      llvm::formatv(".tmp.{0}", llvm::sys::Process::getProcessId()).str();
+  llvm::sys::fs::remove_directories(temporary);
+  if (llvm::sys::fs::create_directories(temporary))
+    return;
+  llvm::json::Array files;
+  for (const std::string &file : result.files) {
+    llvm::SmallString<256> from(directory), to(temporary);
+    llvm::sys::path::append(from, file);
+    llvm::sys::path::append(to, file);
+    if (llvm::sys::fs::copy_file(from, to)) {
+      llvm::sys::fs::remove_directories(temporary);
+      return;
+    }
+    files.push_back(file);
+  }
+  llvm::SmallString<256> summaryPath(temporary);
+  llvm::sys::path::append(summaryPath, kSummary);
+  std::string summary =
+      llvm::formatv("{0}", llvm::json::Value(llvm::json::Object{
+                               {"files", std::move(files)},
+                               {"kernels", result.kernels},
+                               {"gemms", result.gemms},
+                               {"arena_bytes", result.arenaBytes}}));
+  if (llvm::Error error = writeBytes(summaryPath, summary)) {
+    llvm::consumeError(std::move(error));
+    llvm::sys::fs::remove_directories(temporary);
+    return;
+  }
+  llvm::sys::fs::remove_directories(entry);
+  if (llvm::sys::fs::rename(temporary, entry))
+    llvm::sys::fs::remove_directories(temporary);
+  else
+    result.cachePath = entry.str();
+}
+
 llvm::Expected<GpuStepFiles>
 mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
                              ArrayRef<AdamWGroup> updateGroups) {
   const char *hostKernels = std::getenv(kGpuHostKernelsVariable);
+  bool withHostKernels = hostKernels && *hostKernels;
+  // Programs are cached like the CPU step's libraries, by a hash of the
+  // planned step, the compiler build and the GPU target (libdevice
+  // included); runs that also want host kernels (tests) compile afresh.
+  std::string cacheEntry;
+  if (std::string cache = getCompileCacheDirectory();
+      !cache.empty() && !withHostKernels) {
+    const char *libdevice = std::getenv("MANTISSA_LIBDEVICE");
+    llvm::SmallString<256> entry(cache);
+    llvm::sys::path::append(
+        entry,
+        "gpu-" + hashPlannedStep(step, std::string("sm_90 ptx80 ") +
+                                           (libdevice ? libdevice : "")));
+    cacheEntry = std::string(entry);
+    GpuStepFiles cached;
+    if (copyFromCache(cacheEntry, directory, cached))
+      return cached;
+  }
   DiagnosticCollector diagnostics(step.getContext());
   FailureOr<GpuStepProgram> program =
-      compileTrainStepForGpu(step, hostKernels && *hostKernels);
+      compileTrainStepForGpu(step, withHostKernels);
   if (failed(program))
     return llvm::createStringError("compiling the step for the GPU failed: " +
                                    diagnostics.str());
@@ -63,9 +170,6 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     llvm::sys::path::append(path, file);
     return std::string(path);
   };
-  constexpr llvm::StringLiteral kPtx = "step.ptx",
-                                kConstants = "step.constants.bin",
-                                kProgram = "step.gpu.json";
   if (llvm::Error error = writeBytes(pathOf(kPtx), program->ptx))
     return std::move(error);
   result.files.push_back(kPtx.str());
@@ -85,7 +189,7 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
   result.gemms = program->countOps(GpuStepOp::Kind::Gemm);
   result.arenaBytes = program->arenaBytes;
 
-  if (hostKernels && *hostKernels) {
+  if (withHostKernels) {
     DialectRegistry registry;
     registerAdamWKernelDialects(registry);
     step.getContext()->appendDialectRegistry(registry);
@@ -105,6 +209,12 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
       return llvm::createStringError(
           std::string("compiling the GPU step's host kernels into ") +
           hostKernels + " failed: " + error);
+  }
+  if (!cacheEntry.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(
+            llvm::sys::path::parent_path(cacheEntry));
+        !ec)
+      storeInCache(cacheEntry, directory, result);
   }
   return result;
 }

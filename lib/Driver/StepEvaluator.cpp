@@ -117,9 +117,7 @@ static std::string describeCompilerBuild() {
       status.getLastModificationTime().time_since_epoch().count());
 }
 
-/// `$MANTISSA_CACHE_DIR`, else `$XDG_CACHE_HOME/mantissa`, else
-/// `~/.cache/mantissa`; empty when none can be named.
-static std::string getCacheDirectory() {
+std::string mlir::mantissa::getCompileCacheDirectory() {
   if (const char *dir = std::getenv("MANTISSA_CACHE_DIR"))
     return dir;
   SmallString<256> path;
@@ -131,10 +129,8 @@ static std::string getCacheDirectory() {
   return std::string(path);
 }
 
-/// A hash of everything the library depends on: the planned step (graph,
-/// precision plan and dtypes), the compiler build and the host CPU the code
-/// is tuned for (-march=native).
-static std::string hashStep(train::StepOp step) {
+std::string mlir::mantissa::hashPlannedStep(train::StepOp step,
+                                            StringRef target) {
   std::string text;
   llvm::raw_string_ostream os(text);
   OpPrintingFlags flags;
@@ -143,7 +139,7 @@ static std::string hashStep(train::StepOp step) {
   llvm::SHA256 hasher;
   hasher.update(text);
   hasher.update(describeCompilerBuild());
-  hasher.update(llvm::sys::getHostCPUName());
+  hasher.update(target);
   hasher.update(LLVM_VERSION_STRING);
   return llvm::toHex(hasher.final(), /*LowerCase=*/true).substr(0, 32);
 }
@@ -197,8 +193,9 @@ static llvm::Error compileStepLibrary(train::StepOp step,
 llvm::Expected<std::unique_ptr<StepEvaluator>>
 mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                         CompileCacheReport *report) {
-  std::string hash = hashStep(step);
-  std::string cacheDirectory = getCacheDirectory();
+  // The host CPU the code is tuned for (-march=native) is part of the key.
+  std::string hash = hashPlannedStep(step, llvm::sys::getHostCPUName());
+  std::string cacheDirectory = getCompileCacheDirectory();
   SmallString<256> libraryPath;
   bool cached = false;
   if (!cacheDirectory.empty() &&

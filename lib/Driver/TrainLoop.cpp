@@ -424,8 +424,11 @@ llvm::Expected<int> mlir::mantissa::trainStep(
   bool onGpu = options.device == "cuda" || options.device == "gpu";
   ArtifactOptions artifactOptions;
   artifactOptions.emitPtx = onGpu;
-  if (onGpu)
+  GpuStepFiles gpuStepFiles;
+  if (onGpu) {
     artifactOptions.gpuStep = step;
+    artifactOptions.gpuStepFiles = &gpuStepFiles;
+  }
   auto compileStart = std::chrono::steady_clock::now();
   if (llvm::Error error =
           writeArtifactSpec(*spec, artifactDir, artifactOptions))
@@ -454,12 +457,18 @@ llvm::Expected<int> mlir::mantissa::trainStep(
       for (const rt::GpuStepOp &op : program.ops())
         ++(op.kind == rt::GpuStepOp::Kind::Gemm ? gemms : kernels);
       llvm::errs() << llvm::formatv(
-          "mantissa-run: compiled the step for the GPU in {0:f1} s: {1} "
-          "kernels, {2} cuBLAS GEMMs, {3:f1} MiB of temporaries\n",
+          "mantissa-run: {0} the step for the GPU in {1:f1} s: {2} "
+          "kernels, {3} cuBLAS GEMMs, {4:f1} MiB of temporaries",
+          gpuStepFiles.cached ? "loaded" : "compiled",
           std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                         compileStart)
               .count(),
           kernels, gemms, program.arenaBytes() / 1048576.0);
+      if (!gpuStepFiles.cachePath.empty())
+        llvm::errs() << (gpuStepFiles.cached ? " (from the cache: "
+                                             : " (cached as ")
+                     << gpuStepFiles.cachePath << ")";
+      llvm::errs() << "\n";
     }
     gpuGradients->setStepCallback([&](int64_t stepNumber, double loss) {
       gpuProgress.report(stepNumber, loss);

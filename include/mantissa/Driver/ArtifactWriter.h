@@ -18,6 +18,7 @@
 
 #include "mantissa/Dialect/Train/IR/TrainAttrs.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -43,6 +44,8 @@ struct ArtifactOptions {
   /// (`kernels.gpu_step_note`), when the step cannot be compiled for the
   /// GPU, rather than failing.
   bool gpuStepOptional = false;
+  /// Receives what writing the GPU step did (files, counts, cache), if set.
+  GpuStepFiles *gpuStepFiles = nullptr;
 };
 
 /// One parameter or buffer of an artifact, with its plan and initial value.

@@ -22,6 +22,10 @@ struct GpuStepFiles {
   /// File names in the directory.
   std::vector<std::string> files;
   int64_t kernels = 0, gemms = 0, arenaBytes = 0;
+  /// Whether the files came from the compile cache, and the cache entry
+  /// (empty when nothing was cached).
+  bool cached = false;
+  std::string cachePath;
 };
 
 /// The environment variable naming a shared library into which the GPU
@@ -31,11 +35,11 @@ struct GpuStepFiles {
 /// `<entry>_host` from this library in place of each PTX entry.
 constexpr const char *kGpuHostKernelsVariable = "MANTISSA_GPU_HOST_KERNELS";
 
-/// Compiles `step` for the GPU and writes its program into `directory`
-/// (which exists). When `$MANTISSA_GPU_HOST_KERNELS` is set, also compiles
-/// every GPU kernel of the run, the step's and the update kernels of
-/// `updateGroups` (the artifact's groups, in order), for the host into
-/// that library.
+/// Compiles `step` for the GPU (or takes it from the compile cache) and
+/// writes its program into `directory` (which exists). When
+/// `$MANTISSA_GPU_HOST_KERNELS` is set, also compiles every GPU kernel of the
+/// run, the step's and the update kernels of `updateGroups` (the artifact's
+/// groups, in order), for the host into that library.
 llvm::Expected<GpuStepFiles> writeGpuStep(train::StepOp step,
                                           llvm::StringRef directory,
                                           ArrayRef<AdamWGroup> updateGroups);

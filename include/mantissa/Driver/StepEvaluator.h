@@ -59,6 +59,16 @@ llvm::Expected<std::unique_ptr<StepEvaluator>>
 createCompiledEvaluator(train::StepOp step,
                         CompileCacheReport *report = nullptr);
 
+/// The directory compiled steps are cached in: `$MANTISSA_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/mantissa`, else `~/.cache/mantissa`; empty when none can
+/// be named.
+std::string getCompileCacheDirectory();
+
+/// A hash of everything compiled code for `step` depends on: the planned
+/// step (graph, precision plan and dtypes), the compiler build and
+/// `target` (what the code is compiled for).
+std::string hashPlannedStep(train::StepOp step, llvm::StringRef target);
+
 } // namespace mlir::mantissa
 
 #endif // MANTISSA_DRIVER_STEPEVALUATOR_H
