@@ -6,8 +6,15 @@
 // every parameter's gradient in the layout of torch's reference files
 // (`loss` of shape [1], `grad.<fqn>`, fp32).
 //
+// `mantissa-run MODEL.pt2 --inputs INPUTS.safetensors --steps N ...` trains
+// (TrainLoop.h): the step compiled for the CPU, or with `--device cuda` for
+// the GPU (docs/gpu-step.md).
+//
 // `mantissa-run DIR --grads GRADS.safetensors --steps N ...` runs the update
-// path of a compiled artifact (mantissa/Runtime/UpdateRunner.h).
+// path of a compiled artifact (mantissa/Runtime/UpdateRunner.h), and
+// `mantissa-run DIR --inputs INPUTS.safetensors [--weights W.safetensors]
+// --steps N --device cuda ...` trains with the artifact's GPU step, in the
+// runtime alone (no LLVM: a GPU machine needs only the runtime).
 //
 //===----------------------------------------------------------------------===//
 

@@ -494,17 +494,9 @@ llvm::Expected<int> mlir::mantissa::trainStep(
   update.device = options.device;
   update.memoryReport = options.memoryReport;
   int status = rt::runUpdate(update, communicator);
-  if (gpuGradients && status == 0 && communicator.rank() == 0) {
-    const rt::GpuStep &program = gpuGradients->program();
-    if (program.graphReplays() > 0)
-      llvm::errs() << llvm::formatv(
-          "mantissa-run: the GPU step ran as one CUDA graph in {0} of {1} "
-          "steps (the first ran op by op)\n",
-          program.graphReplays(), gpuGradients->losses().size());
-    else if (!program.getGraphNote().empty())
-      llvm::errs() << "mantissa-run: the GPU step ran op by op: "
-                   << program.getGraphNote() << "\n";
-  }
+  if (gpuGradients && status == 0 && communicator.rank() == 0)
+    if (std::string use = gpuGradients->describeGraphUse(); !use.empty())
+      llvm::errs() << "mantissa-run: " << use << "\n";
   ArrayRef<double> losses = gpuGradients
                                 ? ArrayRef<double>(gpuGradients->losses())
                                 : gradients.getLosses();

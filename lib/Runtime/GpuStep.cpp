@@ -1097,3 +1097,15 @@ bool GpuStepGradients::computeGradients(int64_t stepNumber,
     onStep(stepNumber, loss);
   return true;
 }
+
+std::string GpuStepGradients::describeGraphUse() const {
+  if (lossList.empty())
+    return "";
+  if (step->graphReplays() > 0)
+    return "the GPU step ran as one CUDA graph in " +
+           std::to_string(step->graphReplays()) + " of " +
+           std::to_string(lossList.size()) + " steps (the first ran op by op)";
+  return "the GPU step ran op by op" + (step->getGraphNote().empty()
+                                            ? std::string()
+                                            : ": " + step->getGraphNote());
+}

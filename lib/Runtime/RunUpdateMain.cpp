@@ -42,10 +42,23 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;
   }
+  // Said here rather than by parseUpdateOptions, whose library callers may
+  // hand the runner a gradient source of their own.
+  if (options.gradsPath.empty() && options.inputsPath.empty() &&
+      options.verifyCheckpointDir.empty()) {
+    std::fprintf(stderr,
+                 "mantissa-run: error: --grads is required: give --grads "
+                 "GRADS.safetensors (apply given gradients) or --inputs "
+                 "INPUTS.safetensors --device cuda (train with the "
+                 "artifact's GPU step)\n");
+    return 1;
+  }
   std::unique_ptr<Communicator> communicator = createLaunchCommunicator(error);
   if (!communicator) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;
   }
+  if (!options.inputsPath.empty())
+    return runArtifactTraining(options, *communicator);
   return runUpdate(options, *communicator);
 }

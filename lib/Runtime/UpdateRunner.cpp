@@ -217,7 +217,10 @@ private:
     return false;
   }
   bool setUp();
-  void initialiseFromWeights(const SafeTensorsFile &weights);
+  /// Sets every member's parameter and master from `initial` (FQN -> its
+  /// validated initial value).
+  void initialiseFromWeights(
+      const std::map<std::string, const HostTensor *> &initial);
   bool loadGrads();
   bool computeGradients(int64_t stepNumber);
   bool step(int64_t stepNumber);
@@ -352,11 +355,12 @@ bool Runner::setUp() {
   return true;
 }
 
-void Runner::initialiseFromWeights(const SafeTensorsFile &weights) {
+void Runner::initialiseFromWeights(
+    const std::map<std::string, const HostTensor *> &initial) {
   for (GroupState &state : groups)
     for (size_t m = 0; m < state.group->members.size(); ++m) {
       const ArtifactMember &member = state.group->members[m];
-      const HostTensor *tensor = weights.find(member.fqn);
+      const HostTensor *tensor = initial.at(member.fqn);
       convertElements(*tensor, 0, member.count,
                       state.fullParam.data() + member.paramOffset,
                       member.param);
@@ -798,9 +802,11 @@ bool fsyncDirectory(const std::string &dir) {
   return ok;
 }
 
-/// Writes `text` to `path` under a temporary name, fsyncs and renames it.
-bool writeFileAtomically(const std::string &path, const std::string &text,
-                         std::string &error) {
+} // namespace
+
+bool mlir::mantissa::rt::writeFileAtomically(const std::string &path,
+                                             const std::string &text,
+                                             std::string &error) {
   std::string temporary = path + ".tmp." + std::to_string(getpid());
   int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
@@ -828,6 +834,8 @@ bool writeFileAtomically(const std::string &path, const std::string &text,
   fsyncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
   return true;
 }
+
+namespace {
 
 std::string rankFileName(int64_t stepNumber, int r, int w) {
   char name[96];
@@ -1266,19 +1274,37 @@ int Runner::run() {
   if (!comm.allAgree(setUp()))
     return finish(error.empty());
 
-  SafeTensorsFile weights;
+  // --weights replaces the artifact's initial values tensor by tensor (as
+  // `mantissa-run MODEL.pt2 --weights` replaces the archive's), e.g. to
+  // start from the same state as a reference run.
+  SafeTensorsFile weights, given;
   if (!SafeTensorsFile::read(artifact.weightsPath(), weights, loadError))
     return fail(loadError), finish(false);
+  if (!options.weightsPath.empty() &&
+      !SafeTensorsFile::read(options.weightsPath, given, loadError))
+    return fail(loadError), finish(false);
+  std::map<std::string, const HostTensor *> initial;
   for (const ArtifactGroup &group : artifact.groups())
     for (const ArtifactMember &member : group.members) {
-      const HostTensor *tensor = weights.find(member.fqn);
-      if (!tensor || tensor->shape != member.shape ||
-          !isFloatingPoint(tensor->dtype))
-        return fail(artifact.weightsPath() + ": no valid initial value for '" +
-                    member.fqn + "'"),
+      const HostTensor *tensor = given.find(member.fqn);
+      const std::string &file =
+          tensor ? options.weightsPath : artifact.weightsPath();
+      if (!tensor)
+        tensor = weights.find(member.fqn);
+      if (!tensor)
+        return fail(file + ": no initial value for '" + member.fqn + "'"),
                finish(false);
+      if (tensor->shape != member.shape || !isFloatingPoint(tensor->dtype))
+        return fail(file + ": the initial value of '" + member.fqn +
+                    "' has dtype " +
+                    std::string(safeTensorsDTypeName(tensor->dtype)) +
+                    " and shape " + shapeText(tensor->shape) +
+                    ", expected a floating-point tensor of shape " +
+                    shapeText(member.shape)),
+               finish(false);
+      initial[member.fqn] = tensor;
     }
-  initialiseFromWeights(weights);
+  initialiseFromWeights(initial);
 
   int64_t startStep = 0;
   std::string resumeDir = !options.verifyCheckpointDir.empty()
@@ -1378,6 +1404,18 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
       if (!next())
         return false;
       options.gradsPath = value;
+    } else if (flag == "--weights") {
+      if (!next())
+        return false;
+      options.weightsPath = value;
+    } else if (flag == "--inputs") {
+      if (!next())
+        return false;
+      options.inputsPath = value;
+    } else if (flag == "--losses") {
+      if (!next())
+        return false;
+      options.lossesPath = value;
     } else if (flag == "--final-params") {
       if (!next())
         return false;
@@ -1444,6 +1482,24 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
   }
   if (options.artifactDir.empty()) {
     error = "no artifact directory given";
+    return false;
+  }
+  // Gradients are either given or computed by the step, never both.
+  if (!options.inputsPath.empty() && !options.gradsPath.empty()) {
+    error = "--inputs and --grads cannot be combined: --grads applies given "
+            "gradients, --inputs computes them with the artifact's training "
+            "step";
+    return false;
+  }
+  if (!options.inputsPath.empty() && !options.verifyCheckpointDir.empty()) {
+    error = "--verify-checkpoint only loads the checkpoint; it takes no "
+            "--inputs";
+    return false;
+  }
+  // Only a training step has losses; --grads runs none.
+  if (!options.lossesPath.empty() && options.inputsPath.empty()) {
+    error = "--losses needs --inputs INPUTS.safetensors (the losses come from "
+            "the artifact's training step)";
     return false;
   }
   return true;

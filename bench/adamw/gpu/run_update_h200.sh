@@ -10,8 +10,7 @@
 #       final parameters after $STEPS steps and a CPU checkpoint at step
 #       $HALF, from $BUILD_DIR (default build-rt, else build);
 #   bench/adamw/gpu/run_update_h200.sh run [DIR]       on the GPU machine (no
-#       LLVM): builds the runtime alone (cmake -DMANTISSA_BUILD_COMPILER=OFF;
-#       a plain c++ build of the same sources if cmake cannot configure), runs
+#       LLVM): builds the runtime alone (bench/gpu/build_runtime.sh), runs
 #       every artifact at world size 1 with --device cuda, and compares the
 #       final parameters with the CPU's bit for bit (max difference when not
 #       equal); also resumes the CPU checkpoint on the GPU and a GPU
@@ -112,28 +111,7 @@ EOF
 run)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
   build="$dir/build-runtime"
-  runner=""
-  export CMAKE_PREFIX_PATH="$dir/deps${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  generator=()
-  command -v ninja >/dev/null && generator=(-G Ninja)
-  if cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-       -DMANTISSA_BUILD_COMPILER=OFF > "$dir/cmake.log" 2>&1 &&
-     cmake --build "$build" --target mantissa-run -j 16 >> "$dir/cmake.log" 2>&1; then
-    runner="$build/bin/mantissa-run"
-    echo "build: cmake -DMANTISSA_BUILD_COMPILER=OFF (log in $dir/cmake.log)"
-  else
-    echo "build: cmake failed (tail of $dir/cmake.log below); building the runtime sources with c++ directly"
-    tail -5 "$dir/cmake.log" || true
-    mkdir -p "$build"
-    c++ -O2 -std=c++17 -fexceptions -I"$repo/include" -I"$dir/deps/include" \
-      "$repo"/lib/Runtime/{Artifact,Communicator,CommunicatorNCCL,CudaDriver,DType,SafeTensors,Tripwire,UpdateRunner,RunUpdateMain}.cpp \
-      "$repo/tools/mantissa-run/mantissa-run-runtime.cpp" -ldl -o "$build/mantissa-run-direct"
-    runner="$build/mantissa-run-direct"
-  fi
-  if ldd "$runner" | grep -Ei 'libcuda\.|libnccl|libLLVM|libMLIR'; then
-    echo "FAIL: $runner links CUDA, NCCL or LLVM directly (above)"
-    exit 1
-  fi
+  runner=$("$repo/bench/gpu/build_runtime.sh" "$build" "$dir/deps" "$dir/cmake.log")
   st="$repo/test/Runtime/Inputs/st.py"
   compare() { # compare NAME A B: bit equality, else the max difference
     python3 - "$@" <<'EOF'

@@ -216,6 +216,10 @@ public:
   bool computeGradients(int64_t stepNumber, const std::vector<Member> &members,
                         std::string &error) override;
 
+  /// How the steps ran, for the run's report: "the GPU step ran as one
+  /// CUDA graph in N of M steps (...)" or "the GPU step ran op by op: why";
+  /// empty before any step.
+  std::string describeGraphUse() const;
   /// Each step's loss, in order.
   const std::vector<double> &losses() const { return lossList; }
   /// Seconds spent in computeGradients (the step, conversions, the loss's

@@ -5,7 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // `mantissa-run DIR --grads GRADS.safetensors --steps N ...`: runs optimizer
-// steps of a compiled artifact with given gradients, with FSDP sharding:
+// steps of a compiled artifact with given gradients, with FSDP sharding
+// (`--inputs INPUTS.safetensors` instead trains with the artifact's GPU
+// step: runArtifactTraining):
 //
 // - Shards. Each group's kernel splits the group's T tiles (tile_size
 //   elements of one member each) into slices [p*T/n, (p+1)*T/n); rank r of W
@@ -100,6 +102,15 @@ public:
 struct UpdateOptions {
   std::string artifactDir;
   std::string gradsPath;
+  /// `--inputs`: train on the artifact's GPU step with this batch
+  /// (runArtifactTraining) instead of applying given gradients.
+  std::string inputsPath;
+  /// `--losses` (with --inputs): where {"losses": [...]} goes.
+  std::string lossesPath;
+  /// `--weights`: initial parameters (and, with --inputs, buffers) by FQN,
+  /// replacing those of the artifact's weights.safetensors; tensors it lacks
+  /// come from the artifact.
+  std::string weightsPath;
   std::string finalParamsPath;
   std::string saveCheckpointDir;
   std::string resumeDir;
@@ -122,6 +133,23 @@ bool parseUpdateOptions(int argc, char **argv, UpdateOptions &options,
 
 /// Runs the update path on this rank; returns the process exit code.
 int runUpdate(const UpdateOptions &options, Communicator &communicator);
+
+/// `mantissa-run DIR --inputs INPUTS.safetensors --device cuda ...`: trains
+/// with the step the artifact holds for the GPU (manifest.json
+/// kernels.gpu_step, docs/gpu-step.md) in front of the update path, so that
+/// a machine with the runtime alone (no compiler) can train. The step's
+/// user inputs come from `inputsPath` (by name, else `input.<k>`), its
+/// buffers from `weightsPath`, else the artifact's weights.safetensors, else
+/// `inputsPath`.
+/// Prints each step's loss on rank 0 and writes `lossesPath` on success.
+/// Returns the process exit code (lib/Runtime/ArtifactTraining.cpp).
+int runArtifactTraining(const UpdateOptions &options,
+                        Communicator &communicator);
+
+/// Writes `text` to `path` under a temporary name, fsyncs and renames it, so
+/// that a reader sees the old file or the whole new one.
+bool writeFileAtomically(const std::string &path, const std::string &text,
+                         std::string &error);
 
 /// The communicator this process was launched with: MPI when launched by
 /// mpirun (and built with MPI), else a single rank; fails (explaining in

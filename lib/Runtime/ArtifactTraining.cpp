@@ -1,0 +1,442 @@
+//===- ArtifactTraining.cpp - Training from a compiled artifact -----------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// `mantissa-run DIR --inputs INPUTS.safetensors --steps N --device cuda ...`:
+// the training step mantissa-compile wrote into the artifact for the GPU
+// (step.gpu.json and step.ptx, docs/gpu-step.md) in front of the update path
+// (UpdateRunner.cpp), so that a machine with only the runtime built trains as
+// `mantissa-run MODEL.pt2 --device cuda` does. The step's host arguments are
+// collected as the compiler driver collects them (collectArguments in
+// lib/Driver/RunMain.cpp): parameters come from the runner (which starts
+// them from --weights, else the artifact's weights.safetensors), user inputs
+// from INPUTS by name or as `input.<k>`, buffers from --weights, else the
+// artifact's weights.safetensors, else INPUTS. Everything is checked before the
+// device is opened, so a bad artifact or batch is refused with its file and
+// tensor and nothing is written.
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/GpuStep.h"
+#include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/UpdateRunner.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace mlir::mantissa::rt;
+using json = nlohmann::json;
+
+namespace {
+
+std::string dtypeText(DType dtype) {
+  return std::string(safeTensorsDTypeName(dtype));
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// The path of the artifact's GPU step program (manifest.json
+/// kernels.gpu_step.program), or "" with `error` saying why there is none:
+/// the compiler's note when it recorded one, else how to get one.
+std::string gpuStepProgram(const std::string &dir, std::string &error) {
+  std::string manifestPath = dir + "/manifest.json";
+  std::ifstream in(manifestPath);
+  std::stringstream text;
+  text << in.rdbuf();
+  json manifest = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!in || manifest.is_discarded() || !manifest.is_object()) {
+    error = manifestPath + ": cannot read the manifest";
+    return "";
+  }
+  const json kernels = manifest.value("kernels", json::object());
+  if (kernels.is_object() && kernels.contains("gpu_step")) {
+    const json &step = kernels["gpu_step"];
+    if (step.is_object() && step.contains("program") &&
+        step["program"].is_string() &&
+        !step["program"].get<std::string>().empty())
+      return dir + "/" + step["program"].get<std::string>();
+    error = manifestPath + ": kernels.gpu_step names no program";
+    return "";
+  }
+  error = dir + ": the artifact holds no training step for the GPU (no "
+                "kernels.gpu_step in its manifest.json), so --inputs cannot "
+                "train with it";
+  if (kernels.is_object() && kernels.contains("gpu_step_note") &&
+      kernels["gpu_step_note"].is_string())
+    error += "; the compiler noted: \"" +
+             kernels["gpu_step_note"].get<std::string>() +
+             "\"; fix that and recompile it with mantissa-compile "
+             "MODEL.pt2 -o " +
+             dir;
+  else
+    error += "; recompile it with mantissa-compile MODEL.pt2 -o " + dir;
+  return "";
+}
+
+/// The value of step argument `argument` taken from `tensor` (read from
+/// `file`): its dense bytes in the step's dtype. Shapes must agree exactly;
+/// dtypes too, except that a floating-point buffer may change width (rounded
+/// to nearest even), as the compiler driver allows for model state, since
+/// weights.safetensors keeps the exported dtype.
+bool argumentBytes(const GpuStepTensor &argument, const HostTensor &tensor,
+                   const std::string &file, std::vector<uint8_t> &out,
+                   std::string &error) {
+  std::string what = file + ": tensor '" + tensor.name + "' (" +
+                     gpuStepRoleName(argument.role) + " '" + argument.name +
+                     "' of the step)";
+  bool convertible = argument.role == GpuStepTensor::Role::Buffer &&
+                     isFloatingPoint(tensor.dtype) &&
+                     isFloatingPoint(argument.dtype);
+  if (tensor.dtype != argument.dtype && !convertible) {
+    error = what + " has dtype " + dtypeText(tensor.dtype) +
+            ", the step takes " + dtypeText(argument.dtype);
+    return false;
+  }
+  if (tensor.shape != argument.shape) {
+    error = what + " has shape " + shapeText(tensor.shape) +
+            ", the step takes " + shapeText(argument.shape);
+    return false;
+  }
+  int64_t count = argument.numElements();
+  if (tensor.dtype == argument.dtype) {
+    out = tensor.bytes;
+  } else {
+    out.assign(size_t(count) * elementSize(argument.dtype), 0);
+    convertFloatElements(tensor.bytes.data(), tensor.dtype, out.data(),
+                         argument.dtype, count);
+  }
+  // Empty tensors still take one byte (docs/gpu-step.md).
+  if (int64_t(out.size()) < argument.bytes)
+    out.resize(size_t(argument.bytes), 0);
+  return true;
+}
+
+/// The step's host arguments, one per program argument in order (empty for
+/// parameters, which the runner binds each step).
+/// Buffers are looked up in `stateFiles` in order (--weights, the artifact's
+/// weights.safetensors, INPUTS).
+bool collectArguments(
+    const UpdateOptions &options, const GpuStep &program,
+    const SafeTensorsFile &inputs, const std::string &inputsPath,
+    const std::vector<std::pair<const SafeTensorsFile *, std::string>>
+        &stateFiles,
+    std::vector<std::vector<uint8_t>> &arguments, int64_t &tokensPerStep,
+    std::string &error) {
+  // --weights, when given, is the first state file.
+  const SafeTensorsFile *given = nullptr;
+  std::string givenPath;
+  if (!options.weightsPath.empty()) {
+    given = stateFiles.front().first;
+    givenPath = stateFiles.front().second;
+  }
+  int64_t userInput = 0;
+  for (const GpuStepTensor &argument : program.arguments()) {
+    arguments.emplace_back();
+    switch (argument.role) {
+    case GpuStepTensor::Role::Parameter: {
+      // The runner starts parameters from --weights; a tensor there that
+      // does not fit is refused now, before the device is opened.
+      const HostTensor *tensor = given ? given->find(argument.name) : nullptr;
+      if (tensor && (!isFloatingPoint(tensor->dtype) ||
+                     tensor->shape != argument.shape)) {
+        error = givenPath + ": tensor '" + tensor->name +
+                "' (parameter of the step) has dtype " +
+                dtypeText(tensor->dtype) + " and shape " +
+                shapeText(tensor->shape) +
+                ", the step takes a floating-point tensor of shape " +
+                shapeText(argument.shape);
+        return false;
+      }
+      continue;
+    }
+    case GpuStepTensor::Role::UserInput: {
+      // torch's reference files store the batch positionally.
+      std::string positional = "input." + std::to_string(userInput++);
+      const HostTensor *tensor = inputs.find(argument.name);
+      if (!tensor)
+        tensor = inputs.find(positional);
+      if (!tensor) {
+        error = inputsPath + ": no tensor for user input '" + argument.name +
+                "' (looked for '" + argument.name + "' and '" + positional +
+                "')";
+        return false;
+      }
+      if (!argumentBytes(argument, *tensor, inputsPath, arguments.back(),
+                         error))
+        return false;
+      // Tokens per step: the first integer (or boolean, as the compiler
+      // driver counts them) user input: a language model's token ids.
+      if (!tokensPerStep && !isFloatingPoint(argument.dtype))
+        tokensPerStep = argument.numElements();
+      continue;
+    }
+    default: {
+      // Buffers: model state first (--weights, then the artifact's own, as
+      // the compiler driver takes --weights, then the archive's), then the
+      // batch.
+      const HostTensor *tensor = nullptr;
+      std::string files;
+      for (const auto &[file, path] : stateFiles) {
+        tensor = file->find(argument.name);
+        if (tensor) {
+          files = path;
+          break;
+        }
+        files += (files.empty() ? "" : ", ") + path;
+      }
+      if (!tensor) {
+        error = std::string("no value for ") + gpuStepRoleName(argument.role) +
+                " '" + argument.name + "' of the step: none of " + files +
+                " has a tensor of that name";
+        return false;
+      }
+      if (!argumentBytes(argument, *tensor, files, arguments.back(), error))
+        return false;
+      continue;
+    }
+    }
+  }
+  return true;
+}
+
+/// `{"losses": [...]}`, as the compiler driver writes it (full precision;
+/// null for a non-finite loss, which JSON cannot spell).
+std::string lossesText(const std::vector<double> &losses) {
+  std::string text = "{\n  \"losses\": [";
+  for (size_t i = 0; i < losses.size(); ++i) {
+    char number[64];
+    if (std::isfinite(losses[i]))
+      std::snprintf(number, sizeof(number), "%.17g", losses[i]);
+    else
+      std::snprintf(number, sizeof(number), "null");
+    text += std::string(i ? ",\n    " : "\n    ") + number;
+  }
+  return text + (losses.empty() ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+/// The loss curve as a self-contained SVG (as the compiler driver draws it
+/// beside the losses).
+std::string lossPlot(const std::vector<double> &losses) {
+  constexpr double kWidth = 640, kHeight = 400, kLeft = 70, kRight = 20,
+                   kTop = 40, kBottom = 50;
+  double low = 0, high = 1;
+  bool any = false;
+  for (double loss : losses)
+    if (std::isfinite(loss)) {
+      low = any ? std::min(low, loss) : loss;
+      high = any ? std::max(high, loss) : loss;
+      any = true;
+    }
+  if (high - low < 1e-12)
+    high = low + 1;
+  auto x = [&](size_t index) {
+    return kLeft + (kWidth - kLeft - kRight) * double(index) /
+                       std::max<double>(1, double(losses.size()) - 1);
+  };
+  auto y = [&](double loss) {
+    return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low);
+  };
+  std::string svg;
+  char line[512];
+  auto add = [&](int length) {
+    if (length > 0)
+      svg.append(line, std::min<size_t>(size_t(length), sizeof(line) - 1));
+  };
+  add(std::snprintf(line, sizeof(line),
+                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" "
+                    "height=\"%g\" font-family=\"sans-serif\" "
+                    "font-size=\"12\">\n",
+                    kWidth, kHeight));
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"22\" font-size=\"15\">Training loss, "
+                    "%zu steps</text>\n",
+                    kLeft, losses.size()));
+  add(std::snprintf(line, sizeof(line),
+                    "<path d=\"M%g,%g V%g H%g\" stroke=\"black\" "
+                    "fill=\"none\"/>\n",
+                    kLeft, kTop, kHeight - kBottom, kWidth - kRight));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
+                    "</text>\n",
+                    kLeft - 6, y(high) + 4, high));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
+                    "</text>\n",
+                    kLeft - 6, y(low) + 4, low));
+  add(std::snprintf(line, sizeof(line), "<text x=\"%g\" y=\"%g\">1</text>\n",
+                    kLeft, kHeight - kBottom + 18));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%zu</text>\n",
+                    kWidth - kRight, kHeight - kBottom + 18, losses.size()));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step"
+                    "</text>\n",
+                    (kWidth + kLeft) / 2, kHeight - 12));
+  svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
+         "points=\"";
+  for (size_t index = 0; index < losses.size(); ++index)
+    if (std::isfinite(losses[index]))
+      add(std::snprintf(line, sizeof(line), "%.1f,%.1f ", x(index),
+                        y(losses[index])));
+  svg += "\"/>\n</svg>\n";
+  return svg;
+}
+
+/// `path` with its extension (if any, after the last '/') replaced by `ext`.
+std::string replaceExtension(const std::string &path, const std::string &ext) {
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == slash + 1)
+    return path + ext;
+  return path.substr(0, dot) + ext;
+}
+
+/// Everything the run needs from the files, checked before the device is
+/// opened: the step's program with its host arguments, or null with
+/// `error` naming the file and tensor.
+std::unique_ptr<GpuStepGradients> prepare(const UpdateOptions &options,
+                                          int64_t &tokensPerStep,
+                                          std::string &error) {
+  const std::string &dir = options.artifactDir;
+  if (options.device != "cpu" && options.device != "cuda" &&
+      options.device != "gpu") {
+    error = "unknown --device '" + options.device + "' (expected cpu or cuda)";
+    return nullptr;
+  }
+  // The whole artifact is validated (every file's size and checksum, the
+  // GPU step's included) before its step is read.
+  {
+    Artifact artifact;
+    if (!Artifact::load(dir, artifact, error))
+      return nullptr;
+  }
+  std::string programPath = gpuStepProgram(dir, error);
+  if (programPath.empty())
+    return nullptr;
+  if (options.device == "cpu") {
+    error = "--inputs: the artifact " + dir +
+            " holds the training step only for the GPU; train with --device "
+            "cuda (mantissa-run MODEL.pt2 trains on the CPU)";
+    return nullptr;
+  }
+  std::vector<std::vector<uint8_t>> arguments;
+  {
+    std::unique_ptr<GpuStep> program = GpuStep::load(programPath, error);
+    if (!program)
+      return nullptr;
+    SafeTensorsFile inputs, weights, given;
+    std::string weightsPath = dir + "/weights.safetensors";
+    if (!SafeTensorsFile::read(options.inputsPath, inputs, error) ||
+        !SafeTensorsFile::read(weightsPath, weights, error) ||
+        (!options.weightsPath.empty() &&
+         !SafeTensorsFile::read(options.weightsPath, given, error)))
+      return nullptr;
+    std::vector<std::pair<const SafeTensorsFile *, std::string>> stateFiles;
+    if (!options.weightsPath.empty())
+      stateFiles.push_back({&given, options.weightsPath});
+    stateFiles.push_back({&weights, weightsPath});
+    stateFiles.push_back({&inputs, options.inputsPath});
+    if (!collectArguments(options, *program, inputs, options.inputsPath,
+                          stateFiles, arguments, tokensPerStep, error))
+      return nullptr;
+  }
+  return GpuStepGradients::load(programPath, std::move(arguments), error);
+}
+
+} // namespace
+
+int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
+                                            Communicator &communicator) {
+  int rank = communicator.rank(), world = communicator.worldSize();
+  std::string error;
+  int64_t tokensPerStep = 0;
+  std::unique_ptr<GpuStepGradients> gradients =
+      prepare(options, tokensPerStep, error);
+  // Every rank checks the same files; all stop together, and each rank that
+  // failed says why (as the runner does).
+  bool all = communicator.allAgree(gradients != nullptr);
+  if (!gradients)
+    std::fprintf(stderr, "mantissa-run: error: %s%s\n",
+                 world > 1 ? ("rank " + std::to_string(rank) + ": ").c_str()
+                           : "",
+                 error.c_str());
+  else if (!all && rank == 0)
+    std::fprintf(stderr, "mantissa-run: error: another rank failed\n");
+  if (!all)
+    return 1;
+
+  // Progress on rank 0 (the only rank that runs the step): one plain line
+  // per step, with the rates since the first step began, as the compiler
+  // driver prints them.
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start = Clock::now();
+  int64_t stepsRun = 0;
+  if (rank == 0) {
+    int64_t kernels = 0, gemms = 0;
+    for (const GpuStepOp &op : gradients->program().ops())
+      ++(op.kind == GpuStepOp::Kind::Gemm ? gemms : kernels);
+    std::fprintf(stderr,
+                 "mantissa-run: loaded the GPU step of %s: %lld kernels, "
+                 "%lld cuBLAS GEMMs, %.1f MiB of temporaries\n",
+                 options.artifactDir.c_str(), (long long)kernels,
+                 (long long)gemms,
+                 double(gradients->program().arenaBytes()) / 1048576.0);
+    gradients->setStepCallback([&](int64_t stepNumber, double loss) {
+      if (stepsRun++ == 0)
+        // The first step's own time, from the source's clock: the device
+        // set-up before it is not training.
+        start = Clock::now() -
+                std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(gradients->seconds()));
+      double seconds =
+          std::chrono::duration<double>(Clock::now() - start).count();
+      double rate = double(stepsRun) / std::max(seconds, 1e-9);
+      std::printf("step %lld/%lld  loss %.6f  %.2f steps/s",
+                  (long long)stepNumber, (long long)options.steps, loss, rate);
+      if (tokensPerStep)
+        std::printf(", %.0f tokens/s", rate * double(tokensPerStep));
+      std::printf("\n");
+      std::fflush(stdout);
+    });
+  }
+
+  UpdateOptions update = options;
+  update.gradientSource = gradients.get();
+  int status = runUpdate(update, communicator);
+  if (status == 0 && rank == 0)
+    if (std::string use = gradients->describeGraphUse(); !use.empty())
+      std::fprintf(stderr, "mantissa-run: %s\n", use.c_str());
+  if (status != 0 || rank != 0 || options.lossesPath.empty())
+    return status;
+  // Only a complete run leaves losses behind.
+  const std::vector<double> &losses = gradients->losses();
+  if (!writeFileAtomically(options.lossesPath, lossesText(losses), error) ||
+      (!losses.empty() &&
+       !writeFileAtomically(replaceExtension(options.lossesPath, ".svg"),
+                            lossPlot(losses), error))) {
+    std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
+    return 1;
+  }
+  return 0;
+}
