@@ -359,8 +359,21 @@ static void outlineLinalgOps(ModuleOp module) {
 }
 
 LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
+  if (failed(runPipeline(module,
+                         "builtin.module(mantissa-lower-train-to-linalg)")))
+    return failure();
+  // The step's arguments are read-only: parameters are the update path's
+  // own memory and the batch is reused every step. Without this, one-shot
+  // bufferization writes results such as an in-place scatter into the
+  // argument's buffer.
+  MLIRContext *context = module.getContext();
+  for (auto function : module.getOps<func::FuncOp>())
+    for (unsigned index = 0, e = function.getNumArguments(); index < e; ++index)
+      function.setArgAttr(
+          index, bufferization::BufferizationDialect::kWritableAttrName,
+          BoolAttr::get(context, false));
   if (failed(runPipeline(
-          module, "builtin.module(mantissa-lower-train-to-linalg,"
+          module, "builtin.module("
                   "linalg-fuse-elementwise-ops,"
                   "empty-tensor-to-alloc-tensor,"
                   "one-shot-bufferize{bufferize-function-boundaries "
