@@ -9,7 +9,9 @@
 //   stream).
 // - Views (subview, expand/collapse_shape, ...) cost nothing: an op's operand
 //   is its base buffer plus the view's static offset and strides, which the
-//   kernel rebuilds with memref.reinterpret_cast.
+//   kernel rebuilds with memref.reinterpret_cast. A transpose into a
+//   temporary that is only read becomes such a view too, unless a GEMM
+//   reading it would then no longer fit cuBLAS.
 // - Matrix products cuBLAS can express (named or generic contractions whose
 //   batch, row, column and reduction dimensions each collapse to one strided
 //   dimension) become strided-batched GEMMs.
@@ -133,6 +135,8 @@ Value getBaseBuffer(Value value) {
       value = view.getViewSource();
     else if (auto cast = value.getDefiningOp<memref::CastOp>())
       value = cast.getSource();
+    else if (auto transpose = value.getDefiningOp<memref::TransposeOp>())
+      value = transpose.getIn();
     else
       return value;
   }
@@ -305,114 +309,13 @@ bool isGemmDType(Type element) {
 
 } // namespace
 
-//===----------------------------------------------------------------------===//
-// The program builder
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-class GpuProgramBuilder {
-public:
-  GpuProgramBuilder(func::FuncOp function, train::StepOp step,
-                    GpuStepProgram &program)
-      : function(function), step(step), program(program),
-        kernels(ModuleOp::create(function.getLoc())) {}
-
-  LogicalResult build();
-  OwningOpRef<ModuleOp> takeKernels() { return std::move(kernels); }
-
-private:
-  LogicalResult visit(Operation *op);
-  int64_t getBufferId(Value base);
-  LogicalResult addConstant(memref::GetGlobalOp getGlobal);
-  std::optional<GpuStepOp> matchGemm(linalg::LinalgOp op);
-  LogicalResult addKernel(Operation *op);
-  void packArena();
-
-  func::FuncOp function;
-  train::StepOp step;
-  GpuStepProgram &program;
-  OwningOpRef<ModuleOp> kernels;
-  llvm::DenseMap<Value, int64_t> bufferIds;
-  /// Program positions of each temporary's allocation and last use.
-  struct Lifetime {
-    int64_t buffer, begin, end;
-  };
-  std::vector<Lifetime> lifetimes;
-  llvm::DenseMap<Value, size_t> lifetimeOf;
-  int64_t position = 0;
-  /// The last op, if it zeroed a view: its output, index and kernel.
-  struct ZeroFill {
-    Value output;
-    size_t op;
-    func::FuncOp kernel;
-  };
-  std::optional<ZeroFill> lastZeroFill;
-};
-
-} // namespace
-
-int64_t GpuProgramBuilder::getBufferId(Value base) {
-  // Every op that names a buffer extends its lifetime to here.
-  if (auto lifetime = lifetimeOf.find(base); lifetime != lifetimeOf.end())
-    lifetimes[lifetime->second].end = position;
-  auto found = bufferIds.find(base);
-  if (found != bufferIds.end())
-    return found->second;
-  // Only function arguments reach here unregistered.
-  auto argument = cast<BlockArgument>(base);
-  GpuStepBuffer buffer;
-  int64_t numArguments = step.getNumArguments();
-  int64_t index = argument.getArgNumber();
-  buffer.kind = index < numArguments ? GpuStepBuffer::Kind::Argument
-                                     : GpuStepBuffer::Kind::Result;
-  buffer.index = index < numArguments ? index : index - numArguments;
-  buffer.bytes = getBufferBytes(cast<MemRefType>(base.getType()));
-  int64_t id = program.buffers.size();
-  program.buffers.push_back(buffer);
-  bufferIds[base] = id;
-  return id;
-}
-
-LogicalResult GpuProgramBuilder::addConstant(memref::GetGlobalOp getGlobal) {
-  auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
-      getGlobal, getGlobal.getNameAttr());
-  auto value =
-      global ? dyn_cast_or_null<DenseElementsAttr>(global.getInitialValueAttr())
-             : nullptr;
-  if (!value)
-    return getGlobal.emitOpError()
-           << "has no dense initial value for the GPU program";
-  MemRefType type = getGlobal.getType();
-  int64_t width = getStorageBytes(type.getElementType());
-  GpuStepBuffer buffer;
-  buffer.kind = GpuStepBuffer::Kind::Constant;
-  buffer.offset = alignTo(program.constants.size(), kBufferAlignment);
-  buffer.bytes = getBufferBytes(type);
-  program.constants.resize(buffer.offset + buffer.bytes, 0);
-  uint8_t *out = program.constants.data() + buffer.offset;
-  auto store = [&](const APInt &bits, int64_t index) {
-    uint64_t word = bits.getZExtValue();
-    for (int64_t byte = 0; byte < width; ++byte)
-      out[index * width + byte] = uint8_t(word >> (8 * byte));
-  };
-  int64_t index = 0;
-  if (isa<FloatType>(type.getElementType()))
-    for (const APFloat &element : value.getValues<APFloat>())
-      store(element.bitcastToAPInt(), index++);
-  else
-    for (const APInt &element : value.getValues<APInt>())
-      store(element, index++);
-  bufferIds[getGlobal.getResult()] = program.buffers.size();
-  program.buffers.push_back(buffer);
-  return success();
-}
-
 /// A contraction over buffers as a strided-batched GEMM, when its loops
 /// collapse to one batch, row, column and reduction loop each, every operand
 /// is a column-major matrix (possibly transposed) and the dtypes are ones
-/// cuBLAS multiplies with fp32 accumulation.
-std::optional<GpuStepOp> GpuProgramBuilder::matchGemm(linalg::LinalgOp op) {
+/// cuBLAS multiplies with fp32 accumulation. `getBufferId` names an
+/// operand's base buffer (called only once the op matches).
+static std::optional<GpuStepOp>
+matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       !op.hasPureBufferSemantics() || !isMultiplyAccumulate(op))
     return std::nullopt;
@@ -495,6 +398,199 @@ std::optional<GpuStepOp> GpuProgramBuilder::matchGemm(linalg::LinalgOp op) {
   gemm.c = describe(C, *cLayout);
   gemm.source = describeOp(op);
   return gemm;
+}
+
+/// Every view of `base` that `op` (or an op nested in it) writes.
+static bool writesBuffer(Operation *op, Value base) {
+  bool writes = false;
+  op->walk([&](Operation *nested) {
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(nested)) {
+      for (OpOperand &init : linalgOp.getDpsInitsMutable())
+        writes |= getBaseBuffer(init.get()) == base;
+    } else if (auto store = dyn_cast<memref::StoreOp>(nested)) {
+      writes |= getBaseBuffer(store.getMemref()) == base;
+    } else if (auto copy = dyn_cast<memref::CopyOp>(nested)) {
+      writes |= getBaseBuffer(copy.getTarget()) == base;
+    }
+  });
+  return writes;
+}
+
+/// Replaces each linalg.transpose into a temporary by a memref.transpose
+/// view of its input, when the temporary is only read afterwards (by linalg
+/// ops) and nothing writes the input's buffer after the transpose: the copy
+/// then costs nothing, GEMMs take the transposed operand as transa/transb
+/// and kernels read through the strided view.
+static void foldTransposesIntoViews(func::FuncOp function) {
+  Block &body = function.getBody().front();
+  SmallVector<linalg::TransposeOp> transposes;
+  for (Operation &op : body)
+    if (auto transpose = dyn_cast<linalg::TransposeOp>(op))
+      transposes.push_back(transpose);
+  for (linalg::TransposeOp transpose : transposes) {
+    Value input = transpose.getInput();
+    auto alloc = transpose.getInit().getDefiningOp<memref::AllocOp>();
+    if (!alloc || alloc->getBlock() != &body)
+      continue;
+    // The temporary: written by the transpose alone, read by linalg ops.
+    bool onlyRead = llvm::all_of(alloc->getUses(), [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      if (user == transpose || isa<memref::DeallocOp>(user))
+        return true;
+      auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+      return linalgOp && linalgOp.isDpsInput(&use);
+    });
+    if (!onlyRead)
+      continue;
+    Value inputBase = getBaseBuffer(input);
+    bool inputWrittenLater = false;
+    for (Operation *op = transpose->getNextNode(); op && !inputWrittenLater;
+         op = op->getNextNode())
+      inputWrittenLater = writesBuffer(op, inputBase);
+    if (inputWrittenLater)
+      continue;
+    OpBuilder builder(transpose);
+    AffineMap permutation = AffineMap::getPermutationMap(
+        SmallVector<unsigned>(transpose.getPermutation()),
+        builder.getContext());
+    auto view = builder.create<memref::TransposeOp>(
+        transpose.getLoc(), input, AffineMapAttr::get(permutation));
+    if (view.getType().getShape() != alloc.getType().getShape()) {
+      view.erase();
+      continue;
+    }
+    // Readers that are GEMMs must stay GEMMs (a contraction that cuBLAS
+    // cannot take runs far slower as a kernel than a transpose costs).
+    auto anyBuffer = [](Value) -> int64_t { return 0; };
+    SmallVector<OpOperand *> reads;
+    for (OpOperand &use : alloc->getUses())
+      if (use.getOwner() != transpose &&
+          !isa<memref::DeallocOp>(use.getOwner()))
+        reads.push_back(&use);
+    SmallVector<bool> wasGemm;
+    for (OpOperand *read : reads)
+      wasGemm.push_back(
+          matchGemm(cast<linalg::LinalgOp>(read->getOwner()), anyBuffer)
+              .has_value());
+    for (OpOperand *read : reads)
+      read->set(view);
+    bool lostGemm = false;
+    for (auto [read, gemm] : llvm::zip_equal(reads, wasGemm))
+      lostGemm |= gemm && !matchGemm(cast<linalg::LinalgOp>(read->getOwner()),
+                                     anyBuffer);
+    if (lostGemm) {
+      for (OpOperand *read : reads)
+        read->set(alloc);
+      view.erase();
+      continue;
+    }
+    transpose.erase();
+    for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
+      user->erase();
+    alloc.erase();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The program builder
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class GpuProgramBuilder {
+public:
+  GpuProgramBuilder(func::FuncOp function, train::StepOp step,
+                    GpuStepProgram &program)
+      : function(function), step(step), program(program),
+        kernels(ModuleOp::create(function.getLoc())) {}
+
+  LogicalResult build();
+  OwningOpRef<ModuleOp> takeKernels() { return std::move(kernels); }
+
+private:
+  LogicalResult visit(Operation *op);
+  int64_t getBufferId(Value base);
+  LogicalResult addConstant(memref::GetGlobalOp getGlobal);
+  LogicalResult addKernel(Operation *op);
+  void packArena();
+
+  func::FuncOp function;
+  train::StepOp step;
+  GpuStepProgram &program;
+  OwningOpRef<ModuleOp> kernels;
+  llvm::DenseMap<Value, int64_t> bufferIds;
+  /// Program positions of each temporary's allocation and last use.
+  struct Lifetime {
+    int64_t buffer, begin, end;
+  };
+  std::vector<Lifetime> lifetimes;
+  llvm::DenseMap<Value, size_t> lifetimeOf;
+  int64_t position = 0;
+  /// The last op, if it zeroed a view: its output, index and kernel.
+  struct ZeroFill {
+    Value output;
+    size_t op;
+    func::FuncOp kernel;
+  };
+  std::optional<ZeroFill> lastZeroFill;
+};
+
+} // namespace
+
+int64_t GpuProgramBuilder::getBufferId(Value base) {
+  // Every op that names a buffer extends its lifetime to here.
+  if (auto lifetime = lifetimeOf.find(base); lifetime != lifetimeOf.end())
+    lifetimes[lifetime->second].end = position;
+  auto found = bufferIds.find(base);
+  if (found != bufferIds.end())
+    return found->second;
+  // Only function arguments reach here unregistered.
+  auto argument = cast<BlockArgument>(base);
+  GpuStepBuffer buffer;
+  int64_t numArguments = step.getNumArguments();
+  int64_t index = argument.getArgNumber();
+  buffer.kind = index < numArguments ? GpuStepBuffer::Kind::Argument
+                                     : GpuStepBuffer::Kind::Result;
+  buffer.index = index < numArguments ? index : index - numArguments;
+  buffer.bytes = getBufferBytes(cast<MemRefType>(base.getType()));
+  int64_t id = program.buffers.size();
+  program.buffers.push_back(buffer);
+  bufferIds[base] = id;
+  return id;
+}
+
+LogicalResult GpuProgramBuilder::addConstant(memref::GetGlobalOp getGlobal) {
+  auto global = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+      getGlobal, getGlobal.getNameAttr());
+  auto value =
+      global ? dyn_cast_or_null<DenseElementsAttr>(global.getInitialValueAttr())
+             : nullptr;
+  if (!value)
+    return getGlobal.emitOpError()
+           << "has no dense initial value for the GPU program";
+  MemRefType type = getGlobal.getType();
+  int64_t width = getStorageBytes(type.getElementType());
+  GpuStepBuffer buffer;
+  buffer.kind = GpuStepBuffer::Kind::Constant;
+  buffer.offset = alignTo(program.constants.size(), kBufferAlignment);
+  buffer.bytes = getBufferBytes(type);
+  program.constants.resize(buffer.offset + buffer.bytes, 0);
+  uint8_t *out = program.constants.data() + buffer.offset;
+  auto store = [&](const APInt &bits, int64_t index) {
+    uint64_t word = bits.getZExtValue();
+    for (int64_t byte = 0; byte < width; ++byte)
+      out[index * width + byte] = uint8_t(word >> (8 * byte));
+  };
+  int64_t index = 0;
+  if (isa<FloatType>(type.getElementType()))
+    for (const APFloat &element : value.getValues<APFloat>())
+      store(element.bitcastToAPInt(), index++);
+  else
+    for (const APInt &element : value.getValues<APInt>())
+      store(element, index++);
+  bufferIds[getGlobal.getResult()] = program.buffers.size();
+  program.buffers.push_back(buffer);
+  return success();
 }
 
 /// Adds a kernel function for `op` (a linalg op on buffers, or a loop nest)
@@ -614,11 +710,13 @@ LogicalResult GpuProgramBuilder::visit(Operation *op) {
     return success();
   if (auto getGlobal = dyn_cast<memref::GetGlobalOp>(op))
     return addConstant(getGlobal);
-  if (isa<ViewLikeOpInterface, memref::CastOp, func::ReturnOp>(op) ||
+  if (isa<ViewLikeOpInterface, memref::CastOp, memref::TransposeOp,
+          func::ReturnOp>(op) ||
       op->hasTrait<OpTrait::ConstantLike>())
     return success();
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
-    if (std::optional<GpuStepOp> gemm = matchGemm(linalgOp)) {
+    if (std::optional<GpuStepOp> gemm = matchGemm(
+            linalgOp, [&](Value base) { return getBufferId(base); })) {
       // C = A * B + 0 right after C was zeroed: one GEMM with beta = 0.
       Value output = linalgOp.getDpsInitOperand(0)->get();
       if (lastZeroFill && lastZeroFill->output == output &&
@@ -1052,6 +1150,9 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   if (!function)
     return step.emitOpError() << "did not lower to a function";
 
+  foldTransposesIntoViews(function);
+  if (failed(function.verify()))
+    return failure();
   GpuStepProgram program;
   GpuProgramBuilder builder(function, step, program);
   if (failed(builder.build()))
