@@ -358,6 +358,45 @@ static void outlineLinalgOps(ModuleOp module) {
   }
 }
 
+/// Makes the ops that compute a result write it into the result's
+/// out-parameter, where bufferization computed it into a temporary and
+/// copied that out at the end: a temporary of the out-parameter's very type,
+/// written and read only by ops of the function body, whose only other use
+/// is that copy (and its deallocation), and an out-parameter nothing else
+/// touches. Each result then costs no copy (every gradient of a step).
+static void computeResultsInPlace(func::FuncOp function) {
+  Block &body = function.getBody().front();
+  SmallVector<memref::CopyOp> copies;
+  for (Operation &op : body)
+    if (auto copy = dyn_cast<memref::CopyOp>(op))
+      copies.push_back(copy);
+  for (memref::CopyOp copy : copies) {
+    auto target = dyn_cast<BlockArgument>(copy.getTarget());
+    auto alloc = copy.getSource().getDefiningOp<memref::AllocOp>();
+    if (!target || target.getOwner() != &body || !alloc ||
+        alloc->getBlock() != &body || alloc.getType() != target.getType() ||
+        !target.hasOneUse())
+      continue;
+    // Every use of the temporary is an op of the body (or nested in one)
+    // that comes before the copy, the copy itself, or its deallocation.
+    bool movable = llvm::all_of(alloc->getUses(), [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      if (user == copy || isa<memref::DeallocOp>(user))
+        return true;
+      Operation *top = body.findAncestorOpInBlock(*user);
+      return top && top->isBeforeInBlock(copy);
+    });
+    if (!movable)
+      continue;
+    for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
+      if (isa<memref::DeallocOp>(user))
+        user->erase();
+    copy.erase();
+    alloc.getResult().replaceAllUsesWith(target);
+    alloc.erase();
+  }
+}
+
 LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
   if (failed(runPipeline(module,
                          "builtin.module(mantissa-lower-train-to-linalg)")))
@@ -384,6 +423,8 @@ LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
                   "buffer-deallocation-simplification,"
                   "bufferization-lower-deallocations,canonicalize)")))
     return failure();
+  for (auto function : module.getOps<func::FuncOp>())
+    computeResultsInPlace(function);
   // Copies between strided views would call the `memrefCopy` runtime
   // function; as linalg.copy they become loops.
   module.walk([](memref::CopyOp copy) {
