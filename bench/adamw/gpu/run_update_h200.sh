@@ -100,11 +100,7 @@ EOF
       --save-checkpoint "$dir/$name.cpu-ck" --save-every "$HALF" --no-memory-report
   done
   rm -f "$dir"/*.w.safetensors
-  # The runtime-only build needs nlohmann_json; carry it in case the GPU
-  # machine lacks it (header-only, with its CMake package).
-  mkdir -p "$dir/deps/include" "$dir/deps/share/cmake"
-  cp -r /usr/include/nlohmann "$dir/deps/include/"
-  cp -r /usr/share/cmake/nlohmann_json "$dir/deps/share/cmake/"
+  "$repo/bench/gpu/carry_deps.sh" "$dir/deps"
   du -sh "$dir"
   ;;
 

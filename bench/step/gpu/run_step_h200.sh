@@ -24,8 +24,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 command="${1:-}"
 dir="${2:-$repo/build/step-gpu}"
 STEPS=${STEPS:-40}
-models="llama llama_medium"
-arms="fp32 master"
+models=${MODELS:-llama llama_medium}
+arms=${ARMS:-fp32 master}
 
 case "$command" in
 prepare)
@@ -46,9 +46,7 @@ prepare)
       "$corpus/$model.traj.json" "$dir/corpus/"
   done
   cp "$corpus/export_corpus.py" "$dir/corpus/"
-  mkdir -p "$dir/deps/include" "$dir/deps/share/cmake"
-  cp -r /usr/include/nlohmann "$dir/deps/include/"
-  cp -r /usr/share/cmake/nlohmann_json "$dir/deps/share/cmake/"
+  "$repo/bench/gpu/carry_deps.sh" "$dir/deps"
   du -sh "$dir"
   ;;
 

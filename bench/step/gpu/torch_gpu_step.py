@@ -7,37 +7,33 @@
 #           the masters, copy back to bf16.
 # Usage: python3 torch_gpu_step.py CORPUS_DIR MODEL ARM STEPS OUT.json
 # Writes {"losses": [...], "median_step_ms": ..., "mean_step_ms": ...}.
-import json, struct, sys, time
+import json, os, sys, time
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fidelity"))
+from corpus_models import load, model_namespace  # noqa: E402
+
 corpus, name, arm, steps, out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-src = open(f"{corpus}/export_corpus.py").read()
-src = src.split("def arg_json")[0]  # the model definitions only
-src = src.replace("from safetensors.torch import save_file", "").replace(
-    "OUT = sys.argv[1]\nos.makedirs(OUT, exist_ok=True)", "")
-ns = {}
-exec(compile(src, "export_corpus_models", "exec"), ns)
+ns = model_namespace(corpus)
 
 
-def load(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    dtypes = {"F32": torch.float32, "I64": torch.int64, "BF16": torch.bfloat16}
-    tensors = {}
-    for key, value in header.items():
-        if key == "__metadata__":
-            continue
-        begin, end = value["data_offsets"]
-        raw = bytearray(data[8 + n + begin:8 + n + end])
-        tensors[key] = torch.frombuffer(raw, dtype=dtypes[value["dtype"]]).reshape(value["shape"]).clone()
-    return tensors
+def tensors(path):
+    return {key: torch.from_numpy(value) for key, value in load(path).items()}
 
 
-device = "cuda"
+# TORCH_DEVICE=cpu checks the script itself where there is no GPU.
+device = os.environ.get("TORCH_DEVICE", "cuda")
+on_gpu = device == "cuda"
+
+
+def synchronize():
+    if on_gpu:
+        torch.cuda.synchronize()
+
+
 model, _ = ns["make"](name)
-model.load_state_dict(load(f"{corpus}/{name}.init.safetensors"))
-batch = load(f"{corpus}/{name}.inputs.safetensors")
+model.load_state_dict(tensors(f"{corpus}/{name}.init.safetensors"))
+batch = tensors(f"{corpus}/{name}.inputs.safetensors")
 args = (batch["input.0"].to(device), batch["input.1"].to(device))
 model = model.to(device)
 if arm == "fp32":
@@ -54,7 +50,8 @@ elif arm == "master":
     model = model.to(torch.bfloat16)
     params = list(model.parameters())
     masters = [p.detach().float().clone().requires_grad_(True) for p in params]
-    optimizer = torch.optim.AdamW(masters, lr=1e-3, weight_decay=0.01, fused=True)
+    optimizer = torch.optim.AdamW(masters, lr=1e-3, weight_decay=0.01,
+                                  **({"fused": True} if on_gpu else {}))
 
     def step():
         for p in params:
@@ -73,14 +70,15 @@ else:
 
 losses, times = [], []
 for _ in range(steps):
-    torch.cuda.synchronize()
+    synchronize()
     begin = time.perf_counter()
     loss = step()
     # The loss is read every step, as the runtime reports it every step.
     losses.append(float(loss))
     times.append(time.perf_counter() - begin)
 steady = sorted(times[2:]) if len(times) > 4 else sorted(times)
-result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "model": name, "arm": arm,
+result = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if on_gpu else "cpu",
+          "model": name, "arm": arm,
           "steps": steps, "losses": losses, "median_step_ms": 1000 * steady[len(steady) // 2],
           "mean_step_ms": 1000 * sum(times[2:]) / max(1, len(times) - 2)}
 json.dump(result, open(out, "w"), indent=1)
