@@ -18,17 +18,12 @@
 using namespace mlir;
 using namespace mlir::mantissa;
 
+/// Writes `bytes` to `path`.
 static llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (!ec) {
+  return llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
     os << bytes;
-    os.close();
-    ec = os.error();
-  }
-  if (ec)
-    return llvm::createStringError(path + ": " + ec.message());
-  return llvm::Error::success();
+    return llvm::Error::success();
+  });
 }
 
 /// The update kernels of `groups` (group i's PTX entry is

@@ -156,7 +156,10 @@ std::vector<int64_t> parseShape(const json &object, const std::string &what) {
   return shape;
 }
 
-bool readWholeFile(const std::string &path, std::vector<uint8_t> &bytes) {
+} // namespace
+
+bool mlir::mantissa::rt::readWholeFile(const std::string &path,
+                                       std::vector<uint8_t> &bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return false;
@@ -164,7 +167,6 @@ bool readWholeFile(const std::string &path, std::vector<uint8_t> &bytes) {
                std::istreambuf_iterator<char>());
   return !in.bad();
 }
-} // namespace
 
 bool Artifact::load(const std::string &directory, Artifact &out,
                     std::string &error) {

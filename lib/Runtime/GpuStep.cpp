@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/GpuStep.h"
+#include "mantissa/Runtime/Artifact.h"
 
 #include <nlohmann/json.hpp>
 
@@ -79,15 +80,6 @@ std::string conversionEntry(DType from, DType to) {
 }
 
 constexpr DType kConvertible[] = {DType::F32, DType::BF16, DType::F16};
-
-bool readFile(const std::string &path, std::string &bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  bytes.assign(std::istreambuf_iterator<char>(in),
-               std::istreambuf_iterator<char>());
-  return !in.bad();
-}
 
 int64_t integer(const json &object, const char *key, const std::string &what,
                 int64_t min = 0, int64_t max = INT64_MAX) {
@@ -248,8 +240,8 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
                                        std::string &error) {
   std::unique_ptr<GpuStep> step(new GpuStep());
   step->jsonPath = jsonPath;
-  std::string text;
-  if (!readFile(jsonPath, text)) {
+  std::vector<uint8_t> text;
+  if (!readWholeFile(jsonPath, text)) {
     error = jsonPath + ": cannot read the GPU step program";
     return nullptr;
   }
@@ -349,18 +341,18 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
 
     // The PTX and the constants.
     step->ptxPath = directory + "/" + string(root, "ptx", "the program");
-    if (!readFile(step->ptxPath, step->ptx))
+    std::vector<uint8_t> ptx;
+    if (!readWholeFile(step->ptxPath, ptx))
       throw ProgramError{"cannot read the PTX " + step->ptxPath};
+    step->ptx.assign(ptx.begin(), ptx.end());
     if (anyConstant) {
       if (!root.contains("constants") || !root["constants"].is_string())
         throw ProgramError{"'constants' is missing, and some buffer is a "
                            "constant"};
       step->constantsPath =
           directory + "/" + root["constants"].get<std::string>();
-      std::string bytes;
-      if (!readFile(step->constantsPath, bytes))
+      if (!readWholeFile(step->constantsPath, step->constants))
         throw ProgramError{"cannot read the constants " + step->constantsPath};
-      step->constants.assign(bytes.begin(), bytes.end());
       for (size_t i = 0; i < step->bufferList.size(); ++i) {
         const GpuStepBuffer &buffer = step->bufferList[i];
         if (buffer.kind == GpuStepBuffer::Kind::Constant &&

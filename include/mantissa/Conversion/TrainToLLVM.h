@@ -17,6 +17,11 @@ class DialectRegistry;
 
 namespace mlir::mantissa {
 
+/// Runs a textual pass pipeline ("builtin.module(...)") on `module`,
+/// registering the upstream passes it may name (conversions, bufferization,
+/// linalg, GPU) once per process.
+LogicalResult runPassPipeline(ModuleOp module, StringRef pipeline);
+
 /// Registers the dialects, bufferization models and LLVM IR translations
 /// that lowerTrainStepsToLLVM needs.
 void registerTrainToLLVMDialects(DialectRegistry &registry);

@@ -153,6 +153,9 @@ ByteRange tileRangeBytes(const ArtifactGroup &group, int64_t tileSize,
 std::pair<int64_t, int64_t> shardTiles(const ArtifactGroup &group, int rank,
                                        int world);
 
+/// Reads the whole file at `path` into `bytes`; false if it cannot.
+bool readWholeFile(const std::string &path, std::vector<uint8_t> &bytes);
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_ARTIFACT_H

@@ -1078,22 +1078,6 @@ void addConversionKernels(gpu::GPUModuleOp gpuModule) {
   }
 }
 
-/// Runs a textual pipeline (a copy of TrainToLLVM.cpp's runner would
-/// register the same passes; these are registered by it already).
-LogicalResult runPasses(ModuleOp module, StringRef pipeline) {
-  static std::once_flag registered;
-  std::call_once(registered, [] {
-    registerConversionPasses();
-    registerGPUPasses();
-  });
-  FailureOr<OpPassManager> parsed = parsePassPipeline(pipeline);
-  if (failed(parsed))
-    return module.emitError() << "bad pipeline: " << pipeline;
-  PassManager pm(module.getContext());
-  static_cast<OpPassManager &>(pm) = std::move(*parsed);
-  return pm.run(module);
-}
-
 /// libdevice.10.bc: $MANTISSA_LIBDEVICE, else the one CMake found in the
 /// CUDA toolkit; empty when neither exists.
 std::string getLibdevicePath() {
@@ -1158,8 +1142,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   if (failed(builder.build()))
     return failure();
   OwningOpRef<ModuleOp> kernels = builder.takeKernels();
-  if (failed(runPasses(*kernels,
-                       "builtin.module(func.func(convert-linalg-to-loops))")))
+  if (failed(runPassPipeline(
+          *kernels, "builtin.module(func.func(convert-linalg-to-loops))")))
     return failure();
 
   // The GPU module: one gpu.func per kernel function, then the conversions.
@@ -1193,7 +1177,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   // Transcendental functions (exp, log, pow, tanh, erf, ...) are
   // libdevice's, as CUDA's own math library computes them for torch.
   std::string libdevice = getLibdevicePath();
-  if (failed(runPasses(
+  if (failed(runPassPipeline(
           *gpuContainer,
           "builtin.module(expand-strided-metadata,lower-affine,"
           "arith-emulate-unsupported-floats{source-types=bf16 "
@@ -1202,11 +1186,11 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
               (libdevice.empty() ? std::string() : " l=" + libdevice) + "})")))
     return failure();
   useIntrinsicsForExactMath(gpuModule);
-  if (failed(runPasses(*gpuContainer,
-                       "builtin.module(gpu.module(convert-gpu-to-nvvm{"
-                       "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
-                       "reconcile-unrealized-casts),"
-                       "gpu-module-to-binary{format=isa})")))
+  if (failed(runPassPipeline(
+          *gpuContainer, "builtin.module(gpu.module(convert-gpu-to-nvvm{"
+                         "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
+                         "reconcile-unrealized-casts),"
+                         "gpu-module-to-binary{format=isa})")))
     return failure();
   gpuContainer->walk([&](gpu::BinaryOp binary) {
     for (Attribute object : binary.getObjects())

@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
@@ -78,12 +79,12 @@ void mlir::mantissa::registerTrainToLLVMDialects(DialectRegistry &registry) {
   registerOpenMPDialectTranslation(registry);
 }
 
-/// Runs a textual pipeline on `module` (registering the passes it names
-/// once per process).
-static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
+LogicalResult mlir::mantissa::runPassPipeline(ModuleOp module,
+                                              StringRef pipeline) {
   static std::once_flag registered;
   std::call_once(registered, [] {
-    registerConversionPasses();
+    ::mlir::registerConversionPasses();
+    ::mlir::registerGPUPasses();
     bufferization::registerBufferizationPasses();
     registerLinalgPasses();
     memref::registerMemRefPasses();
@@ -94,7 +95,7 @@ static LogicalResult runPipeline(ModuleOp module, StringRef pipeline) {
   });
   FailureOr<OpPassManager> parsed = parsePassPipeline(pipeline);
   if (failed(parsed))
-    return failure();
+    return module.emitError() << "bad pass pipeline: " << pipeline;
   PassManager pm(module.getContext());
   static_cast<OpPassManager &>(pm) = std::move(*parsed);
   return pm.run(module);
@@ -398,8 +399,8 @@ static void computeResultsInPlace(func::FuncOp function) {
 }
 
 LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
-  if (failed(runPipeline(module,
-                         "builtin.module(mantissa-lower-train-to-linalg)")))
+  if (failed(runPassPipeline(module,
+                             "builtin.module(mantissa-lower-train-to-linalg)")))
     return failure();
   // The step's arguments are read-only: parameters are the update path's
   // own memory and the batch is reused every step. Without this, one-shot
@@ -411,7 +412,7 @@ LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
       function.setArgAttr(
           index, bufferization::BufferizationDialect::kWritableAttrName,
           BoolAttr::get(context, false));
-  if (failed(runPipeline(
+  if (failed(runPassPipeline(
           module, "builtin.module("
                   "linalg-fuse-elementwise-ops,"
                   "empty-tensor-to-alloc-tensor,"
@@ -444,12 +445,12 @@ LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
 }
 
 LogicalResult mlir::mantissa::lowerBufferizedToLLVM(ModuleOp module) {
-  if (failed(runPipeline(module,
-                         "builtin.module(func.func(convert-linalg-to-loops),"
-                         "expand-strided-metadata,lower-affine)")))
+  if (failed(runPassPipeline(
+          module, "builtin.module(func.func(convert-linalg-to-loops),"
+                  "expand-strided-metadata,lower-affine)")))
     return failure();
   parallelizeOuterLoops(module);
-  if (failed(runPipeline(module, "builtin.module(convert-scf-to-openmp)")))
+  if (failed(runPassPipeline(module, "builtin.module(convert-scf-to-openmp)")))
     return failure();
   // convert-scf-to-openmp wraps each loop body in a memref.alloca_scope,
   // which must stay one block; the bodies allocate nothing on the stack, so
@@ -471,7 +472,7 @@ LogicalResult mlir::mantissa::lowerBufferizedToLLVM(ModuleOp module) {
   populateMathPolynomialApproximationPatterns(patterns);
   if (failed(applyPatternsAndFoldGreedily(module, std::move(patterns))))
     return failure();
-  if (failed(runPipeline(
+  if (failed(runPassPipeline(
           module,
           "builtin.module(arith-emulate-unsupported-floats{source-types=bf16 "
           "target-type=f32},arith-expand{include-bf16=true},convert-scf-to-cf,"
