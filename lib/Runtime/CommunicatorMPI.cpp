@@ -74,6 +74,20 @@ public:
     return check(rc, "MPI_Reduce_scatter", error);
   }
 
+  bool allToAll(const uint8_t *send, const std::vector<int64_t> &sendCounts,
+                const std::vector<int64_t> &sendDispls, uint8_t *recv,
+                const std::vector<int64_t> &recvCounts,
+                const std::vector<int64_t> &recvDispls,
+                std::string &error) override {
+    std::vector<int> sc, sd, rc32, rd;
+    if (!narrow(sendCounts, sc, error) || !narrow(sendDispls, sd, error) ||
+        !narrow(recvCounts, rc32, error) || !narrow(recvDispls, rd, error))
+      return false;
+    int rc = MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv,
+                           rc32.data(), rd.data(), MPI_BYTE, MPI_COMM_WORLD);
+    return check(rc, "MPI_Alltoallv", error);
+  }
+
   bool allAgree(bool ok) override {
     int local = ok ? 1 : 0, all = 0;
     MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

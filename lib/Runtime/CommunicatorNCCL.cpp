@@ -164,6 +164,16 @@ public:
                        counts[me] * width, error);
   }
 
+  /// Host bytes, over the host communicator (the exact gradient combination
+  /// runs on the host; the GPU update path reduce-scatters on the device).
+  bool allToAll(const uint8_t *send, const std::vector<int64_t> &sendCounts,
+                const std::vector<int64_t> &sendDispls, uint8_t *recv,
+                const std::vector<int64_t> &recvCounts,
+                const std::vector<int64_t> &recvDispls,
+                std::string &error) override {
+    return host.allToAll(send, sendCounts, sendDispls, recv, recvCounts,
+                         recvDispls, error);
+  }
   bool allAgree(bool ok) override { return host.allAgree(ok); }
   int64_t allMax(int64_t value) override { return host.allMax(value); }
   bool broadcast(void *data, int64_t bytes, int root,

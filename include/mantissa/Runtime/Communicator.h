@@ -49,6 +49,17 @@ public:
                                 const std::vector<int64_t> &counts, DType dtype,
                                 std::string &error) = 0;
 
+  /// Personalised exchange of host bytes (all-to-all): this rank sends
+  /// `sendCounts[d]` bytes at `send + sendDispls[d]` to rank d and receives
+  /// `recvCounts[s]` bytes from rank s at `recv + recvDispls[s]`. The exact
+  /// gradient combination (GradientCombination.h) moves its partial sums
+  /// this way.
+  virtual bool allToAll(const uint8_t *send,
+                        const std::vector<int64_t> &sendCounts,
+                        const std::vector<int64_t> &sendDispls, uint8_t *recv,
+                        const std::vector<int64_t> &recvCounts,
+                        const std::vector<int64_t> &recvDispls,
+                        std::string &error) = 0;
   /// True on every rank iff `ok` is true on every rank (so that all ranks
   /// stop together when one fails).
   virtual bool allAgree(bool ok) = 0;

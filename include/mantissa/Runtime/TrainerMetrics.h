@@ -1,0 +1,90 @@
+//===- TrainerMetrics.h - What a training run reports -----------*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The trainer's outputs besides the model: the progress line, `--metrics`
+// (one JSON object per step), `--losses` ({"losses": [...]}) and the loss
+// plot beside it. JSON never holds a bare NaN or infinity: a non-finite
+// number is written as null, with a `<key>_nonfinite` string ("nan", "inf",
+// "-inf") beside it in the metrics.
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_RUNTIME_TRAINERMETRICS_H
+#define MANTISSA_RUNTIME_TRAINERMETRICS_H
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mlir::mantissa::rt {
+
+/// One step as the trainer saw it.
+struct StepRecord {
+  /// 1-based: the record of step 1 is made after the first update.
+  int64_t step = 0;
+  /// The mean of the step's micro-batch losses.
+  double loss = 0;
+  /// The learning rate the step's update used.
+  double lr = 0;
+  /// The L2 norm of the step's mean gradient, before clipping (NaN when the
+  /// run does not compute it).
+  double gradNorm = 0;
+  /// Tokens the step consumed (0 when the batch has no token ids).
+  int64_t tokens = 0;
+  double tokensPerSecond = 0;
+  /// Seconds the step took.
+  double seconds = 0;
+  /// The update was skipped (non-finite loss or gradient norm).
+  bool skipped = false;
+  /// The validation loss after this step's update, on the steps that
+  /// evaluate.
+  bool evaluated = false;
+  double evalLoss = 0;
+};
+
+/// `value` as a JSON number (shortest round-trip form), or "null".
+std::string jsonNumber(double value);
+
+/// The metrics object of one step, on one line (no newline).
+std::string metricsLine(const StepRecord &record);
+
+/// `{"losses": [...]}` of every step, as `--losses` has always written it.
+std::string lossesJson(const std::vector<double> &losses);
+
+/// The training loss curve (and the validation losses, as points joined by
+/// a line, when there are any) as a self-contained SVG.
+std::string lossPlotSvg(const std::vector<double> &losses,
+                        const std::vector<std::pair<int64_t, double>> &evals);
+
+/// `path` with its extension (after the last '/') replaced by `extension`.
+std::string replaceExtension(const std::string &path,
+                             const std::string &extension);
+
+/// Appends one line per step to `--metrics`, flushed at once so that a
+/// crashed or interrupted run keeps every step it finished.
+class MetricsFile {
+public:
+  MetricsFile() = default;
+  MetricsFile(const MetricsFile &) = delete;
+  MetricsFile &operator=(const MetricsFile &) = delete;
+  ~MetricsFile();
+  /// Creates (truncates) `path`.
+  bool open(const std::string &path, std::string &error);
+  bool write(const StepRecord &record, std::string &error);
+  bool isOpen() const { return file != nullptr; }
+
+private:
+  std::FILE *file = nullptr;
+  std::string path;
+};
+
+} // namespace mlir::mantissa::rt
+
+#endif // MANTISSA_RUNTIME_TRAINERMETRICS_H

@@ -1,0 +1,186 @@
+//===- TrainerMetrics.cpp - What a training run reports -------------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/TrainerMetrics.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+using namespace mlir::mantissa::rt;
+
+std::string mlir::mantissa::rt::jsonNumber(double value) {
+  if (!std::isfinite(value))
+    return "null";
+  char text[64];
+  // The shortest form that reads back as the same double.
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  return text;
+}
+
+namespace {
+
+const char *nonFiniteName(double value) {
+  return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+}
+
+void addNumber(std::string &line, const char *key, double value) {
+  line += std::string(",\"") + key + "\":" + jsonNumber(value);
+  if (!std::isfinite(value))
+    line += std::string(",\"") + key + "_nonfinite\":\"" +
+            nonFiniteName(value) + "\"";
+}
+
+} // namespace
+
+std::string mlir::mantissa::rt::metricsLine(const StepRecord &record) {
+  std::string line = "{\"step\":" + std::to_string(record.step);
+  addNumber(line, "loss", record.loss);
+  addNumber(line, "lr", record.lr);
+  addNumber(line, "grad_norm", record.gradNorm);
+  line += ",\"tokens\":" + std::to_string(record.tokens);
+  addNumber(line, "tokens_per_s", record.tokensPerSecond);
+  addNumber(line, "seconds", record.seconds);
+  line += std::string(",\"skipped\":") + (record.skipped ? "true" : "false");
+  if (record.evaluated)
+    addNumber(line, "eval_loss", record.evalLoss);
+  return line + "}";
+}
+
+std::string mlir::mantissa::rt::lossesJson(const std::vector<double> &losses) {
+  std::string text = "{\n  \"losses\": [";
+  for (size_t i = 0; i < losses.size(); ++i)
+    text += std::string(i ? ",\n    " : "\n    ") + jsonNumber(losses[i]);
+  return text + (losses.empty() ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+std::string mlir::mantissa::rt::lossPlotSvg(
+    const std::vector<double> &losses,
+    const std::vector<std::pair<int64_t, double>> &evals) {
+  constexpr double kWidth = 640, kHeight = 400, kLeft = 70, kRight = 20,
+                   kTop = 40, kBottom = 50;
+  double low = 0, high = 1;
+  bool any = false;
+  auto widen = [&](double loss) {
+    if (!std::isfinite(loss))
+      return;
+    low = any ? std::min(low, loss) : loss;
+    high = any ? std::max(high, loss) : loss;
+    any = true;
+  };
+  for (double loss : losses)
+    widen(loss);
+  for (const auto &eval : evals)
+    widen(eval.second);
+  if (high - low < 1e-12)
+    high = low + 1;
+  // Step k (1-based) sits at x(k - 1).
+  auto x = [&](double index) {
+    return kLeft + (kWidth - kLeft - kRight) * index /
+                       std::max<double>(1, double(losses.size()) - 1);
+  };
+  auto y = [&](double loss) {
+    return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low);
+  };
+  std::string svg;
+  char line[512];
+  auto add = [&](int length) {
+    if (length > 0)
+      svg.append(line, std::min<size_t>(size_t(length), sizeof(line) - 1));
+  };
+  add(std::snprintf(line, sizeof(line),
+                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" "
+                    "height=\"%g\" font-family=\"sans-serif\" "
+                    "font-size=\"12\">\n",
+                    kWidth, kHeight));
+  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"22\" font-size=\"15\">Training loss%s, "
+                    "%zu steps</text>\n",
+                    kLeft,
+                    evals.empty() ? ""
+                                  : " (blue) and validation loss "
+                                    "(orange)",
+                    losses.size()));
+  add(std::snprintf(line, sizeof(line),
+                    "<path d=\"M%g,%g V%g H%g\" stroke=\"black\" "
+                    "fill=\"none\"/>\n",
+                    kLeft, kTop, kHeight - kBottom, kWidth - kRight));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
+                    "</text>\n",
+                    kLeft - 6, y(high) + 4, high));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
+                    "</text>\n",
+                    kLeft - 6, y(low) + 4, low));
+  add(std::snprintf(line, sizeof(line), "<text x=\"%g\" y=\"%g\">1</text>\n",
+                    kLeft, kHeight - kBottom + 18));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%zu</text>\n",
+                    kWidth - kRight, kHeight - kBottom + 18, losses.size()));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step"
+                    "</text>\n",
+                    (kWidth + kLeft) / 2, kHeight - 12));
+  svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
+         "points=\"";
+  for (size_t index = 0; index < losses.size(); ++index)
+    if (std::isfinite(losses[index]))
+      add(std::snprintf(line, sizeof(line), "%.1f,%.1f ", x(double(index)),
+                        y(losses[index])));
+  svg += "\"/>\n";
+  if (!evals.empty()) {
+    svg += "<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\" "
+           "points=\"";
+    for (const auto &[step, loss] : evals)
+      if (std::isfinite(loss))
+        add(std::snprintf(line, sizeof(line), "%.1f,%.1f ", x(double(step - 1)),
+                          y(loss)));
+    svg += "\"/>\n";
+  }
+  return svg + "</svg>\n";
+}
+
+std::string mlir::mantissa::rt::replaceExtension(const std::string &path,
+                                                 const std::string &extension) {
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == slash + 1)
+    return path + extension;
+  return path.substr(0, dot) + extension;
+}
+
+MetricsFile::~MetricsFile() {
+  if (file)
+    std::fclose(file);
+}
+
+bool MetricsFile::open(const std::string &target, std::string &error) {
+  path = target;
+  file = std::fopen(path.c_str(), "w");
+  if (!file) {
+    error = "--metrics: cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool MetricsFile::write(const StepRecord &record, std::string &error) {
+  std::string line = metricsLine(record) + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file) != line.size() ||
+      std::fflush(file) != 0) {
+    error = "--metrics: cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}

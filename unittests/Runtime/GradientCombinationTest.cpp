@@ -1,0 +1,128 @@
+//===- GradientCombinationTest.cpp - The fixed summation tree -------------===//
+//
+// The tree's nodes, its streaming sum against a recursive definition, and
+// the property the trainer relies on: every split of M micro-batches over
+// ranks gives the same bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/GradientCombination.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+using namespace mlir::mantissa::rt;
+
+namespace {
+
+/// The tree's sum by its definition: split at the largest power of two
+/// below the size.
+float treeSum(const std::vector<float> &values, int64_t lo, int64_t hi) {
+  if (hi - lo == 1)
+    return values[lo];
+  int64_t p = 1;
+  while (p * 2 < hi - lo)
+    p *= 2;
+  return treeSum(values, lo, lo + p) + treeSum(values, lo + p, hi);
+}
+
+TreeSum::Add addFloats(int64_t count) {
+  return [count](uint8_t *acc, const uint8_t *value) {
+    for (int64_t i = 0; i < count; ++i) {
+      float a, b;
+      std::memcpy(&a, acc + 4 * i, 4);
+      std::memcpy(&b, value + 4 * i, 4);
+      a += b;
+      std::memcpy(acc + 4 * i, &a, 4);
+    }
+  };
+}
+
+TEST(GradientCombinationTest, MaximalNodes) {
+  using Nodes = std::vector<SumNode>;
+  EXPECT_EQ(maximalNodes({0, 4}, 4), (Nodes{{0, 4}}));
+  EXPECT_EQ(maximalNodes({2, 4}, 4), (Nodes{{2, 4}}));
+  EXPECT_EQ(maximalNodes({1, 3}, 4), (Nodes{{1, 2}, {2, 3}}));
+  // 6 = [0,4) + [4,6); a rank with [3, 6) holds [3,4) and [4,6).
+  EXPECT_EQ(maximalNodes({3, 6}, 6), (Nodes{{3, 4}, {4, 6}}));
+  EXPECT_EQ(maximalNodes({0, 3}, 3), (Nodes{{0, 3}}));
+  EXPECT_EQ(maximalNodes({5, 5}, 8), Nodes{});
+  EXPECT_EQ(microBatchesOfRank(2, 3, 7), (SumNode{6, 7}));
+  EXPECT_EQ(microBatchesOfRank(3, 3, 7), (SumNode{7, 7}));
+}
+
+TEST(GradientCombinationTest, StreamingMatchesTheDefinitionBitForBit) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (int64_t total = 1; total <= 33; ++total) {
+    std::vector<float> values(total);
+    for (float &value : values)
+      value = uniform(random) * std::pow(10.0f, float(random() % 7) - 3);
+    TreeSum sum(total, 4, addFloats(1));
+    for (int64_t m = 0; m < total; ++m)
+      sum.push({m, m + 1}, reinterpret_cast<const uint8_t *>(&values[m]));
+    ASSERT_EQ(sum.size(), 1u) << total;
+    EXPECT_EQ(sum.node(0), (SumNode{0, total}));
+    float got;
+    std::memcpy(&got, sum.value(0), 4);
+    float want = treeSum(values, 0, total);
+    EXPECT_EQ(std::memcmp(&got, &want, 4), 0) << total;
+  }
+}
+
+TEST(GradientCombinationTest, EverySplitOverRanksGivesTheSameBits) {
+  std::mt19937 random(11);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (int64_t total : {4, 6, 8, 12}) {
+    std::vector<float> values(total);
+    for (float &value : values)
+      value = uniform(random) * 1e3f;
+    float want = treeSum(values, 0, total);
+    for (int64_t world = 1; world <= total; ++world) {
+      if (total % world)
+        continue;
+      int64_t perRank = total / world;
+      // Each rank's partial sums, then the owner's pass over all of them.
+      TreeSum owner(total, 4, addFloats(1));
+      for (int rank = 0; rank < world; ++rank) {
+        SumNode range = microBatchesOfRank(rank, perRank, total);
+        TreeSum local(total, 4, addFloats(1));
+        for (int64_t m = range.begin; m < range.end; ++m)
+          local.push({m, m + 1}, reinterpret_cast<const uint8_t *>(&values[m]));
+        ASSERT_EQ(maximalNodes(range, total).size(), local.size());
+        for (size_t n = 0; n < local.size(); ++n) {
+          EXPECT_EQ(local.node(n), maximalNodes(range, total)[n]);
+          owner.push(local.node(n), local.value(n));
+        }
+      }
+      ASSERT_EQ(owner.size(), 1u);
+      float got;
+      std::memcpy(&got, owner.value(0), 4);
+      EXPECT_EQ(std::memcmp(&got, &want, 4), 0)
+          << "M=" << total << " W=" << world;
+    }
+  }
+}
+
+TEST(GradientCombinationTest, OneRankCombinesItsOwnSlices) {
+  std::unique_ptr<Communicator> comm = createSingleRankCommunicator();
+  std::vector<float> a = {1, 2, 3}, b = {10, 20, 30}, c = {100, 200, 300};
+  TreeSum local(3, 12, addFloats(3));
+  local.push({0, 1}, reinterpret_cast<const uint8_t *>(a.data()));
+  local.push({1, 2}, reinterpret_cast<const uint8_t *>(b.data()));
+  local.push({2, 3}, reinterpret_cast<const uint8_t *>(c.data()));
+  std::vector<float> out(3);
+  std::string error;
+  auto add = [](uint8_t *acc, const uint8_t *value, int64_t, int64_t bytes) {
+    addFloats(bytes / 4)(acc, value);
+  };
+  ASSERT_TRUE(combineAcrossRanks(*comm, local, {{0, 3}}, 3, {0, 12}, add,
+                                 reinterpret_cast<uint8_t *>(out.data()),
+                                 error))
+      << error;
+  EXPECT_EQ(out, (std::vector<float>{111, 222, 333}));
+}
+
+} // namespace
