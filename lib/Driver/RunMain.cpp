@@ -100,7 +100,7 @@ toReferenceTensor(MLIRContext &context, const rt::HostTensor &stored,
 /// input's name or, as torch's reference files store it, as `input.<k>`.
 static llvm::Expected<SmallVector<reference::Tensor>>
 collectArguments(MLIRContext &context, train::StepOp step,
-                 const pt2::Program &program, const rt::SafeTensorsFile &inputs,
+                 const pt2::Program &program, const rt::SafeTensorsFile *inputs,
                  llvm::StringRef inputsPath, const rt::SafeTensorsFile *weights,
                  llvm::StringRef weightsPath) {
   SmallVector<reference::Tensor> arguments;
@@ -111,9 +111,21 @@ collectArguments(MLIRContext &context, train::StepOp step,
     llvm::StringRef fqn = info.getFqn().getValue();
     if (info.getKind() == TensorKind::user_input) {
       std::string positional = llvm::formatv("input.{0}", userInputIndex++);
-      const rt::HostTensor *tensor = inputs.find(fqn.str());
+      if (!inputs) {
+        // Token data (--data) fills the batch before every micro-batch.
+        std::vector<uint8_t> zeros(
+            type.getNumElements() *
+            reference::Tensor::getStorageByteWidth(type.getElementType()));
+        auto value = reference::Tensor::fromBytes(type.getElementType(),
+                                                  type.getShape(), zeros);
+        if (!value)
+          return value.takeError();
+        arguments.push_back(std::move(*value));
+        continue;
+      }
+      const rt::HostTensor *tensor = inputs->find(fqn.str());
       if (!tensor)
-        tensor = inputs.find(positional);
+        tensor = inputs->find(positional);
       if (!tensor)
         return llvm::createStringError(llvm::formatv(
             "{0}: no tensor for user input '{1}' (looked for '{1}' and "
@@ -192,27 +204,6 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
       cl::value_desc("safetensors"), cl::cat(category));
   cl::OptionCategory trainCategory("training options");
-  cl::opt<int64_t> steps(
-      "steps",
-      cl::desc("Train this many AdamW steps on the batch (forward/backward by "
-               "the reference interpreter, updates by the fused kernels)"),
-      cl::init(0), cl::cat(trainCategory));
-  cl::opt<double> lr("lr", cl::desc("Learning rate"), cl::init(1e-3),
-                     cl::cat(trainCategory));
-  cl::opt<double> weightDecay("weight-decay", cl::desc("AdamW weight decay"),
-                              cl::init(0.01), cl::cat(trainCategory));
-  cl::opt<std::string> betas("betas", cl::desc("AdamW betas as B1,B2"),
-                             cl::init("0.9,0.999"), cl::cat(trainCategory));
-  cl::opt<double> eps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
-                      cl::cat(trainCategory));
-  cl::opt<std::string> lossesPath(
-      "losses", cl::desc("Write {\"losses\": [...]} of every step"),
-      cl::value_desc("json"), cl::cat(trainCategory));
-  cl::opt<std::string> finalParamsPath(
-      "final-params",
-      cl::desc("Write the final parameters by FQN (fp32; the master where "
-               "there is one)"),
-      cl::value_desc("safetensors"), cl::cat(trainCategory));
   cl::opt<std::string> specPath(
       "precision", cl::desc("YAML precision spec to train with"),
       cl::value_desc("spec.yaml"), cl::cat(trainCategory));
@@ -223,33 +214,50 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       "precision-default-dtype",
       cl::desc("Gather dtype of parameters no rule sets"),
       cl::value_desc("dtype"), cl::cat(trainCategory));
-  cl::opt<std::string> saveCheckpointDir(
-      "save-checkpoint",
-      cl::desc("Write checkpoints (one safetensors file per rank and an "
-               "index) into this directory"),
-      cl::value_desc("dir"), cl::cat(trainCategory));
-  cl::opt<int64_t> saveEvery(
-      "save-every", cl::desc("Checkpoint every K steps (and at the last)"),
-      cl::init(0), cl::cat(trainCategory));
-  cl::opt<std::string> resumeDir(
-      "resume",
-      cl::desc("Resume from a checkpoint directory; --steps is the step to "
-               "reach"),
-      cl::value_desc("dir"), cl::cat(trainCategory));
-  cl::opt<std::string> device(
-      "device",
-      cl::desc("Where the step runs: cpu, or cuda (the whole step and the "
-               "update on one GPU)"),
-      cl::init("cpu"), cl::cat(trainCategory));
-  cl::opt<bool> noMemoryReport(
-      "no-memory-report", cl::desc("Do not print the per-rank memory report"),
-      cl::cat(trainCategory));
   cl::HideUnrelatedOptions({&category, &trainCategory});
-  cl::ParseCommandLineOptions(argc, argv,
-                              "Mantissa runner: trains a compiled step\n");
+  // The trainer's flags have one definition, the runtime's (the same flags
+  // `mantissa-run DIR` takes); llvm::cl parses the rest.
+  rt::UpdateOptions trainer;
+  trainer.steps = 0;
+  std::vector<char *> compilerArgs = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    std::string flagError;
+    if (rt::parseTrainerFlag(argc, argv, i, trainer, flagError)) {
+      if (!flagError.empty())
+        return reportError(flagError);
+      continue;
+    }
+    compilerArgs.push_back(argv[i]);
+  }
+  cl::ParseCommandLineOptions(
+      int(compilerArgs.size()), compilerArgs.data(),
+      "Mantissa runner: trains a compiled step\n\n"
+      "Training flags (docs/training.md): --steps N, --data PATH[,PATH...] "
+      "[--data-format llmc|raw-u16] [--shuffle SEED] [--grad-accum K], "
+      "--val-data PATH --eval-every N --eval-batches M, --lr LR "
+      "[--lr-schedule constant|cosine|linear|wsd --warmup-steps W "
+      "--min-lr-ratio R --decay-steps D], --betas B1,B2, --eps E, "
+      "--weight-decay WD, --clip-grad-norm C, --max-skips N, --losses "
+      "L.json, --metrics M.jsonl, --final-params F.safetensors, "
+      "--save-checkpoint DIR --save-every K, --resume DIR, --device "
+      "cpu|cuda, --no-memory-report\n");
+  int64_t steps = trainer.steps;
+  const std::string &device = trainer.device;
+  bool onData = !trainer.dataPaths.empty();
 
-  if (inputsPath.empty())
-    return reportError("--inputs is required");
+  if (inputsPath.empty() && !onData)
+    return reportError("--inputs BATCH.safetensors or --data TOKENS.bin is "
+                       "required");
+  if (!inputsPath.empty() && onData)
+    return reportError("--inputs and --data cannot be combined: --inputs "
+                       "trains on one fixed batch, --data on token data");
+  if (onData && steps <= 0)
+    return reportError("--data needs --steps N (training)");
+  if (steps > 0) {
+    std::string optionsError;
+    if (!rt::validateTrainerOptions(trainer, optionsError))
+      return reportError(optionsError);
+  }
 
   llvm::Expected<pt2::Program> program = pt2::readPt2Archive(modelPath);
   if (!program)
@@ -271,31 +279,30 @@ int mlir::mantissa::runMain(int argc, char **argv) {
     specOptions.specPath = specPath;
     specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
     specOptions.defaultDtype = defaultDtype;
-    if (failed(applyPrecisionFromCommandLine(step, *program, specOptions, lr,
-                                             /*warningsAsErrors=*/false,
-                                             "mantissa-run")))
+    if (failed(applyPrecisionFromCommandLine(
+            step, *program, specOptions, trainer.lr,
+            /*warningsAsErrors=*/false, "mantissa-run")))
       return 1;
   }
 
   rt::SafeTensorsFile inputs, weights;
   std::string error;
-  if (!rt::SafeTensorsFile::read(inputsPath, inputs, error))
+  if (!onData && !rt::SafeTensorsFile::read(inputsPath, inputs, error))
     return reportError(error);
   if (!weightsPath.empty() &&
       !rt::SafeTensorsFile::read(weightsPath, weights, error))
     return reportError(error);
 
-  auto arguments =
-      collectArguments(context, step, *program, inputs, inputsPath,
-                       weightsPath.empty() ? nullptr : &weights, weightsPath);
+  auto arguments = collectArguments(
+      context, step, *program, onData ? nullptr : &inputs, inputsPath,
+      weightsPath.empty() ? nullptr : &weights, weightsPath);
   if (!arguments)
     return reportError(llvm::toString(arguments.takeError()));
 
-  bool checkpointing = !saveCheckpointDir.empty() || !resumeDir.empty();
+  bool checkpointing =
+      !trainer.saveCheckpointDir.empty() || !trainer.resumeDir.empty();
   if (steps <= 0 && checkpointing)
     return reportError("--save-checkpoint and --resume need --steps N");
-  if (!saveCheckpointDir.empty() && saveEvery <= 0)
-    return reportError("--save-checkpoint needs --save-every K (K > 0)");
   // Ranks of an mpirun launch (else one).
   std::unique_ptr<rt::Communicator> communicator;
   if (steps > 0) {
@@ -335,25 +342,8 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   }
 
   if (steps > 0) {
-    TrainOptions options;
-    options.steps = steps;
-    options.lr = lr;
-    options.weightDecay = weightDecay;
-    options.eps = eps;
-    llvm::StringRef first, second;
-    std::tie(first, second) = llvm::StringRef(betas).split(',');
-    if (first.trim().getAsDouble(options.beta1) ||
-        second.trim().getAsDouble(options.beta2))
-      return reportError("--betas must be B1,B2, got '" + betas + "'");
-    options.lossesPath = lossesPath;
-    options.finalParamsPath = finalParamsPath;
-    options.saveCheckpointDir = saveCheckpointDir;
-    options.saveEvery = saveEvery;
-    options.resumeDir = resumeDir;
-    options.device = device;
-    options.memoryReport = !noMemoryReport;
     llvm::Expected<int> status =
-        trainStep(**module, step, *program, std::move(*arguments), options,
+        trainStep(**module, step, *program, std::move(*arguments), trainer,
                   **evaluator, *communicator);
     if (!status)
       return reportError(modelPath + ": " + llvm::toString(status.takeError()));

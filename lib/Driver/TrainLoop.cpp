@@ -15,8 +15,10 @@
 #include "mantissa/Runtime/DType.h"
 #include "mantissa/Runtime/GpuStep.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -52,88 +54,6 @@ static reference::Tensor convertTo(const reference::Tensor &value, Type type) {
                                        value.toFloats());
 }
 
-/// One progress report: a bar redrawn in place on a terminal, a plain line
-/// otherwise (logs, pipes, CI).
-static void reportProgress(int64_t stepNumber, int64_t steps, double loss,
-                           double stepsPerSecond, int64_t tokensPerStep) {
-  llvm::raw_ostream &os = llvm::outs();
-  std::string rate = llvm::formatv("{0:f2} steps/s", stepsPerSecond);
-  if (tokensPerStep)
-    rate += llvm::formatv(", {0:f0} tokens/s", stepsPerSecond * tokensPerStep);
-  if (!os.is_displayed()) {
-    os << llvm::formatv("step {0}/{1}  loss {2:f6}  {3}\n", stepNumber, steps,
-                        loss, rate);
-    // The runtime's own reports go through C stdio.
-    os.flush();
-    return;
-  }
-  constexpr int kWidth = 30;
-  int filled =
-      static_cast<int>(kWidth * stepNumber / std::max<int64_t>(steps, 1));
-  os << llvm::formatv(
-      "\r[{0}{1}] step {2}/{3}  loss {4:f6}  {5}  ", std::string(filled, '#'),
-      std::string(kWidth - filled, ' '), stepNumber, steps, loss, rate);
-  os.flush();
-}
-
-/// Writes the loss curve as a self-contained SVG that a browser opens.
-static llvm::Error writeLossPlot(llvm::ArrayRef<double> losses,
-                                 llvm::StringRef path) {
-  if (losses.empty())
-    return llvm::Error::success();
-  constexpr double kWidth = 640, kHeight = 400, kLeft = 70, kRight = 20,
-                   kTop = 40, kBottom = 50;
-  double low = *std::min_element(losses.begin(), losses.end());
-  double high = *std::max_element(losses.begin(), losses.end());
-  if (high - low < 1e-12)
-    high = low + 1;
-  auto x = [&](size_t index) {
-    return kLeft + (kWidth - kLeft - kRight) * index /
-                       std::max<double>(1, losses.size() - 1);
-  };
-  auto y = [&](double loss) {
-    return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low);
-  };
-  std::string svg;
-  llvm::raw_string_ostream os(svg);
-  os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" "
-                      "height=\"{1}\" font-family=\"sans-serif\" "
-                      "font-size=\"12\">\n",
-                      kWidth, kHeight);
-  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  os << llvm::formatv(
-      "<text x=\"{0}\" y=\"22\" font-size=\"15\">Training loss, "
-      "{1} steps</text>\n",
-      kLeft, losses.size());
-  // Axes, labelled with the loss range and the step range at their ends.
-  os << llvm::formatv("<path d=\"M{0},{1} V{2} H{3}\" stroke=\"black\" "
-                      "fill=\"none\"/>\n",
-                      kLeft, kTop, kHeight - kBottom, kWidth - kRight);
-  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2:f4}"
-                      "</text>\n",
-                      kLeft - 6, y(high) + 4, high);
-  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2:f4}"
-                      "</text>\n",
-                      kLeft - 6, y(low) + 4, low);
-  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\">1</text>\n", kLeft,
-                      kHeight - kBottom + 18);
-  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">{2}"
-                      "</text>\n",
-                      kWidth - kRight, kHeight - kBottom + 18, losses.size());
-  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">step"
-                      "</text>\n",
-                      (kWidth + kLeft) / 2, kHeight - 12);
-  os << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
-        "points=\"";
-  for (auto [index, loss] : llvm::enumerate(losses))
-    os << llvm::formatv("{0:f1},{1:f1} ", x(index), y(loss));
-  os << "\"/>\n</svg>\n";
-  return llvm::writeToOutput(path, [&](llvm::raw_ostream &out) -> llvm::Error {
-    out << svg;
-    return llvm::Error::success();
-  });
-}
-
 /// The runtime dtype of a floating-point element type (F32 for others,
 /// which the raw path never converts).
 static rt::DType runtimeDTypeOf(Type type) {
@@ -148,44 +68,68 @@ static rt::DType runtimeDTypeOf(Type type) {
 
 namespace {
 
-/// Reports each step's loss with the rates since the first step.
-class ProgressReporter {
-public:
-  ProgressReporter(train::StepOp step, ArrayRef<reference::Tensor> arguments,
-                   int64_t steps)
-      : steps(steps), start(std::chrono::steady_clock::now()) {
-    // Tokens per step: the elements of the first integer user input (the
-    // token ids of a language model), if there is one.
-    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
-      if (step.getTensorInfo(index).getKind() ==
-              train::TensorKind::user_input &&
-          isa<IntegerType>(arguments[index].getElementType())) {
-        tokensPerStep = arguments[index].getNumElements();
-        break;
-      }
-  }
-
-  void report(int64_t stepNumber, double loss) {
-    ++stepsRun;
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    reportProgress(stepNumber, steps, loss, stepsRun / std::max(seconds, 1e-9),
-                   tokensPerStep);
-  }
-
-private:
-  int64_t steps, stepsRun = 0, tokensPerStep = 0;
-  std::chrono::steady_clock::time_point start;
+/// The token data a run trains on (--data, --val-data): which step
+/// arguments take the tokens and targets, and the bounds their ids must
+/// respect.
+struct TokenBatches {
+  std::unique_ptr<rt::TokenStream> train, validation;
+  std::unique_ptr<rt::SampleOrder> order, validationOrder;
+  unsigned tokensArgument = 0, targetsArgument = 0;
+  int64_t batch = 0, seqLen = 0;
+  int64_t tokenVocab = 0, targetVocab = 0;
+  std::string tokenVocabWhat, targetVocabWhat;
+  int64_t validationSamples = 0;
 };
 
 /// Forward and backward in front of the runtime's update path.
 class StepGradients : public rt::GradientSource {
 public:
   StepGradients(train::StepOp step, SmallVector<reference::Tensor> arguments,
-                StepEvaluator &evaluator, int64_t steps)
+                StepEvaluator &evaluator, TokenBatches *data)
       : step(step), arguments(std::move(arguments)), evaluator(evaluator),
-        progress(step, this->arguments, steps) {}
+        data(data) {
+    // Tokens per micro-batch: the elements of the first integer user input
+    // (the token ids of a language model), if there is one.
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
+      if (step.getTensorInfo(index).getKind() ==
+              train::TensorKind::user_input &&
+          isa<IntegerType>(this->arguments[index].getElementType())) {
+        tokens = this->arguments[index].getNumElements();
+        break;
+      }
+  }
+
+  bool splitsSteps() const override { return data != nullptr; }
+  int64_t tokensPerMicroBatch() const override { return tokens; }
+  double lastLoss() const override {
+    return losses.empty() ? std::nan("") : losses.back();
+  }
+  int64_t validationMicroBatches() const override {
+    return data && data->validation ? data->validationSamples / data->batch : 0;
+  }
+
+  bool selectMicroBatch(const MicroBatch &microBatch,
+                        std::string &error) override {
+    if (!data)
+      return true;
+    return loadBatch(*data->train, *data->order,
+                     microBatch.global * data->batch, error);
+  }
+
+  bool evaluateValidation(int64_t index, const std::vector<Member> &members,
+                          double &loss, std::string &error) override {
+    if (!loadBatch(*data->validation, *data->validationOrder,
+                   index * data->batch, error))
+      return false;
+    evaluating = true;
+    bool ok = computeGradients(0, members, error);
+    evaluating = false;
+    if (!ok)
+      return false;
+    loss = losses.back();
+    losses.pop_back();
+    return true;
+  }
 
   bool computeGradients(int64_t stepNumber, const std::vector<Member> &members,
                         std::string &error) override {
@@ -229,7 +173,7 @@ public:
         break;
       case train::ResultKind::gradient: {
         const Member *member = memberByFqn.lookup(info.getFqn().getValue());
-        if (!member)
+        if (!member || evaluating)
           break; // A parameter the runtime does not update (none today).
         std::vector<uint8_t> bytes =
             convertTo(result, elementTypeOf(context, member->gradDtype))
@@ -238,6 +182,9 @@ public:
         break;
       }
       case train::ResultKind::buffer_mutation: {
+        // Evaluation leaves the model's buffers as training left them.
+        if (evaluating)
+          break;
         BlockArgument buffer = step.lookupArgument(info.getFqn().getValue());
         arguments[buffer.getArgNumber()] = result;
         break;
@@ -246,12 +193,49 @@ public:
         break;
       }
     }
-    return finishStep(stepNumber);
+    return true;
   }
 
-  ArrayRef<double> getLosses() const { return losses; }
-
 private:
+  /// Loads the `data->batch` samples from global index `first` of `order`
+  /// into the tokens and targets arguments.
+  bool loadBatch(const rt::TokenStream &stream, rt::SampleOrder &order,
+                 int64_t first, std::string &error) {
+    int64_t count = data->batch * data->seqLen;
+    std::vector<int64_t> tokenIds(count), targetIds(count);
+    if (!rt::loadSamples(stream, order, first, data->batch, data->seqLen,
+                         data->tokenVocab, data->tokenVocabWhat,
+                         data->targetVocab, data->targetVocabWhat,
+                         tokenIds.data(), targetIds.data(), error))
+      return false;
+    setIds(data->tokensArgument, tokenIds);
+    setIds(data->targetsArgument, targetIds);
+    return true;
+  }
+
+  /// Replaces an integer argument's value (in its own element type).
+  void setIds(unsigned index, ArrayRef<int64_t> ids) {
+    reference::Tensor &slot = arguments[index];
+    unsigned width = slot.getElementType().getIntOrFloatBitWidth();
+    std::vector<uint8_t> bytes(ids.size() * width / 8);
+    for (auto [i, id] : llvm::enumerate(ids)) {
+      if (width == 64)
+        std::memcpy(&bytes[i * 8], &id, 8);
+      else {
+        int32_t narrow = int32_t(id);
+        std::memcpy(&bytes[i * 4], &narrow, 4);
+      }
+    }
+    llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+        slot.getElementType(), slot.getShape(), bytes);
+    if (value)
+      slot = std::move(*value);
+    else
+      llvm::consumeError(value.takeError());
+    if (!rawBuffers.empty())
+      rawBuffers[index] = std::move(bytes);
+  }
+
   /// Each member by FQN, and the step argument it is.
   bool resolveMembers(const std::vector<Member> &members,
                       llvm::StringMap<const Member *> &memberByFqn,
@@ -313,7 +297,7 @@ private:
       if (info.getKind() != train::ResultKind::gradient)
         continue;
       const Member *member = memberByFqn.lookup(info.getFqn().getValue());
-      if (member && member->gradDtype == resultDType(index))
+      if (member && !evaluating && member->gradDtype == resultDType(index))
         pointers[numArguments + index] = member->grad;
     }
 
@@ -330,13 +314,15 @@ private:
         break;
       case train::ResultKind::gradient: {
         const Member *member = memberByFqn.lookup(info.getFqn().getValue());
-        if (member && result != member->grad)
+        if (member && !evaluating && result != member->grad)
           rt::convertFloatElements(result, resultDType(index), member->grad,
                                    member->gradDtype,
                                    resultType.getNumElements());
         break;
       }
       case train::ResultKind::buffer_mutation: {
+        if (evaluating)
+          break;
         // The next step reads the buffer's new value.
         BlockArgument buffer = step.lookupArgument(info.getFqn().getValue());
         std::vector<uint8_t> &target = rawBuffers[buffer.getArgNumber()];
@@ -353,11 +339,6 @@ private:
         break;
       }
     }
-    return finishStep(stepNumber);
-  }
-
-  bool finishStep(int64_t stepNumber) {
-    progress.report(stepNumber, losses.back());
     return true;
   }
 
@@ -366,33 +347,161 @@ private:
   train::StepOp step;
   SmallVector<reference::Tensor> arguments;
   StepEvaluator &evaluator;
-  ProgressReporter progress;
+  TokenBatches *data;
+  int64_t tokens = 0;
+  bool evaluating = false;
   std::vector<double> losses;
 };
 
 } // namespace
 
-static llvm::Error writeLosses(ArrayRef<double> losses, StringRef path) {
-  llvm::SmallString<256> plotPath(path);
-  llvm::sys::path::replace_extension(plotPath, ".svg");
-  if (llvm::Error error = writeLossPlot(losses, plotPath))
-    return error;
-  llvm::json::Array values;
-  for (double loss : losses)
-    values.push_back(loss);
-  std::string text = llvm::formatv(
-      "{0:2}",
-      llvm::json::Value(llvm::json::Object{{"losses", std::move(values)}}));
-  return llvm::writeToOutput(path, [&](llvm::raw_ostream &os) -> llvm::Error {
-    os << text << "\n";
-    return llvm::Error::success();
-  });
+/// The bound integer ids fed to step argument `index` must respect: the
+/// smallest table any of its uses indexes (the rows of an embedding, the
+/// size of a gathered dimension, e.g. the classes of a cross-entropy),
+/// followed through the views and reshapes in between. 0 when no use
+/// indexes anything.
+static int64_t indexBound(train::StepOp step, unsigned index,
+                          std::string &what) {
+  int64_t bound = 0;
+  auto tighten = [&](int64_t value, std::string description) {
+    if (value > 0 && (bound == 0 || value < bound)) {
+      bound = value;
+      what = std::move(description);
+    }
+  };
+  auto nameOf = [&](Value table) -> std::string {
+    if (auto argument = dyn_cast<BlockArgument>(table))
+      if (argument.getOwner()->getParentOp() == step.getOperation())
+        return "'" +
+               step.getTensorInfo(argument.getArgNumber()).getFqn().str() + "'";
+    return "of the step";
+  };
+  SmallVector<Value> work = {step.getArgument(index)};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (!seen.insert(user).second)
+        continue;
+      if (auto embedding = dyn_cast<train::EmbeddingOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          tighten(cast<RankedTensorType>(embedding.getWeight().getType())
+                      .getDimSize(0),
+                  "the rows of embedding " + nameOf(embedding.getWeight()));
+        continue;
+      }
+      if (auto gather = dyn_cast<train::GatherOp>(user)) {
+        auto type = cast<RankedTensorType>(gather.getInput().getType());
+        int64_t dim = gather.getDim();
+        if (dim < 0)
+          dim += type.getRank();
+        if (use.getOperandNumber() == 1 && dim >= 0 && dim < type.getRank())
+          tighten(type.getDimSize(dim),
+                  llvm::formatv("the {0} classes the loss gathers from",
+                                type.getDimSize(dim)));
+        continue;
+      }
+      // Views, reshapes and copies pass the ids on unchanged.
+      if (user->getNumResults() == 1 && user->getNumOperands() == 1)
+        if (auto type =
+                dyn_cast<RankedTensorType>(user->getResult(0).getType()))
+          if (type.getElementType().isInteger(64) ||
+              type.getElementType().isInteger(32))
+            work.push_back(user->getResult(0));
+    }
+  }
+  return bound;
+}
+
+/// Opens --data (and --val-data) for `step`, whose two user inputs must be
+/// integer tensors of one shape [B, T] (tokens, then targets).
+static llvm::Expected<std::unique_ptr<TokenBatches>>
+openTokenData(train::StepOp step, const rt::UpdateOptions &options) {
+  auto data = std::make_unique<TokenBatches>();
+  SmallVector<unsigned> inputs;
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
+    if (step.getTensorInfo(index).getKind() == train::TensorKind::user_input)
+      inputs.push_back(index);
+  auto shapeOf = [&](unsigned index) {
+    return cast<RankedTensorType>(step.getArgument(index).getType());
+  };
+  if (inputs.size() != 2 || shapeOf(inputs[0]) != shapeOf(inputs[1]) ||
+      shapeOf(inputs[0]).getRank() != 2 ||
+      !isa<IntegerType>(shapeOf(inputs[0]).getElementType()) ||
+      shapeOf(inputs[0]).getElementType().isInteger(1))
+    return llvm::createStringError(
+        "--data trains a step whose two user inputs are integer tensors of "
+        "one shape [B, T] (tokens, targets); this step's user inputs are " +
+        [&] {
+          std::string list;
+          for (unsigned index : inputs)
+            list += (list.empty() ? "" : ", ") +
+                    step.getTensorInfo(index).getFqn().str() + " " +
+                    llvm::formatv("{0}", shapeOf(index)).str();
+          return list.empty() ? std::string("none") : list;
+        }());
+  data->tokensArgument = inputs[0];
+  data->targetsArgument = inputs[1];
+  data->batch = shapeOf(inputs[0]).getDimSize(0);
+  data->seqLen = shapeOf(inputs[0]).getDimSize(1);
+  data->tokenVocab =
+      indexBound(step, data->tokensArgument, data->tokenVocabWhat);
+  data->targetVocab =
+      indexBound(step, data->targetsArgument, data->targetVocabWhat);
+  // An input nothing indexes still has to fit the graph's integer type.
+  auto widest = [&](unsigned index) {
+    return shapeOf(index).getElementType().isInteger(64) ? int64_t(1) << 62
+                                                         : int64_t(1) << 31;
+  };
+  if (!data->tokenVocab) {
+    data->tokenVocab = widest(data->tokensArgument);
+    data->tokenVocabWhat = "the input's integer type";
+  }
+  if (!data->targetVocab) {
+    data->targetVocab = widest(data->targetsArgument);
+    data->targetVocabWhat = "the input's integer type";
+  }
+  rt::TokenFormat format;
+  std::string error;
+  if (!rt::parseTokenFormat(options.dataFormat, format, error))
+    return llvm::createStringError("--data-format: " + error);
+  int64_t samples = 0;
+  data->train = rt::TokenStream::open(options.dataPaths, format, error);
+  if (!data->train ||
+      !rt::countSamples(*data->train, data->seqLen, samples, error))
+    return llvm::createStringError("--data: " + error);
+  data->order = std::make_unique<rt::SampleOrder>(samples, options.shuffleSeed);
+  if (!options.valDataPaths.empty()) {
+    data->validation =
+        rt::TokenStream::open(options.valDataPaths, format, error);
+    if (!data->validation || !rt::countSamples(*data->validation, data->seqLen,
+                                               data->validationSamples, error))
+      return llvm::createStringError("--val-data: " + error);
+    if (data->validationSamples < options.evalBatches * data->batch)
+      return llvm::createStringError(llvm::formatv(
+          "--eval-batches {0}: the validation data holds {1} samples of {2} "
+          "tokens, fewer than {0} micro-batches of {3}",
+          options.evalBatches, data->validationSamples, data->seqLen,
+          data->batch));
+    data->validationOrder = std::make_unique<rt::SampleOrder>(
+        data->validationSamples, std::nullopt);
+  }
+  return data;
 }
 
 llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
-    SmallVector<reference::Tensor> arguments, const TrainOptions &options,
+    SmallVector<reference::Tensor> arguments, const rt::UpdateOptions &options,
     StepEvaluator &evaluator, rt::Communicator &communicator) {
+  std::unique_ptr<TokenBatches> data;
+  if (!options.dataPaths.empty()) {
+    llvm::Expected<std::unique_ptr<TokenBatches>> opened =
+        openTokenData(step, options);
+    if (!opened)
+      return opened.takeError();
+    data = std::move(*opened);
+  }
   llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
   if (!spec)
     return spec.takeError();
@@ -434,7 +543,6 @@ llvm::Expected<int> mlir::mantissa::trainStep(
           writeArtifactSpec(*spec, artifactDir, artifactOptions))
     return std::move(error);
 
-  ProgressReporter gpuProgress(step, arguments, options.steps);
   std::unique_ptr<rt::GpuStepGradients> gpuGradients;
   if (onGpu) {
     // Parameters come from the runtime; everything else is uploaded once.
@@ -470,42 +578,19 @@ llvm::Expected<int> mlir::mantissa::trainStep(
                      << gpuStepFiles.cachePath << ")";
       llvm::errs() << "\n";
     }
-    gpuGradients->setStepCallback([&](int64_t stepNumber, double loss) {
-      gpuProgress.report(stepNumber, loss);
-    });
   }
 
-  StepGradients gradients(step, std::move(arguments), evaluator, options.steps);
-  rt::UpdateOptions update;
+  StepGradients gradients(step, std::move(arguments), evaluator, data.get());
+  if (gpuGradients)
+    gpuGradients->setTokensPerMicroBatch(gradients.tokensPerMicroBatch());
+  rt::UpdateOptions update = options;
   update.artifactDir = std::string(artifactDir);
   update.gradientSource =
       gpuGradients ? static_cast<rt::GradientSource *>(gpuGradients.get())
                    : &gradients;
-  update.steps = options.steps;
-  update.lr = options.lr;
-  update.beta1 = options.beta1;
-  update.beta2 = options.beta2;
-  update.eps = options.eps;
-  update.weightDecay = options.weightDecay;
-  update.finalParamsPath = options.finalParamsPath;
-  update.saveCheckpointDir = options.saveCheckpointDir;
-  update.saveEvery = options.saveEvery;
-  update.resumeDir = options.resumeDir;
-  update.device = options.device;
-  update.memoryReport = options.memoryReport;
   int status = rt::runUpdate(update, communicator);
   if (gpuGradients && status == 0 && communicator.rank() == 0)
     if (std::string use = gpuGradients->describeGraphUse(); !use.empty())
       llvm::errs() << "mantissa-run: " << use << "\n";
-  ArrayRef<double> losses = gpuGradients
-                                ? ArrayRef<double>(gpuGradients->losses())
-                                : gradients.getLosses();
-  if (llvm::outs().is_displayed() && !losses.empty())
-    llvm::outs() << "\n";
-  llvm::outs().flush();
-  if (status != 0 || communicator.rank() != 0 || options.lossesPath.empty())
-    return status;
-  if (llvm::Error error = writeLosses(losses, options.lossesPath))
-    return std::move(error);
-  return 0;
+  return status;
 }

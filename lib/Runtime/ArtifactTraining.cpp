@@ -218,100 +218,6 @@ bool collectArguments(
   return true;
 }
 
-/// `{"losses": [...]}`, as the compiler driver writes it (full precision;
-/// null for a non-finite loss, which JSON cannot spell).
-std::string lossesText(const std::vector<double> &losses) {
-  std::string text = "{\n  \"losses\": [";
-  for (size_t i = 0; i < losses.size(); ++i) {
-    char number[64];
-    if (std::isfinite(losses[i]))
-      std::snprintf(number, sizeof(number), "%.17g", losses[i]);
-    else
-      std::snprintf(number, sizeof(number), "null");
-    text += std::string(i ? ",\n    " : "\n    ") + number;
-  }
-  return text + (losses.empty() ? "]\n}\n" : "\n  ]\n}\n");
-}
-
-/// The loss curve as a self-contained SVG (as the compiler driver draws it
-/// beside the losses).
-std::string lossPlot(const std::vector<double> &losses) {
-  constexpr double kWidth = 640, kHeight = 400, kLeft = 70, kRight = 20,
-                   kTop = 40, kBottom = 50;
-  double low = 0, high = 1;
-  bool any = false;
-  for (double loss : losses)
-    if (std::isfinite(loss)) {
-      low = any ? std::min(low, loss) : loss;
-      high = any ? std::max(high, loss) : loss;
-      any = true;
-    }
-  if (high - low < 1e-12)
-    high = low + 1;
-  auto x = [&](size_t index) {
-    return kLeft + (kWidth - kLeft - kRight) * double(index) /
-                       std::max<double>(1, double(losses.size()) - 1);
-  };
-  auto y = [&](double loss) {
-    return kTop + (kHeight - kTop - kBottom) * (high - loss) / (high - low);
-  };
-  std::string svg;
-  char line[512];
-  auto add = [&](int length) {
-    if (length > 0)
-      svg.append(line, std::min<size_t>(size_t(length), sizeof(line) - 1));
-  };
-  add(std::snprintf(line, sizeof(line),
-                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" "
-                    "height=\"%g\" font-family=\"sans-serif\" "
-                    "font-size=\"12\">\n",
-                    kWidth, kHeight));
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"22\" font-size=\"15\">Training loss, "
-                    "%zu steps</text>\n",
-                    kLeft, losses.size()));
-  add(std::snprintf(line, sizeof(line),
-                    "<path d=\"M%g,%g V%g H%g\" stroke=\"black\" "
-                    "fill=\"none\"/>\n",
-                    kLeft, kTop, kHeight - kBottom, kWidth - kRight));
-  add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
-                    "</text>\n",
-                    kLeft - 6, y(high) + 4, high));
-  add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
-                    "</text>\n",
-                    kLeft - 6, y(low) + 4, low));
-  add(std::snprintf(line, sizeof(line), "<text x=\"%g\" y=\"%g\">1</text>\n",
-                    kLeft, kHeight - kBottom + 18));
-  add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%zu</text>\n",
-                    kWidth - kRight, kHeight - kBottom + 18, losses.size()));
-  add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step"
-                    "</text>\n",
-                    (kWidth + kLeft) / 2, kHeight - 12));
-  svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
-         "points=\"";
-  for (size_t index = 0; index < losses.size(); ++index)
-    if (std::isfinite(losses[index]))
-      add(std::snprintf(line, sizeof(line), "%.1f,%.1f ", x(index),
-                        y(losses[index])));
-  svg += "\"/>\n</svg>\n";
-  return svg;
-}
-
-/// `path` with its extension (if any, after the last '/') replaced by `ext`.
-std::string replaceExtension(const std::string &path, const std::string &ext) {
-  size_t slash = path.find_last_of('/');
-  size_t dot = path.find_last_of('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
-      dot == slash + 1)
-    return path + ext;
-  return path.substr(0, dot) + ext;
-}
-
 /// Everything the run needs from the files, checked before the device is
 /// opened: the step's program with its host arguments, or null with
 /// `error` naming the file and tensor.
@@ -386,12 +292,6 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
   if (!all)
     return 1;
 
-  // Progress on rank 0 (the only rank that runs the step): one plain line
-  // per step, with the rates since the first step began, as the compiler
-  // driver prints them.
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point start = Clock::now();
-  int64_t stepsRun = 0;
   if (rank == 0) {
     int64_t kernels = 0, gemms = 0;
     for (const GpuStepOp &op : gradients->program().ops())
@@ -402,41 +302,14 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
                  options.artifactDir.c_str(), (long long)kernels,
                  (long long)gemms,
                  double(gradients->program().arenaBytes()) / 1048576.0);
-    gradients->setStepCallback([&](int64_t stepNumber, double loss) {
-      if (stepsRun++ == 0)
-        // The first step's own time, from the source's clock: the device
-        // set-up before it is not training.
-        start = Clock::now() -
-                std::chrono::duration_cast<Clock::duration>(
-                    std::chrono::duration<double>(gradients->seconds()));
-      double seconds =
-          std::chrono::duration<double>(Clock::now() - start).count();
-      double rate = double(stepsRun) / std::max(seconds, 1e-9);
-      std::printf("step %lld/%lld  loss %.6f  %.2f steps/s",
-                  (long long)stepNumber, (long long)options.steps, loss, rate);
-      if (tokensPerStep)
-        std::printf(", %.0f tokens/s", rate * double(tokensPerStep));
-      std::printf("\n");
-      std::fflush(stdout);
-    });
   }
 
+  gradients->setTokensPerMicroBatch(tokensPerStep);
   UpdateOptions update = options;
   update.gradientSource = gradients.get();
   int status = runUpdate(update, communicator);
   if (status == 0 && rank == 0)
     if (std::string use = gradients->describeGraphUse(); !use.empty())
       std::fprintf(stderr, "mantissa-run: %s\n", use.c_str());
-  if (status != 0 || rank != 0 || options.lossesPath.empty())
-    return status;
-  // Only a complete run leaves losses behind.
-  const std::vector<double> &losses = gradients->losses();
-  if (!writeFileAtomically(options.lossesPath, lossesText(losses), error) ||
-      (!losses.empty() &&
-       !writeFileAtomically(replaceExtension(options.lossesPath, ".svg"),
-                            lossPlot(losses), error))) {
-    std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
-    return 1;
-  }
-  return 0;
+  return status;
 }

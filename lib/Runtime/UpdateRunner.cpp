@@ -29,7 +29,9 @@
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/CommunicatorNCCL.h"
 #include "mantissa/Runtime/CudaDriver.h"
+#include "mantissa/Runtime/GradientCombination.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/TrainerMetrics.h"
 #include "mantissa/Runtime/Tripwire.h"
 
 #include <nlohmann/json.hpp>
@@ -222,13 +224,40 @@ private:
   void initialiseFromWeights(
       const std::map<std::string, const HostTensor *> &initial);
   bool loadGrads();
+  /// Every member's current parameter and gradient slot, as the gradient
+  /// source sees them.
+  bool sourceMembers(std::vector<GradientSource::Member> &members);
   bool computeGradients(int64_t stepNumber);
-  bool step(int64_t stepNumber);
+  /// One step: the micro-batch gradients, their exact mean, its norm,
+  /// clipping, and the update (unless the step is skipped).
+  bool step(int64_t stepNumber, StepRecord &record);
+  /// The old single-batch path of the GPU: rank 0's gradient, reduce-
+  /// scattered on the device.
+  bool deviceStep(int64_t stepNumber, double lr);
+  /// Adds `bytes` bytes of gradient that start at byte `first` of group
+  /// `state`'s buffer, member segment by segment in each reduce dtype.
+  static void addGradients(const GroupState &state, uint8_t *accumulate,
+                           const uint8_t *value, int64_t first, int64_t bytes);
+  /// Divides this rank's gradient shard by `divisor` (when it is not 1) and
+  /// returns the global L2 norm, summed tile by tile in a fixed order.
+  bool meanAndNorm(int64_t divisor, double &norm);
+  /// Multiplies this rank's gradient shard by `scale`.
+  void scaleGradients(float scale);
+  /// The validation loss: the mean over --eval-batches micro-batches,
+  /// spread over the ranks.
+  bool evaluate(double &loss);
+  /// Calls `visit(element pointer, dtype, count)` for every run of this
+  /// rank's gradient shard, tile by tile in tile order, with the tile index.
+  template <typename Visit>
+  void forEachShardTile(GroupState &state, Visit visit);
   bool tripwire();
   bool saveCheckpoint(int64_t stepNumber);
   bool loadCheckpoint(const std::string &dir, int64_t &stepOut,
                       std::vector<std::string> &warnings);
   bool writeFinalParams();
+  /// What an exact resume needs besides the state: counters, the data
+  /// position and the hyperparameters (to warn when they change).
+  json trainerJson() const;
   void reportMemory();
   /// Bytes of `role`'s shard buffer resident on this rank (on the device
   /// when the state lives there).
@@ -261,7 +290,7 @@ private:
   }
   bool uploadState();
   bool downloadState();
-  bool launchOnDevice(GroupState &state, DeviceGroup &device,
+  bool launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
                       int64_t stepNumber);
   static uint8_t *pointer(DevicePtr base, int64_t offset = 0) {
     return reinterpret_cast<uint8_t *>(uintptr_t(base + uint64_t(offset)));
@@ -279,6 +308,20 @@ private:
   int64_t stepsRun = 0;
   double stepSeconds = 0, kernelSeconds = 0;
   std::string error;
+
+  // The trainer's state, saved in checkpoints: updates applied (the AdamW
+  // step count, which skipped steps do not advance), skips, and the data
+  // position in micro-batches.
+  int64_t optimizerStep = 0, consecutiveSkips = 0, skippedSteps = 0,
+          microBatchesDone = 0;
+  /// Per group, the tree sum of this rank's micro-batch gradients.
+  std::vector<TreeSum> sums;
+  std::vector<double> losses;
+  std::vector<std::pair<int64_t, double>> evalLosses;
+  MetricsFile metrics;
+  /// Seconds of steps after the first two (the summary's per-step time).
+  double steadySeconds = 0;
+  int64_t steadySteps = 0;
 };
 
 bool Runner::setUp() {
@@ -352,6 +395,14 @@ bool Runner::setUp() {
     }
     groups.push_back(std::move(state));
   }
+  for (GroupState &state : groups) {
+    GroupState *target = &state;
+    sums.emplace_back(1, state.fullGrad.size(),
+                      [target](uint8_t *accumulate, const uint8_t *value) {
+                        addGradients(*target, accumulate, value, 0,
+                                     target->fullGrad.size());
+                      });
+  }
   return true;
 }
 
@@ -419,7 +470,7 @@ bool Runner::loadGrads() {
 }
 
 bool Runner::computeGradients(int64_t stepNumber) {
-  if (rank != 0) {
+  if (rank != 0 && cuda) {
     for (GroupState &state : groups)
       for (const ArtifactMember &member : state.group->members)
         fillNegativeZero(state.fullGrad.data() + member.gradOffset,
@@ -428,6 +479,16 @@ bool Runner::computeGradients(int64_t stepNumber) {
     return true;
   }
   std::vector<GradientSource::Member> members;
+  if (!sourceMembers(members))
+    return false;
+  std::string sourceError;
+  if (!options.gradientSource->computeGradients(stepNumber, members,
+                                                sourceError))
+    return fail(sourceError);
+  return true;
+}
+
+bool Runner::sourceMembers(std::vector<GradientSource::Member> &members) {
   bool onDevice = gradientsOnDevice();
   std::string deviceError;
   for (size_t index = 0; index < groups.size(); ++index) {
@@ -450,33 +511,26 @@ bool Runner::computeGradients(int64_t stepNumber) {
                          fullParam + member.paramOffset, member.grad,
                          fullGrad + member.gradOffset});
   }
-  std::string sourceError;
-  if (!options.gradientSource->computeGradients(stepNumber, members,
-                                                sourceError))
-    return fail(sourceError);
   return true;
 }
 
-bool Runner::step(int64_t stepNumber) {
+bool Runner::deviceStep(int64_t stepNumber, double lr) {
   std::string collectiveError;
   if (options.gradientSource && !comm.allAgree(computeGradients(stepNumber)))
     return error.empty() ? fail("another rank failed") : false;
   for (size_t index = 0; index < groups.size(); ++index) {
     GroupState &state = groups[index];
     const ArtifactGroup &group = *state.group;
-    // On the GPU the same collectives run on device memory over NCCL.
-    DeviceGroup *device = cuda ? &deviceGroups[index] : nullptr;
-    Communicator &collectives = device ? *deviceComm : comm;
-    uint8_t *fullGrad =
-        device ? pointer(device->fullGrad) : state.fullGrad.data();
-    uint8_t *shardGrad =
-        device ? pointer(device->shardGrad) : state.shardGrad.data();
-    uint8_t *fullParam =
-        device ? pointer(device->fullParam) : state.fullParam.data();
+    // The same collectives as on the host, on device memory over NCCL.
+    DeviceGroup *device = &deviceGroups[index];
+    Communicator &collectives = *deviceComm;
+    uint8_t *fullGrad = pointer(device->fullGrad);
+    uint8_t *shardGrad = pointer(device->shardGrad);
+    uint8_t *fullParam = pointer(device->fullParam);
     // The step's gradients arrive in host memory, as a backward pass on
     // another device would deliver them, unless the step itself ran on this
     // device and wrote them in place.
-    if (device && !gradientsOnDevice() &&
+    if (!gradientsOnDevice() &&
         !cuda->upload(device->fullGrad, state.fullGrad.data(),
                       state.fullGrad.size(), collectiveError))
       return fail("group '" + group.name + "': " + collectiveError);
@@ -497,27 +551,19 @@ bool Runner::step(int64_t stepNumber) {
                                         collectiveError))
         return fail("group '" + group.name + "': " + collectiveError);
     }
-    if (device) {
+    {
       // Timed on its own (between synchronisations) so that the report
       // separates the kernels from the gradient copies and collectives.
       if (!cuda->synchronize(collectiveError))
         return fail("group '" + group.name + "': " + collectiveError);
       auto begin = std::chrono::steady_clock::now();
-      if (!launchOnDevice(state, *device, stepNumber))
+      if (!launchOnDevice(state, *device, lr, stepNumber))
         return false;
       if (!cuda->synchronize(collectiveError))
         return fail("group '" + group.name + "': " + collectiveError);
       kernelSeconds += std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - begin)
                            .count();
-    } else {
-      group.kernel(
-          state.kernelPointer(Role::Grad), state.kernelPointer(Role::Param),
-          state.kernelPointer(Role::Master), state.kernelPointer(Role::ExpAvg),
-          state.kernelPointer(Role::ExpAvgSq),
-          state.kernelPointer(Role::MaxExpAvgSq), options.lr, options.beta1,
-          options.beta2, options.eps, options.weightDecay, stepNumber, rank,
-          world);
     }
     std::vector<int64_t> displacements, byteCounts;
     for (const ByteRange &range : state.paramRanges) {
@@ -531,6 +577,232 @@ bool Runner::step(int64_t stepNumber) {
   // Device faults surface at the next synchronisation: make it this step's.
   if (cuda && !cuda->synchronize(collectiveError))
     return fail("step " + std::to_string(stepNumber) + ": " + collectiveError);
+  return true;
+}
+
+void Runner::addGradients(const GroupState &state, uint8_t *accumulate,
+                          const uint8_t *value, int64_t first, int64_t bytes) {
+  for (const GroupState::GradSegment &segment : state.gradSegments) {
+    int64_t begin = std::max(segment.begin, first);
+    int64_t end = std::min(segment.end, first + bytes);
+    if (begin >= end)
+      continue;
+    accumulateSum(accumulate + (begin - first), value + (begin - first),
+                  (end - begin) / int64_t(elementSize(segment.dtype)),
+                  segment.dtype);
+  }
+}
+
+template <typename Visit>
+void Runner::forEachShardTile(GroupState &state, Visit visit) {
+  const ArtifactGroup &group = *state.group;
+  int64_t tileSize = artifact.tileSize();
+  size_t m = 0;
+  for (int64_t tile = state.firstTile; tile < state.endTile; ++tile) {
+    while (m < group.members.size() &&
+           tile >= group.members[m].firstTile + group.members[m].numTiles)
+      ++m;
+    if (m == group.members.size())
+      break;
+    const ArtifactMember &member = group.members[m];
+    int64_t begin = (tile - member.firstTile) * tileSize;
+    int64_t end = std::min(begin + tileSize, member.count);
+    if (begin >= end)
+      continue;
+    uint8_t *shard = state.shardGrad.data() + member.gradOffset -
+                     state.gradCutBegin +
+                     begin * int64_t(elementSize(member.grad));
+    visit(tile, shard, member.grad, end - begin);
+  }
+}
+
+bool Runner::meanAndNorm(int64_t divisor, double &norm) {
+  double total = 0;
+  float divide = float(divisor);
+  for (GroupState &state : groups) {
+    // One sum of squares per tile: tiles are the same whatever the world
+    // size, so the norm is too.
+    std::vector<double> tileSums(size_t(state.group->numTiles), 0.0);
+    forEachShardTile(
+        state, [&](int64_t tile, uint8_t *data, DType dtype, int64_t count) {
+          double sum = 0;
+          for (int64_t i = 0; i < count; ++i) {
+            float value = loadFloatElement(data, i, dtype);
+            if (divisor != 1) {
+              // torch's p.grad.div_(M), rounded to the gradient's dtype.
+              storeFloatElement(data, i, dtype, value / divide);
+              value = loadFloatElement(data, i, dtype);
+            }
+            sum += double(value) * double(value);
+          }
+          tileSums[size_t(tile)] = sum;
+        });
+    std::vector<int64_t> displacements, counts;
+    for (int r = 0; r < world; ++r) {
+      auto [a, b] = shardTiles(*state.group, r, world);
+      displacements.push_back(a * 8);
+      counts.push_back((b - a) * 8);
+    }
+    std::string collectiveError;
+    if (!comm.allGather(reinterpret_cast<uint8_t *>(tileSums.data()),
+                        displacements, counts, collectiveError))
+      return fail("gradient norm: " + collectiveError);
+    for (double sum : tileSums)
+      total += sum;
+  }
+  norm = std::sqrt(total);
+  return true;
+}
+
+void Runner::scaleGradients(float scale) {
+  for (GroupState &state : groups)
+    forEachShardTile(
+        state, [&](int64_t, uint8_t *data, DType dtype, int64_t count) {
+          for (int64_t i = 0; i < count; ++i)
+            storeFloatElement(data, i, dtype,
+                              loadFloatElement(data, i, dtype) * scale);
+        });
+}
+
+bool Runner::evaluate(double &loss) {
+  GradientSource &source = *options.gradientSource;
+  int64_t total = options.evalBatches;
+  int64_t perRank = (total + world - 1) / world;
+  std::vector<double> values(size_t(total), 0.0);
+  SumNode mine = microBatchesOfRank(rank, perRank, total);
+  std::vector<GradientSource::Member> members;
+  bool ok = sourceMembers(members);
+  std::string sourceError;
+  for (int64_t m = mine.begin; ok && m < mine.end; ++m)
+    ok =
+        source.evaluateValidation(m, members, values[size_t(m)], sourceError) ||
+        fail("evaluation: " + sourceError);
+  if (!comm.allAgree(ok))
+    return error.empty() ? fail("another rank failed") : false;
+  std::vector<int64_t> displacements, counts;
+  for (int r = 0; r < world; ++r) {
+    SumNode range = microBatchesOfRank(r, perRank, total);
+    displacements.push_back(range.begin * 8);
+    counts.push_back((range.end - range.begin) * 8);
+  }
+  std::string collectiveError;
+  if (!comm.allGather(reinterpret_cast<uint8_t *>(values.data()), displacements,
+                      counts, collectiveError))
+    return fail("evaluation: " + collectiveError);
+  double sum = 0;
+  for (double value : values)
+    sum += value;
+  loss = sum / double(total);
+  return true;
+}
+
+bool Runner::step(int64_t stepNumber, StepRecord &record) {
+  double lr = learningRate(options.lrSchedule(), stepNumber - 1);
+  record.step = stepNumber;
+  record.lr = lr;
+  GradientSource *source = options.gradientSource;
+  record.gradNorm = std::nan("");
+  if (cuda) {
+    if (!deviceStep(stepNumber, lr))
+      return false;
+    record.loss = source ? source->lastLoss() : std::nan("");
+    optimizerStep = stepNumber;
+    return true;
+  }
+  // Rank r evaluates micro-batches [rK, rK + K) of the step's M = W * K; a
+  // fixed batch (or --grads) is one micro-batch, on rank 0.
+  bool split = source && source->splitsSteps();
+  int64_t perRank = split ? options.gradAccum : 1;
+  int64_t total = split ? perRank * world : 1;
+  std::vector<SumNode> ranges;
+  for (int r = 0; r < world; ++r)
+    ranges.push_back(microBatchesOfRank(r, perRank, total));
+  std::vector<double> stepLosses(size_t(total), std::nan(""));
+  for (TreeSum &sum : sums)
+    sum.reset(total);
+  bool ok = true;
+  std::string sourceError;
+  for (int64_t m = ranges[rank].begin; ok && m < ranges[rank].end; ++m) {
+    if (source) {
+      ok = source->selectMicroBatch(
+               {stepNumber, m, total, microBatchesDone + m}, sourceError) ||
+           fail(sourceError);
+      ok = ok && computeGradients(stepNumber);
+      stepLosses[size_t(m)] = source->lastLoss();
+    }
+    // Otherwise (--grads) fullGrad holds the file's gradient.
+    for (size_t g = 0; ok && g < groups.size(); ++g)
+      sums[g].push({m, m + 1}, groups[g].fullGrad.data());
+  }
+  if (!comm.allAgree(ok))
+    return error.empty() ? fail("another rank failed") : false;
+  microBatchesDone += total;
+
+  std::string collectiveError;
+  {
+    std::vector<int64_t> displacements, counts;
+    for (const SumNode &range : ranges) {
+      displacements.push_back(range.begin * 8);
+      counts.push_back((range.end - range.begin) * 8);
+    }
+    if (!comm.allGather(reinterpret_cast<uint8_t *>(stepLosses.data()),
+                        displacements, counts, collectiveError))
+      return fail("losses: " + collectiveError);
+    double sum = 0;
+    for (double loss : stepLosses)
+      sum += loss;
+    record.loss = sum / double(total);
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    GroupState &state = groups[g];
+    auto add = [&state](uint8_t *acc, const uint8_t *value, int64_t first,
+                        int64_t bytes) {
+      addGradients(state, acc, value, first, bytes);
+    };
+    if (!combineAcrossRanks(comm, sums[g], ranges, total, state.gradCuts, add,
+                            state.shardGrad.data(), collectiveError))
+      return fail("group '" + state.group->name + "': " + collectiveError);
+  }
+  double norm = 0;
+  if (!meanAndNorm(total, norm))
+    return false;
+  record.gradNorm = norm;
+  // Given gradients (--grads) come without a loss.
+  bool lossKnown = source != nullptr;
+  if ((lossKnown && !std::isfinite(record.loss)) || !std::isfinite(norm)) {
+    // Every rank sees the same loss and norm, so all skip together.
+    record.skipped = true;
+    ++skippedSteps;
+    ++consecutiveSkips;
+    return true;
+  }
+  consecutiveSkips = 0;
+  if (options.clipGradNorm > 0) {
+    // torch.nn.utils.clip_grad_norm_: the coefficient in fp32, clamped at 1.
+    float coefficient =
+        float(options.clipGradNorm) / (float(norm) + float(1e-6));
+    if (coefficient < 1.0f)
+      scaleGradients(coefficient);
+  }
+  ++optimizerStep;
+  for (GroupState &state : groups) {
+    const ArtifactGroup &group = *state.group;
+    group.kernel(
+        state.kernelPointer(Role::Grad), state.kernelPointer(Role::Param),
+        state.kernelPointer(Role::Master), state.kernelPointer(Role::ExpAvg),
+        state.kernelPointer(Role::ExpAvgSq),
+        state.kernelPointer(Role::MaxExpAvgSq), lr, options.beta1,
+        options.beta2, options.eps, options.weightDecay, optimizerStep, rank,
+        world);
+    std::vector<int64_t> displacements, byteCounts;
+    for (const ByteRange &range : state.paramRanges) {
+      displacements.push_back(range.begin);
+      byteCounts.push_back(range.size());
+    }
+    if (!comm.allGather(state.fullParam.data(), displacements, byteCounts,
+                        collectiveError))
+      return fail("group '" + group.name + "': " + collectiveError);
+  }
   return true;
 }
 
@@ -701,7 +973,7 @@ bool Runner::downloadState() {
 /// scalars (AdamWStepScalars). It updates the whole group, which at world
 /// size 1 is this rank's shard; each pointer is biased like the CPU
 /// kernel's so that the group's byte offsets address the rank's bytes.
-bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device,
+bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
                             int64_t stepNumber) {
   const ArtifactGroup &group = *state.group;
   bool hasMaster = false;
@@ -722,8 +994,8 @@ bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device,
     buffers.push_back(biased(device.shardState[unsigned(Role::MaxExpAvgSq)],
                              state.shard[unsigned(Role::MaxExpAvgSq)].begin));
   AdamWStepScalars scalars =
-      computeAdamWStepScalars(options.lr, options.beta1, options.beta2,
-                              options.eps, options.weightDecay, stepNumber);
+      computeAdamWStepScalars(lr, options.beta1, options.beta2, options.eps,
+                              options.weightDecay, stepNumber);
   float values[] = {
       scalars.decay,         scalars.lerpWeight,          scalars.beta2,
       scalars.oneMinusBeta2, scalars.biasCorrection2Sqrt, scalars.eps,
@@ -905,7 +1177,8 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
                 {"version", 1},
                 {"step", stepNumber},
                 {"world_size", world},
-                {"plan", planJson(artifact)}};
+                {"plan", planJson(artifact)},
+                {"trainer", trainerJson()}};
   json shapes = json::object();
   for (const ArtifactTensor &tensor : artifact.tensors())
     if (tensor.isParameter)
@@ -1141,7 +1414,55 @@ bool Runner::loadCheckpoint(const std::string &dir, int64_t &stepOut,
     }
   for (Staged &entry : staged)
     std::memcpy(entry.target, entry.bytes.data(), entry.bytes.size());
+  // The trainer's state: checkpoints written before it was saved resume as
+  // runs without skips whose steps each had one micro-batch.
+  optimizerStep = stepOut;
+  microBatchesDone = stepOut;
+  if (index.contains("trainer") && index["trainer"].is_object()) {
+    const json &trainer = index["trainer"];
+    optimizerStep = trainer.value("optimizer_step", stepOut);
+    consecutiveSkips = trainer.value("consecutive_skips", int64_t(0));
+    skippedSteps = trainer.value("skipped_steps", int64_t(0));
+    microBatchesDone = trainer.value("micro_batches_done", stepOut);
+    if (rank == 0 && trainer.contains("hyperparameters") &&
+        trainer["hyperparameters"].is_object()) {
+      json now = trainerJson()["hyperparameters"];
+      for (auto &[key, saved] : trainer["hyperparameters"].items())
+        if (now.contains(key) && now[key] != saved)
+          warnings.push_back("resuming with " + key + " " + now[key].dump() +
+                             " (the checkpoint was trained with " +
+                             saved.dump() + ")");
+    }
+  }
   return true;
+}
+
+json Runner::trainerJson() const {
+  int64_t microBatches =
+      options.gradientSource && options.gradientSource->splitsSteps()
+          ? options.gradAccum * world
+          : 1;
+  json hyperparameters = {
+      {"lr", options.lr},
+      {"lr_schedule", lrScheduleName(options.schedule)},
+      {"warmup_steps", options.warmupSteps},
+      {"min_lr_ratio", options.minLrRatio},
+      {"decay_steps", options.decaySteps},
+      {"betas", {options.beta1, options.beta2}},
+      {"eps", options.eps},
+      {"weight_decay", options.weightDecay},
+      {"clip_grad_norm", options.clipGradNorm},
+      {"micro_batches_per_step", microBatches},
+      {"data", options.dataPaths},
+      {"shuffle", options.shuffleSeed ? json(*options.shuffleSeed) : json()}};
+  // The total only shapes a decaying schedule.
+  if (options.schedule != LrScheduleKind::Constant)
+    hyperparameters["steps"] = options.steps;
+  return {{"optimizer_step", optimizerStep},
+          {"consecutive_skips", consecutiveSkips},
+          {"skipped_steps", skippedSteps},
+          {"micro_batches_done", microBatchesDone},
+          {"hyperparameters", hyperparameters}};
 }
 
 bool Runner::writeFinalParams() {
@@ -1341,19 +1662,91 @@ int Runner::run() {
       !comm.allAgree(prepareDevice() && uploadState() && attachSource()))
     return finish(error.empty());
 
+  if (rank == 0 && !options.metricsPath.empty() &&
+      !metrics.open(options.metricsPath, loadError))
+    return fail(loadError), finish(false);
+  if (!comm.allAgree(error.empty()))
+    return finish(false);
+
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point runStart = Clock::now();
+  int64_t tokensPerStep = 0;
+  if (options.gradientSource) {
+    int64_t microBatches =
+        options.gradientSource->splitsSteps() ? options.gradAccum * world : 1;
+    tokensPerStep =
+        options.gradientSource->tokensPerMicroBatch() * microBatches;
+  }
+  bool evaluating = options.evalEvery > 0 && options.gradientSource &&
+                    options.gradientSource->validationMicroBatches() > 0;
   bool first = true;
   for (int64_t stepNumber = startStep + 1; stepNumber <= options.steps;
        ++stepNumber) {
-    auto begin = std::chrono::steady_clock::now();
-    if (!comm.allAgree(step(stepNumber)))
+    auto begin = Clock::now();
+    StepRecord record;
+    if (!comm.allAgree(step(stepNumber, record)))
       return finish(error.empty());
-    stepSeconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-            .count();
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - begin).count();
+    stepSeconds += seconds;
     ++stepsRun;
+    if (stepsRun > 2) {
+      steadySeconds += seconds;
+      ++steadySteps;
+    }
     if (first && !comm.allAgree(tripwire()))
       return finish(error.empty());
     first = false;
+    if (evaluating && stepNumber % options.evalEvery == 0) {
+      record.evaluated = true;
+      if (!evaluate(record.evalLoss))
+        return finish(false);
+      evalLosses.push_back({stepNumber, record.evalLoss});
+    }
+    record.seconds = seconds;
+    record.tokens = tokensPerStep;
+    record.tokensPerSecond = double(tokensPerStep) / std::max(seconds, 1e-9);
+    losses.push_back(record.loss);
+    if (rank == 0) {
+      double elapsed =
+          std::chrono::duration<double>(Clock::now() - runStart).count();
+      double rate = double(stepsRun) / std::max(elapsed, 1e-9);
+      // A non-finite loss reads "nan" or "inf", never "-nan".
+      char loss[32];
+      if (std::isfinite(record.loss))
+        std::snprintf(loss, sizeof(loss), "%.6f", record.loss);
+      else
+        std::snprintf(loss, sizeof(loss), "%s",
+                      std::isnan(record.loss) ? "nan"
+                      : record.loss > 0       ? "inf"
+                                              : "-inf");
+      std::printf("step %lld/%lld  loss %s  lr %.3e", (long long)stepNumber,
+                  (long long)options.steps, loss, record.lr);
+      if (std::isfinite(record.gradNorm))
+        std::printf("  grad-norm %.4f", record.gradNorm);
+      std::printf("  %.2f steps/s", rate);
+      if (tokensPerStep)
+        std::printf(", %.0f tokens/s", rate * double(tokensPerStep));
+      std::printf("  %.1f s left", double(options.steps - stepNumber) / rate);
+      if (record.evaluated)
+        std::printf("  eval-loss %.6f", record.evalLoss);
+      if (record.skipped)
+        std::printf("  SKIPPED (non-finite %s; %lld in a row)",
+                    std::isfinite(record.loss) ? "gradient norm" : "loss",
+                    (long long)consecutiveSkips);
+      std::printf("\n");
+      std::fflush(stdout);
+      if (metrics.isOpen() && !metrics.write(record, loadError))
+        return fail(loadError), finish(false);
+    }
+    if (consecutiveSkips >= options.maxSkips)
+      return fail("step " + std::to_string(stepNumber) + ": " +
+                  std::to_string(consecutiveSkips) +
+                  " consecutive steps had a non-finite loss or gradient "
+                  "norm (--max-skips " +
+                  std::to_string(options.maxSkips) +
+                  "); stopping with the last checkpoint intact"),
+             finish(false);
     if (!options.saveCheckpointDir.empty() && options.saveEvery > 0 &&
         (stepNumber % options.saveEvery == 0 || stepNumber == options.steps)) {
       if (cuda && !comm.allAgree(downloadState()))
@@ -1362,114 +1755,274 @@ int Runner::run() {
         return finish(false);
     }
   }
+  if (rank == 0 && stepsRun > 0) {
+    std::printf("trained %lld steps", (long long)stepsRun);
+    if (skippedSteps)
+      std::printf(" (%lld skipped)", (long long)skippedSteps);
+    if (!losses.empty())
+      std::printf(", final loss %.6f", losses.back());
+    if (!evalLosses.empty())
+      std::printf(", final eval loss %.6f", evalLosses.back().second);
+    if (steadySteps)
+      std::printf("; %.2f ms per step (mean of steps after the first two)",
+                  1e3 * steadySeconds / double(steadySteps));
+    std::printf("\n");
+    std::fflush(stdout);
+  }
   if (options.memoryReport)
     reportMemory();
   if (cuda && !comm.allAgree(downloadState()))
     return finish(error.empty());
   if (!options.finalParamsPath.empty() && !comm.allAgree(writeFinalParams()))
     return finish(error.empty());
+  // Only a complete run leaves losses behind.
+  if (rank == 0 && !options.lossesPath.empty() &&
+      (!writeFileAtomically(options.lossesPath, lossesJson(losses),
+                            loadError) ||
+       (!losses.empty() &&
+        !writeFileAtomically(replaceExtension(options.lossesPath, ".svg"),
+                             lossPlotSvg(losses, evalLosses), loadError))))
+    return fail(loadError), finish(false);
   return finish(true);
 }
 
 } // namespace
 
+namespace {
+
+/// A flag's value: `--flag=value` or the next argument.
+bool flagValue(int argc, char **argv, int &i, const std::string &flag,
+               std::string &value, std::string &error) {
+  std::string arg = argv[i];
+  size_t equals = arg.find('=');
+  if (equals != std::string::npos) {
+    value = arg.substr(equals + 1);
+    return true;
+  }
+  if (i + 1 >= argc) {
+    error = flag + " needs a value";
+    return false;
+  }
+  value = argv[++i];
+  return true;
+}
+
+bool parseNumber(const std::string &text, double &out) {
+  char *end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end && *end == 0 && !text.empty();
+}
+
+bool parseCount(const std::string &flag, const std::string &text, int64_t &out,
+                std::string &error) {
+  double parsed = 0;
+  if (!parseNumber(text, parsed) || parsed < 0 ||
+      parsed != std::floor(parsed) || parsed > 9.0e15) {
+    error = flag + ": expected a non-negative integer, got '" + text + "'";
+    return false;
+  }
+  out = int64_t(parsed);
+  return true;
+}
+
+std::vector<std::string> splitPaths(const std::string &text) {
+  std::vector<std::string> paths;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t comma = text.find(',', begin);
+    if (comma == std::string::npos)
+      comma = text.size();
+    if (comma > begin)
+      paths.push_back(text.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return paths;
+}
+
+} // namespace
+
+bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
+                                          UpdateOptions &options,
+                                          std::string &error) {
+  std::string arg = argv[i];
+  std::string flag = arg.substr(0, arg.find('='));
+  std::string value;
+  auto take = [&]() { return flagValue(argc, argv, i, flag, value, error); };
+  auto path = [&](std::string &out) {
+    if (!take())
+      return true;
+    out = value;
+    return true;
+  };
+  auto count = [&](int64_t &out) {
+    if (take())
+      parseCount(flag, value, out, error);
+    return true;
+  };
+  auto real = [&](double &out) {
+    if (take() && !parseNumber(value, out))
+      error = flag + ": expected a number, got '" + value + "'";
+    return true;
+  };
+  if (flag == "--losses")
+    return path(options.lossesPath);
+  if (flag == "--final-params")
+    return path(options.finalParamsPath);
+  if (flag == "--save-checkpoint")
+    return path(options.saveCheckpointDir);
+  if (flag == "--resume")
+    return path(options.resumeDir);
+  if (flag == "--device")
+    return path(options.device);
+  if (flag == "--metrics")
+    return path(options.metricsPath);
+  if (flag == "--data-format")
+    return path(options.dataFormat);
+  if (flag == "--no-memory-report") {
+    options.memoryReport = false;
+    return true;
+  }
+  if (flag == "--steps")
+    return count(options.steps);
+  if (flag == "--save-every")
+    return count(options.saveEvery);
+  if (flag == "--warmup-steps")
+    return count(options.warmupSteps);
+  if (flag == "--decay-steps")
+    return count(options.decaySteps);
+  if (flag == "--grad-accum")
+    return count(options.gradAccum);
+  if (flag == "--max-skips")
+    return count(options.maxSkips);
+  if (flag == "--eval-every")
+    return count(options.evalEvery);
+  if (flag == "--eval-batches")
+    return count(options.evalBatches);
+  if (flag == "--lr")
+    return real(options.lr);
+  if (flag == "--weight-decay")
+    return real(options.weightDecay);
+  if (flag == "--eps")
+    return real(options.eps);
+  if (flag == "--min-lr-ratio")
+    return real(options.minLrRatio);
+  if (flag == "--clip-grad-norm")
+    return real(options.clipGradNorm);
+  if (flag == "--data" || flag == "--val-data") {
+    if (take()) {
+      std::vector<std::string> paths = splitPaths(value);
+      if (paths.empty())
+        error = flag + ": expected PATH[,PATH...]";
+      (flag == "--data" ? options.dataPaths : options.valDataPaths) = paths;
+    }
+    return true;
+  }
+  if (flag == "--shuffle") {
+    if (take()) {
+      char *end = nullptr;
+      unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || !end || *end || value[0] == '-')
+        error = "--shuffle: expected a seed (a non-negative integer), got '" +
+                value + "'";
+      else
+        options.shuffleSeed = uint64_t(seed);
+    }
+    return true;
+  }
+  if (flag == "--lr-schedule") {
+    if (take())
+      parseLrScheduleKind(value, options.schedule, error);
+    return true;
+  }
+  if (flag == "--betas") {
+    if (take()) {
+      size_t comma = value.find(',');
+      if (comma == std::string::npos ||
+          !parseNumber(value.substr(0, comma), options.beta1) ||
+          !parseNumber(value.substr(comma + 1), options.beta2))
+        error = "--betas: expected B1,B2, got '" + value + "'";
+    }
+    return true;
+  }
+  return false;
+}
+
+bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
+                                                std::string &error) {
+  auto bad = [&](const std::string &message) {
+    error = message;
+    return false;
+  };
+  if (!validateLrSchedule(options.lrSchedule(), error))
+    return false;
+  for (auto [flag, beta] :
+       {std::pair<const char *, double>{"B1", options.beta1},
+        {"B2", options.beta2}})
+    if (!std::isfinite(beta) || beta < 0 || beta >= 1)
+      return bad(std::string("--betas: ") + flag + " must be in [0, 1), got " +
+                 std::to_string(beta));
+  if (!std::isfinite(options.eps) || options.eps <= 0)
+    return bad("--eps: expected a finite number > 0, got " +
+               std::to_string(options.eps));
+  if (!std::isfinite(options.weightDecay) || options.weightDecay < 0)
+    return bad("--weight-decay: expected a finite number >= 0, got " +
+               std::to_string(options.weightDecay));
+  if (!std::isfinite(options.clipGradNorm) || options.clipGradNorm < 0)
+    return bad("--clip-grad-norm: expected a finite norm >= 0 (0: no "
+               "clipping), got " +
+               std::to_string(options.clipGradNorm));
+  if (options.gradAccum < 1)
+    return bad("--grad-accum: expected K >= 1");
+  if (options.gradAccum > 1 && options.dataPaths.empty())
+    return bad("--grad-accum needs --data: a fixed batch has one micro-batch");
+  if (options.maxSkips < 1)
+    return bad("--max-skips: expected N >= 1");
+  if (options.dataFormat != "llmc" && options.dataFormat != "raw-u16")
+    return bad("--data-format: expected llmc or raw-u16, got '" +
+               options.dataFormat + "'");
+  if (options.shuffleSeed && options.dataPaths.empty())
+    return bad("--shuffle needs --data");
+  bool evaluating = options.evalEvery > 0 || options.evalBatches > 0 ||
+                    !options.valDataPaths.empty();
+  if (evaluating && (options.evalEvery <= 0 || options.evalBatches <= 0 ||
+                     options.valDataPaths.empty()))
+    return bad("evaluation needs all of --val-data PATH, --eval-every N and "
+               "--eval-batches M (N, M > 0)");
+  if (!options.saveCheckpointDir.empty() && options.saveEvery <= 0)
+    return bad("--save-checkpoint needs --save-every K (K > 0)");
+  if (options.saveEvery > 0 && options.saveCheckpointDir.empty())
+    return bad("--save-every needs --save-checkpoint DIR");
+  bool onGpu = options.device == "cuda" || options.device == "gpu";
+  if (onGpu &&
+      (!options.dataPaths.empty() || options.clipGradNorm > 0 || evaluating))
+    return bad("--device cuda trains on a fixed batch (--inputs) without "
+               "--clip-grad-norm or evaluation for now; --data, "
+               "--clip-grad-norm and --val-data run on the CPU");
+  return true;
+}
+
 bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
                                             UpdateOptions &options,
                                             std::string &error) {
-  auto number = [&](const std::string &text, double &out) {
-    char *end = nullptr;
-    out = std::strtod(text.c_str(), &end);
-    return end && *end == 0 && !text.empty();
-  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    std::string flag = arg.substr(0, arg.find('='));
     std::string value;
-    size_t equals = arg.find('=');
-    bool hasValue = arg.rfind("--", 0) == 0 && equals != std::string::npos;
-    std::string flag = hasValue ? arg.substr(0, equals) : arg;
-    auto next = [&]() -> bool {
-      if (hasValue) {
-        value = arg.substr(equals + 1);
-        return true;
-      }
-      if (i + 1 >= argc) {
-        error = flag + " needs a value";
+    if (parseTrainerFlag(argc, argv, i, options, error)) {
+      if (!error.empty())
         return false;
-      }
-      value = argv[++i];
-      return true;
-    };
-    double parsed = 0;
-    if (flag == "--grads") {
-      if (!next())
+      continue;
+    }
+    if (!error.empty())
+      return false;
+    if (flag == "--grads" || flag == "--weights" || flag == "--inputs" ||
+        flag == "--verify-checkpoint") {
+      if (!flagValue(argc, argv, i, flag, value, error))
         return false;
-      options.gradsPath = value;
-    } else if (flag == "--weights") {
-      if (!next())
-        return false;
-      options.weightsPath = value;
-    } else if (flag == "--inputs") {
-      if (!next())
-        return false;
-      options.inputsPath = value;
-    } else if (flag == "--losses") {
-      if (!next())
-        return false;
-      options.lossesPath = value;
-    } else if (flag == "--final-params") {
-      if (!next())
-        return false;
-      options.finalParamsPath = value;
-    } else if (flag == "--save-checkpoint") {
-      if (!next())
-        return false;
-      options.saveCheckpointDir = value;
-    } else if (flag == "--resume") {
-      if (!next())
-        return false;
-      options.resumeDir = value;
-    } else if (flag == "--verify-checkpoint") {
-      if (!next())
-        return false;
-      options.verifyCheckpointDir = value;
-    } else if (flag == "--device") {
-      if (!next())
-        return false;
-      options.device = value;
-    } else if (flag == "--no-memory-report") {
-      options.memoryReport = false;
-    } else if (flag == "--steps" || flag == "--save-every") {
-      if (!next())
-        return false;
-      if (!number(value, parsed) || parsed < 0 ||
-          parsed != std::floor(parsed)) {
-        error = flag + ": expected a non-negative integer, got '" + value + "'";
-        return false;
-      }
-      (flag == "--steps" ? options.steps : options.saveEvery) = int64_t(parsed);
-    } else if (flag == "--lr" || flag == "--weight-decay" || flag == "--eps") {
-      if (!next())
-        return false;
-      if (!number(value, parsed)) {
-        error = flag + ": expected a number, got '" + value + "'";
-        return false;
-      }
-      (flag == "--lr"    ? options.lr
-       : flag == "--eps" ? options.eps
-                         : options.weightDecay) = parsed;
-    } else if (flag == "--betas") {
-      if (!next())
-        return false;
-      size_t comma = value.find(',');
-      double b2 = 0;
-      if (comma == std::string::npos ||
-          !number(value.substr(0, comma), parsed) ||
-          !number(value.substr(comma + 1), b2)) {
-        error = "--betas: expected B1,B2, got '" + value + "'";
-        return false;
-      }
-      options.beta1 = parsed;
-      options.beta2 = b2;
+      (flag == "--grads"     ? options.gradsPath
+       : flag == "--weights" ? options.weightsPath
+       : flag == "--inputs"  ? options.inputsPath
+                             : options.verifyCheckpointDir) = value;
     } else if (arg.rfind("-", 0) == 0) {
       error = "unknown option '" + arg + "'";
       return false;
@@ -1502,7 +2055,13 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
             "the artifact's training step)";
     return false;
   }
-  return true;
+  if (!options.dataPaths.empty()) {
+    error = "--data: training on token data from an artifact needs its CPU "
+            "step, which artifacts do not carry yet; train with mantissa-run "
+            "MODEL.pt2 --data ...";
+    return false;
+  }
+  return validateTrainerOptions(options, error);
 }
 
 int mlir::mantissa::rt::runUpdate(const UpdateOptions &options,

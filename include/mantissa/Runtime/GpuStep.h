@@ -31,6 +31,7 @@
 #include "mantissa/Runtime/DType.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -215,6 +216,12 @@ public:
   void detachDevice() override;
   bool computeGradients(int64_t stepNumber, const std::vector<Member> &members,
                         std::string &error) override;
+  double lastLoss() const override {
+    return lossList.empty() ? std::nan("") : lossList.back();
+  }
+  int64_t tokensPerMicroBatch() const override { return tokens; }
+  /// The token ids one step's batch holds (for the runner's rates).
+  void setTokensPerMicroBatch(int64_t count) { tokens = count; }
 
   /// How the steps ran, for the run's report: "the GPU step ran as one
   /// CUDA graph in N of M steps (...)" or "the GPU step ran op by op: why";
@@ -246,6 +253,7 @@ private:
   std::vector<DevicePtr> argumentStorage, resultStorage, parameterScratch,
       gradientScratch;
   std::vector<double> lossList;
+  int64_t tokens = 0;
   double totalSeconds = 0;
   std::function<void(int64_t, double)> onStep;
 };

@@ -47,9 +47,12 @@
 #include "mantissa/Runtime/Communicator.h"
 
 #include "mantissa/Runtime/DType.h"
+#include "mantissa/Runtime/LearningRate.h"
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,11 +61,12 @@ namespace mlir::mantissa::rt {
 class CudaDevice;
 
 /// Computes each step's gradients from the current parameters: the whole
-/// training step (forward and backward) in front of the update path. The
-/// runner calls it on rank 0 before every step; the other ranks contribute
-/// the exact additive identity to the reduction, as with `--grads`, because
-/// an exported graph has one fixed batch, which every rank would evaluate
-/// alike (splitting batches across ranks needs a graph per micro-batch).
+/// training step (forward and backward) in front of the update path. A
+/// source over token data (splitsSteps) splits each step into M = W * K
+/// micro-batches and every rank evaluates its K; a source with one fixed
+/// batch is evaluated on rank 0 only (M = 1), since every rank would
+/// evaluate it alike. Either way the runner sums the micro-batch gradients in
+/// a fixed tree (GradientCombination.h) and updates with their mean.
 class GradientSource {
 public:
   /// One parameter: its current value (all-gathered, in its gather dtype)
@@ -77,7 +81,42 @@ public:
     DType gradDtype;
     uint8_t *grad;
   };
+  /// Micro-batch `index` (0-based) of the `count` of step `step` (1-based);
+  /// `global` counts micro-batches from the start of training (the data
+  /// position: step i of a run whose steps all have M micro-batches starts
+  /// at i * M).
+  struct MicroBatch {
+    int64_t step = 1, index = 0, count = 1, global = 0;
+  };
   virtual ~GradientSource() = default;
+  /// True when every rank evaluates micro-batches of its own (token data);
+  /// false for one fixed batch, evaluated on rank 0.
+  virtual bool splitsSteps() const { return false; }
+  /// Chooses the micro-batch the next computeGradients evaluates.
+  virtual bool selectMicroBatch(const MicroBatch &microBatch,
+                                std::string &error) {
+    (void)microBatch;
+    (void)error;
+    return true;
+  }
+  /// The loss of the last computeGradients (NaN when the source has none).
+  virtual double lastLoss() const { return std::nan(""); }
+  /// Tokens one micro-batch holds (0 when its inputs are not token ids).
+  virtual int64_t tokensPerMicroBatch() const { return 0; }
+  /// The number of validation micro-batches the source can evaluate (0: no
+  /// validation data).
+  virtual int64_t validationMicroBatches() const { return 0; }
+  /// The loss of validation micro-batch `index` at the current parameters
+  /// (`members` as for computeGradients; no gradient is written).
+  virtual bool evaluateValidation(int64_t index,
+                                  const std::vector<Member> &members,
+                                  double &loss, std::string &error) {
+    (void)index;
+    (void)members;
+    (void)loss;
+    error = "this training step cannot evaluate validation data";
+    return false;
+  }
   /// Fills every member's gradient for step `stepNumber` (1-based), or
   /// explains in `error` why it cannot.
   virtual bool computeGradients(int64_t stepNumber,
@@ -123,6 +162,42 @@ struct UpdateOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   /// Print the per-rank peak memory report.
   bool memoryReport = true;
+
+  // The trainer (docs/training.md).
+  /// `--lr-schedule`, `--warmup-steps`, `--min-lr-ratio`, `--decay-steps`
+  /// (the peak rate is `lr`, the total `steps`).
+  LrScheduleKind schedule = LrScheduleKind::Constant;
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLrRatio = 0;
+  /// `--grad-accum K`: micro-batches per rank and step (token data only).
+  int64_t gradAccum = 1;
+  /// `--clip-grad-norm C` (0: no clipping).
+  double clipGradNorm = 0;
+  /// `--max-skips N`: consecutive skipped (non-finite) steps that stop the
+  /// run.
+  int64_t maxSkips = 5;
+  /// `--metrics FILE.jsonl`: one JSON object per step.
+  std::string metricsPath;
+  /// `--data`, `--data-format`, `--val-data`, `--shuffle`: token data
+  /// (TokenData.h), read by the gradient source.
+  std::vector<std::string> dataPaths, valDataPaths;
+  std::string dataFormat = "llmc";
+  std::optional<uint64_t> shuffleSeed;
+  /// `--eval-every N --eval-batches M`.
+  int64_t evalEvery = 0, evalBatches = 0;
+
+  /// The schedule these options describe.
+  LrSchedule lrSchedule() const {
+    LrSchedule s;
+    s.kind = schedule;
+    s.lr = lr;
+    s.warmupSteps = warmupSteps;
+    s.minLrRatio = minLrRatio;
+    s.decaySteps = decaySteps;
+    s.totalSteps = steps;
+    return s;
+  }
+
   /// Where gradients come from instead of `gradsPath` (not owned).
   GradientSource *gradientSource = nullptr;
 };
@@ -130,6 +205,17 @@ struct UpdateOptions {
 /// Parses mantissa-run's update-path flags (argv[1] is the artifact).
 bool parseUpdateOptions(int argc, char **argv, UpdateOptions &options,
                         std::string &error);
+
+/// Parses one of the trainer's flags (the definition both `mantissa-run
+/// DIR` and `mantissa-run MODEL.pt2` use): at argv[i] (advancing `i` past
+/// its value). Returns false without touching `error` when argv[i] is not a
+/// trainer flag; sets `error` when it is one with a bad value.
+bool parseTrainerFlag(int argc, char **argv, int &i, UpdateOptions &options,
+                      std::string &error);
+
+/// Checks the trainer's options against each other and their ranges, naming
+/// the flag: run before any work starts.
+bool validateTrainerOptions(const UpdateOptions &options, std::string &error);
 
 /// Runs the update path on this rank; returns the process exit code.
 int runUpdate(const UpdateOptions &options, Communicator &communicator);
