@@ -19,28 +19,39 @@ echo "== 2. The precision plan of $example/precision.yaml"
   --precision-report
 
 echo
-echo "== 3. Train 30 AdamW steps on the example batch with that plan"
-echo "      (forward/backward compiled for the CPU; updates by the fused kernels)"
-"$bin/mantissa-run" "$example/model.pt2" \
-  --inputs "$example/inputs.safetensors" --weights "$example/init.safetensors" \
-  --precision "$example/precision.yaml" --steps 30 \
-  --losses "$out/losses.json" --final-params "$out/final.safetensors" |
-  awk 'NR == 1 || NR % 5 == 0'
-echo "   losses: $out/losses.json, loss curve: $out/losses.svg (open it in a browser)"
+echo "== 3. Train on a small dataset ($example/data: a generated language,"
+echo "      make_data.py) with that plan: 4 micro-batches per step, shuffled,"
+echo "      cosine schedule with warm-up, clipping, validation every 20 steps"
+train=(--data "$example/data/train.bin" --shuffle 1 --grad-accum 4
+  --lr 3e-3 --lr-schedule cosine --warmup-steps 10 --min-lr-ratio 0.1
+  --clip-grad-norm 1.0 --val-data "$example/data/val.bin" --eval-every 20
+  --eval-batches 16)
+"$bin/mantissa-run" "$example/model.pt2" --weights "$example/init.safetensors" \
+  --precision "$example/precision.yaml" --steps 200 "${train[@]}" \
+  --metrics "$out/metrics.jsonl" --losses "$out/losses.json" \
+  --final-params "$out/final.safetensors" --no-memory-report |
+  grep -E 'eval-loss|^trained'
+echo "   metrics: $out/metrics.jsonl; training and validation loss: $out/losses.svg"
 
 echo
-echo "== 4. The same training on 2 ranks (if mpirun is here): optimizer state"
-echo "      sharded across them, a checkpoint every 10 steps"
+echo "== 4. The same run on 2 ranks x 2 micro-batches (if mpirun is here):"
+echo "      each rank evaluates its own micro-batches, the optimizer state is"
+echo "      sharded, a checkpoint every 50 steps; it must end bit-identical"
 if command -v mpirun >/dev/null; then
   rm -rf "$out/checkpoint"
+  train[5]=2 # --grad-accum 2
   mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/mantissa-run" "$example/model.pt2" \
-    --inputs "$example/inputs.safetensors" --weights "$example/init.safetensors" \
-    --precision "$example/precision.yaml" --steps 30 \
-    --save-checkpoint "$out/checkpoint" --save-every 10 \
-    --final-params "$out/final-2ranks.safetensors" 2>/dev/null |
-    tr '\r' '\n' | grep -oE 'memory: rank .*|step 30/30 +loss [0-9.]+' | sort -u
-  cmp -s "$out/final.safetensors" "$out/final-2ranks.safetensors" &&
-    echo "   final parameters identical to the single-rank run; checkpoint: $out/checkpoint"
+    --weights "$example/init.safetensors" --precision "$example/precision.yaml" \
+    --steps 200 "${train[@]}" --save-checkpoint "$out/checkpoint" --save-every 50 \
+    --losses "$out/losses-2ranks.json" --final-params "$out/final-2ranks.safetensors" \
+    2>/dev/null | grep -E 'memory: rank|^trained' | sort -u
+  if cmp -s "$out/final.safetensors" "$out/final-2ranks.safetensors" &&
+    cmp -s "$out/losses.json" "$out/losses-2ranks.json"; then
+    echo "   losses and final parameters identical to the 1-rank run; checkpoint: $out/checkpoint"
+  else
+    echo "   error: the 2-rank run differs from the 1-rank run" >&2
+    exit 1
+  fi
 fi
 
 echo
