@@ -85,9 +85,10 @@ struct TokenBatches {
 class StepGradients : public rt::GradientSource {
 public:
   StepGradients(train::StepOp step, SmallVector<reference::Tensor> arguments,
-                StepEvaluator &evaluator, TokenBatches *data)
+                StepEvaluator &evaluator, TokenBatches *data,
+                const ForwardStep &forward)
       : step(step), arguments(std::move(arguments)), evaluator(evaluator),
-        data(data) {
+        data(data), forward(forward) {
     // Tokens per micro-batch: the elements of the first integer user input
     // (the token ids of a language model), if there is one.
     for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
@@ -121,6 +122,9 @@ public:
     if (!loadBatch(*data->validation, *data->validationOrder,
                    index * data->batch, error))
       return false;
+    if (forward.evaluator)
+      return evaluateForward(members, loss, error);
+    // Without a forward-only step, the joint one, its gradients discarded.
     evaluating = true;
     bool ok = computeGradients(0, members, error);
     evaluating = false;
@@ -136,27 +140,9 @@ public:
     if (evaluator.hasRawEntry())
       return computeRaw(stepNumber, members, error);
     MLIRContext *context = step.getContext();
-    // Parameters as the planned step takes them (its argument dtype, the
-    // master's): widening the gather-dtype copy loses nothing, since the
-    // step rounds every parameter to its gather dtype before using it.
     llvm::StringMap<const Member *> memberByFqn;
-    SmallVector<unsigned> argumentOf;
-    if (!resolveMembers(members, memberByFqn, argumentOf, error))
+    if (!loadParameters(members, memberByFqn, error))
       return false;
-    for (auto [member, index] : llvm::zip_equal(members, argumentOf)) {
-      reference::Tensor &slot = arguments[index];
-      int64_t count = slot.getNumElements();
-      auto value = reference::Tensor::fromBytes(
-          elementTypeOf(context, member.paramDtype), slot.getShape(),
-          ArrayRef<uint8_t>(member.param,
-                            count * rt::elementSize(member.paramDtype)));
-      if (!value) {
-        error = "parameter '" + *member.fqn +
-                "': " + llvm::toString(value.takeError());
-        return false;
-      }
-      slot = convertTo(*value, slot.getElementType());
-    }
 
     llvm::Expected<SmallVector<reference::Tensor>> results =
         evaluator.evaluate(arguments);
@@ -197,6 +183,101 @@ public:
   }
 
 private:
+  /// Parameters as the planned step takes them (its argument dtype, the
+  /// master's), into the interpreter's arguments: widening the gather-dtype
+  /// copy loses nothing, since the step rounds every parameter to its
+  /// gather dtype before using it.
+  bool loadParameters(const std::vector<Member> &members,
+                      llvm::StringMap<const Member *> &memberByFqn,
+                      std::string &error) {
+    MLIRContext *context = step.getContext();
+    SmallVector<unsigned> argumentOf;
+    if (!resolveMembers(members, memberByFqn, argumentOf, error))
+      return false;
+    for (auto [member, index] : llvm::zip_equal(members, argumentOf)) {
+      reference::Tensor &slot = arguments[index];
+      int64_t count = slot.getNumElements();
+      auto value = reference::Tensor::fromBytes(
+          elementTypeOf(context, member.paramDtype), slot.getShape(),
+          ArrayRef<uint8_t>(member.param,
+                            count * rt::elementSize(member.paramDtype)));
+      if (!value) {
+        error = "parameter '" + *member.fqn +
+                "': " + llvm::toString(value.takeError());
+        return false;
+      }
+      slot = convertTo(*value, slot.getElementType());
+    }
+    return true;
+  }
+
+  /// Points `pointers` (one per argument) at the raw argument buffers, the
+  /// parameters where the runtime holds them when the dtypes agree.
+  bool bindRawArguments(const std::vector<Member> &members,
+                        SmallVectorImpl<void *> &pointers,
+                        llvm::StringMap<const Member *> &memberByFqn,
+                        std::string &error) {
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
+      pointers.push_back(rawBuffers[index].data());
+    SmallVector<unsigned> argumentOf;
+    if (!resolveMembers(members, memberByFqn, argumentOf, error))
+      return false;
+    for (auto [member, index] : llvm::zip_equal(members, argumentOf)) {
+      rt::DType wanted = runtimeDTypeOf(arguments[index].getElementType());
+      if (wanted == member.paramDtype)
+        // The step only reads its arguments.
+        pointers[index] = const_cast<uint8_t *>(member.param);
+      else
+        rt::convertFloatElements(member.param, member.paramDtype,
+                                 rawBuffers[index].data(), wanted,
+                                 arguments[index].getNumElements());
+    }
+    return true;
+  }
+
+  /// The loss of the forward-only step on the current arguments.
+  bool evaluateForward(const std::vector<Member> &members, double &loss,
+                       std::string &error) {
+    train::StepOp forwardStep = forward.step;
+    unsigned lossIndex = 0;
+    for (unsigned index = 0, e = forwardStep.getNumResults(); index < e;
+         ++index)
+      if (forwardStep.getResultInfo(index).getKind() == train::ResultKind::loss)
+        lossIndex = index;
+    auto lossType =
+        cast<RankedTensorType>(forwardStep.getResultTypes()[lossIndex]);
+    llvm::StringMap<const Member *> memberByFqn;
+    if (forward.evaluator->hasRawEntry() && !rawBuffers.empty()) {
+      SmallVector<void *> pointers;
+      if (!bindRawArguments(members, pointers, memberByFqn, error))
+        return false;
+      if (forwardResults.empty())
+        for (Type type : forwardStep.getResultTypes()) {
+          auto tensorType = cast<RankedTensorType>(type);
+          forwardResults.emplace_back(
+              std::max<int64_t>(1, tensorType.getNumElements() *
+                                       reference::Tensor::getStorageByteWidth(
+                                           tensorType.getElementType())));
+        }
+      for (std::vector<uint8_t> &buffer : forwardResults)
+        pointers.push_back(buffer.data());
+      forward.evaluator->evaluateRaw(pointers.data());
+      loss = rt::loadFloatElement(forwardResults[lossIndex].data(), 0,
+                                  runtimeDTypeOf(lossType.getElementType()));
+      return true;
+    }
+    if (!loadParameters(members, memberByFqn, error))
+      return false;
+    llvm::Expected<SmallVector<reference::Tensor>> results =
+        forward.evaluator->evaluate(arguments);
+    if (!results) {
+      error = "evaluation: " + llvm::toString(results.takeError());
+      return false;
+    }
+    loss = (*results)[lossIndex].toFloats().front();
+    return true;
+  }
+
   /// Loads the `data->batch` samples from global index `first` of `order`
   /// into the tokens and targets arguments.
   bool loadBatch(const rt::TokenStream &stream, rt::SampleOrder &order,
@@ -271,23 +352,11 @@ private:
       }
     }
     SmallVector<void *> pointers;
-    for (std::vector<uint8_t> &buffer : rawBuffers)
-      pointers.push_back(buffer.data());
-
     llvm::StringMap<const Member *> memberByFqn;
-    SmallVector<unsigned> argumentOf;
-    if (!resolveMembers(members, memberByFqn, argumentOf, error))
+    if (!bindRawArguments(members, pointers, memberByFqn, error))
       return false;
-    for (auto [member, index] : llvm::zip_equal(members, argumentOf)) {
-      rt::DType wanted = runtimeDTypeOf(arguments[index].getElementType());
-      if (wanted == member.paramDtype)
-        // The step only reads its arguments.
-        pointers[index] = const_cast<uint8_t *>(member.param);
-      else
-        rt::convertFloatElements(member.param, member.paramDtype,
-                                 rawBuffers[index].data(), wanted,
-                                 arguments[index].getNumElements());
-    }
+    for (unsigned index = numArguments; index < rawBuffers.size(); ++index)
+      pointers.push_back(rawBuffers[index].data());
     auto resultDType = [&](unsigned index) {
       return runtimeDTypeOf(cast<RankedTensorType>(step.getResultTypes()[index])
                                 .getElementType());
@@ -348,6 +417,9 @@ private:
   SmallVector<reference::Tensor> arguments;
   StepEvaluator &evaluator;
   TokenBatches *data;
+  ForwardStep forward;
+  /// The forward-only step's result buffers (raw path).
+  std::vector<std::vector<uint8_t>> forwardResults;
   int64_t tokens = 0;
   bool evaluating = false;
   std::vector<double> losses;
@@ -493,7 +565,8 @@ openTokenData(train::StepOp step, const rt::UpdateOptions &options) {
 llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
     SmallVector<reference::Tensor> arguments, const rt::UpdateOptions &options,
-    StepEvaluator &evaluator, rt::Communicator &communicator) {
+    StepEvaluator &evaluator, const ForwardStep &forward,
+    rt::Communicator &communicator) {
   std::unique_ptr<TokenBatches> data;
   if (!options.dataPaths.empty()) {
     llvm::Expected<std::unique_ptr<TokenBatches>> opened =
@@ -580,7 +653,8 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     }
   }
 
-  StepGradients gradients(step, std::move(arguments), evaluator, data.get());
+  StepGradients gradients(step, std::move(arguments), evaluator, data.get(),
+                          forward);
   if (gpuGradients)
     gpuGradients->setTokensPerMicroBatch(gradients.tokensPerMicroBatch());
   rt::UpdateOptions update = options;

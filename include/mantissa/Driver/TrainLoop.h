@@ -22,6 +22,14 @@
 
 namespace mlir::mantissa {
 
+/// The forward-only step evaluation runs (the `mantissa-forward-only` pass
+/// on a copy of the planned step), and its evaluator; both null to evaluate
+/// with the joint step.
+struct ForwardStep {
+  train::StepOp step;
+  StepEvaluator *evaluator = nullptr;
+};
+
 /// Trains `step` up to step `options.steps` starting from `arguments` (one
 /// reference tensor per step argument, parameters in their master dtype),
 /// with `evaluator` computing forward and backward (on every rank for token
@@ -30,12 +38,11 @@ namespace mlir::mantissa {
 /// schedule, clipping, the sharded update, checkpoints, metrics and
 /// progress. Returns the runtime's exit status (it reports its own errors),
 /// or an error from setting up.
-llvm::Expected<int> trainStep(ModuleOp module, train::StepOp step,
-                              const pt2::Program &program,
-                              SmallVector<reference::Tensor> arguments,
-                              const rt::UpdateOptions &options,
-                              StepEvaluator &evaluator,
-                              rt::Communicator &communicator);
+llvm::Expected<int>
+trainStep(ModuleOp module, train::StepOp step, const pt2::Program &program,
+          SmallVector<reference::Tensor> arguments,
+          const rt::UpdateOptions &options, StepEvaluator &evaluator,
+          const ForwardStep &forward, rt::Communicator &communicator);
 
 } // namespace mlir::mantissa
 

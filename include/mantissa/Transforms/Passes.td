@@ -114,4 +114,38 @@ def ApplyPrecisionPass : Pass<"mantissa-precision", "::mlir::ModuleOp"> {
   ];
 }
 
+def ForwardOnlyPass : Pass<"mantissa-forward-only", "::mlir::ModuleOp"> {
+  let summary = "Reduce each training step to its forward pass: the loss and "
+                "what it needs";
+  let description = [{
+    Turns every `train.step` into the step that evaluation runs: its results
+    keep only the loss (and user outputs); gradients and buffer mutations
+    are dropped, and so is every operation that only they needed, so that
+    evaluating the loss costs a forward pass rather than a training step.
+    Arguments, their plans and the step's shard groups stay as they are: the
+    forward-only step takes exactly the joint step's arguments, so the
+    trainer binds the same parameters (in their gather dtype) to either.
+
+    Before:
+    ```mlir
+    train.step @s(%w: ..., %x: ...) -> (tensor<f32> {train.result = #train.result<loss>},
+                                        tensor<4x4xf32> {train.result = #train.result<gradient, fqn = "w">}) {
+      %y = train.mm %x, %w ...
+      %loss = train.mean %y ...
+      %dw = train.mm ...   // backward
+      train.return %loss, %dw : tensor<f32>, tensor<4x4xf32>
+    }
+    ```
+    After:
+    ```mlir
+    train.step @s(%w: ..., %x: ...) -> (tensor<f32> {train.result = #train.result<loss>}) {
+      %y = train.mm %x, %w ...
+      %loss = train.mean %y ...
+      train.return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+}
+
 #endif // MANTISSA_TRANSFORMS_PASSES_TD
