@@ -4,7 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Checkpoint layout (format "mantissa-checkpoint", version 1), in CKPT/:
+// Checkpoint layout (format "mantissa-checkpoint", version 1): one folder
+// per checkpoint, CKPT/step-<K>, written as CKPT/step-<K>.tmp and renamed
+// into place once complete (the commit point: a kill before it leaves the
+// earlier folders intact and a .tmp folder the next save removes). In it:
 //
 //   step-<k>.rank-<r>-of-<W>.safetensors   one per rank, each written under a
 //       temporary name, fsynced and renamed. Keys `<state>/<fqn>` with state
@@ -13,11 +16,15 @@
 //       of the tensor, flat. Metadata: format, step, rank, world_size,
 //       `ranges` (JSON: key -> [begin, end) elements) and `plan` (JSON: fqn ->
 //       master/gather/reduce/moments).
-//   index.json   written last, the same way, by rank 0 once every rank has
-//       written: step, world_size, plan, shapes, and per file its size and
-//       ranges. It is the commit point: a kill before its rename leaves the
-//       previous index and the files it names (deleted only after the new
-//       index is in place) intact.
+//   index.json   written last, by rank 0 once every rank has written: step,
+//       world_size, plan, shapes, per file its size and ranges, and the
+//       trainer's state (`trainer`: AdamW step count, skips, data position,
+//       hyperparameters).
+//
+// `--keep-checkpoints N` removes all but the newest N folders after each
+// commit. `--resume CKPT` takes the newest complete step-<K> folder,
+// `--resume CKPT/step-<K>` that one; a folder holding index.json itself (the
+// flat layout of earlier versions) is read as it is.
 //
 // Loading keys state by FQN and element range, never by position, so a
 // checkpoint of any world size is resharded on load.
@@ -1116,10 +1123,74 @@ std::string rankFileName(int64_t stepNumber, int r, int w) {
   return name;
 }
 
+/// Removes `path` and everything below it.
+void removeTree(const std::string &path) {
+  if (DIR *handle = opendir(path.c_str())) {
+    while (dirent *entry = readdir(handle)) {
+      std::string name = entry->d_name;
+      if (name == "." || name == "..")
+        continue;
+      std::string child = path + "/" + name;
+      struct stat info;
+      if (lstat(child.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+        removeTree(child);
+      else
+        unlink(child.c_str());
+    }
+    closedir(handle);
+  }
+  rmdir(path.c_str());
+}
+
+/// The step of a checkpoint folder name `step-K`, or -1.
+int64_t checkpointFolderStep(const std::string &name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5)
+    return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (int64_t(1) << 58))
+      return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+/// The complete checkpoint folders `step-K` in `dir` (those holding an
+/// index), by step.
+std::map<int64_t, std::string> checkpointFolders(const std::string &dir) {
+  std::map<int64_t, std::string> folders;
+  if (DIR *handle = opendir(dir.c_str())) {
+    while (dirent *entry = readdir(handle)) {
+      std::string name = entry->d_name;
+      int64_t step = checkpointFolderStep(name);
+      struct stat info;
+      if (step >= 0 &&
+          stat((dir + "/" + name + "/index.json").c_str(), &info) == 0)
+        folders[step] = dir + "/" + name;
+    }
+    closedir(handle);
+  }
+  return folders;
+}
+
+/// The checkpoint `--resume DIR` means: the newest complete `DIR/step-K`,
+/// else DIR itself (a step folder, or the flat layout of earlier versions).
+std::string resolveCheckpoint(const std::string &dir) {
+  std::map<int64_t, std::string> folders = checkpointFolders(dir);
+  return folders.empty() ? dir : folders.rbegin()->second;
+}
+
 bool Runner::saveCheckpoint(int64_t stepNumber) {
-  const std::string &dir = options.saveCheckpointDir;
-  if (rank == 0)
+  // Each checkpoint is a folder of its own, DIR/step-K, written as
+  // DIR/step-K.tmp and renamed into place once complete (the commit point).
+  const std::string &root = options.saveCheckpointDir;
+  std::string finalDir = root + "/step-" + std::to_string(stepNumber);
+  std::string dir = finalDir + ".tmp";
+  if (rank == 0) {
+    mkdir(root.c_str(), 0755);
+    removeTree(dir); // a writer killed earlier
     mkdir(dir.c_str(), 0755);
+  }
   comm.allAgree(true); // the directory exists before any rank writes
   std::vector<HostTensor> tensors;
   json ranges = json::object();
@@ -1198,31 +1269,45 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
     ok = writeFileAtomically(dir + "/index.json", index.dump(1), writeError) ||
          fail(writeError);
   if (ok) {
-    // The new index is committed: older steps' files can go.
-    if (DIR *handle = opendir(dir.c_str())) {
-      std::string keep = rankFileName(stepNumber, 0, world).substr(0, 14);
-      while (dirent *entry = readdir(handle)) {
-        std::string name = entry->d_name;
-        // Older steps, and temporaries of writers killed earlier (every
-        // rank has finished writing by now).
-        if ((name.rfind("step-", 0) == 0 && name.compare(0, 14, keep) != 0) ||
-            name.find(".tmp.") != std::string::npos)
-          unlink((dir + "/" + name).c_str());
-      }
-      closedir(handle);
+    // A checkpoint of the same step (written by a run resumed from an
+    // earlier one) is replaced: moved aside first, since rename cannot
+    // replace a folder that is not empty.
+    std::string aside = finalDir + ".old";
+    struct stat info;
+    bool replacing = stat(finalDir.c_str(), &info) == 0;
+    if (replacing) {
+      removeTree(aside);
+      if (rename(finalDir.c_str(), aside.c_str()) != 0)
+        ok = fail(finalDir + ": cannot move the older checkpoint aside: " +
+                  std::strerror(errno));
     }
+    if (ok && rename(dir.c_str(), finalDir.c_str()) != 0)
+      ok = fail(finalDir +
+                ": cannot commit the checkpoint: " + std::strerror(errno));
+    fsyncDirectory(root);
+    if (ok && replacing)
+      removeTree(aside);
+  }
+  if (ok && options.keepCheckpoints > 0) {
+    std::map<int64_t, std::string> folders = checkpointFolders(root);
+    int64_t excess = int64_t(folders.size()) - options.keepCheckpoints;
+    for (auto it = folders.begin(); excess > 0 && it != folders.end();
+         ++it, --excess)
+      removeTree(it->second);
   }
   return comm.allAgree(ok);
 }
 
 /// Reads a checkpoint and installs this rank's shard. Nothing is changed
 /// unless everything loads.
-bool Runner::loadCheckpoint(const std::string &dir, int64_t &stepOut,
+bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
                             std::vector<std::string> &warnings) {
+  std::string dir = resolveCheckpoint(given);
   std::string indexPath = dir + "/index.json";
   std::ifstream in(indexPath);
   if (!in)
-    return fail(indexPath + ": cannot read the checkpoint index");
+    return fail(indexPath + ": cannot read the checkpoint index (and " + given +
+                " holds no complete step-K checkpoint folder)");
   std::stringstream text;
   text << in.rdbuf();
   json index = json::parse(text.str(), nullptr, false);
@@ -1894,6 +1979,8 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     return count(options.gradAccum);
   if (flag == "--max-skips")
     return count(options.maxSkips);
+  if (flag == "--keep-checkpoints")
+    return count(options.keepCheckpoints);
   if (flag == "--eval-every")
     return count(options.evalEvery);
   if (flag == "--eval-batches")
@@ -1992,6 +2079,8 @@ bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
     return bad("--save-checkpoint needs --save-every K (K > 0)");
   if (options.saveEvery > 0 && options.saveCheckpointDir.empty())
     return bad("--save-every needs --save-checkpoint DIR");
+  if (options.keepCheckpoints > 0 && options.saveCheckpointDir.empty())
+    return bad("--keep-checkpoints needs --save-checkpoint DIR");
   bool onGpu = options.device == "cuda" || options.device == "gpu";
   if (onGpu &&
       (!options.dataPaths.empty() || options.clipGradNorm > 0 || evaluating))

@@ -183,6 +183,8 @@ struct UpdateOptions {
   std::vector<std::string> dataPaths, valDataPaths;
   std::string dataFormat = "llmc";
   std::optional<uint64_t> shuffleSeed;
+  /// `--keep-checkpoints N`: keep the newest N checkpoint folders (0: all).
+  int64_t keepCheckpoints = 0;
   /// `--eval-every N --eval-batches M`.
   int64_t evalEvery = 0, evalBatches = 0;
 

@@ -27,7 +27,7 @@ for round in $(seq 1 "$ROUNDS"); do
   # launcher and all ranks) in one call, as a node failure would.
   setsid "${MPIRUN[@]}" -np "$NP" "$RUN" "$ART" "${common[@]}" \
     --steps 1000000 --resume "$DIR" --save-checkpoint "$DIR" \
-    --save-every 1 >/dev/null 2>&1 &
+    --save-every 1 --keep-checkpoints 2 >/dev/null 2>&1 &
   pid=$!
   sleep "0.$(printf %03d $((300 + RANDOM % 600)))"
   kill -9 $(ps -o pid= -s "$pid") 2>/dev/null
@@ -39,8 +39,8 @@ for round in $(seq 1 "$ROUNDS"); do
     kill -9 $(alive) 2>/dev/null
     sleep 0.01
   done
-  if ls "$DIR" | grep -q '\.tmp\.'; then
-    mid=$((mid + 1)) # the kill landed while a file was being written
+  if ls "$DIR" | grep -q '\.tmp$'; then
+    mid=$((mid + 1)) # the kill landed while a checkpoint was being written
   fi
 
   if ! out=$("$RUN" "$ART" --verify-checkpoint "$DIR" 2>&1); then

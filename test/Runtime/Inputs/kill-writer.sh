@@ -9,7 +9,7 @@ rm -rf "$DIR"
 "$RUN" "$ART" --grads "$GRADS" --steps 1 --save-checkpoint "$DIR" --save-every 1 --no-memory-report || exit 1
 RANDOM=42
 for round in $(seq 1 "$ROUNDS"); do
-  "$RUN" "$ART" --grads "$GRADS" --steps 100000 --resume "$DIR" --save-checkpoint "$DIR" --save-every 1 --no-memory-report >/dev/null 2>&1 &
+  "$RUN" "$ART" --grads "$GRADS" --steps 100000 --resume "$DIR" --save-checkpoint "$DIR" --save-every 1 --keep-checkpoints 2 --no-memory-report >/dev/null 2>&1 &
   pid=$!
   sleep "0.$(printf '%03d' $((RANDOM % 400)))"
   kill -9 "$pid" 2>/dev/null
