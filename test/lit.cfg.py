@@ -21,6 +21,13 @@ config.substitutions.append(("%corpus", config.mantissa_corpus_dir))
 config.substitutions.append(("%examples", os.path.join(config.mantissa_src_root, "examples")))
 config.substitutions.append(
     ("%mantissa_run", os.path.join(config.mantissa_tools_dir, "mantissa-run")))
+config.substitutions.append(
+    ("%artifact-gen",
+     os.path.join(config.mantissa_tools_dir, "mantissa-artifact-gen")))
+# The runtime-only mantissa-run (no LLVM), built beside the full one.
+config.substitutions.append(
+    ("%mantissa-run-runtime",
+     os.path.join(config.mantissa_tools_dir, "mantissa-run-runtime")))
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 
 # Uninstrumented libMLIR and instrumented tools share containers, which

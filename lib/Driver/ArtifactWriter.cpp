@@ -7,6 +7,7 @@
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Runtime/Artifact.h"
 #include "mlir/IR/Diagnostics.h"
@@ -20,6 +21,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <map>
 
@@ -47,8 +49,13 @@ static std::string name(DType dtype) {
   return std::string(rt::projectDTypeName(toRuntime(dtype)));
 }
 
-/// The safetensors dtype of a non-float element type.
-static std::optional<rt::DType> storedDType(Type type) {
+std::optional<rt::DType> mlir::mantissa::getStoredDType(Type type) {
+  if (type.isF32())
+    return rt::DType::F32;
+  if (type.isBF16())
+    return rt::DType::BF16;
+  if (type.isF16())
+    return rt::DType::F16;
   if (auto integer = dyn_cast<IntegerType>(type)) {
     switch (integer.getWidth()) {
     case 1:
@@ -85,16 +92,19 @@ mlir::mantissa::collectArtifactSpec(ModuleOp plannedModule,
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     train::TensorInfoAttr info = step.getTensorInfo(index);
     if (!info || (info.getKind() != train::TensorKind::parameter &&
-                  info.getKind() != train::TensorKind::buffer))
+                  info.getKind() != train::TensorKind::buffer &&
+                  info.getKind() != train::TensorKind::constant))
       continue;
     ArtifactTensorSpec tensor;
     tensor.fqn = info.getFqn().str();
     tensor.isParameter = info.getKind() == train::TensorKind::parameter;
     tensor.shape = std::vector<int64_t>(info.getShape().asArrayRef());
     std::optional<DType> exported = train::getDTypeOf(info.getDtype());
-    if (!exported && !tensor.isParameter) {
-      // A non-float buffer (a mask, an index): stored as it is, no plan.
-      std::optional<rt::DType> stored = storedDType(info.getDtype());
+    bool constant = info.getKind() == train::TensorKind::constant;
+    if (constant || (!exported && !tensor.isParameter)) {
+      // A non-float buffer (a mask, an index) or a constant: stored as it
+      // is, no plan.
+      std::optional<rt::DType> stored = getStoredDType(info.getDtype());
       const pt2::StoredTensor *data = program.findWeight(tensor.fqn);
       if (!data)
         data = program.findConstant(tensor.fqn);
@@ -375,6 +385,14 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
     }
   }
 
+  if (options.cpuStep) {
+    llvm::Expected<std::vector<std::string>> written =
+        writeCpuStep(options.cpuStep, temporary, options.cpuForward);
+    if (!written)
+      return cleanup(written.takeError());
+    llvm::append_range(fileNames, *written);
+  }
+
   std::vector<const rt::HostTensor *> initial;
   for (const ArtifactTensorSpec &tensor : spec.tensors)
     initial.push_back(&tensor.initial);
@@ -422,6 +440,10 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
     kernels["gpu"] = "kernels.<group index>.ptx (sm_90)";
   if (!gpuStepNote.empty())
     kernels["gpu_step_note"] = gpuStepNote;
+  if (options.cpuStep)
+    kernels["cpu_step"] =
+        llvm::json::Object{{"program", "step.cpu.json"},
+                           {"target_cpu", llvm::sys::getHostCPUName()}};
   if (gpuStep)
     kernels["gpu_step"] =
         llvm::json::Object{{"program", "step.gpu.json"},

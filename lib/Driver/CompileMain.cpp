@@ -206,8 +206,11 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
   if (emit == EmitKind::Artifact) {
     ArtifactOptions options;
     auto steps = (**module).getOps<train::StepOp>();
-    if (!steps.empty())
+    if (!steps.empty()) {
       options.gpuStep = *steps.begin();
+      // The runtime alone then trains on CPUs too (mantissa-run DIR).
+      options.cpuStep = *steps.begin();
+    }
     // The CPU runs the artifact whatever the GPU compilation says.
     options.gpuStepOptional = true;
     if (llvm::Error error =

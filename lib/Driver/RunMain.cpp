@@ -20,16 +20,15 @@
 
 #include "mantissa/Driver/RunMain.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
-#include "mantissa/Transforms/Passes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -345,36 +344,20 @@ int mlir::mantissa::runMain(int argc, char **argv) {
 
   if (steps > 0) {
     // Evaluation runs the step's forward pass alone (mantissa-forward-only
-    // on a copy of the planned step), compiled like the training step.
+    // on a copy of the planned step): compiled into the run's artifact
+    // (CpuStepWriter.h), or here for the interpreter.
     OwningOpRef<ModuleOp> forwardModule;
     std::unique_ptr<StepEvaluator> forwardEvaluator;
     ForwardStep forward;
-    if (!trainer.valDataPaths.empty() && !onGpu) {
-      forwardModule = cast<ModuleOp>((*module)->clone());
-      PassManager passes(&context);
-      passes.addPass(createForwardOnlyPass());
-      if (failed(passes.run(*forwardModule)))
-        return reportError(modelPath + ": cannot derive the forward-only step");
+    if (!trainer.valDataPaths.empty() && !onGpu && !compileForCpu) {
+      llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
+      if (!derived)
+        return reportError(modelPath + ": " +
+                           llvm::toString(derived.takeError()));
+      forwardModule = std::move(*derived);
       forward.step = *forwardModule->getOps<train::StepOp>().begin();
-      llvm::Expected<std::unique_ptr<StepEvaluator>> compiled =
-          compileForCpu ? createCompiledEvaluator(forward.step)
-                        : llvm::Expected<std::unique_ptr<StepEvaluator>>(
-                              createReferenceEvaluator(forward.step));
-      if (!compiled)
-        return reportError(modelPath + ": the forward-only step: " +
-                           llvm::toString(compiled.takeError()));
-      forwardEvaluator = std::move(*compiled);
+      forwardEvaluator = createReferenceEvaluator(forward.step);
       forward.evaluator = forwardEvaluator.get();
-      if (reporting) {
-        auto countOps = [](train::StepOp of) {
-          return std::distance(of.getBody().front().begin(),
-                               of.getBody().front().end());
-        };
-        llvm::errs() << llvm::formatv(
-            "mantissa-run: evaluation runs the forward-only step ({0} of the "
-            "training step's {1} operations)\n",
-            countOps(forward.step), countOps(step));
-      }
     }
     llvm::Expected<int> status =
         trainStep(**module, step, *program, std::move(*arguments), trainer,

@@ -147,8 +147,8 @@ std::string mlir::mantissa::hashPlannedStep(train::StepOp step,
 /// Lowers a copy of `step` and compiles it into a shared library at
 /// `libraryPath` (written under a temporary name and renamed, so that
 /// concurrent ranks and interrupted runs never see half a library).
-static llvm::Error compileStepLibrary(train::StepOp step,
-                                      StringRef libraryPath) {
+llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
+                                               StringRef libraryPath) {
   MLIRContext *context = step.getContext();
   DialectRegistry registry;
   registerTrainToLLVMDialects(registry);

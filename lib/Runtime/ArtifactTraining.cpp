@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/CpuStep.h"
 #include "mantissa/Runtime/GpuStep.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
@@ -54,10 +55,13 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-/// The path of the artifact's GPU step program (manifest.json
-/// kernels.gpu_step.program), or "" with `error` saying why there is none:
-/// the compiler's note when it recorded one, else how to get one.
-std::string gpuStepProgram(const std::string &dir, std::string &error) {
+/// The path of the artifact's step program for `device` ("gpu": manifest.json
+/// kernels.gpu_step.program, "cpu": kernels.cpu_step.program), or "" with
+/// `error` saying why there is none: the compiler's note when it recorded
+/// one, else how to get one.
+std::string stepProgram(const std::string &dir, const std::string &device,
+                        std::string &error) {
+  std::string key = device + "_step";
   std::string manifestPath = dir + "/manifest.json";
   std::ifstream in(manifestPath);
   std::stringstream text;
@@ -68,22 +72,23 @@ std::string gpuStepProgram(const std::string &dir, std::string &error) {
     return "";
   }
   const json kernels = manifest.value("kernels", json::object());
-  if (kernels.is_object() && kernels.contains("gpu_step")) {
-    const json &step = kernels["gpu_step"];
+  if (kernels.is_object() && kernels.contains(key)) {
+    const json &step = kernels[key];
     if (step.is_object() && step.contains("program") &&
         step["program"].is_string() &&
         !step["program"].get<std::string>().empty())
       return dir + "/" + step["program"].get<std::string>();
-    error = manifestPath + ": kernels.gpu_step names no program";
+    error = manifestPath + ": kernels." + key + " names no program";
     return "";
   }
-  error = dir + ": the artifact holds no training step for the GPU (no "
-                "kernels.gpu_step in its manifest.json), so --inputs cannot "
-                "train with it";
-  if (kernels.is_object() && kernels.contains("gpu_step_note") &&
-      kernels["gpu_step_note"].is_string())
+  error = dir + ": the artifact holds no training step for the " +
+          (device == "gpu" ? std::string("GPU") : std::string("CPU")) +
+          " (no kernels." + key +
+          " in its manifest.json), so it cannot train with it";
+  if (kernels.is_object() && kernels.contains(key + "_note") &&
+      kernels[key + "_note"].is_string())
     error += "; the compiler noted: \"" +
-             kernels["gpu_step_note"].get<std::string>() +
+             kernels[key + "_note"].get<std::string>() +
              "\"; fix that and recompile it with mantissa-compile "
              "MODEL.pt2 -o " +
              dir;
@@ -135,8 +140,8 @@ bool argumentBytes(const GpuStepTensor &argument, const HostTensor &tensor,
 /// Buffers are looked up in `stateFiles` in order (--weights, the artifact's
 /// weights.safetensors, INPUTS).
 bool collectArguments(
-    const UpdateOptions &options, const GpuStep &program,
-    const SafeTensorsFile &inputs, const std::string &inputsPath,
+    const UpdateOptions &options, const std::vector<GpuStepTensor> &program,
+    const SafeTensorsFile *inputs, const std::string &inputsPath,
     const std::vector<std::pair<const SafeTensorsFile *, std::string>>
         &stateFiles,
     std::vector<std::vector<uint8_t>> &arguments, int64_t &tokensPerStep,
@@ -149,7 +154,7 @@ bool collectArguments(
     givenPath = stateFiles.front().second;
   }
   int64_t userInput = 0;
-  for (const GpuStepTensor &argument : program.arguments()) {
+  for (const GpuStepTensor &argument : program) {
     arguments.emplace_back();
     switch (argument.role) {
     case GpuStepTensor::Role::Parameter: {
@@ -171,9 +176,16 @@ bool collectArguments(
     case GpuStepTensor::Role::UserInput: {
       // torch's reference files store the batch positionally.
       std::string positional = "input." + std::to_string(userInput++);
-      const HostTensor *tensor = inputs.find(argument.name);
+      if (!inputs) {
+        // Token data (--data) fills it before every micro-batch.
+        arguments.back().assign(size_t(argument.bytes), 0);
+        if (!tokensPerStep && !isFloatingPoint(argument.dtype))
+          tokensPerStep = argument.numElements();
+        continue;
+      }
+      const HostTensor *tensor = inputs->find(argument.name);
       if (!tensor)
-        tensor = inputs.find(positional);
+        tensor = inputs->find(positional);
       if (!tensor) {
         error = inputsPath + ": no tensor for user input '" + argument.name +
                 "' (looked for '" + argument.name + "' and '" + positional +
@@ -219,11 +231,12 @@ bool collectArguments(
 }
 
 /// Everything the run needs from the files, checked before the device is
-/// opened: the step's program with its host arguments, or null with
-/// `error` naming the file and tensor.
-std::unique_ptr<GpuStepGradients> prepare(const UpdateOptions &options,
-                                          int64_t &tokensPerStep,
-                                          std::string &error) {
+/// opened: the step's source with its host arguments, or null with `error`
+/// naming the file and tensor. `gpu` is set when the source is the GPU
+/// step.
+std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
+                                        GpuStepGradients *&gpu,
+                                        std::string &error) {
   const std::string &dir = options.artifactDir;
   if (options.device != "cpu" && options.device != "cuda" &&
       options.device != "gpu") {
@@ -231,43 +244,65 @@ std::unique_ptr<GpuStepGradients> prepare(const UpdateOptions &options,
     return nullptr;
   }
   // The whole artifact is validated (every file's size and checksum, the
-  // GPU step's included) before its step is read.
+  // steps' included) before its step is read.
   {
     Artifact artifact;
     if (!Artifact::load(dir, artifact, error))
       return nullptr;
   }
-  std::string programPath = gpuStepProgram(dir, error);
+  bool onCpu = options.device == "cpu";
+  std::string programPath = stepProgram(dir, onCpu ? "cpu" : "gpu", error);
   if (programPath.empty())
     return nullptr;
-  if (options.device == "cpu") {
-    error = "--inputs: the artifact " + dir +
-            " holds the training step only for the GPU; train with --device "
-            "cuda (mantissa-run MODEL.pt2 trains on the CPU)";
+  std::unique_ptr<GpuStep> gpuProgram;
+  std::unique_ptr<CpuStep> cpuProgram;
+  if (onCpu)
+    cpuProgram = CpuStep::load(programPath, error);
+  else
+    gpuProgram = GpuStep::load(programPath, error);
+  if (!cpuProgram && !gpuProgram)
     return nullptr;
-  }
+  std::vector<GpuStepTensor> list =
+      onCpu ? cpuProgram->arguments() : gpuProgram->arguments();
+  // GpuStepGradients loads the GPU program again, with its arguments.
+  gpuProgram.reset();
+
   std::vector<std::vector<uint8_t>> arguments;
-  {
-    std::unique_ptr<GpuStep> program = GpuStep::load(programPath, error);
-    if (!program)
-      return nullptr;
-    SafeTensorsFile inputs, weights, given;
-    std::string weightsPath = dir + "/weights.safetensors";
-    if (!SafeTensorsFile::read(options.inputsPath, inputs, error) ||
-        !SafeTensorsFile::read(weightsPath, weights, error) ||
-        (!options.weightsPath.empty() &&
-         !SafeTensorsFile::read(options.weightsPath, given, error)))
-      return nullptr;
-    std::vector<std::pair<const SafeTensorsFile *, std::string>> stateFiles;
-    if (!options.weightsPath.empty())
-      stateFiles.push_back({&given, options.weightsPath});
-    stateFiles.push_back({&weights, weightsPath});
+  int64_t tokensPerStep = 0;
+  SafeTensorsFile inputs, weights, given;
+  bool haveInputs = !options.inputsPath.empty();
+  std::string weightsPath = dir + "/weights.safetensors";
+  if ((haveInputs &&
+       !SafeTensorsFile::read(options.inputsPath, inputs, error)) ||
+      !SafeTensorsFile::read(weightsPath, weights, error) ||
+      (!options.weightsPath.empty() &&
+       !SafeTensorsFile::read(options.weightsPath, given, error)))
+    return nullptr;
+  std::vector<std::pair<const SafeTensorsFile *, std::string>> stateFiles;
+  if (!options.weightsPath.empty())
+    stateFiles.push_back({&given, options.weightsPath});
+  stateFiles.push_back({&weights, weightsPath});
+  if (haveInputs)
     stateFiles.push_back({&inputs, options.inputsPath});
-    if (!collectArguments(options, *program, inputs, options.inputsPath,
-                          stateFiles, arguments, tokensPerStep, error))
+  if (!collectArguments(options, list, haveInputs ? &inputs : nullptr,
+                        options.inputsPath, stateFiles, arguments,
+                        tokensPerStep, error))
+    return nullptr;
+  if (onCpu) {
+    std::unique_ptr<TokenBatches> batches;
+    if (!options.dataPaths.empty() &&
+        !(batches =
+              CpuStepGradients::openTokenData(*cpuProgram, options, error)))
       return nullptr;
+    return CpuStepGradients::create(std::move(cpuProgram), std::move(arguments),
+                                    std::move(batches), error);
   }
-  return GpuStepGradients::load(programPath, std::move(arguments), error);
+  std::unique_ptr<GpuStepGradients> source =
+      GpuStepGradients::load(programPath, std::move(arguments), error);
+  if (source)
+    source->setTokensPerMicroBatch(tokensPerStep);
+  gpu = source.get();
+  return source;
 }
 
 } // namespace
@@ -276,13 +311,12 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
                                             Communicator &communicator) {
   int rank = communicator.rank(), world = communicator.worldSize();
   std::string error;
-  int64_t tokensPerStep = 0;
-  std::unique_ptr<GpuStepGradients> gradients =
-      prepare(options, tokensPerStep, error);
+  GpuStepGradients *gpu = nullptr;
+  std::unique_ptr<GradientSource> source = prepare(options, gpu, error);
   // Every rank checks the same files; all stop together, and each rank that
   // failed says why (as the runner does).
-  bool all = communicator.allAgree(gradients != nullptr);
-  if (!gradients)
+  bool all = communicator.allAgree(source != nullptr);
+  if (!source)
     std::fprintf(stderr, "mantissa-run: error: %s%s\n",
                  world > 1 ? ("rank " + std::to_string(rank) + ": ").c_str()
                            : "",
@@ -292,24 +326,26 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
   if (!all)
     return 1;
 
-  if (rank == 0) {
+  if (rank == 0 && gpu) {
     int64_t kernels = 0, gemms = 0;
-    for (const GpuStepOp &op : gradients->program().ops())
+    for (const GpuStepOp &op : gpu->program().ops())
       ++(op.kind == GpuStepOp::Kind::Gemm ? gemms : kernels);
     std::fprintf(stderr,
                  "mantissa-run: loaded the GPU step of %s: %lld kernels, "
                  "%lld cuBLAS GEMMs, %.1f MiB of temporaries\n",
                  options.artifactDir.c_str(), (long long)kernels,
                  (long long)gemms,
-                 double(gradients->program().arenaBytes()) / 1048576.0);
+                 double(gpu->program().arenaBytes()) / 1048576.0);
+  } else if (rank == 0) {
+    std::fprintf(stderr, "mantissa-run: loaded the CPU step of %s\n",
+                 options.artifactDir.c_str());
   }
 
-  gradients->setTokensPerMicroBatch(tokensPerStep);
   UpdateOptions update = options;
-  update.gradientSource = gradients.get();
+  update.gradientSource = source.get();
   int status = runUpdate(update, communicator);
-  if (status == 0 && rank == 0)
-    if (std::string use = gradients->describeGraphUse(); !use.empty())
+  if (status == 0 && rank == 0 && gpu)
+    if (std::string use = gpu->describeGraphUse(); !use.empty())
       std::fprintf(stderr, "mantissa-run: %s\n", use.c_str());
   return status;
 }

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/GpuStep.h"
+#include "StepTensorJson.h"
 #include "mantissa/Runtime/Artifact.h"
 
 #include <nlohmann/json.hpp>
@@ -49,12 +50,9 @@ const char *mlir::mantissa::rt::gpuStepRoleName(GpuStepTensor::Role role) {
   return "?";
 }
 
-namespace {
+using detail::ProgramError;
 
-/// Thrown inside the loader only, turned into the error message.
-struct ProgramError {
-  std::string message;
-};
+namespace {
 
 /// The file's name for a dtype in conversion kernels ("f32", "bf16").
 const char *kernelDTypeName(DType dtype) {
@@ -186,8 +184,10 @@ ptxEntries(const std::string &ptx) {
   return entries;
 }
 
-GpuStepTensor parseTensor(const json &entry, bool isArgument, size_t index,
-                          const std::string &where) {
+} // namespace
+
+GpuStepTensor detail::parseStepTensor(const json &entry, bool isArgument,
+                                      size_t index, const std::string &where) {
   std::string what = where + " " + std::to_string(index);
   if (!entry.is_object())
     throw ProgramError{what + " is not an object"};
@@ -230,8 +230,6 @@ GpuStepTensor parseTensor(const json &entry, bool isArgument, size_t index,
   return tensor;
 }
 
-} // namespace
-
 //===----------------------------------------------------------------------===//
 // Loading
 //===----------------------------------------------------------------------===//
@@ -264,12 +262,12 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
 
     const json &arguments = array(root, "arguments", "the program");
     for (size_t i = 0; i < arguments.size(); ++i)
-      step->argumentList.push_back(
-          parseTensor(arguments[i], /*isArgument=*/true, i, "argument"));
+      step->argumentList.push_back(detail::parseStepTensor(
+          arguments[i], /*isArgument=*/true, i, "argument"));
     const json &results = array(root, "results", "the program");
     for (size_t i = 0; i < results.size(); ++i)
-      step->resultList.push_back(
-          parseTensor(results[i], /*isArgument=*/false, i, "result"));
+      step->resultList.push_back(detail::parseStepTensor(
+          results[i], /*isArgument=*/false, i, "result"));
     for (size_t i = 0; i < step->resultList.size(); ++i) {
       const GpuStepTensor &result = step->resultList[i];
       std::string what =

@@ -45,12 +45,12 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
   // Said here rather than by parseUpdateOptions, whose library callers may
   // hand the runner a gradient source of their own.
   if (options.gradsPath.empty() && options.inputsPath.empty() &&
-      options.verifyCheckpointDir.empty()) {
+      options.dataPaths.empty() && options.verifyCheckpointDir.empty()) {
     std::fprintf(stderr,
                  "mantissa-run: error: --grads is required: give --grads "
-                 "GRADS.safetensors (apply given gradients) or --inputs "
-                 "INPUTS.safetensors --device cuda (train with the "
-                 "artifact's GPU step)\n");
+                 "GRADS.safetensors (apply given gradients), --data "
+                 "TOKENS.bin or --inputs INPUTS.safetensors (train with the "
+                 "artifact's step)\n");
     return 1;
   }
   std::unique_ptr<Communicator> communicator = createLaunchCommunicator(error);
@@ -58,7 +58,7 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;
   }
-  if (!options.inputsPath.empty())
+  if (!options.inputsPath.empty() || !options.dataPaths.empty())
     return runArtifactTraining(options, *communicator);
   return runUpdate(options, *communicator);
 }

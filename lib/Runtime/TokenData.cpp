@@ -478,4 +478,72 @@ bool validateStream(const TokenStream &stream, int64_t vocab,
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// A run's batches
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<TokenBatches> TokenBatches::open(const Options &options,
+                                                 std::string &error) {
+  auto batches = std::unique_ptr<TokenBatches>(new TokenBatches());
+  batches->options = options;
+  TokenFormat format;
+  if (!parseTokenFormat(options.format, format, error)) {
+    error = "--data-format: " + error;
+    return nullptr;
+  }
+  int64_t samples = 0;
+  batches->train = TokenStream::open(options.train, format, error);
+  if (!batches->train ||
+      !countSamples(*batches->train, options.seqLen, samples, error)) {
+    error = "--data: " + error;
+    return nullptr;
+  }
+  batches->order = std::make_unique<SampleOrder>(samples, options.shuffleSeed);
+  if (!options.validation.empty()) {
+    batches->validation = TokenStream::open(options.validation, format, error);
+    if (!batches->validation ||
+        !countSamples(*batches->validation, options.seqLen,
+                      batches->validationSamples, error)) {
+      error = "--val-data: " + error;
+      return nullptr;
+    }
+    if (batches->validationSamples < options.evalBatches * options.batch) {
+      error = "--eval-batches " + std::to_string(options.evalBatches) +
+              ": the validation data holds " +
+              std::to_string(batches->validationSamples) + " samples of " +
+              std::to_string(options.seqLen) + " tokens, fewer than " +
+              std::to_string(options.evalBatches) + " micro-batches of " +
+              std::to_string(options.batch);
+      return nullptr;
+    }
+    batches->validationOrder =
+        std::make_unique<SampleOrder>(batches->validationSamples, std::nullopt);
+  }
+  return batches;
+}
+
+bool TokenBatches::loadTraining(int64_t global, int64_t *tokens,
+                                int64_t *targets, std::string &error) {
+  return loadSamples(*train, *order, global * options.batch, options.batch,
+                     options.seqLen, options.tokens.bound, options.tokens.what,
+                     options.targets.bound, options.targets.what, tokens,
+                     targets, error);
+}
+
+bool TokenBatches::loadValidation(int64_t index, int64_t *tokens,
+                                  int64_t *targets, std::string &error) {
+  if (!validation) {
+    error = "no validation data (--val-data)";
+    return false;
+  }
+  return loadSamples(*validation, *validationOrder, index * options.batch,
+                     options.batch, options.seqLen, options.tokens.bound,
+                     options.tokens.what, options.targets.bound,
+                     options.targets.what, tokens, targets, error);
+}
+
+int64_t TokenBatches::validationMicroBatches() const {
+  return validation ? validationSamples / options.batch : 0;
+}
+
 } // namespace mlir::mantissa::rt

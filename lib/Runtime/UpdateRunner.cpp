@@ -2139,15 +2139,19 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
     return false;
   }
   // Only a training step has losses; --grads runs none.
-  if (!options.lossesPath.empty() && options.inputsPath.empty()) {
-    error = "--losses needs --inputs INPUTS.safetensors (the losses come from "
-            "the artifact's training step)";
+  bool training = !options.inputsPath.empty() || !options.dataPaths.empty();
+  if (!options.lossesPath.empty() && !training) {
+    error = "--losses needs --inputs INPUTS.safetensors or --data TOKENS.bin "
+            "(the losses come from the artifact's training step)";
     return false;
   }
-  if (!options.dataPaths.empty()) {
-    error = "--data: training on token data from an artifact needs its CPU "
-            "step, which artifacts do not carry yet; train with mantissa-run "
-            "MODEL.pt2 --data ...";
+  if (!options.inputsPath.empty() && !options.dataPaths.empty()) {
+    error = "--inputs and --data cannot be combined: --inputs trains on one "
+            "fixed batch, --data on token data";
+    return false;
+  }
+  if (!options.dataPaths.empty() && !options.gradsPath.empty()) {
+    error = "--data and --grads cannot be combined";
     return false;
   }
   return validateTrainerOptions(options, error);

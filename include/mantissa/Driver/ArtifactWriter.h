@@ -24,6 +24,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,15 @@ struct ArtifactOptions {
   bool gpuStepOptional = false;
   /// Receives what writing the GPU step did (files, counts, cache), if set.
   GpuStepFiles *gpuStepFiles = nullptr;
+  /// The planned step to compile for this CPU as well (step.cpu.json,
+  /// mantissa/Runtime/CpuStep.h), or null.
+  train::StepOp cpuStep;
+  /// With cpuStep: also its forward-only step, for evaluation.
+  bool cpuForward = true;
 };
+
+/// The safetensors dtype an element type is stored in, if any.
+std::optional<rt::DType> getStoredDType(Type type);
 
 /// One parameter or buffer of an artifact, with its plan and initial value.
 struct ArtifactTensorSpec {

@@ -59,6 +59,12 @@ llvm::Expected<std::unique_ptr<StepEvaluator>>
 createCompiledEvaluator(train::StepOp step,
                         CompileCacheReport *report = nullptr);
 
+/// Lowers a copy of `step` and compiles it (clang -O2 -march=native
+/// -fopenmp) into a shared library at `libraryPath` whose entry
+/// `<step>_packed(void **pointers)` takes one pointer per argument, then one
+/// per result; written under a temporary name and renamed.
+llvm::Error compileStepLibrary(train::StepOp step, llvm::StringRef libraryPath);
+
 /// The directory compiled steps are cached in: `$MANTISSA_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/mantissa`, else `~/.cache/mantissa`; empty when none can
 /// be named.

@@ -202,6 +202,50 @@ bool loadSamples(const TokenStream &stream, SampleOrder &order,
 bool validateStream(const TokenStream &stream, int64_t vocab,
                     const std::string &what, std::string &error);
 
+/// What the ids of one integer input must respect: ids < `bound`, `what`
+/// naming the table (e.g. "the rows of embedding 'tok.weight'").
+struct IndexBound {
+  int64_t bound = 0;
+  std::string what;
+};
+
+/// A run's token data (`--data`, `--val-data`) for a step whose tokens and
+/// targets are [batch, seqLen] integer tensors: micro-batch g of training is
+/// the `batch` samples from global sample g * batch of the (shuffled)
+/// order; validation micro-batch m the samples [m * batch, (m+1) * batch) of
+/// the validation stream, in order (docs/data.md).
+class TokenBatches {
+public:
+  struct Options {
+    std::vector<std::string> train, validation;
+    std::string format = "llmc";
+    std::optional<uint64_t> shuffleSeed;
+    int64_t batch = 0, seqLen = 0;
+    /// Validation micro-batches the run evaluates (checked to exist).
+    int64_t evalBatches = 0;
+    IndexBound tokens, targets;
+  };
+  /// Opens and checks the files; null with `error` (naming the flag and the
+  /// file) on failure.
+  static std::unique_ptr<TokenBatches> open(const Options &options,
+                                            std::string &error);
+  /// Fills `tokens` and `targets` (batch * seqLen each) with training
+  /// micro-batch `global`, or validation micro-batch `index`.
+  bool loadTraining(int64_t global, int64_t *tokens, int64_t *targets,
+                    std::string &error);
+  bool loadValidation(int64_t index, int64_t *tokens, int64_t *targets,
+                      std::string &error);
+  /// Validation micro-batches the data holds (0 without --val-data).
+  int64_t validationMicroBatches() const;
+  int64_t tokensPerMicroBatch() const { return options.batch * options.seqLen; }
+
+private:
+  Options options;
+  std::unique_ptr<TokenStream> train, validation;
+  std::unique_ptr<SampleOrder> order, validationOrder;
+  int64_t validationSamples = 0;
+};
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_TOKENDATA_H

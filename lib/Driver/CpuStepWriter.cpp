@@ -1,0 +1,205 @@
+//===- CpuStepWriter.cpp - Writing a step's CPU program -------------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Driver/CpuStepWriter.h"
+#include "mantissa/Driver/ArtifactWriter.h"
+#include "mantissa/Driver/StepEvaluator.h"
+#include "mantissa/Reference/Tensor.h"
+#include "mantissa/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace mlir::mantissa;
+
+rt::IndexBound mlir::mantissa::getIndexBound(train::StepOp step,
+                                             unsigned index) {
+  int64_t bound = 0;
+  std::string what;
+  auto tighten = [&](int64_t value, std::string description) {
+    if (value > 0 && (bound == 0 || value < bound)) {
+      bound = value;
+      what = std::move(description);
+    }
+  };
+  auto nameOf = [&](Value table) -> std::string {
+    if (auto argument = dyn_cast<BlockArgument>(table))
+      if (argument.getOwner()->getParentOp() == step.getOperation())
+        return "'" +
+               step.getTensorInfo(argument.getArgNumber()).getFqn().str() + "'";
+    return "of the step";
+  };
+  SmallVector<Value> work = {step.getArgument(index)};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (!seen.insert(user).second)
+        continue;
+      if (auto embedding = dyn_cast<train::EmbeddingOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          tighten(cast<RankedTensorType>(embedding.getWeight().getType())
+                      .getDimSize(0),
+                  "the rows of embedding " + nameOf(embedding.getWeight()));
+        continue;
+      }
+      if (auto gather = dyn_cast<train::GatherOp>(user)) {
+        auto type = cast<RankedTensorType>(gather.getInput().getType());
+        int64_t dim = gather.getDim();
+        if (dim < 0)
+          dim += type.getRank();
+        if (use.getOperandNumber() == 1 && dim >= 0 && dim < type.getRank())
+          tighten(type.getDimSize(dim),
+                  llvm::formatv("the {0} classes the loss gathers from",
+                                type.getDimSize(dim)));
+        continue;
+      }
+      // Views, reshapes and copies pass the ids on unchanged.
+      if (user->getNumResults() == 1 && user->getNumOperands() == 1)
+        if (auto type =
+                dyn_cast<RankedTensorType>(user->getResult(0).getType()))
+          if (type.getElementType().isInteger(64) ||
+              type.getElementType().isInteger(32))
+            work.push_back(user->getResult(0));
+    }
+  }
+  return {bound, what};
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+mlir::mantissa::deriveForwardStep(train::StepOp step) {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
+  module->push_back(step->clone());
+  PassManager passes(step.getContext());
+  passes.addPass(createForwardOnlyPass());
+  if (failed(passes.run(*module)))
+    return llvm::createStringError("cannot derive the forward-only step of '" +
+                                   step.getSymName().str() + "'");
+  return module;
+}
+
+namespace {
+
+/// The entries of step.cpu.json's argument or result lists (the format of
+/// step.gpu.json).
+llvm::json::Object tensorEntry(Type type, StringRef name, StringRef role) {
+  auto tensor = cast<RankedTensorType>(type);
+  std::optional<rt::DType> dtype = getStoredDType(tensor.getElementType());
+  int64_t width =
+      reference::Tensor::getStorageByteWidth(tensor.getElementType());
+  return llvm::json::Object{
+      {"name", name},
+      {"role", role},
+      {"dtype", dtype ? std::string(rt::safeTensorsDTypeName(*dtype)) : "?"},
+      {"shape", llvm::json::Array(tensor.getShape())},
+      {"bytes", std::max<int64_t>(1, tensor.getNumElements() * width)}};
+}
+
+llvm::json::Array resultEntries(train::StepOp step) {
+  llvm::json::Array results;
+  for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
+    train::ResultInfoAttr info = step.getResultInfo(index);
+    results.push_back(
+        tensorEntry(step.getResultTypes()[index],
+                    info.getFqn() ? info.getFqn().getValue() : StringRef(),
+                    train::stringifyResultKind(info.getKind())));
+  }
+  return results;
+}
+
+/// Puts the compiled library of `step` at `path`: a copy of the compile
+/// cache's entry, compiled into it first if need be.
+llvm::Error placeLibrary(train::StepOp step, StringRef path) {
+  CompileCacheReport report;
+  llvm::Expected<std::unique_ptr<StepEvaluator>> compiled =
+      createCompiledEvaluator(step, &report);
+  if (!compiled)
+    return compiled.takeError();
+  if (report.libraryPath.empty())
+    return compileStepLibrary(step, path);
+  if (std::error_code ec = llvm::sys::fs::copy_file(report.libraryPath, path))
+    return llvm::createStringError("cannot copy " + report.libraryPath +
+                                   " to " + path + ": " + ec.message());
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<std::vector<std::string>>
+mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
+                             bool withForward) {
+  OwningOpRef<ModuleOp> forwardModule;
+  train::StepOp forward;
+  if (withForward) {
+    llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
+    if (!derived)
+      return derived.takeError();
+    forwardModule = std::move(*derived);
+    forward = *forwardModule->getOps<train::StepOp>().begin();
+  }
+  auto pathOf = [&](StringRef file) {
+    SmallString<256> path(directory);
+    llvm::sys::path::append(path, file);
+    return std::string(path);
+  };
+  if (llvm::Error error = placeLibrary(step, pathOf("step.cpu.so")))
+    return std::move(error);
+  if (forward)
+    if (llvm::Error error =
+            placeLibrary(forward, pathOf("step.cpu.forward.so")))
+      return std::move(error);
+
+  llvm::json::Array arguments;
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    train::TensorInfoAttr info = step.getTensorInfo(index);
+    // Constants are read-only model state, as buffers without mutations.
+    StringRef role = info.getKind() == train::TensorKind::constant
+                         ? "buffer"
+                         : train::stringifyTensorKind(info.getKind());
+    llvm::json::Object entry =
+        tensorEntry(step.getArgumentTypes()[index], info.getFqn(), role);
+    if (info.getKind() == train::TensorKind::user_input) {
+      rt::IndexBound bound = getIndexBound(step, index);
+      if (bound.bound > 0) {
+        entry["index_bound"] = bound.bound;
+        entry["index_bound_what"] = bound.what;
+      }
+    }
+    arguments.push_back(std::move(entry));
+  }
+  std::string entryName = (step.getSymName() + "_packed").str();
+  llvm::json::Object program{
+      {"format", "mantissa-cpu-step"},
+      {"version", 1},
+      {"target_cpu", llvm::sys::getHostCPUName()},
+      {"arguments", std::move(arguments)},
+      {"step", llvm::json::Object{{"library", "step.cpu.so"},
+                                  {"entry", entryName},
+                                  {"results", resultEntries(step)}}}};
+  std::vector<std::string> files = {"step.cpu.json", "step.cpu.so"};
+  if (forward) {
+    program["forward"] =
+        llvm::json::Object{{"library", "step.cpu.forward.so"},
+                           {"entry", (forward.getSymName() + "_packed").str()},
+                           {"results", resultEntries(forward)}};
+    files.push_back("step.cpu.forward.so");
+  }
+  std::string text =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(program)));
+  if (llvm::Error error = llvm::writeToOutput(pathOf("step.cpu.json"),
+                                              [&](llvm::raw_ostream &os) {
+                                                os << text << "\n";
+                                                return llvm::Error::success();
+                                              }))
+    return std::move(error);
+  return files;
+}

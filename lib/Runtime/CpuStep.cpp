@@ -1,0 +1,362 @@
+//===- CpuStep.cpp - A training step compiled for the CPU -----------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/CpuStep.h"
+#include "StepTensorJson.h"
+#include "mantissa/Runtime/Artifact.h"
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace mlir::mantissa::rt;
+using detail::ProgramError;
+using json = nlohmann::json;
+using TensorRole = GpuStepTensor::Role;
+
+namespace {
+
+std::string stringField(const json &object, const char *key,
+                        const std::string &what) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_string())
+    throw ProgramError{what + ": '" + key + "' is missing or not a string"};
+  return object[key].get<std::string>();
+}
+
+const json &arrayField(const json &object, const char *key,
+                       const std::string &what) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_array())
+    throw ProgramError{what + ": '" + key + "' is missing or not an array"};
+  return object[key];
+}
+
+/// Loads one library of the program: `entry` of `directory/library`.
+CpuStep::Library loadLibrary(const json &object, const std::string &directory,
+                             const std::string &what) {
+  CpuStep::Library library;
+  std::string path = directory + "/" + stringField(object, "library", what);
+  std::string entry = stringField(object, "entry", what);
+  // Never unmapped: the OpenMP runtime the code pulls in keeps worker
+  // threads that must not outlive it.
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!handle)
+    throw ProgramError{what + ": cannot load " + path + ": " + dlerror()};
+  library.entry =
+      reinterpret_cast<void (*)(void **)>(dlsym(handle, entry.c_str()));
+  if (!library.entry)
+    throw ProgramError{what + ": " + path + " has no entry '" + entry + "'"};
+  const json &results = arrayField(object, "results", what);
+  for (size_t i = 0; i < results.size(); ++i)
+    library.results.push_back(detail::parseStepTensor(
+        results[i], /*isArgument=*/false, i, what + " result"));
+  int losses = 0;
+  for (const GpuStepTensor &result : library.results)
+    losses += result.role == TensorRole::Loss;
+  if (losses != 1)
+    throw ProgramError{what + ": has " + std::to_string(losses) +
+                       " loss results; training needs one"};
+  return library;
+}
+
+} // namespace
+
+std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
+                                       std::string &error) {
+  std::vector<uint8_t> bytes;
+  if (!readWholeFile(jsonPath, bytes)) {
+    error = jsonPath + ": cannot read the CPU step program";
+    return nullptr;
+  }
+  std::string text(bytes.begin(), bytes.end());
+  std::string directory = ".";
+  if (size_t slash = jsonPath.find_last_of('/'); slash != std::string::npos)
+    directory = jsonPath.substr(0, slash);
+  auto step = std::unique_ptr<CpuStep>(new CpuStep());
+  try {
+    json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (root.is_discarded() || !root.is_object())
+      throw ProgramError{"not a JSON object"};
+    if (root.value("format", "") != "mantissa-cpu-step" ||
+        root.value("version", 0) != 1)
+      throw ProgramError{"not a version 1 mantissa-cpu-step program"};
+    step->cpu = root.value("target_cpu", "");
+    const json &arguments = arrayField(root, "arguments", "the program");
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      step->argumentList.push_back(detail::parseStepTensor(
+          arguments[i], /*isArgument=*/true, i, "argument"));
+      IndexBound bound;
+      if (arguments[i].contains("index_bound")) {
+        if (!arguments[i]["index_bound"].is_number_integer() ||
+            arguments[i]["index_bound"].get<int64_t>() < 1)
+          throw ProgramError{"argument " + std::to_string(i) +
+                             ": 'index_bound' is not a positive integer"};
+        bound.bound = arguments[i]["index_bound"].get<int64_t>();
+        bound.what = arguments[i].value("index_bound_what", "");
+      }
+      step->bounds.push_back(bound);
+    }
+    if (!root.contains("step"))
+      throw ProgramError{"'step' is missing"};
+    step->jointStep = loadLibrary(root["step"], directory, "the step");
+    if (root.contains("forward"))
+      step->forwardStep =
+          loadLibrary(root["forward"], directory, "the forward-only step");
+  } catch (const ProgramError &problem) {
+    error = jsonPath + ": " + problem.message;
+    return nullptr;
+  }
+  return step;
+}
+
+std::unique_ptr<TokenBatches> CpuStepGradients::openTokenData(
+    const CpuStep &step, const UpdateOptions &options, std::string &error) {
+  std::vector<size_t> inputs;
+  for (size_t i = 0; i < step.arguments().size(); ++i)
+    if (step.arguments()[i].role == TensorRole::UserInput)
+      inputs.push_back(i);
+  auto isIds = [&](size_t index) {
+    const GpuStepTensor &tensor = step.arguments()[index];
+    return (tensor.dtype == DType::I64 || tensor.dtype == DType::I32) &&
+           tensor.shape.size() == 2;
+  };
+  if (inputs.size() != 2 || !isIds(inputs[0]) || !isIds(inputs[1]) ||
+      step.arguments()[inputs[0]].shape != step.arguments()[inputs[1]].shape) {
+    std::string list;
+    for (size_t index : inputs) {
+      const GpuStepTensor &tensor = step.arguments()[index];
+      list += (list.empty() ? "" : ", ") + tensor.name + " " +
+              std::string(safeTensorsDTypeName(tensor.dtype)) + " [";
+      for (size_t d = 0; d < tensor.shape.size(); ++d)
+        list += (d ? ", " : "") + std::to_string(tensor.shape[d]);
+      list += "]";
+    }
+    error = "--data trains a step whose two user inputs are integer tensors "
+            "of one shape [B, T] (tokens, targets); this step's user inputs "
+            "are " +
+            (list.empty() ? std::string("none") : list);
+    return nullptr;
+  }
+  TokenBatches::Options data;
+  data.train = options.dataPaths;
+  data.validation = options.valDataPaths;
+  data.format = options.dataFormat;
+  data.shuffleSeed = options.shuffleSeed;
+  data.batch = step.arguments()[inputs[0]].shape[0];
+  data.seqLen = step.arguments()[inputs[0]].shape[1];
+  data.evalBatches = options.evalBatches;
+  auto boundOf = [&](size_t index) {
+    IndexBound bound = step.indexBound(index);
+    if (bound.bound < 1) {
+      // Nothing indexes it: the ids still have to fit its integer type.
+      bound.bound = step.arguments()[index].dtype == DType::I64
+                        ? int64_t(1) << 62
+                        : int64_t(1) << 31;
+      bound.what = "the input's integer type";
+    }
+    return bound;
+  };
+  data.tokens = boundOf(inputs[0]);
+  data.targets = boundOf(inputs[1]);
+  return TokenBatches::open(data, error);
+}
+
+std::unique_ptr<CpuStepGradients> CpuStepGradients::create(
+    std::unique_ptr<CpuStep> step, std::vector<std::vector<uint8_t>> arguments,
+    std::unique_ptr<TokenBatches> batches, std::string &error) {
+  auto source = std::unique_ptr<CpuStepGradients>(new CpuStepGradients());
+  const std::vector<GpuStepTensor> &list = step->arguments();
+  if (arguments.size() != list.size()) {
+    error = "the CPU step takes " + std::to_string(list.size()) +
+            " arguments, " + std::to_string(arguments.size()) + " were given";
+    return nullptr;
+  }
+  bool firstInput = true;
+  for (size_t i = 0; i < list.size(); ++i) {
+    arguments[i].resize(size_t(list[i].bytes), 0);
+    if (list[i].role != TensorRole::UserInput)
+      continue;
+    // Tokens per micro-batch: the first integer user input's elements.
+    if (firstInput && !isFloatingPoint(list[i].dtype))
+      source->tokens = list[i].numElements();
+    (firstInput ? source->tokensArgument : source->targetsArgument) = i;
+    firstInput = false;
+  }
+  for (const GpuStepTensor &result : step->joint().results)
+    source->resultBytes.emplace_back(size_t(result.bytes), 0);
+  if (const CpuStep::Library *forward = step->forward())
+    for (const GpuStepTensor &result : forward->results)
+      source->forwardBytes.emplace_back(size_t(result.bytes), 0);
+  source->argumentBytes = std::move(arguments);
+  source->batches = std::move(batches);
+  source->step = std::move(step);
+  return source;
+}
+
+void CpuStepGradients::setIds(const std::vector<int64_t> &tokenIds,
+                              const std::vector<int64_t> &targetIds) {
+  for (auto [index, ids] : {std::pair<size_t, const std::vector<int64_t> *>{
+                                tokensArgument, &tokenIds},
+                            {targetsArgument, &targetIds}}) {
+    uint8_t *out = argumentBytes[index].data();
+    if (step->arguments()[index].dtype == DType::I64) {
+      std::memcpy(out, ids->data(), ids->size() * 8);
+      continue;
+    }
+    for (size_t i = 0; i < ids->size(); ++i) {
+      int32_t narrow = int32_t((*ids)[i]);
+      std::memcpy(out + 4 * i, &narrow, 4);
+    }
+  }
+}
+
+bool CpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
+                                        std::string &error) {
+  if (!batches)
+    return true;
+  std::vector<int64_t> tokenIds(size_t(batches->tokensPerMicroBatch())),
+      targetIds(tokenIds.size());
+  if (!batches->loadTraining(microBatch.global, tokenIds.data(),
+                             targetIds.data(), error))
+    return false;
+  setIds(tokenIds, targetIds);
+  return true;
+}
+
+int64_t CpuStepGradients::validationMicroBatches() const {
+  return batches ? batches->validationMicroBatches() : 0;
+}
+
+bool CpuStepGradients::bindArguments(const std::vector<Member> &members,
+                                     std::vector<void *> &pointers,
+                                     std::string &error) {
+  const std::vector<GpuStepTensor> &list = step->arguments();
+  pointers.clear();
+  for (std::vector<uint8_t> &bytes : argumentBytes)
+    pointers.push_back(bytes.data());
+  std::map<std::string, size_t> parameterIndex;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].role == TensorRole::Parameter)
+      parameterIndex[list[i].name] = i;
+  for (const Member &member : members) {
+    auto found = parameterIndex.find(*member.fqn);
+    if (found == parameterIndex.end()) {
+      error = "the CPU step has no parameter '" + *member.fqn + "'";
+      return false;
+    }
+    size_t i = found->second;
+    if (list[i].dtype == member.paramDtype)
+      // The step only reads its arguments.
+      pointers[i] = const_cast<uint8_t *>(member.param);
+    else
+      convertFloatElements(member.param, member.paramDtype,
+                           argumentBytes[i].data(), list[i].dtype,
+                           list[i].numElements());
+  }
+  return true;
+}
+
+bool CpuStepGradients::computeGradients(int64_t stepNumber,
+                                        const std::vector<Member> &members,
+                                        std::string &error) {
+  std::vector<void *> pointers;
+  if (!bindArguments(members, pointers, error))
+    return false;
+  std::map<std::string, const Member *> memberByFqn;
+  for (const Member &member : members)
+    memberByFqn[*member.fqn] = &member;
+  const std::vector<GpuStepTensor> &results = step->joint().results;
+  for (size_t i = 0; i < results.size(); ++i) {
+    void *target = resultBytes[i].data();
+    if (results[i].role == TensorRole::Gradient) {
+      auto found = memberByFqn.find(results[i].name);
+      // Gradients are written where the runner combines them.
+      if (found != memberByFqn.end() &&
+          found->second->gradDtype == results[i].dtype)
+        target = found->second->grad;
+    }
+    pointers.push_back(target);
+  }
+  step->joint().entry(pointers.data());
+  size_t numArguments = argumentBytes.size();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const GpuStepTensor &result = results[i];
+    const uint8_t *value =
+        static_cast<const uint8_t *>(pointers[numArguments + i]);
+    switch (result.role) {
+    case TensorRole::Loss:
+      loss = loadFloatElement(value, 0, result.dtype);
+      break;
+    case TensorRole::Gradient: {
+      auto found = memberByFqn.find(result.name);
+      if (found == memberByFqn.end()) {
+        error = "step " + std::to_string(stepNumber) +
+                ": the runner holds "
+                "no parameter '" +
+                result.name + "'";
+        return false;
+      }
+      if (value != found->second->grad)
+        convertFloatElements(value, result.dtype, found->second->grad,
+                             found->second->gradDtype, result.numElements());
+      break;
+    }
+    case TensorRole::BufferMutation: {
+      // The next step reads the buffer's new value.
+      bool written = false;
+      for (size_t a = 0; a < step->arguments().size() && !written; ++a)
+        if (step->arguments()[a].role == TensorRole::Buffer &&
+            step->arguments()[a].name == result.name &&
+            argumentBytes[a].size() == resultBytes[i].size()) {
+          std::memcpy(argumentBytes[a].data(), value, resultBytes[i].size());
+          written = true;
+        }
+      if (!written) {
+        error = "buffer '" + result.name + "' changes size in the step";
+        return false;
+      }
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  return true;
+}
+
+bool CpuStepGradients::evaluateValidation(int64_t index,
+                                          const std::vector<Member> &members,
+                                          double &value, std::string &error) {
+  if (!batches) {
+    error = "no validation data (--val-data)";
+    return false;
+  }
+  std::vector<int64_t> tokenIds(size_t(batches->tokensPerMicroBatch())),
+      targetIds(tokenIds.size());
+  if (!batches->loadValidation(index, tokenIds.data(), targetIds.data(), error))
+    return false;
+  setIds(tokenIds, targetIds);
+  std::vector<void *> pointers;
+  if (!bindArguments(members, pointers, error))
+    return false;
+  // The forward-only step when there is one; else the joint step, its
+  // gradients and buffer mutations discarded.
+  const CpuStep::Library *forward = step->forward();
+  const CpuStep::Library &library = forward ? *forward : step->joint();
+  std::vector<std::vector<uint8_t>> scratch;
+  std::vector<std::vector<uint8_t>> &outputs = forward ? forwardBytes : scratch;
+  if (!forward)
+    for (const GpuStepTensor &result : library.results)
+      scratch.emplace_back(size_t(result.bytes), 0);
+  for (std::vector<uint8_t> &bytes : outputs)
+    pointers.push_back(bytes.data());
+  library.entry(pointers.data());
+  for (size_t i = 0; i < library.results.size(); ++i)
+    if (library.results[i].role == TensorRole::Loss)
+      value = loadFloatElement(outputs[i].data(), 0, library.results[i].dtype);
+  return true;
+}
