@@ -1,0 +1,554 @@
+//===- Checkpoint.cpp - The trainer's checkpoints -------------------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// Checkpoint layout (format "mantissa-checkpoint", version 1): one folder
+// per checkpoint, CKPT/step-<K>, written as CKPT/step-<K>.tmp and renamed
+// into place once complete (the commit point: a kill before it leaves the
+// earlier folders intact and a .tmp folder the next save removes). In it:
+//
+//   step-<k>.rank-<r>-of-<W>.safetensors   one per rank, each written under a
+//       temporary name, fsynced and renamed. Keys `<state>/<fqn>` with state
+//       param (gather dtype), master (fp32), exp_avg, exp_avg_sq,
+//       max_exp_avg_sq (moments dtype): the rank's contiguous element range
+//       of the tensor, flat. Metadata: format, step, rank, world_size,
+//       `ranges` (JSON: key -> [begin, end) elements) and `plan` (JSON: fqn ->
+//       master/gather/reduce/moments).
+//   index.json   written last, by rank 0 once every rank has written: step,
+//       world_size, plan, shapes, per file its size and ranges, and the
+//       trainer's state (`trainer`: AdamW step count, skips, data position,
+//       hyperparameters).
+//
+// `--keep-checkpoints N` removes all but the newest N folders after each
+// commit. `--resume CKPT` takes the newest complete step-<K> folder,
+// `--resume CKPT/step-<K>` that one; a folder holding index.json itself (the
+// flat layout of earlier versions) is read as it is.
+//
+// Loading keys state by FQN and element range, never by position, so a
+// checkpoint of any world size is resharded on load.
+//
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Trainer.h"
+#include "mantissa/Conversion/AdamWScalars.h"
+#include "mantissa/Runtime/CommunicatorNCCL.h"
+#include "mantissa/Runtime/Tripwire.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mlir::mantissa::rt;
+using namespace mlir::mantissa::rt::detail;
+using mlir::mantissa::AdamWStepScalars;
+using mlir::mantissa::computeAdamWStepScalars;
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+static json planJson(const Artifact &artifact) {
+  json plan = json::object();
+  for (const ArtifactTensor &tensor : artifact.tensors()) {
+    if (!tensor.isParameter)
+      continue;
+    plan[tensor.fqn] = {{"master", dtypeName(tensor.master)},
+                        {"gather", dtypeName(tensor.gather)},
+                        {"reduce", dtypeName(tensor.reduce)},
+                        {"moments", dtypeName(tensor.moments)}};
+  }
+  return plan;
+}
+
+static bool fsyncDirectory(const std::string &dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    return false;
+  bool ok = fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+bool mlir::mantissa::rt::writeFileAtomically(const std::string &path,
+                                             const std::string &text,
+                                             std::string &error) {
+  std::string temporary = path + ".tmp." + std::to_string(getpid());
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    error = temporary + ": cannot create: " + std::strerror(errno);
+    return false;
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      error = temporary + ": write failed: " + std::strerror(errno);
+      close(fd);
+      unlink(temporary.c_str());
+      return false;
+    }
+    done += size_t(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0 ||
+      rename(temporary.c_str(), path.c_str()) != 0) {
+    error = path + ": cannot commit: " + std::strerror(errno);
+    unlink(temporary.c_str());
+    return false;
+  }
+  size_t slash = path.find_last_of('/');
+  fsyncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
+  return true;
+}
+
+static std::string rankFileName(int64_t stepNumber, int r, int w) {
+  char name[96];
+  std::snprintf(name, sizeof(name), "step-%08lld.rank-%d-of-%d.safetensors",
+                (long long)stepNumber, r, w);
+  return name;
+}
+
+/// Removes `path` and everything below it.
+static void removeTree(const std::string &path) {
+  if (DIR *handle = opendir(path.c_str())) {
+    while (dirent *entry = readdir(handle)) {
+      std::string name = entry->d_name;
+      if (name == "." || name == "..")
+        continue;
+      std::string child = path + "/" + name;
+      struct stat info;
+      if (lstat(child.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+        removeTree(child);
+      else
+        unlink(child.c_str());
+    }
+    closedir(handle);
+  }
+  rmdir(path.c_str());
+}
+
+/// The step of a checkpoint folder name `step-K`, or -1.
+static int64_t checkpointFolderStep(const std::string &name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5)
+    return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (int64_t(1) << 58))
+      return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+/// The complete checkpoint folders `step-K` in `dir` (those holding an
+/// index), by step.
+static std::map<int64_t, std::string>
+checkpointFolders(const std::string &dir) {
+  std::map<int64_t, std::string> folders;
+  if (DIR *handle = opendir(dir.c_str())) {
+    while (dirent *entry = readdir(handle)) {
+      std::string name = entry->d_name;
+      int64_t step = checkpointFolderStep(name);
+      struct stat info;
+      if (step >= 0 &&
+          stat((dir + "/" + name + "/index.json").c_str(), &info) == 0)
+        folders[step] = dir + "/" + name;
+    }
+    closedir(handle);
+  }
+  return folders;
+}
+
+/// The checkpoint `--resume DIR` means: the newest complete `DIR/step-K`,
+/// else DIR itself (a step folder, or the flat layout of earlier versions).
+static std::string resolveCheckpoint(const std::string &dir) {
+  std::map<int64_t, std::string> folders = checkpointFolders(dir);
+  return folders.empty() ? dir : folders.rbegin()->second;
+}
+
+bool Runner::saveCheckpoint(int64_t stepNumber) {
+  // Each checkpoint is a folder of its own, DIR/step-K, written as
+  // DIR/step-K.tmp and renamed into place once complete (the commit point).
+  const std::string &root = options.saveCheckpointDir;
+  std::string finalDir = root + "/step-" + std::to_string(stepNumber);
+  std::string dir = finalDir + ".tmp";
+  if (rank == 0) {
+    mkdir(root.c_str(), 0755);
+    removeTree(dir); // a writer killed earlier
+    mkdir(dir.c_str(), 0755);
+  }
+  comm.allAgree(true); // the directory exists before any rank writes
+  std::vector<HostTensor> tensors;
+  json ranges = json::object();
+  auto add = [&](const std::string &state, const ArtifactMember &member,
+                 const MemberSlice &slice, const uint8_t *data, DType dtype) {
+    HostTensor tensor;
+    tensor.name = state + "/" + member.fqn;
+    tensor.dtype = dtype;
+    tensor.shape = {slice.size()};
+    tensor.bytes.assign(data, data + slice.size() * elementSize(dtype));
+    ranges[tensor.name] = {slice.begin, slice.end};
+    tensors.push_back(std::move(tensor));
+  };
+  for (GroupState &state : groups)
+    for (size_t m = 0; m < state.group->members.size(); ++m) {
+      const ArtifactMember &member = state.group->members[m];
+      const MemberSlice &slice = state.slices[m];
+      if (!slice.size())
+        continue;
+      add("param", member, slice,
+          state.fullParam.data() + member.paramOffset +
+              slice.begin * elementSize(member.param),
+          member.param);
+      if (member.master == MasterKind::FP32)
+        add("master", member, slice,
+            shardAddress(state, member, Role::Master, slice.begin), DType::F32);
+      add("exp_avg", member, slice,
+          shardAddress(state, member, Role::ExpAvg, slice.begin),
+          member.moments);
+      add("exp_avg_sq", member, slice,
+          shardAddress(state, member, Role::ExpAvgSq, slice.begin),
+          member.moments);
+      if (state.group->amsgrad)
+        add("max_exp_avg_sq", member, slice,
+            shardAddress(state, member, Role::MaxExpAvgSq, slice.begin),
+            member.moments);
+    }
+  std::string fileName = rankFileName(stepNumber, rank, world);
+  std::map<std::string, std::string> metadata = {
+      {"format", "mantissa-checkpoint"},     {"version", "1"},
+      {"step", std::to_string(stepNumber)},  {"rank", std::to_string(rank)},
+      {"world_size", std::to_string(world)}, {"ranges", ranges.dump()},
+      {"plan", planJson(artifact).dump()}};
+  std::string writeError;
+  bool ok =
+      writeSafeTensors(dir + "/" + fileName, tensors, metadata, writeError);
+  if (!comm.allAgree(ok))
+    return fail(ok ? "checkpoint at step " + std::to_string(stepNumber) +
+                         ": another rank failed to write its file"
+                   : writeError);
+  if (rank != 0)
+    return comm.allAgree(true);
+
+  json index = {{"format", "mantissa-checkpoint"},
+                {"version", 1},
+                {"step", stepNumber},
+                {"world_size", world},
+                {"plan", planJson(artifact)},
+                {"trainer", trainerJson()}};
+  json shapes = json::object();
+  for (const ArtifactTensor &tensor : artifact.tensors())
+    if (tensor.isParameter)
+      shapes[tensor.fqn] = tensor.shape;
+  index["shapes"] = shapes;
+  json files = json::array();
+  for (int r = 0; r < world; ++r) {
+    std::string name = rankFileName(stepNumber, r, world);
+    struct stat info;
+    if (stat((dir + "/" + name).c_str(), &info) != 0)
+      ok = fail(dir + "/" + name + ": missing after it was written");
+    files.push_back(
+        {{"file", name}, {"rank", r}, {"bytes", int64_t(info.st_size)}});
+  }
+  index["files"] = files;
+  if (ok)
+    ok = writeFileAtomically(dir + "/index.json", index.dump(1), writeError) ||
+         fail(writeError);
+  if (ok) {
+    // A checkpoint of the same step (written by a run resumed from an
+    // earlier one) is replaced: moved aside first, since rename cannot
+    // replace a folder that is not empty.
+    std::string aside = finalDir + ".old";
+    struct stat info;
+    bool replacing = stat(finalDir.c_str(), &info) == 0;
+    if (replacing) {
+      removeTree(aside);
+      if (rename(finalDir.c_str(), aside.c_str()) != 0)
+        ok = fail(finalDir + ": cannot move the older checkpoint aside: " +
+                  std::strerror(errno));
+    }
+    if (ok && rename(dir.c_str(), finalDir.c_str()) != 0)
+      ok = fail(finalDir +
+                ": cannot commit the checkpoint: " + std::strerror(errno));
+    fsyncDirectory(root);
+    if (ok && replacing)
+      removeTree(aside);
+  }
+  if (ok && options.keepCheckpoints > 0) {
+    std::map<int64_t, std::string> folders = checkpointFolders(root);
+    int64_t excess = int64_t(folders.size()) - options.keepCheckpoints;
+    for (auto it = folders.begin(); excess > 0 && it != folders.end();
+         ++it, --excess)
+      removeTree(it->second);
+  }
+  return comm.allAgree(ok);
+}
+
+/// Reads a checkpoint and installs this rank's shard. Nothing is changed
+/// unless everything loads.
+bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
+                            std::vector<std::string> &warnings) {
+  std::string dir = resolveCheckpoint(given);
+  std::string indexPath = dir + "/index.json";
+  std::ifstream in(indexPath);
+  if (!in)
+    return fail(indexPath + ": cannot read the checkpoint index (and " + given +
+                " holds no complete step-K checkpoint folder)");
+  std::stringstream text;
+  text << in.rdbuf();
+  json index = json::parse(text.str(), nullptr, false);
+  if (index.is_discarded() || !index.is_object() ||
+      index.value("format", "") != "mantissa-checkpoint")
+    return fail(indexPath + ": damaged checkpoint index");
+  if (index.value("version", 0) != 1)
+    return fail(indexPath + ": unknown checkpoint version");
+  if (!index.contains("step") || !index["step"].is_number_integer() ||
+      !index.contains("files") || !index["files"].is_array())
+    return fail(indexPath + ": damaged checkpoint index (no step or files)");
+  stepOut = index["step"].get<int64_t>();
+
+  // Every file, validated (size against the index, then the format).
+  std::vector<SafeTensorsFile> files;
+  struct Piece {
+    const HostTensor *tensor;
+    int64_t begin, end;
+    std::string file;
+  };
+  std::map<std::string, std::vector<Piece>> pieces; // "state/fqn" -> pieces
+  files.reserve(index["files"].size());
+  for (const json &entry : index["files"]) {
+    std::string name = entry.value("file", "");
+    std::string path = dir + "/" + name;
+    struct stat info;
+    if (name.empty() || stat(path.c_str(), &info) != 0)
+      return fail(path + ": checkpoint file is missing");
+    if (int64_t(info.st_size) != entry.value("bytes", int64_t(-1)))
+      return fail(path + ": checkpoint file is truncated or damaged (" +
+                  std::to_string(info.st_size) + " bytes, the index says " +
+                  std::to_string(entry.value("bytes", int64_t(-1))) + ")");
+    files.emplace_back();
+    std::string readError;
+    if (!SafeTensorsFile::read(path, files.back(), readError))
+      return fail("checkpoint: " + readError);
+    const SafeTensorsFile &file = files.back();
+    json ranges = json::parse(
+        file.metadata().count("ranges") ? file.metadata().at("ranges") : "",
+        nullptr, false);
+    if (!ranges.is_object())
+      return fail(path + ": damaged checkpoint file (no element ranges)");
+    for (const HostTensor &tensor : file.tensors()) {
+      const json &range =
+          ranges.contains(tensor.name) ? ranges[tensor.name] : json();
+      if (!range.is_array() || range.size() != 2 ||
+          !range[0].is_number_integer() || !range[1].is_number_integer())
+        return fail(path + ": tensor '" + tensor.name +
+                    "' has no element range");
+      int64_t begin = range[0].get<int64_t>(), end = range[1].get<int64_t>();
+      if (begin < 0 || end - begin != tensor.numElements())
+        return fail(path + ": tensor '" + tensor.name +
+                    "' does not match its element range");
+      pieces[tensor.name].push_back({&tensor, begin, end, path});
+    }
+  }
+  json shapes = index.value("shapes", json::object());
+
+  // Assemble elements [from, to) of `key` as `target` into `out`.
+  auto assemble = [&](const std::string &key, int64_t count, int64_t from,
+                      int64_t to, uint8_t *out, DType target) -> bool {
+    int64_t covered = from;
+    std::vector<Piece> &list = pieces[key];
+    std::sort(list.begin(), list.end(),
+              [](const Piece &a, const Piece &b) { return a.begin < b.begin; });
+    for (const Piece &piece : list) {
+      if (piece.end > count)
+        return fail(piece.file + ": tensor '" + key + "' has elements up to " +
+                    std::to_string(piece.end) + ", the parameter has " +
+                    std::to_string(count));
+      int64_t a = std::max(covered, piece.begin), b = std::min(to, piece.end);
+      if (a > covered)
+        break;
+      if (a >= b)
+        continue;
+      convertElements(*piece.tensor, a - piece.begin, b - a,
+                      out + (a - from) * elementSize(target), target);
+      covered = b;
+    }
+    if (covered < to)
+      return fail(dir + ": checkpoint tensor '" + key +
+                  "' is missing elements [" + std::to_string(covered) + ", " +
+                  std::to_string(to) + ")");
+    return true;
+  };
+  auto storedDType = [&](const std::string &key) -> std::optional<DType> {
+    auto it = pieces.find(key);
+    if (it == pieces.end() || it->second.empty())
+      return std::nullopt;
+    return it->second.front().tensor->dtype;
+  };
+
+  // Stage every buffer first; install only when all of it loaded.
+  struct Staged {
+    uint8_t *target;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Staged> staged;
+  std::set<std::string> used;
+  for (GroupState &state : groups)
+    for (size_t m = 0; m < state.group->members.size(); ++m) {
+      const ArtifactMember &member = state.group->members[m];
+      const std::string &fqn = member.fqn;
+      if (!shapes.contains(fqn) && !storedDType("param/" + fqn))
+        return fail(dir + ": the checkpoint has no tensor '" + fqn + "'");
+      if (shapes.contains(fqn) && shapes[fqn] != json(member.shape))
+        return fail(dir + ": tensor '" + fqn + "' has shape " +
+                    shapes[fqn].dump() + " in the checkpoint, expected " +
+                    shapeText(member.shape));
+      // Parameters: the whole tensor (every rank holds the gathered copy).
+      std::optional<DType> paramType = storedDType("param/" + fqn);
+      if (!paramType)
+        return fail(dir + ": the checkpoint has no tensor 'param/" + fqn + "'");
+      if (!isFloatingPoint(*paramType))
+        return fail(dir + ": tensor 'param/" + fqn + "' has dtype " +
+                    std::string(safeTensorsDTypeName(*paramType)) +
+                    ", expected a floating-point dtype");
+      std::optional<DType> masterType = storedDType("master/" + fqn);
+      if (masterType && *masterType != DType::F32)
+        return fail(dir + ": tensor 'master/" + fqn + "' has dtype " +
+                    dtypeName(*masterType) + ", expected fp32");
+      // A master saved for a parameter that now has none: the parameter
+      // takes the master's (exact) value and the master is dropped.
+      std::string paramSource = "param/" + fqn;
+      if (masterType && member.master == MasterKind::None) {
+        warnings.push_back("'" + fqn +
+                           "': dropping the saved fp32 master (the "
+                           "plan keeps no master now); the parameter takes "
+                           "its value");
+        paramSource = "master/" + fqn;
+      }
+      used.insert("param/" + fqn);
+      used.insert("master/" + fqn);
+      Staged param{state.fullParam.data() + member.paramOffset, {}};
+      param.bytes.resize(member.count * elementSize(member.param));
+      if (!assemble(paramSource, member.count, 0, member.count,
+                    param.bytes.data(), member.param))
+        return false;
+      staged.push_back(std::move(param));
+
+      const MemberSlice &slice = state.slices[m];
+      if (member.master == MasterKind::FP32 && slice.size()) {
+        // No master saved (plain AdamW, or the parameter was fp32): the
+        // master is created from the parameter.
+        std::string source = masterType ? "master/" + fqn : "param/" + fqn;
+        if (!masterType && *paramType != DType::F32 && rank == 0)
+          warnings.push_back("'" + fqn +
+                             "': no master in the checkpoint; "
+                             "created from the " +
+                             dtypeName(*paramType) + " parameter");
+        Staged master{shardAddress(state, member, Role::Master, slice.begin),
+                      std::vector<uint8_t>(slice.size() * 4)};
+        if (!assemble(source, member.count, slice.begin, slice.end,
+                      master.bytes.data(), DType::F32))
+          return false;
+        staged.push_back(std::move(master));
+      }
+      std::vector<std::pair<const char *, Role>> moments = {
+          {"exp_avg", Role::ExpAvg}, {"exp_avg_sq", Role::ExpAvgSq}};
+      if (state.group->amsgrad)
+        moments.push_back({"max_exp_avg_sq", Role::MaxExpAvgSq});
+      for (auto [name, role] : moments) {
+        std::string key = std::string(name) + "/" + fqn;
+        used.insert(key);
+        std::optional<DType> type = storedDType(key);
+        if (!type)
+          return fail(dir + ": the checkpoint has no tensor '" + key + "'");
+        if (*type != member.moments) {
+          bool widen = member.moments == DType::F32 &&
+                       (*type == DType::BF16 || *type == DType::F16);
+          if (!widen)
+            return fail(dir + ": tensor '" + key + "' has dtype " +
+                        dtypeName(*type) + ", expected " +
+                        dtypeName(member.moments));
+          if (rank == 0)
+            warnings.push_back("'" + key + "': moments saved in " +
+                               dtypeName(*type) + ", widened to fp32");
+        }
+        if (!slice.size())
+          continue;
+        Staged moment{
+            shardAddress(state, member, role, slice.begin),
+            std::vector<uint8_t>(slice.size() * elementSize(member.moments))};
+        if (!assemble(key, member.count, slice.begin, slice.end,
+                      moment.bytes.data(), member.moments))
+          return false;
+        staged.push_back(std::move(moment));
+      }
+    }
+  for (Staged &entry : staged)
+    std::memcpy(entry.target, entry.bytes.data(), entry.bytes.size());
+  // The trainer's state: checkpoints written before it was saved resume as
+  // runs without skips whose steps each had one micro-batch.
+  optimizerStep = stepOut;
+  microBatchesDone = stepOut;
+  if (index.contains("trainer") && index["trainer"].is_object()) {
+    const json &trainer = index["trainer"];
+    optimizerStep = trainer.value("optimizer_step", stepOut);
+    consecutiveSkips = trainer.value("consecutive_skips", int64_t(0));
+    skippedSteps = trainer.value("skipped_steps", int64_t(0));
+    microBatchesDone = trainer.value("micro_batches_done", stepOut);
+    if (rank == 0 && trainer.contains("hyperparameters") &&
+        trainer["hyperparameters"].is_object()) {
+      json now = trainerJson()["hyperparameters"];
+      for (auto &[key, saved] : trainer["hyperparameters"].items())
+        if (now.contains(key) && now[key] != saved)
+          warnings.push_back("resuming with " + key + " " + now[key].dump() +
+                             " (the checkpoint was trained with " +
+                             saved.dump() + ")");
+    }
+  }
+  return true;
+}
+
+json Runner::trainerJson() const {
+  int64_t microBatches =
+      options.gradientSource && options.gradientSource->splitsSteps()
+          ? options.gradAccum * world
+          : 1;
+  json hyperparameters = {
+      {"lr", options.lr},
+      {"lr_schedule", lrScheduleName(options.schedule)},
+      {"warmup_steps", options.warmupSteps},
+      {"min_lr_ratio", options.minLrRatio},
+      {"decay_steps", options.decaySteps},
+      {"betas", {options.beta1, options.beta2}},
+      {"eps", options.eps},
+      {"weight_decay", options.weightDecay},
+      {"clip_grad_norm", options.clipGradNorm},
+      {"micro_batches_per_step", microBatches},
+      {"data", options.dataPaths},
+      {"shuffle", options.shuffleSeed ? json(*options.shuffleSeed) : json()}};
+  // The total only shapes a decaying schedule.
+  if (options.schedule != LrScheduleKind::Constant)
+    hyperparameters["steps"] = options.steps;
+  return {{"optimizer_step", optimizerStep},
+          {"consecutive_skips", consecutiveSkips},
+          {"skipped_steps", skippedSteps},
+          {"micro_batches_done", microBatchesDone},
+          {"hyperparameters", hyperparameters}};
+}

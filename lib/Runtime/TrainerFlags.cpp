@@ -1,0 +1,306 @@
+//===- TrainerFlags.cpp - The trainer's flags, defined once ---------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// parseTrainerFlag (every flag both `mantissa-run MODEL.pt2` and
+// `mantissa-run DIR` take), validateTrainerOptions and the artifact form's
+// parseUpdateOptions (UpdateRunner.h).
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/UpdateRunner.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace mlir::mantissa::rt;
+
+namespace {
+
+/// A flag's value: `--flag=value` or the next argument.
+bool flagValue(int argc, char **argv, int &i, const std::string &flag,
+               std::string &value, std::string &error) {
+  std::string arg = argv[i];
+  size_t equals = arg.find('=');
+  if (equals != std::string::npos) {
+    value = arg.substr(equals + 1);
+    return true;
+  }
+  if (i + 1 >= argc) {
+    error = flag + " needs a value";
+    return false;
+  }
+  value = argv[++i];
+  return true;
+}
+
+bool parseNumber(const std::string &text, double &out) {
+  char *end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end && *end == 0 && !text.empty();
+}
+
+bool parseCount(const std::string &flag, const std::string &text, int64_t &out,
+                std::string &error) {
+  double parsed = 0;
+  if (!parseNumber(text, parsed) || parsed < 0 ||
+      parsed != std::floor(parsed) || parsed > 9.0e15) {
+    error = flag + ": expected a non-negative integer, got '" + text + "'";
+    return false;
+  }
+  out = int64_t(parsed);
+  return true;
+}
+
+std::vector<std::string> splitPaths(const std::string &text) {
+  std::vector<std::string> paths;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t comma = text.find(',', begin);
+    if (comma == std::string::npos)
+      comma = text.size();
+    if (comma > begin)
+      paths.push_back(text.substr(begin, comma - begin));
+    begin = comma + 1;
+  }
+  return paths;
+}
+
+} // namespace
+
+bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
+                                          UpdateOptions &options,
+                                          std::string &error) {
+  std::string arg = argv[i];
+  std::string flag = arg.substr(0, arg.find('='));
+  std::string value;
+  auto take = [&]() { return flagValue(argc, argv, i, flag, value, error); };
+  auto path = [&](std::string &out) {
+    if (!take())
+      return true;
+    out = value;
+    return true;
+  };
+  auto count = [&](int64_t &out) {
+    if (take())
+      parseCount(flag, value, out, error);
+    return true;
+  };
+  auto real = [&](double &out) {
+    if (take() && !parseNumber(value, out))
+      error = flag + ": expected a number, got '" + value + "'";
+    return true;
+  };
+  if (flag == "--losses")
+    return path(options.lossesPath);
+  if (flag == "--final-params")
+    return path(options.finalParamsPath);
+  if (flag == "--save-checkpoint")
+    return path(options.saveCheckpointDir);
+  if (flag == "--resume")
+    return path(options.resumeDir);
+  if (flag == "--device")
+    return path(options.device);
+  if (flag == "--metrics")
+    return path(options.metricsPath);
+  if (flag == "--data-format")
+    return path(options.dataFormat);
+  if (flag == "--no-memory-report") {
+    options.memoryReport = false;
+    return true;
+  }
+  if (flag == "--steps")
+    return count(options.steps);
+  if (flag == "--save-every")
+    return count(options.saveEvery);
+  if (flag == "--warmup-steps")
+    return count(options.warmupSteps);
+  if (flag == "--decay-steps")
+    return count(options.decaySteps);
+  if (flag == "--grad-accum")
+    return count(options.gradAccum);
+  if (flag == "--max-skips")
+    return count(options.maxSkips);
+  if (flag == "--keep-checkpoints")
+    return count(options.keepCheckpoints);
+  if (flag == "--eval-every")
+    return count(options.evalEvery);
+  if (flag == "--eval-batches")
+    return count(options.evalBatches);
+  if (flag == "--lr")
+    return real(options.lr);
+  if (flag == "--weight-decay")
+    return real(options.weightDecay);
+  if (flag == "--eps")
+    return real(options.eps);
+  if (flag == "--min-lr-ratio")
+    return real(options.minLrRatio);
+  if (flag == "--clip-grad-norm")
+    return real(options.clipGradNorm);
+  if (flag == "--data" || flag == "--val-data") {
+    if (take()) {
+      std::vector<std::string> paths = splitPaths(value);
+      if (paths.empty())
+        error = flag + ": expected PATH[,PATH...]";
+      (flag == "--data" ? options.dataPaths : options.valDataPaths) = paths;
+    }
+    return true;
+  }
+  if (flag == "--shuffle") {
+    if (take()) {
+      char *end = nullptr;
+      unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || !end || *end || value[0] == '-')
+        error = "--shuffle: expected a seed (a non-negative integer), got '" +
+                value + "'";
+      else
+        options.shuffleSeed = uint64_t(seed);
+    }
+    return true;
+  }
+  if (flag == "--lr-schedule") {
+    if (take())
+      parseLrScheduleKind(value, options.schedule, error);
+    return true;
+  }
+  if (flag == "--betas") {
+    if (take()) {
+      size_t comma = value.find(',');
+      if (comma == std::string::npos ||
+          !parseNumber(value.substr(0, comma), options.beta1) ||
+          !parseNumber(value.substr(comma + 1), options.beta2))
+        error = "--betas: expected B1,B2, got '" + value + "'";
+    }
+    return true;
+  }
+  return false;
+}
+
+bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
+                                                std::string &error) {
+  auto bad = [&](const std::string &message) {
+    error = message;
+    return false;
+  };
+  if (!validateLrSchedule(options.lrSchedule(), error))
+    return false;
+  for (auto [flag, beta] :
+       {std::pair<const char *, double>{"B1", options.beta1},
+        {"B2", options.beta2}})
+    if (!std::isfinite(beta) || beta < 0 || beta >= 1)
+      return bad(std::string("--betas: ") + flag + " must be in [0, 1), got " +
+                 std::to_string(beta));
+  if (!std::isfinite(options.eps) || options.eps <= 0)
+    return bad("--eps: expected a finite number > 0, got " +
+               std::to_string(options.eps));
+  if (!std::isfinite(options.weightDecay) || options.weightDecay < 0)
+    return bad("--weight-decay: expected a finite number >= 0, got " +
+               std::to_string(options.weightDecay));
+  if (!std::isfinite(options.clipGradNorm) || options.clipGradNorm < 0)
+    return bad("--clip-grad-norm: expected a finite norm >= 0 (0: no "
+               "clipping), got " +
+               std::to_string(options.clipGradNorm));
+  if (options.gradAccum < 1)
+    return bad("--grad-accum: expected K >= 1");
+  if (options.gradAccum > 1 && options.dataPaths.empty())
+    return bad("--grad-accum needs --data: a fixed batch has one micro-batch");
+  if (options.maxSkips < 1)
+    return bad("--max-skips: expected N >= 1");
+  if (options.dataFormat != "llmc" && options.dataFormat != "raw-u16")
+    return bad("--data-format: expected llmc or raw-u16, got '" +
+               options.dataFormat + "'");
+  if (options.shuffleSeed && options.dataPaths.empty())
+    return bad("--shuffle needs --data");
+  bool evaluating = options.evalEvery > 0 || options.evalBatches > 0 ||
+                    !options.valDataPaths.empty();
+  if (evaluating && (options.evalEvery <= 0 || options.evalBatches <= 0 ||
+                     options.valDataPaths.empty()))
+    return bad("evaluation needs all of --val-data PATH, --eval-every N and "
+               "--eval-batches M (N, M > 0)");
+  if (!options.saveCheckpointDir.empty() && options.saveEvery <= 0)
+    return bad("--save-checkpoint needs --save-every K (K > 0)");
+  if (options.saveEvery > 0 && options.saveCheckpointDir.empty())
+    return bad("--save-every needs --save-checkpoint DIR");
+  if (options.keepCheckpoints > 0 && options.saveCheckpointDir.empty())
+    return bad("--keep-checkpoints needs --save-checkpoint DIR");
+  bool onGpu = options.device == "cuda" || options.device == "gpu";
+  if (onGpu &&
+      (!options.dataPaths.empty() || options.clipGradNorm > 0 || evaluating))
+    return bad("--device cuda trains on a fixed batch (--inputs) without "
+               "--clip-grad-norm or evaluation for now; --data, "
+               "--clip-grad-norm and --val-data run on the CPU");
+  return true;
+}
+
+bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
+                                            UpdateOptions &options,
+                                            std::string &error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string flag = arg.substr(0, arg.find('='));
+    std::string value;
+    if (parseTrainerFlag(argc, argv, i, options, error)) {
+      if (!error.empty())
+        return false;
+      continue;
+    }
+    if (!error.empty())
+      return false;
+    if (flag == "--grads" || flag == "--weights" || flag == "--inputs" ||
+        flag == "--verify-checkpoint") {
+      if (!flagValue(argc, argv, i, flag, value, error))
+        return false;
+      (flag == "--grads"     ? options.gradsPath
+       : flag == "--weights" ? options.weightsPath
+       : flag == "--inputs"  ? options.inputsPath
+                             : options.verifyCheckpointDir) = value;
+    } else if (arg.rfind("-", 0) == 0) {
+      error = "unknown option '" + arg + "'";
+      return false;
+    } else if (options.artifactDir.empty()) {
+      options.artifactDir = arg;
+    } else {
+      error = "unexpected argument '" + arg + "'";
+      return false;
+    }
+  }
+  if (options.artifactDir.empty()) {
+    error = "no artifact directory given";
+    return false;
+  }
+  // Gradients are either given or computed by the step, never both.
+  if (!options.inputsPath.empty() && !options.gradsPath.empty()) {
+    error = "--inputs and --grads cannot be combined: --grads applies given "
+            "gradients, --inputs computes them with the artifact's training "
+            "step";
+    return false;
+  }
+  if (!options.inputsPath.empty() && !options.verifyCheckpointDir.empty()) {
+    error = "--verify-checkpoint only loads the checkpoint; it takes no "
+            "--inputs";
+    return false;
+  }
+  // Only a training step has losses; --grads runs none.
+  bool training = !options.inputsPath.empty() || !options.dataPaths.empty();
+  if (!options.lossesPath.empty() && !training) {
+    error = "--losses needs --inputs INPUTS.safetensors or --data TOKENS.bin "
+            "(the losses come from the artifact's training step)";
+    return false;
+  }
+  if (!options.inputsPath.empty() && !options.dataPaths.empty()) {
+    error = "--inputs and --data cannot be combined: --inputs trains on one "
+            "fixed batch, --data on token data";
+    return false;
+  }
+  if (!options.dataPaths.empty() && !options.gradsPath.empty()) {
+    error = "--data and --grads cannot be combined";
+    return false;
+  }
+  return validateTrainerOptions(options, error);
+}
