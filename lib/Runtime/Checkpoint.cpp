@@ -324,6 +324,13 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
     return fail(indexPath + ": damaged checkpoint index (no step or files)");
   stepOut = index["step"].get<int64_t>();
 
+  // This rank's slice of every member, [begin, end) elements.
+  std::map<std::string, std::pair<int64_t, int64_t>> sliceOf;
+  for (GroupState &state : groups)
+    for (size_t m = 0; m < state.group->members.size(); ++m)
+      sliceOf[state.group->members[m].fqn] = {state.slices[m].begin,
+                                              state.slices[m].end};
+
   // Every file, validated (size against the index, then the format).
   std::vector<SafeTensorsFile> files;
   struct Piece {
@@ -345,7 +352,35 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
                   std::to_string(entry.value("bytes", int64_t(-1))) + ")");
     files.emplace_back();
     std::string readError;
-    if (!SafeTensorsFile::read(path, files.back(), readError))
+    // Only what this rank holds is read: every parameter in full (each rank
+    // holds them all gathered), the other states where a file's range meets
+    // this rank's slice of the member.
+    json fileRanges;
+    const std::map<std::string, std::string> *rangesOf = nullptr;
+    auto select = [&](const std::string &name,
+                      const std::map<std::string, std::string> &metadata) {
+      size_t slash = name.find('/');
+      if (slash == std::string::npos || name.compare(0, slash, "param") == 0)
+        return true;
+      if (rangesOf != &metadata) {
+        rangesOf = &metadata;
+        auto found = metadata.find("ranges");
+        fileRanges =
+            json::parse(found == metadata.end() ? std::string() : found->second,
+                        nullptr, false);
+      }
+      auto slice = sliceOf.find(name.substr(slash + 1));
+      const json &range = fileRanges.is_object() && fileRanges.contains(name)
+                              ? fileRanges[name]
+                              : json();
+      // Malformed entries are read, and refused below with their reason.
+      if (slice == sliceOf.end() || !range.is_array() || range.size() != 2 ||
+          !range[0].is_number_integer() || !range[1].is_number_integer())
+        return true;
+      return range[0].get<int64_t>() < slice->second.second &&
+             slice->second.first < range[1].get<int64_t>();
+    };
+    if (!SafeTensorsFile::read(path, files.back(), readError, select))
       return fail("checkpoint: " + readError);
     const SafeTensorsFile &file = files.back();
     json ranges = json::parse(

@@ -567,10 +567,11 @@ class SafeTensorsReader {
 public:
   static bool load(std::string_view source, uint64_t fileSize,
                    const ReadAt &readAt, SafeTensorsFile &out,
-                   std::string &error) {
+                   std::string &error,
+                   const SafeTensorsFile::TensorFilter *select = nullptr) {
     out.clear();
     std::string prefix = std::string(source) + ": ";
-    if (!loadImpl(fileSize, readAt, out, error)) {
+    if (!loadImpl(fileSize, readAt, out, error, select)) {
       error = prefix + error;
       out.clear();
       return false;
@@ -580,7 +581,8 @@ public:
 
 private:
   static bool loadImpl(uint64_t fileSize, const ReadAt &readAt,
-                       SafeTensorsFile &out, std::string &error) {
+                       SafeTensorsFile &out, std::string &error,
+                       const SafeTensorsFile::TensorFilter *select) {
     if (fileSize < 8) {
       error = "file is " + std::to_string(fileSize) +
               " bytes, shorter than the 8-byte header length";
@@ -625,9 +627,11 @@ private:
       tensor.name = entry.name;
       tensor.dtype = entry.dtype;
       tensor.shape = std::move(entry.shape);
-      tensor.bytes.resize(entry.end - entry.begin);
-      if (!readAt(dataStart + entry.begin, tensor.bytes.size(),
-                  tensor.bytes.data())) {
+      bool wanted = !select || (*select)(entry.name, out.metadataMap);
+      if (wanted)
+        tensor.bytes.resize(entry.end - entry.begin);
+      if (wanted && !readAt(dataStart + entry.begin, tensor.bytes.size(),
+                            tensor.bytes.data())) {
         error = "tensor " + quoteName(entry.name) +
                 ": cannot read its data (was the file truncated?)";
         return false;
@@ -673,6 +677,11 @@ bool SafeTensorsFile::parse(const uint8_t *data, size_t size,
 
 bool SafeTensorsFile::read(const std::string &path, SafeTensorsFile &out,
                            std::string &error) {
+  return read(path, out, error, TensorFilter());
+}
+
+bool SafeTensorsFile::read(const std::string &path, SafeTensorsFile &out,
+                           std::string &error, const TensorFilter &select) {
   out.clear();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -692,7 +701,8 @@ bool SafeTensorsFile::read(const std::string &path, SafeTensorsFile &out,
         return preadAll(fd, offset, length, destination);
       };
       ok = SafeTensorsReader::load(path, static_cast<uint64_t>(status.st_size),
-                                   readAt, out, error);
+                                   readAt, out, error,
+                                   select ? &select : nullptr);
     }
   } catch (const std::exception &exception) {
     out.clear();

@@ -242,6 +242,36 @@ TEST(SafeTensorsTest, WriteReadRoundTrip) {
   EXPECT_EQ(header.find_last_not_of(' '), header.rfind('}'));
 }
 
+/// A filtered read loads only the chosen tensors' data (a checkpoint rank's
+/// own ranges) and still describes every tensor.
+TEST(SafeTensorsTest, FilteredReadLoadsOnlyChosenData) {
+  ScratchDir dir;
+  const float values[] = {1, 2, 3, 4};
+  std::vector<HostTensor> tensors = {
+      fromFloat32("param/w", {4}, values, DType::F32),
+      fromFloat32("master/w", {2}, values + 2, DType::F32)};
+  std::string path = dir.file("filtered.safetensors");
+  std::string error;
+  ASSERT_TRUE(writeSafeTensors(path, tensors, {{"ranges", "{}"}}, error))
+      << error;
+  SafeTensorsFile file;
+  std::vector<std::string> asked;
+  ASSERT_TRUE(SafeTensorsFile::read(
+      path, file, error,
+      [&](const std::string &name,
+          const std::map<std::string, std::string> &metadata) {
+        asked.push_back(name);
+        EXPECT_EQ(metadata.at("ranges"), "{}");
+        return name == "param/w";
+      }))
+      << error;
+  EXPECT_EQ(asked.size(), 2u);
+  EXPECT_EQ(file.find("param/w")->bytes, tensors[0].bytes);
+  ASSERT_NE(file.find("master/w"), nullptr);
+  EXPECT_TRUE(file.find("master/w")->bytes.empty());
+  EXPECT_EQ(file.find("master/w")->shape, (std::vector<int64_t>{2}));
+}
+
 TEST(SafeTensorsTest, KeepsFileOrderOfNames) {
   std::string header = "{\"b\":{\"dtype\":\"U8\",\"shape\":[1],"
                        "\"data_offsets\":[0,1]},"

@@ -75,6 +75,16 @@ public:
   static bool read(const std::string &path, SafeTensorsFile &out,
                    std::string &error);
 
+  /// Chooses which tensors' data read() loads, given a tensor's name and the
+  /// file's `__metadata__`: the others keep their name, dtype and shape but
+  /// no bytes (bytes().empty()), and none of their data is read.
+  using TensorFilter = std::function<bool(
+      const std::string &name, const std::map<std::string, std::string> &)>;
+  /// Like read(), validating the whole header but reading only the data of
+  /// the tensors `select` chooses (a checkpoint rank's own ranges).
+  static bool read(const std::string &path, SafeTensorsFile &out,
+                   std::string &error, const TensorFilter &select);
+
   /// Like read(), on a file image already in memory; `sourceName` stands in
   /// for the path in messages. This is the entry point for fuzzing.
   static bool parse(const uint8_t *data, size_t size,
