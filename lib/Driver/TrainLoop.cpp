@@ -195,16 +195,12 @@ private:
   /// Replaces an integer argument's value (in its own element type).
   void setIds(unsigned index, ArrayRef<int64_t> ids) {
     reference::Tensor &slot = arguments[index];
-    unsigned width = slot.getElementType().getIntOrFloatBitWidth();
-    std::vector<uint8_t> bytes(ids.size() * width / 8);
-    for (auto [i, id] : llvm::enumerate(ids)) {
-      if (width == 64) {
-        std::memcpy(&bytes[i * 8], &id, 8);
-      } else {
-        int32_t narrow = int32_t(id);
-        std::memcpy(&bytes[i * 4], &narrow, 4);
-      }
-    }
+    std::vector<uint8_t> bytes(
+        ids.size() * slot.getElementType().getIntOrFloatBitWidth() / 8);
+    rt::storeTokenIds(
+        ids.data(), ids.size(),
+        getStoredDType(slot.getElementType()).value_or(rt::DType::I64),
+        bytes.data());
     llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
         slot.getElementType(), slot.getShape(), bytes);
     if (value)
@@ -223,45 +219,29 @@ private:
   double loss = std::nan("");
 };
 
-/// The token data of a reference run over `step` (the CPU step's sources
-/// take theirs from the program file, CpuStepGradients::openTokenData).
+/// The token data of a reference run over `step`, opened as for the CPU
+/// step (CpuStepGradients::openTokenData) from its arguments' description.
 llvm::Expected<std::unique_ptr<rt::TokenBatches>>
 openReferenceTokenData(train::StepOp step, const rt::UpdateOptions &options) {
-  SmallVector<unsigned> inputs;
-  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
-    if (step.getTensorInfo(index).getKind() == train::TensorKind::user_input)
-      inputs.push_back(index);
-  auto typeOf = [&](unsigned index) {
-    return cast<RankedTensorType>(step.getArgument(index).getType());
-  };
-  if (inputs.size() != 2 || typeOf(inputs[0]) != typeOf(inputs[1]) ||
-      typeOf(inputs[0]).getRank() != 2 ||
-      !(typeOf(inputs[0]).getElementType().isInteger(64) ||
-        typeOf(inputs[0]).getElementType().isInteger(32)))
-    return llvm::createStringError(
-        "--data trains a step whose two user inputs are integer tensors of "
-        "one shape [B, T] (tokens, targets)");
-  rt::TokenBatches::Options data;
-  data.train = options.dataPaths;
-  data.validation = options.valDataPaths;
-  data.format = options.dataFormat;
-  data.shuffleSeed = options.shuffleSeed;
-  data.batch = typeOf(inputs[0]).getDimSize(0);
-  data.seqLen = typeOf(inputs[0]).getDimSize(1);
-  data.evalBatches = options.evalBatches;
-  auto boundOf = [&](unsigned index) {
-    rt::IndexBound bound = getIndexBound(step, index);
-    if (bound.bound < 1)
-      bound = {typeOf(index).getElementType().isInteger(64) ? int64_t(1) << 62
-                                                            : int64_t(1) << 31,
-               "the input's integer type"};
-    return bound;
-  };
-  data.tokens = boundOf(inputs[0]);
-  data.targets = boundOf(inputs[1]);
+  std::vector<rt::GpuStepTensor> arguments;
+  std::vector<rt::IndexBound> bounds;
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    auto type = cast<RankedTensorType>(step.getArgument(index).getType());
+    rt::GpuStepTensor argument;
+    argument.name = step.getTensorInfo(index).getFqn().str();
+    bool input =
+        step.getTensorInfo(index).getKind() == train::TensorKind::user_input;
+    argument.role = input ? rt::GpuStepTensor::Role::UserInput
+                          : rt::GpuStepTensor::Role::Buffer;
+    argument.dtype =
+        getStoredDType(type.getElementType()).value_or(rt::DType::F32);
+    argument.shape.assign(type.getShape().begin(), type.getShape().end());
+    arguments.push_back(std::move(argument));
+    bounds.push_back(input ? getIndexBound(step, index) : rt::IndexBound());
+  }
   std::string error;
   std::unique_ptr<rt::TokenBatches> batches =
-      rt::TokenBatches::open(data, error);
+      rt::CpuStepGradients::openTokenData(arguments, bounds, options, error);
   if (!batches)
     return llvm::createStringError(error);
   return batches;

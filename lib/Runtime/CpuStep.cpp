@@ -115,20 +115,31 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
 
 std::unique_ptr<TokenBatches> CpuStepGradients::openTokenData(
     const CpuStep &step, const UpdateOptions &options, std::string &error) {
-  std::vector<size_t> inputs;
+  std::vector<IndexBound> bounds;
   for (size_t i = 0; i < step.arguments().size(); ++i)
-    if (step.arguments()[i].role == TensorRole::UserInput)
+    bounds.push_back(step.indexBound(i));
+  return openTokenData(step.arguments(), bounds, options, error);
+}
+
+std::unique_ptr<TokenBatches>
+CpuStepGradients::openTokenData(const std::vector<GpuStepTensor> &arguments,
+                                const std::vector<IndexBound> &bounds,
+                                const UpdateOptions &options,
+                                std::string &error) {
+  std::vector<size_t> inputs;
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].role == TensorRole::UserInput)
       inputs.push_back(i);
   auto isIds = [&](size_t index) {
-    const GpuStepTensor &tensor = step.arguments()[index];
+    const GpuStepTensor &tensor = arguments[index];
     return (tensor.dtype == DType::I64 || tensor.dtype == DType::I32) &&
            tensor.shape.size() == 2;
   };
   if (inputs.size() != 2 || !isIds(inputs[0]) || !isIds(inputs[1]) ||
-      step.arguments()[inputs[0]].shape != step.arguments()[inputs[1]].shape) {
+      arguments[inputs[0]].shape != arguments[inputs[1]].shape) {
     std::string list;
     for (size_t index : inputs) {
-      const GpuStepTensor &tensor = step.arguments()[index];
+      const GpuStepTensor &tensor = arguments[index];
       list += (list.empty() ? "" : ", ") + tensor.name + " " +
               std::string(safeTensorsDTypeName(tensor.dtype)) + " [";
       for (size_t d = 0; d < tensor.shape.size(); ++d)
@@ -146,16 +157,15 @@ std::unique_ptr<TokenBatches> CpuStepGradients::openTokenData(
   data.validation = options.valDataPaths;
   data.format = options.dataFormat;
   data.shuffleSeed = options.shuffleSeed;
-  data.batch = step.arguments()[inputs[0]].shape[0];
-  data.seqLen = step.arguments()[inputs[0]].shape[1];
+  data.batch = arguments[inputs[0]].shape[0];
+  data.seqLen = arguments[inputs[0]].shape[1];
   data.evalBatches = options.evalBatches;
   auto boundOf = [&](size_t index) {
-    IndexBound bound = step.indexBound(index);
+    IndexBound bound = bounds[index];
     if (bound.bound < 1) {
       // Nothing indexes it: the ids still have to fit its integer type.
-      bound.bound = step.arguments()[index].dtype == DType::I64
-                        ? int64_t(1) << 62
-                        : int64_t(1) << 31;
+      bound.bound = arguments[index].dtype == DType::I64 ? int64_t(1) << 62
+                                                         : int64_t(1) << 31;
       bound.what = "the input's integer type";
     }
     return bound;
@@ -199,19 +209,12 @@ std::unique_ptr<CpuStepGradients> CpuStepGradients::create(
 
 void CpuStepGradients::setIds(const std::vector<int64_t> &tokenIds,
                               const std::vector<int64_t> &targetIds) {
-  for (auto [index, ids] : {std::pair<size_t, const std::vector<int64_t> *>{
-                                tokensArgument, &tokenIds},
-                            {targetsArgument, &targetIds}}) {
-    uint8_t *out = argumentBytes[index].data();
-    if (step->arguments()[index].dtype == DType::I64) {
-      std::memcpy(out, ids->data(), ids->size() * 8);
-      continue;
-    }
-    for (size_t i = 0; i < ids->size(); ++i) {
-      int32_t narrow = int32_t((*ids)[i]);
-      std::memcpy(out + 4 * i, &narrow, 4);
-    }
-  }
+  storeTokenIds(tokenIds.data(), tokenIds.size(),
+                step->arguments()[tokensArgument].dtype,
+                argumentBytes[tokensArgument].data());
+  storeTokenIds(targetIds.data(), targetIds.size(),
+                step->arguments()[targetsArgument].dtype,
+                argumentBytes[targetsArgument].data());
 }
 
 bool CpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,

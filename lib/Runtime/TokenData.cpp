@@ -546,4 +546,16 @@ int64_t TokenBatches::validationMicroBatches() const {
   return validation ? validationSamples / options.batch : 0;
 }
 
+void storeTokenIds(const int64_t *ids, size_t count, DType dtype,
+                   uint8_t *out) {
+  if (dtype == DType::I64) {
+    std::memcpy(out, ids, count * 8);
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    int32_t narrow = int32_t(ids[i]);
+    std::memcpy(out + 4 * i, &narrow, 4);
+  }
+}
+
 } // namespace mlir::mantissa::rt

@@ -85,6 +85,12 @@ public:
   static std::unique_ptr<TokenBatches>
   openTokenData(const CpuStep &step, const UpdateOptions &options,
                 std::string &error);
+  /// The same for any step's arguments (user inputs among them) and the
+  /// bounds of their ids (one per argument), e.g. the interpreter's.
+  static std::unique_ptr<TokenBatches>
+  openTokenData(const std::vector<GpuStepTensor> &arguments,
+                const std::vector<IndexBound> &bounds,
+                const UpdateOptions &options, std::string &error);
 
   bool splitsSteps() const override { return batches != nullptr; }
   bool selectMicroBatch(const MicroBatch &microBatch,

@@ -24,6 +24,8 @@
 #ifndef MANTISSA_RUNTIME_TOKENDATA_H
 #define MANTISSA_RUNTIME_TOKENDATA_H
 
+#include "mantissa/Runtime/DType.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -208,6 +210,10 @@ struct IndexBound {
   int64_t bound = 0;
   std::string what;
 };
+
+/// Writes `count` token ids into a step argument of dtype `dtype` (I64 or
+/// I32) at `out`.
+void storeTokenIds(const int64_t *ids, size_t count, DType dtype, uint8_t *out);
 
 /// A run's token data (`--data`, `--val-data`) for a step whose tokens and
 /// targets are [batch, seqLen] integer tensors: micro-batch g of training is
