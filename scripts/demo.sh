@@ -56,7 +56,24 @@ fi
 
 echo
 echo "== 5. Compile the artifact the runtime loads (mantissa-compile -o DIR):"
-echo "      manifest, fused AdamW kernels per shard group, PTX, weights"
+echo "      manifest, fused AdamW kernels per shard group (CPU and PTX), the"
+echo "      step compiled for this CPU and for the GPU, weights"
 "$bin/mantissa-compile" "$example/model.pt2" --precision "$example/precision.yaml" \
   -o "$out/artifact"
-ls "$out/artifact"
+ls "$out/artifact" | tr '\n' ' '
+echo
+
+echo
+echo "== 6. Train from the artifact with the runtime alone (mantissa-run-runtime"
+echo "      links no LLVM): the same run, the same bits"
+train[5]=4 # --grad-accum 4, as in step 3
+"$bin/mantissa-run-runtime" "$out/artifact" --weights "$example/init.safetensors" \
+  --steps 200 "${train[@]}" --losses "$out/losses-runtime.json" \
+  --final-params "$out/final-runtime.safetensors" --no-memory-report 2>/dev/null |
+  grep -E '^trained'
+if cmp -s "$out/final.safetensors" "$out/final-runtime.safetensors"; then
+  echo "   final parameters identical to mantissa-run MODEL.pt2"
+else
+  echo "   error: the runtime-only run differs" >&2
+  exit 1
+fi
