@@ -86,28 +86,13 @@ public:
 
   bool selectMicroBatch(const MicroBatch &microBatch,
                         std::string &error) override {
-    if (!batches)
-      return true;
-    std::vector<int64_t> tokenIds(size_t(batches->tokensPerMicroBatch())),
-        targetIds(tokenIds.size());
-    if (!batches->loadTraining(microBatch.global, tokenIds.data(),
-                               targetIds.data(), error))
-      return false;
-    setIds(inputs[0], tokenIds);
-    setIds(inputs[1], targetIds);
-    return true;
+    return !batches || loadIds(/*validation=*/false, microBatch.global, error);
   }
 
   bool evaluateValidation(int64_t index, const std::vector<Member> &members,
                           double &value, std::string &error) override {
-    std::vector<int64_t> tokenIds(size_t(batches->tokensPerMicroBatch())),
-        targetIds(tokenIds.size());
-    if (!batches->loadValidation(index, tokenIds.data(), targetIds.data(),
-                                 error))
-      return false;
-    setIds(inputs[0], tokenIds);
-    setIds(inputs[1], targetIds);
-    if (!loadParameters(members, error))
+    if (!loadIds(/*validation=*/true, index, error) ||
+        !loadParameters(members, error))
       return false;
     llvm::Expected<SmallVector<reference::Tensor>> results =
         forward.evaluator->evaluate(arguments);
@@ -192,21 +177,31 @@ private:
     return true;
   }
 
-  /// Replaces an integer argument's value (in its own element type).
-  void setIds(unsigned index, ArrayRef<int64_t> ids) {
-    reference::Tensor &slot = arguments[index];
-    std::vector<uint8_t> bytes(
-        ids.size() * slot.getElementType().getIntOrFloatBitWidth() / 8);
-    rt::storeTokenIds(
-        ids.data(), ids.size(),
-        getStoredDType(slot.getElementType()).value_or(rt::DType::I64),
-        bytes.data());
-    llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
-        slot.getElementType(), slot.getShape(), bytes);
-    if (value)
+  /// Loads a training (or validation) micro-batch's token ids into the
+  /// tokens and targets arguments, each in its own element type.
+  bool loadIds(bool validation, int64_t index, std::string &error) {
+    if (!batches->load(validation, index, tokenIds, targetIds, error))
+      return false;
+    for (auto [argument, ids] :
+         {std::pair<unsigned, const std::vector<int64_t> *>{inputs[0],
+                                                            &tokenIds},
+          {inputs[1], &targetIds}}) {
+      reference::Tensor &slot = arguments[argument];
+      std::vector<uint8_t> bytes(
+          ids->size() * slot.getElementType().getIntOrFloatBitWidth() / 8);
+      rt::storeTokenIds(
+          ids->data(), ids->size(),
+          getStoredDType(slot.getElementType()).value_or(rt::DType::I64),
+          bytes.data());
+      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+          slot.getElementType(), slot.getShape(), bytes);
+      if (!value) {
+        error = llvm::toString(value.takeError());
+        return false;
+      }
       slot = std::move(*value);
-    else
-      llvm::consumeError(value.takeError());
+    }
+    return true;
   }
 
   train::StepOp step;
@@ -215,6 +210,7 @@ private:
   std::unique_ptr<rt::TokenBatches> batches;
   ForwardStep forward;
   SmallVector<unsigned> inputs;
+  std::vector<int64_t> tokenIds, targetIds;
   int64_t tokens = 0;
   double loss = std::nan("");
 };

@@ -196,6 +196,11 @@ std::unique_ptr<CpuStepGradients> CpuStepGradients::create(
     (firstInput ? source->tokensArgument : source->targetsArgument) = i;
     firstInput = false;
   }
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].role == TensorRole::Parameter)
+      source->parameterIndex[list[i].name] = i;
+    else if (list[i].role == TensorRole::Buffer)
+      source->bufferIndex[list[i].name] = i;
   for (const GpuStepTensor &result : step->joint().results)
     source->resultBytes.emplace_back(size_t(result.bytes), 0);
   if (const CpuStep::Library *forward = step->forward())
@@ -207,26 +212,21 @@ std::unique_ptr<CpuStepGradients> CpuStepGradients::create(
   return source;
 }
 
-void CpuStepGradients::setIds(const std::vector<int64_t> &tokenIds,
-                              const std::vector<int64_t> &targetIds) {
+bool CpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
+                                        std::string &error) {
+  return !batches || loadIds(/*validation=*/false, microBatch.global, error);
+}
+
+bool CpuStepGradients::loadIds(bool validation, int64_t index,
+                               std::string &error) {
+  if (!batches->load(validation, index, tokenIds, targetIds, error))
+    return false;
   storeTokenIds(tokenIds.data(), tokenIds.size(),
                 step->arguments()[tokensArgument].dtype,
                 argumentBytes[tokensArgument].data());
   storeTokenIds(targetIds.data(), targetIds.size(),
                 step->arguments()[targetsArgument].dtype,
                 argumentBytes[targetsArgument].data());
-}
-
-bool CpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
-                                        std::string &error) {
-  if (!batches)
-    return true;
-  std::vector<int64_t> tokenIds(size_t(batches->tokensPerMicroBatch())),
-      targetIds(tokenIds.size());
-  if (!batches->loadTraining(microBatch.global, tokenIds.data(),
-                             targetIds.data(), error))
-    return false;
-  setIds(tokenIds, targetIds);
   return true;
 }
 
@@ -241,10 +241,6 @@ bool CpuStepGradients::bindArguments(const std::vector<Member> &members,
   pointers.clear();
   for (std::vector<uint8_t> &bytes : argumentBytes)
     pointers.push_back(bytes.data());
-  std::map<std::string, size_t> parameterIndex;
-  for (size_t i = 0; i < list.size(); ++i)
-    if (list[i].role == TensorRole::Parameter)
-      parameterIndex[list[i].name] = i;
   for (const Member &member : members) {
     auto found = parameterIndex.find(*member.fqn);
     if (found == parameterIndex.end()) {
@@ -310,18 +306,14 @@ bool CpuStepGradients::computeGradients(int64_t stepNumber,
     }
     case TensorRole::BufferMutation: {
       // The next step reads the buffer's new value.
-      bool written = false;
-      for (size_t a = 0; a < step->arguments().size() && !written; ++a)
-        if (step->arguments()[a].role == TensorRole::Buffer &&
-            step->arguments()[a].name == result.name &&
-            argumentBytes[a].size() == resultBytes[i].size()) {
-          std::memcpy(argumentBytes[a].data(), value, resultBytes[i].size());
-          written = true;
-        }
-      if (!written) {
+      auto found = bufferIndex.find(result.name);
+      if (found == bufferIndex.end() ||
+          argumentBytes[found->second].size() != resultBytes[i].size()) {
         error = "buffer '" + result.name + "' changes size in the step";
         return false;
       }
+      std::memcpy(argumentBytes[found->second].data(), value,
+                  resultBytes[i].size());
       break;
     }
     default:
@@ -338,11 +330,8 @@ bool CpuStepGradients::evaluateValidation(int64_t index,
     error = "no validation data (--val-data)";
     return false;
   }
-  std::vector<int64_t> tokenIds(size_t(batches->tokensPerMicroBatch())),
-      targetIds(tokenIds.size());
-  if (!batches->loadValidation(index, tokenIds.data(), targetIds.data(), error))
+  if (!loadIds(/*validation=*/true, index, error))
     return false;
-  setIds(tokenIds, targetIds);
   std::vector<void *> pointers;
   if (!bindArguments(members, pointers, error))
     return false;

@@ -88,12 +88,25 @@ bool mlir::mantissa::rt::combineAcrossRanks(
     const std::function<void(uint8_t *, const uint8_t *, int64_t, int64_t)>
         &add,
     uint8_t *out, std::string &error) {
+  std::vector<const uint8_t *> values;
+  for (size_t n = 0; n < local.size(); ++n)
+    values.push_back(local.value(n));
+  return combineAcrossRanks(comm, values, ranges, total, cuts, add, out, error);
+}
+
+bool mlir::mantissa::rt::combineAcrossRanks(
+    Communicator &comm, const std::vector<const uint8_t *> &local,
+    const std::vector<SumNode> &ranges, int64_t total,
+    const std::vector<int64_t> &cuts,
+    const std::function<void(uint8_t *, const uint8_t *, int64_t, int64_t)>
+        &add,
+    uint8_t *out, std::string &error) {
   int world = comm.worldSize(), me = comm.rank();
   int64_t mine = cuts[me + 1] - cuts[me];
-  if (world == 1 && local.size() == 1 && local.node(0) == SumNode{0, total}) {
+  if (world == 1 && local.size() == 1 && ranges[0] == SumNode{0, total}) {
     // One rank holds the root already.
     if (mine)
-      std::memcpy(out, local.value(0) + cuts[0], size_t(mine));
+      std::memcpy(out, local[0] + cuts[0], size_t(mine));
     return true;
   }
   // Send buffer: for each other rank d, slice d of every local node (this
@@ -105,8 +118,7 @@ bool mlir::mantissa::rt::combineAcrossRanks(
     sendDispls[d] = int64_t(send.size());
     if (d != me)
       for (size_t n = 0; n < local.size(); ++n)
-        send.insert(send.end(), local.value(n) + cuts[d],
-                    local.value(n) + cuts[d] + slice);
+        send.insert(send.end(), local[n] + cuts[d], local[n] + cuts[d] + slice);
     sendCounts[d] = int64_t(send.size()) - sendDispls[d];
   }
   // Receive buffer: every other rank's nodes, sliced to this rank's bytes.
@@ -138,7 +150,7 @@ bool mlir::mantissa::rt::combineAcrossRanks(
   for (int s = 0; s < world; ++s)
     for (size_t n = 0; n < nodesOf[s].size(); ++n)
       slice.push(nodesOf[s][n], s == me
-                                    ? local.value(n) + first
+                                    ? local[n] + first
                                     : recv.data() + recvDispls[s] + n * mine);
   if (slice.size() != 1 || !(slice.node(0) == SumNode{0, total})) {
     error = "the micro-batch gradients do not cover the step's " +

@@ -522,24 +522,20 @@ std::unique_ptr<TokenBatches> TokenBatches::open(const Options &options,
   return batches;
 }
 
-bool TokenBatches::loadTraining(int64_t global, int64_t *tokens,
-                                int64_t *targets, std::string &error) {
-  return loadSamples(*train, *order, global * options.batch, options.batch,
-                     options.seqLen, options.tokens.bound, options.tokens.what,
-                     options.targets.bound, options.targets.what, tokens,
-                     targets, error);
-}
-
-bool TokenBatches::loadValidation(int64_t index, int64_t *tokens,
-                                  int64_t *targets, std::string &error) {
-  if (!validation) {
+bool TokenBatches::load(bool validating, int64_t index,
+                        std::vector<int64_t> &tokens,
+                        std::vector<int64_t> &targets, std::string &error) {
+  if (validating && !validation) {
     error = "no validation data (--val-data)";
     return false;
   }
-  return loadSamples(*validation, *validationOrder, index * options.batch,
-                     options.batch, options.seqLen, options.tokens.bound,
-                     options.tokens.what, options.targets.bound,
-                     options.targets.what, tokens, targets, error);
+  tokens.resize(size_t(tokensPerMicroBatch()));
+  targets.resize(tokens.size());
+  return loadSamples(
+      validating ? *validation : *train, validating ? *validationOrder : *order,
+      index * options.batch, options.batch, options.seqLen,
+      options.tokens.bound, options.tokens.what, options.targets.bound,
+      options.targets.what, tokens.data(), targets.data(), error);
 }
 
 int64_t TokenBatches::validationMicroBatches() const {

@@ -267,6 +267,20 @@ void Runner::forEachShardTile(GroupState &state, Visit visit) {
   }
 }
 
+/// All-gathers `values` in place, rank r contributing elements
+/// [parts[r].begin, parts[r].end).
+static bool allGatherDoubles(Communicator &comm, std::vector<double> &values,
+                             const std::vector<SumNode> &parts,
+                             std::string &error) {
+  std::vector<int64_t> displacements, counts;
+  for (const SumNode &part : parts) {
+    displacements.push_back(part.begin * 8);
+    counts.push_back((part.end - part.begin) * 8);
+  }
+  return comm.allGather(reinterpret_cast<uint8_t *>(values.data()),
+                        displacements, counts, error);
+}
+
 bool Runner::meanAndNorm(int64_t divisor, double &norm) {
   double total = 0;
   float divide = float(divisor);
@@ -288,15 +302,13 @@ bool Runner::meanAndNorm(int64_t divisor, double &norm) {
           }
           tileSums[size_t(tile)] = sum;
         });
-    std::vector<int64_t> displacements, counts;
+    std::vector<SumNode> tilesOf;
     for (int r = 0; r < world; ++r) {
       auto [a, b] = shardTiles(*state.group, r, world);
-      displacements.push_back(a * 8);
-      counts.push_back((b - a) * 8);
+      tilesOf.push_back({a, b});
     }
     std::string collectiveError;
-    if (!comm.allGather(reinterpret_cast<uint8_t *>(tileSums.data()),
-                        displacements, counts, collectiveError))
+    if (!allGatherDoubles(comm, tileSums, tilesOf, collectiveError))
       return fail("gradient norm: " + collectiveError);
     for (double sum : tileSums)
       total += sum;
@@ -330,15 +342,11 @@ bool Runner::evaluate(double &loss) {
         fail("evaluation: " + sourceError);
   if (!comm.allAgree(ok))
     return error.empty() ? fail("another rank failed") : false;
-  std::vector<int64_t> displacements, counts;
-  for (int r = 0; r < world; ++r) {
-    SumNode range = microBatchesOfRank(r, perRank, total);
-    displacements.push_back(range.begin * 8);
-    counts.push_back((range.end - range.begin) * 8);
-  }
+  std::vector<SumNode> parts;
+  for (int r = 0; r < world; ++r)
+    parts.push_back(microBatchesOfRank(r, perRank, total));
   std::string collectiveError;
-  if (!comm.allGather(reinterpret_cast<uint8_t *>(values.data()), displacements,
-                      counts, collectiveError))
+  if (!allGatherDoubles(comm, values, parts, collectiveError))
     return fail("evaluation: " + collectiveError);
   double sum = 0;
   for (double value : values)
@@ -381,36 +389,36 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
       ok = ok && computeGradients(stepNumber);
       stepLosses[size_t(m)] = source->lastLoss();
     }
-    // Otherwise (--grads) fullGrad holds the file's gradient.
-    for (size_t g = 0; ok && g < groups.size(); ++g)
-      sums[g].push({m, m + 1}, groups[g].fullGrad.data());
+    // Otherwise (--grads) fullGrad holds the file's gradient. A rank's one
+    // micro-batch is combined from there; several are summed first.
+    if (ranges[rank].end - ranges[rank].begin > 1)
+      for (size_t g = 0; ok && g < groups.size(); ++g)
+        sums[g].push({m, m + 1}, groups[g].fullGrad.data());
   }
   if (!comm.allAgree(ok))
     return error.empty() ? fail("another rank failed") : false;
   microBatchesDone += total;
 
   std::string collectiveError;
-  {
-    std::vector<int64_t> displacements, counts;
-    for (const SumNode &range : ranges) {
-      displacements.push_back(range.begin * 8);
-      counts.push_back((range.end - range.begin) * 8);
-    }
-    if (!comm.allGather(reinterpret_cast<uint8_t *>(stepLosses.data()),
-                        displacements, counts, collectiveError))
-      return fail("losses: " + collectiveError);
-    double sum = 0;
-    for (double loss : stepLosses)
-      sum += loss;
-    record.loss = sum / double(total);
-  }
+  if (!allGatherDoubles(comm, stepLosses, ranges, collectiveError))
+    return fail("losses: " + collectiveError);
+  double lossSum = 0;
+  for (double loss : stepLosses)
+    lossSum += loss;
+  record.loss = lossSum / double(total);
   for (size_t g = 0; g < groups.size(); ++g) {
     GroupState &state = groups[g];
     auto add = [&state](uint8_t *acc, const uint8_t *value, int64_t first,
                         int64_t bytes) {
       addGradients(state, acc, value, first, bytes);
     };
-    if (!combineAcrossRanks(comm, sums[g], ranges, total, state.gradCuts, add,
+    std::vector<const uint8_t *> local;
+    if (ranges[rank].end - ranges[rank].begin == 1)
+      local.push_back(state.fullGrad.data());
+    else
+      for (size_t n = 0; n < sums[g].size(); ++n)
+        local.push_back(sums[g].value(n));
+    if (!combineAcrossRanks(comm, local, ranges, total, state.gradCuts, add,
                             state.shardGrad.data(), collectiveError))
       return fail("group '" + state.group->name + "': " + collectiveError);
   }

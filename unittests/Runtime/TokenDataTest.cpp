@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/TokenData.h"
+#include "RuntimeTestUtils.h"
 
 #include "gtest/gtest.h"
 
@@ -20,30 +21,6 @@
 using namespace mlir::mantissa::rt;
 
 namespace {
-
-#define EXPECT_CONTAINS(haystack, needle)                                      \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos)             \
-      << "'" << (haystack) << "' does not contain '" << (needle) << "'"
-
-/// A scratch directory removed with its contents at the end of the test.
-class ScratchDir {
-public:
-  ScratchDir() {
-    std::string pattern = ::testing::TempDir() + "mantissa_tokens_XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    char *created = ::mkdtemp(buffer.data());
-    EXPECT_NE(created, nullptr);
-    path = created ? created : "";
-  }
-  ~ScratchDir() {
-    std::string command = "rm -rf '" + path + "'";
-    (void)std::system(command.c_str());
-  }
-  std::string file(const std::string &name) const { return path + "/" + name; }
-
-  std::string path;
-};
 
 void writeBytes(const std::string &path, const std::vector<uint8_t> &bytes) {
   std::ofstream stream(path, std::ios::binary);

@@ -31,6 +31,7 @@
 #include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,14 +110,17 @@ private:
   /// holds them.
   bool bindArguments(const std::vector<Member> &members,
                      std::vector<void *> &pointers, std::string &error);
-  /// Writes token ids into the tokens and targets arguments.
-  void setIds(const std::vector<int64_t> &tokenIds,
-              const std::vector<int64_t> &targetIds);
+  /// Loads a training (or validation) micro-batch's token ids into the
+  /// tokens and targets arguments.
+  bool loadIds(bool validation, int64_t index, std::string &error);
 
   std::unique_ptr<CpuStep> step;
   std::vector<std::vector<uint8_t>> argumentBytes, resultBytes, forwardBytes;
   std::unique_ptr<TokenBatches> batches;
   size_t tokensArgument = 0, targetsArgument = 0;
+  std::vector<int64_t> tokenIds, targetIds;
+  /// The argument each parameter and each buffer is, by name.
+  std::map<std::string, size_t> parameterIndex, bufferIndex;
   double loss = 0;
   int64_t tokens = 0;
 };

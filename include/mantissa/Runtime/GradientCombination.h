@@ -104,6 +104,16 @@ bool combineAcrossRanks(Communicator &comm, const TreeSum &local,
                                                  int64_t, int64_t)> &add,
                         uint8_t *out, std::string &error);
 
+/// The same with this rank's maximal nodes given as their values, in order
+/// (e.g. a single micro-batch's gradient where it was computed, uncopied).
+bool combineAcrossRanks(Communicator &comm,
+                        const std::vector<const uint8_t *> &local,
+                        const std::vector<SumNode> &ranges, int64_t total,
+                        const std::vector<int64_t> &cuts,
+                        const std::function<void(uint8_t *, const uint8_t *,
+                                                 int64_t, int64_t)> &add,
+                        uint8_t *out, std::string &error);
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_GRADIENTCOMBINATION_H

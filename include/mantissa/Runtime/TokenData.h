@@ -235,12 +235,11 @@ public:
   /// file) on failure.
   static std::unique_ptr<TokenBatches> open(const Options &options,
                                             std::string &error);
-  /// Fills `tokens` and `targets` (batch * seqLen each) with training
-  /// micro-batch `global`, or validation micro-batch `index`.
-  bool loadTraining(int64_t global, int64_t *tokens, int64_t *targets,
-                    std::string &error);
-  bool loadValidation(int64_t index, int64_t *tokens, int64_t *targets,
-                      std::string &error);
+  /// Fills `tokens` and `targets` (resized to batch * seqLen) with training
+  /// micro-batch `index` (a global micro-batch count), or with validation
+  /// micro-batch `index` when `validation`.
+  bool load(bool validation, int64_t index, std::vector<int64_t> &tokens,
+            std::vector<int64_t> &targets, std::string &error);
   /// Validation micro-batches the data holds (0 without --val-data).
   int64_t validationMicroBatches() const;
   int64_t tokensPerMicroBatch() const { return options.batch * options.seqLen; }
