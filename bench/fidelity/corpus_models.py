@@ -5,7 +5,7 @@ import json, os, struct
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_CORPUS = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "corpus"))
+DEFAULT_CORPUS = os.path.normpath(os.path.join(HERE, "..", "..", "test", "Inputs", "corpus"))
 
 
 def model_namespace(corpus):

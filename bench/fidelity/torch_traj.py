@@ -2,7 +2,7 @@
 # and measure how far torch itself lands from torch 2.11's own numbers (corpus M.traj.json / M.finals).
 #
 # Usage: /usr/bin/python3 bench/fidelity/torch_traj.py MODEL [options]
-#   --corpus DIR        corpus folder (default ../shared/corpus relative to the repo root)
+#   --corpus DIR        corpus folder (default test/Inputs/corpus of the repository)
 #   --threads N         intra-op threads (default 1)
 #   --dtype float32|float64   float64 = model.double() (inputs as is): "exact math" estimate
 #   --adam torch|t211   torch: torch 1.13's torch.optim.AdamW(foreach=False) (exp_avg.mul_.add_);

@@ -4,7 +4,7 @@
 #
 # usage: bench/step/run.sh [MODEL ...]   (default: llama llama_medium)
 # Needs Debian's python3-torch for the baseline (torch_cpu_step.py, from
-# ../shared/bench) and the corpus in ../shared/corpus.
+# ../shared/bench) and the corpus in test/Inputs/corpus.
 #
 # Mantissa compiles forward/backward for the CPU (train -> linalg -> LLVM,
 # clang -O2 -march=native, OpenMP threads; the library is cached, so the timed
@@ -12,7 +12,7 @@
 # AdamW kernels.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-corpus=${MANTISSA_CORPUS_DIR:-$root/../shared/corpus}
+corpus=${MANTISSA_CORPUS_DIR:-$root/test/Inputs/corpus}
 steps=${STEPS:-20}
 threads=${THREADS:-2}
 models=("$@")

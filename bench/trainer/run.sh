@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
-corpus=${CORPUS:-$root/../shared/corpus}
+corpus=${CORPUS:-$root/test/Inputs/corpus}
 repeat=${REPEAT:-3}
 steps=${STEPS:-30}
 out=$(mktemp -d)

@@ -19,7 +19,7 @@ dir="${2:-$repo/build/adamw-gpu}"
 case "$command" in
 prepare)
   gen="${BUILD_DIR:-$repo/build}/bin/mantissa-adamw-gen"
-  corpus="${MANTISSA_CORPUS_DIR:-$repo/../shared/corpus}"
+  corpus="${MANTISSA_CORPUS_DIR:-$repo/test/Inputs/corpus}"
   mkdir -p "$dir"
   "$gen" --mode mixed --members 4 --n 16396 --emit gpu -o "$dir/check_mixed"
   "$gen" --mode fp32 --amsgrad --n 4099 --emit gpu -o "$dir/check_amsgrad"

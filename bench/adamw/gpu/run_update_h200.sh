@@ -38,7 +38,7 @@ prepare)
   compile="$build/bin/mantissa-compile"
   run="$build/bin/mantissa-run"
   st="$repo/test/Runtime/Inputs/st.py"
-  corpus="${MANTISSA_CORPUS_DIR:-$repo/../shared/corpus}"
+  corpus="${MANTISSA_CORPUS_DIR:-$repo/test/Inputs/corpus}"
   rm -rf "$dir"
   mkdir -p "$dir"
   golden="$corpus/adamw_golden.safetensors"

@@ -31,7 +31,7 @@ case "$command" in
 prepare)
   build="${BUILD_DIR:-$repo/build}"
   compile="$build/bin/mantissa-compile"
-  corpus="${MANTISSA_CORPUS_DIR:-$repo/../shared/corpus}"
+  corpus="${MANTISSA_CORPUS_DIR:-$repo/test/Inputs/corpus}"
   [[ -x "$compile" ]] || { echo "build first: $compile is missing" >&2; exit 1; }
   rm -rf "$dir"
   mkdir -p "$dir/corpus"
