@@ -50,6 +50,9 @@ static llvm::cl::opt<unsigned>
     blockSize("block-size", llvm::cl::desc("GPU threads per block"),
               llvm::cl::init(256));
 
+/// Elements per tile of the update (the artifact's default).
+static constexpr int64_t kTileSize = 4096;
+
 static const char *kindName(const AdamWMember &member) {
   switch (member.master) {
   case AdamWMasterKind::FP32:
@@ -81,7 +84,8 @@ static std::string describeLaunch(const AdamWGroup &group) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "kernel mantissa_adamw_update_kernel\n";
-  os << "grid " << getAdamWGpuGridSize(group, blockSize) << "\n";
+  // The kernel's tile range is its last two parameters: the whole group.
+  os << "tiles " << getAdamWNumTiles(group, kTileSize) << "\n";
   os << "block " << blockSize << "\n";
   os << "amsgrad " << group.amsgrad << "\nmaximize " << group.maximize << "\n";
   static const char *const roles[] = {
@@ -119,7 +123,7 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   bool forGpu = emit == "ptx" || emit == "gpu";
   OwningOpRef<ModuleOp> module =
-      buildAdamWKernelModule(&context, *group, "mantissa_adamw_update", forGpu);
+      buildAdamWKernelModule(&context, *group, "mantissa_adamw_update");
   if (failed(module->verify()))
     return 1;
 
@@ -138,7 +142,8 @@ int main(int argc, char **argv) {
     return writeFile(output, *llvmIR) ? 0 : 1;
   }
   if (forGpu) {
-    FailureOr<std::string> ptx = compileAdamWToPTX(*module, blockSize);
+    FailureOr<std::string> ptx =
+        compileAdamWToPTX(*module, kTileSize, blockSize);
     if (failed(ptx))
       return 1;
     if (emit == "ptx")

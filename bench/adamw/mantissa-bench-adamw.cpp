@@ -303,7 +303,8 @@ int main(int argc, char **argv) {
         [&](int t) {
           function(buffers[0]->data, buffers[1]->data, buffers[2]->data,
                    buffers[3]->data, buffers[4]->data, buffers[5]->data, 1e-3,
-                   0.9, 0.999, 1e-8, 0.01, /*step=*/10, t, options.threads);
+                   0.9, 0.999, 1e-8, 0.01, /*step=*/10, /*gradScale=*/1.0f, t,
+                   options.threads);
         },
         copyOnce, copyTimes);
     ModeResult result;

@@ -267,8 +267,8 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
       op.moveBefore(cpuModule->getBody(), cpuModule->getBody()->end());
     if (options.emitPtx && ptxNote.empty()) {
       OwningOpRef<ModuleOp> gpu =
-          buildAdamWKernelModule(&context, group, symbol, /*forGpu=*/true);
-      FailureOr<std::string> ptx = compileAdamWToPTX(*gpu);
+          buildAdamWKernelModule(&context, group, symbol);
+      FailureOr<std::string> ptx = compileAdamWToPTX(*gpu, options.tileSize);
       if (failed(ptx))
         ptxNote = "PTX generation failed: " + diagnostics;
       else
@@ -372,7 +372,7 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   std::string gpuStepNote;
   if (options.gpuStep) {
     llvm::Expected<GpuStepFiles> written =
-        writeGpuStep(options.gpuStep, temporary, layouts);
+        writeGpuStep(options.gpuStep, temporary, layouts, options.tileSize);
     if (!written && !options.gpuStepOptional)
       return cleanup(written.takeError());
     if (written) {

@@ -3,6 +3,7 @@
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
+#include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/DiagnosticCollector.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -30,13 +31,14 @@ static llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
 /// mantissa_adamw_<i>_kernel, as ArtifactWriter names them) emulated into
 /// `hostModule`.
 static LogicalResult emulateUpdateKernels(ArrayRef<AdamWGroup> groups,
+                                          int64_t tileSize,
                                           ModuleOp hostModule) {
   MLIRContext *context = hostModule.getContext();
   for (auto [index, group] : llvm::enumerate(groups)) {
     std::string symbol = llvm::formatv("mantissa_adamw_{0}", index);
     OwningOpRef<ModuleOp> module =
-        buildAdamWKernelModule(context, group, symbol, /*forGpu=*/true);
-    if (failed(lowerAdamWForGpu(*module)))
+        buildAdamWKernelModule(context, group, symbol);
+    if (failed(lowerAdamWForGpu(*module, tileSize)))
       return failure();
     for (auto gpuModule : module->getOps<gpu::GPUModuleOp>())
       if (failed(emulateGpuKernels(gpuModule, hostModule)))
@@ -133,7 +135,8 @@ static void storeInCache(llvm::StringRef entry, llvm::StringRef directory,
 
 llvm::Expected<GpuStepFiles>
 mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
-                             ArrayRef<AdamWGroup> updateGroups) {
+                             ArrayRef<AdamWGroup> updateGroups,
+                             int64_t tileSize) {
   const char *hostKernels = std::getenv(kGpuHostKernelsVariable);
   bool withHostKernels = hostKernels && *hostKernels;
   // Programs are cached like the CPU step's libraries, by a hash of the
@@ -159,6 +162,15 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
   if (failed(program))
     return llvm::createStringError("compiling the step for the GPU failed: " +
                                    diagnostics.str());
+  // The bounds of token ids, as the CPU step records them.
+  for (size_t index = 0; index < program->arguments.size(); ++index) {
+    GpuStepTensor &argument = program->arguments[index];
+    if (argument.role != "user_input")
+      continue;
+    rt::IndexBound bound = getIndexBound(step, unsigned(index));
+    argument.indexBound = bound.bound;
+    argument.indexBoundWhat = bound.what;
+  }
   GpuStepFiles result;
   auto pathOf = [&](llvm::StringRef file) {
     llvm::SmallString<256> path(directory);
@@ -188,7 +200,7 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     DialectRegistry registry;
     registerAdamWKernelDialects(registry);
     step.getContext()->appendDialectRegistry(registry);
-    if (failed(emulateUpdateKernels(updateGroups, *program->hostKernels)) ||
+    if (failed(emulateUpdateKernels(updateGroups, tileSize, *program->hostKernels)) ||
         failed(lowerEmulatedKernelsToLLVM(*program->hostKernels)))
       return llvm::createStringError(
           "lowering the GPU kernels for the host failed: " + diagnostics.str());

@@ -375,8 +375,19 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     }
   }
 
-  if (gpuGradients)
+  if (gpuGradients) {
     gpuGradients->setTokensPerMicroBatch(tokens);
+    if (!options.dataPaths.empty()) {
+      std::string error;
+      const rt::GpuStep &program = gpuGradients->program();
+      std::unique_ptr<rt::TokenBatches> batches =
+          rt::CpuStepGradients::openTokenData(
+              program.arguments(), program.indexBounds(), options, error);
+      if (!batches)
+        return llvm::createStringError(error);
+      gpuGradients->setTokenBatches(std::move(batches));
+    }
+  }
   rt::UpdateOptions update = options;
   update.artifactDir = std::string(artifactDir);
   update.gradientSource =

@@ -299,8 +299,18 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
   }
   std::unique_ptr<GpuStepGradients> source =
       GpuStepGradients::load(programPath, std::move(arguments), error);
-  if (source)
-    source->setTokensPerMicroBatch(tokensPerStep);
+  if (!source)
+    return nullptr;
+  source->setTokensPerMicroBatch(tokensPerStep);
+  if (!options.dataPaths.empty()) {
+    std::unique_ptr<TokenBatches> batches =
+        CpuStepGradients::openTokenData(source->program().arguments(),
+                                        source->program().indexBounds(),
+                                        options, error);
+    if (!batches)
+      return nullptr;
+    source->setTokenBatches(std::move(batches));
+  }
   gpu = source.get();
   return source;
 }

@@ -89,16 +89,7 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
     for (size_t i = 0; i < arguments.size(); ++i) {
       step->argumentList.push_back(detail::parseStepTensor(
           arguments[i], /*isArgument=*/true, i, "argument"));
-      IndexBound bound;
-      if (arguments[i].contains("index_bound")) {
-        if (!arguments[i]["index_bound"].is_number_integer() ||
-            arguments[i]["index_bound"].get<int64_t>() < 1)
-          throw ProgramError{"argument " + std::to_string(i) +
-                             ": 'index_bound' is not a positive integer"};
-        bound.bound = arguments[i]["index_bound"].get<int64_t>();
-        bound.what = arguments[i].value("index_bound_what", "");
-      }
-      step->bounds.push_back(bound);
+      step->bounds.push_back(detail::parseIndexBound(arguments[i], i));
     }
     if (!root.contains("step"))
       throw ProgramError{"'step' is missing"};

@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,53 +36,42 @@
 
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::detail;
+using mlir::mantissa::AdamWGpuKernelTail;
 using mlir::mantissa::AdamWStepScalars;
 using mlir::mantissa::computeAdamWStepScalars;
 
-bool Runner::deviceStep(int64_t stepNumber, double lr) {
+bool Runner::fetchDeviceGradients() {
+  if (!gradientsOnDevice())
+    return true;
+  // The exact combination (a fixed tree over the micro-batch index) runs on
+  // the host: the gradients come back once per micro-batch.
+  std::string deviceError;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    if (!cuda->download(state.fullGrad.data(), deviceGroups[index].fullGrad,
+                        state.fullGrad.size(), deviceError))
+      return fail("group '" + state.group->name + "': " + deviceError);
+  }
+  return true;
+}
+
+bool Runner::updateOnDevice(double lr, float gradScale) {
   std::string collectiveError;
-  if (options.gradientSource && !comm.allAgree(computeGradients(stepNumber)))
-    return error.empty() ? fail("another rank failed") : false;
   for (size_t index = 0; index < groups.size(); ++index) {
     GroupState &state = groups[index];
     const ArtifactGroup &group = *state.group;
-    // The same collectives as on the host, on device memory over NCCL.
-    DeviceGroup *device = &deviceGroups[index];
-    Communicator &collectives = *deviceComm;
-    uint8_t *fullGrad = pointer(device->fullGrad);
-    uint8_t *shardGrad = pointer(device->shardGrad);
-    uint8_t *fullParam = pointer(device->fullParam);
-    // The step's gradients arrive in host memory, as a backward pass on
-    // another device would deliver them, unless the step itself ran on this
-    // device and wrote them in place.
-    if (!gradientsOnDevice() &&
-        !cuda->upload(device->fullGrad, state.fullGrad.data(),
-                      state.fullGrad.size(), collectiveError))
+    DeviceGroup &device = deviceGroups[index];
+    // This rank's mean gradient, as the host combined it.
+    if (!cuda->upload(device.shardGrad, state.shardGrad.data(),
+                      state.shardGrad.size(), collectiveError))
       return fail("group '" + group.name + "': " + collectiveError);
-    // Reduce-scatter each segment in its reduce dtype; the sums are exact
-    // (see the header).
-    for (const GroupState::GradSegment &segment : state.gradSegments) {
-      auto clamp = [&](int64_t cut) {
-        return std::min(std::max(cut, segment.begin), segment.end);
-      };
-      std::vector<int64_t> counts;
-      int64_t width = int64_t(elementSize(segment.dtype));
-      for (int r = 0; r < world; ++r)
-        counts.push_back(
-            (clamp(state.gradCuts[r + 1]) - clamp(state.gradCuts[r])) / width);
-      int64_t into = clamp(state.gradCuts[rank]) - state.gradCuts[rank];
-      if (!collectives.reduceScatterSum(fullGrad + segment.begin,
-                                        shardGrad + into, counts, segment.dtype,
-                                        collectiveError))
-        return fail("group '" + group.name + "': " + collectiveError);
-    }
     {
       // Timed on its own (between synchronisations) so that the report
       // separates the kernels from the gradient copies and collectives.
       if (!cuda->synchronize(collectiveError))
         return fail("group '" + group.name + "': " + collectiveError);
       auto begin = std::chrono::steady_clock::now();
-      if (!launchOnDevice(state, *device, lr, stepNumber))
+      if (!launchOnDevice(state, device, lr, gradScale))
         return false;
       if (!cuda->synchronize(collectiveError))
         return fail("group '" + group.name + "': " + collectiveError);
@@ -94,13 +84,13 @@ bool Runner::deviceStep(int64_t stepNumber, double lr) {
       displacements.push_back(range.begin);
       byteCounts.push_back(range.size());
     }
-    if (!collectives.allGather(fullParam, displacements, byteCounts,
-                               collectiveError))
+    if (!deviceComm->allGather(pointer(device.fullParam), displacements,
+                               byteCounts, collectiveError))
       return fail("group '" + group.name + "': " + collectiveError);
   }
   // Device faults surface at the next synchronisation: make it this step's.
-  if (cuda && !cuda->synchronize(collectiveError))
-    return fail("step " + std::to_string(stepNumber) + ": " + collectiveError);
+  if (!cuda->synchronize(collectiveError))
+    return fail("step update: " + collectiveError);
   return true;
 }
 
@@ -149,13 +139,6 @@ bool Runner::openDevice() {
                                          ? "another rank has no GPU"
                                          : deviceError));
   }
-  if (world > 1) {
-    cuda.reset();
-    return fail("--device cuda: world size " + std::to_string(world) +
-                " is not supported yet: the artifact's GPU kernels update "
-                "whole groups, so sharded state cannot be updated on the GPU; "
-                "run one rank per job or use --device cpu");
-  }
   deviceComm = createNCCLCommunicator(comm, *cuda, deviceError);
   if (!deviceComm) {
     cuda.reset();
@@ -191,12 +174,6 @@ bool Runner::prepareDevice() {
                             : group.gpuKernelSymbol;
     if (!cuda->loadKernel(ptx, entry, path, device.kernel, deviceError))
       return fail(deviceError);
-    // One block per tile of block * 8 elements of one member (the kernel
-    // strides over the grid, so this is the natural size, not a limit).
-    int64_t tile = int64_t(device.block) * 8, tiles = 0;
-    for (const ArtifactMember &member : group.members)
-      tiles += (member.count + tile - 1) / tile;
-    device.grid = unsigned(std::max<int64_t>(1, tiles));
     if (!cuda->allocate(state.fullGrad.size(), device.fullGrad, deviceError) ||
         !cuda->allocate(state.shardGrad.size(), device.shardGrad,
                         deviceError) ||
@@ -215,10 +192,10 @@ bool Runner::prepareDevice() {
   return true;
 }
 
-/// Hands the device to the gradient source (rank 0 computes the
-/// gradients), once the resident state is in place.
+/// Hands each rank's device to its gradient source (every rank computes
+/// its micro-batches), once the resident state is in place.
 bool Runner::attachSource() {
-  if (!options.gradientSource || rank != 0)
+  if (!options.gradientSource)
     return true;
   std::string sourceError;
   // Detached again whatever happens: a failed attach may have left some of
@@ -268,11 +245,12 @@ bool Runner::downloadState() {
 /// The PTX kernel's ABI (AdamWToLoops, bare pointers): the group's present
 /// buffers in role order (grad, param, master if any member keeps one,
 /// exp_avg, exp_avg_sq, max_exp_avg_sq with AMSGrad), then the step's fp32
-/// scalars (AdamWStepScalars). It updates the whole group, which at world
-/// size 1 is this rank's shard; each pointer is biased like the CPU
-/// kernel's so that the group's byte offsets address the rank's bytes.
+/// scalars and the tiles it updates (AdamWGpuKernelTail): this rank's
+/// shard, the same tiles as the CPU kernel's slice. Each pointer is biased
+/// like the CPU kernel's so that the group's byte offsets address the
+/// rank's bytes.
 bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
-                            int64_t stepNumber) {
+                            float gradScale) {
   const ArtifactGroup &group = *state.group;
   bool hasMaster = false;
   for (const ArtifactMember &member : group.members)
@@ -293,19 +271,20 @@ bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
                              state.shard[unsigned(Role::MaxExpAvgSq)].begin));
   AdamWStepScalars scalars =
       computeAdamWStepScalars(lr, options.beta1, options.beta2, options.eps,
-                              options.weightDecay, stepNumber);
-  float values[] = {
-      scalars.decay,         scalars.lerpWeight,          scalars.beta2,
-      scalars.oneMinusBeta2, scalars.biasCorrection2Sqrt, scalars.eps,
-      scalars.negStepSize};
+                              options.weightDecay, optimizerStep);
+  scalars.gradScale = gradScale;
+  AdamWGpuKernelTail tail(scalars, state.firstTile, state.endTile);
   std::vector<void *> arguments;
   for (DevicePtr &buffer : buffers)
     arguments.push_back(&buffer);
-  for (float &value : values)
-    arguments.push_back(&value);
+  tail.pointers([&](void *value) { arguments.push_back(value); });
   std::string deviceError;
-  if (!cuda->launch(device.kernel, device.grid, device.block, arguments.data(),
-                    deviceError))
+  if (tail.blocks() > INT32_MAX)
+    return fail("group '" + group.name + "': " +
+                std::to_string(tail.blocks()) +
+                " tiles need more than 2^31 - 1 blocks");
+  if (!cuda->launch(device.kernel, unsigned(tail.blocks()), device.block,
+                    arguments.data(), deviceError))
     return fail("group '" + group.name + "': " + deviceError);
   return true;
 }

@@ -186,6 +186,19 @@ ptxEntries(const std::string &ptx) {
 
 } // namespace
 
+IndexBound detail::parseIndexBound(const json &entry, size_t index) {
+  IndexBound bound;
+  if (!entry.contains("index_bound"))
+    return bound;
+  if (!entry["index_bound"].is_number_integer() ||
+      entry["index_bound"].get<int64_t>() < 1)
+    throw ProgramError{"argument " + std::to_string(index) +
+                       ": 'index_bound' is not a positive integer"};
+  bound.bound = entry["index_bound"].get<int64_t>();
+  bound.what = entry.value("index_bound_what", "");
+  return bound;
+}
+
 GpuStepTensor detail::parseStepTensor(const json &entry, bool isArgument,
                                       size_t index, const std::string &where) {
   std::string what = where + " " + std::to_string(index);
@@ -261,9 +274,11 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
     step->arena = integer(root, "arena_bytes", "the program");
 
     const json &arguments = array(root, "arguments", "the program");
-    for (size_t i = 0; i < arguments.size(); ++i)
+    for (size_t i = 0; i < arguments.size(); ++i) {
       step->argumentList.push_back(detail::parseStepTensor(
           arguments[i], /*isArgument=*/true, i, "argument"));
+      step->bounds.push_back(detail::parseIndexBound(arguments[i], i));
+    }
     const json &results = array(root, "results", "the program");
     for (size_t i = 0; i < results.size(); ++i)
       step->resultList.push_back(detail::parseStepTensor(
@@ -934,14 +949,91 @@ bool GpuStepGradients::scratch(std::vector<DevicePtr> &list, size_t index,
   return true;
 }
 
-bool GpuStepGradients::computeGradients(int64_t stepNumber,
-                                        const std::vector<Member> &members,
-                                        std::string &error) {
+void GpuStepGradients::setTokenBatches(std::unique_ptr<TokenBatches> data) {
+  batches = std::move(data);
+  bool first = true;
+  for (size_t i = 0; i < step->arguments().size(); ++i) {
+    if (step->arguments()[i].role != GpuStepTensor::Role::UserInput)
+      continue;
+    (first ? tokensArgument : targetsArgument) = i;
+    first = false;
+  }
+  if (batches)
+    tokens = batches->tokensPerMicroBatch();
+}
+
+bool GpuStepGradients::uploadIds(bool validation, int64_t index,
+                                 std::string &error) {
   if (!device) {
     error = step->path() + ": the step runs on a GPU; it needs --device cuda";
     return false;
   }
+  if (!batches->load(validation, index, tokenIds, targetIds, error))
+    return false;
+  std::string deviceError;
+  for (auto [argument, ids] :
+       {std::pair<size_t, const std::vector<int64_t> *>{tokensArgument,
+                                                         &tokenIds},
+        {targetsArgument, &targetIds}}) {
+    const GpuStepTensor &tensor = step->arguments()[argument];
+    idBytes.assign(size_t(tensor.bytes), 0);
+    storeTokenIds(ids->data(), ids->size(), tensor.dtype, idBytes.data());
+    if (!device->upload(argumentStorage[argument], idBytes.data(),
+                        tensor.bytes, deviceError)) {
+      error = step->path() + ": argument '" + tensor.name + "': " + deviceError;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool GpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
+                                        std::string &error) {
+  return !batches || uploadIds(/*validation=*/false, microBatch.global, error);
+}
+
+int64_t GpuStepGradients::validationMicroBatches() const {
+  return batches ? batches->validationMicroBatches() : 0;
+}
+
+bool GpuStepGradients::evaluateValidation(int64_t index,
+                                          const std::vector<Member> &members,
+                                          double &loss, std::string &error) {
+  if (!batches) {
+    error = "no validation data (--val-data)";
+    return false;
+  }
+  // The joint program with its buffer mutations discarded; its gradients
+  // land in the runner's buffers, which the next step overwrites. The same
+  // addresses as training, so the captured graph is replayed.
+  return uploadIds(/*validation=*/true, index, error) &&
+         runOnce(0, members, /*training=*/false, loss, error);
+}
+
+bool GpuStepGradients::computeGradients(int64_t stepNumber,
+                                        const std::vector<Member> &members,
+                                        std::string &error) {
   auto begin = std::chrono::steady_clock::now();
+  double loss = 0;
+  if (!runOnce(stepNumber, members, /*training=*/true, loss, error))
+    return false;
+  lossList.push_back(loss);
+  totalSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
+  if (onStep)
+    onStep(stepNumber, loss);
+  return true;
+}
+
+bool GpuStepGradients::runOnce(int64_t stepNumber,
+                               const std::vector<Member> &members,
+                               bool training, double &loss,
+                               std::string &error) {
+  if (!device) {
+    error = step->path() + ": the step runs on a GPU; it needs --device cuda";
+    return false;
+  }
   const std::vector<GpuStepTensor> &arguments = step->arguments();
   const std::vector<GpuStepTensor> &results = step->results();
   auto address = [](const void *pointer) {
@@ -1028,7 +1120,7 @@ bool GpuStepGradients::computeGradients(int64_t stepNumber,
     return false;
   }
 
-  double loss = 0;
+  loss = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     const GpuStepTensor &tensor = results[i];
     std::string deviceError;
@@ -1059,6 +1151,8 @@ bool GpuStepGradients::computeGradients(int64_t stepNumber,
       break;
     }
     case GpuStepTensor::Role::BufferMutation: {
+      if (!training)
+        break;
       // The next step reads the buffer's new value.
       size_t target = size_t(step->findArgument(tensor.name));
       if (!device->copy(argumentStorage[target], resultAddresses[i],
@@ -1079,12 +1173,6 @@ bool GpuStepGradients::computeGradients(int64_t stepNumber,
             ": after the step: " + deviceError;
     return false;
   }
-  lossList.push_back(loss);
-  totalSeconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
-          .count();
-  if (onStep)
-    onStep(stepNumber, loss);
   return true;
 }
 

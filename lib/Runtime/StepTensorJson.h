@@ -14,6 +14,7 @@
 #define MANTISSA_RUNTIME_STEPTENSORJSON_H
 
 #include "mantissa/Runtime/GpuStep.h"
+#include "mantissa/Runtime/TokenData.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,11 @@ struct ProgramError {
 /// says which list, for messages. Throws ProgramError.
 GpuStepTensor parseStepTensor(const nlohmann::json &entry, bool isArgument,
                               size_t index, const std::string &where);
+
+/// The optional `index_bound` / `index_bound_what` of argument `index`
+/// (bound 0 when absent). Throws ProgramError when it is not a positive
+/// integer.
+IndexBound parseIndexBound(const nlohmann::json &entry, size_t index);
 
 } // namespace mlir::mantissa::rt::detail
 

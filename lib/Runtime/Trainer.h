@@ -208,9 +208,13 @@ private:
   /// One step: the micro-batch gradients, their exact mean, its norm,
   /// clipping, and the update (unless the step is skipped).
   bool step(int64_t stepNumber, StepRecord &record);
-  /// The old single-batch path of the GPU: rank 0's gradient, reduce-
-  /// scattered on the device.
-  bool deviceStep(int64_t stepNumber, double lr);
+  /// The update on the GPU: this rank's combined gradient shard uploaded,
+  /// each group's kernel over the rank's tiles, the parameters all-gathered
+  /// over NCCL.
+  bool updateOnDevice(double lr, float gradScale);
+  /// When the step ran on the device, copies its gradients into the host
+  /// buffers the exact combination reads.
+  bool fetchDeviceGradients();
   /// Adds `bytes` bytes of gradient that start at byte `first` of group
   /// `state`'s buffer, member segment by segment in each reduce dtype.
   static void addGradients(const GroupState &state, uint8_t *accumulate,
@@ -218,8 +222,6 @@ private:
   /// Divides this rank's gradient shard by `divisor` (when it is not 1) and
   /// returns the global L2 norm, summed tile by tile in a fixed order.
   bool meanAndNorm(int64_t divisor, double &norm);
-  /// Multiplies this rank's gradient shard by `scale`.
-  void scaleGradients(float scale);
   /// The validation loss: the mean over --eval-batches micro-batches,
   /// spread over the ranks.
   bool evaluate(double &loss);
@@ -254,21 +256,21 @@ private:
     std::array<DevicePtr, kNumRoles> shardState{};
     std::array<int64_t, kNumRoles> stateBytes{};
     void *kernel = nullptr;
-    unsigned grid = 0, block = 0;
+    unsigned block = 0;
   };
   bool openDevice();
   bool prepareDevice();
   bool attachSource();
-  /// True when rank 0's gradients come from a source on the device: the
-  /// source writes them into the device's full gradient buffers.
+  /// True when the gradients come from a source on the device: the source
+  /// writes them into the device's full gradient buffers.
   bool gradientsOnDevice() const {
-    return cuda && options.gradientSource && rank == 0 &&
+    return cuda && options.gradientSource &&
            options.gradientSource->runsOnDevice();
   }
   bool uploadState();
   bool downloadState();
   bool launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
-                      int64_t stepNumber);
+                      float gradScale);
   static uint8_t *pointer(DevicePtr base, int64_t offset = 0) {
     return reinterpret_cast<uint8_t *>(uintptr_t(base + uint64_t(offset)));
   }

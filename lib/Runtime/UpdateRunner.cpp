@@ -187,14 +187,6 @@ bool Runner::loadGrads() {
 }
 
 bool Runner::computeGradients(int64_t stepNumber) {
-  if (rank != 0 && cuda) {
-    for (GroupState &state : groups)
-      for (const ArtifactMember &member : state.group->members)
-        fillNegativeZero(state.fullGrad.data() + member.gradOffset,
-                         member.count * int64_t(elementSize(member.grad)),
-                         member.grad);
-    return true;
-  }
   std::vector<GradientSource::Member> members;
   if (!sourceMembers(members))
     return false;
@@ -317,16 +309,6 @@ bool Runner::meanAndNorm(int64_t divisor, double &norm) {
   return true;
 }
 
-void Runner::scaleGradients(float scale) {
-  for (GroupState &state : groups)
-    forEachShardTile(
-        state, [&](int64_t, uint8_t *data, DType dtype, int64_t count) {
-          for (int64_t i = 0; i < count; ++i)
-            storeFloatElement(data, i, dtype,
-                              loadFloatElement(data, i, dtype) * scale);
-        });
-}
-
 bool Runner::evaluate(double &loss) {
   GradientSource &source = *options.gradientSource;
   int64_t total = options.evalBatches;
@@ -361,13 +343,6 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
   record.lr = lr;
   GradientSource *source = options.gradientSource;
   record.gradNorm = std::nan("");
-  if (cuda) {
-    if (!deviceStep(stepNumber, lr))
-      return false;
-    record.loss = source ? source->lastLoss() : std::nan("");
-    optimizerStep = stepNumber;
-    return true;
-  }
   // Rank r evaluates micro-batches [rK, rK + K) of the step's M = W * K; a
   // fixed batch (or --grads) is one micro-batch, on rank 0.
   bool split = source && source->splitsSteps();
@@ -386,7 +361,7 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
       ok = source->selectMicroBatch(
                {stepNumber, m, total, microBatchesDone + m}, sourceError) ||
            fail(sourceError);
-      ok = ok && computeGradients(stepNumber);
+      ok = ok && computeGradients(stepNumber) && fetchDeviceGradients();
       stepLosses[size_t(m)] = source->lastLoss();
     }
     // Otherwise (--grads) fullGrad holds the file's gradient. A rank's one
@@ -436,14 +411,15 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
     return true;
   }
   consecutiveSkips = 0;
-  if (options.clipGradNorm > 0) {
-    // torch.nn.utils.clip_grad_norm_: the coefficient in fp32, clamped at 1.
-    float coefficient =
-        float(options.clipGradNorm) / (float(norm) + float(1e-6));
-    if (coefficient < 1.0f)
-      scaleGradients(coefficient);
-  }
+  // torch.nn.utils.clip_grad_norm_: the coefficient in fp32, clamped at 1;
+  // the kernels multiply each gradient by it as they read it.
+  float gradScale = 1.0f;
+  if (options.clipGradNorm > 0)
+    gradScale = std::min(
+        1.0f, float(options.clipGradNorm) / (float(norm) + float(1e-6)));
   ++optimizerStep;
+  if (cuda)
+    return updateOnDevice(lr, gradScale);
   for (GroupState &state : groups) {
     const ArtifactGroup &group = *state.group;
     group.kernel(
@@ -451,8 +427,8 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
         state.kernelPointer(Role::Master), state.kernelPointer(Role::ExpAvg),
         state.kernelPointer(Role::ExpAvgSq),
         state.kernelPointer(Role::MaxExpAvgSq), lr, options.beta1,
-        options.beta2, options.eps, options.weightDecay, optimizerStep, rank,
-        world);
+        options.beta2, options.eps, options.weightDecay, optimizerStep,
+        gradScale, rank, world);
     std::vector<int64_t> displacements, byteCounts;
     for (const ByteRange &range : state.paramRanges) {
       displacements.push_back(range.begin);

@@ -320,6 +320,76 @@ TEST_F(AdamWGoldenTest, GpuElementCodeMatchesEachArm) {
 // Consistency beyond the golden configs
 //===----------------------------------------------------------------------===//
 
+/// The gradient scale (clipping) is clip_grad_norm_'s in-place grad.mul_:
+/// updating with scale s must equal updating, with scale 1, gradients that
+/// were multiplied by s and rounded to their dtype first, bit for bit, on
+/// the CPU code and on the GPU element code. A kernel that ignored the
+/// scale, or kept the product unrounded for bf16 gradients, fails.
+TEST_F(AdamWGoldenTest, GradScaleIsAnInPlaceMultiply) {
+  const float scale = 0.3712f;
+  for (bool gpuElementCode : {false, true}) {
+    AdamWGroup group;
+    std::vector<Arm> arms = {Arm::Fp32, Arm::Master, Arm::PureBf16};
+    for (size_t i = 0; i < arms.size(); ++i)
+      appendArm(group, arms[i], "member" + std::to_string(i));
+    std::unique_ptr<AdamWCpuKernel> kernel =
+        compileOrFail(group, 2048, gpuElementCode);
+    ASSERT_TRUE(kernel);
+    GroupBuffers scaled(group), prescaled(group);
+    for (size_t i = 0; i < arms.size(); ++i) {
+      initArm(scaled, arms[i], group.members[i]);
+      initArm(prescaled, arms[i], group.members[i]);
+    }
+    const AdamWConfig &config = goldenConfigs().front();
+    bool anyDifference = false;
+    for (int step = 0; step < kGoldenSteps; ++step) {
+      for (size_t i = 0; i < arms.size(); ++i) {
+        const AdamWMember &member = group.members[i];
+        loadGrad(scaled, arms[i], member, step);
+        loadGrad(prescaled, arms[i], member, step);
+        uint8_t *grad =
+            prescaled.data(AdamWBuffer::Grad) + member.gradOffset;
+        for (int64_t e = 0; e < member.count; ++e) {
+          if (member.grad == DType::fp32) {
+            float *value = reinterpret_cast<float *>(grad) + e;
+            *value *= scale;
+          } else {
+            uint16_t *value = reinterpret_cast<uint16_t *>(grad) + e;
+            *value = mlir::mantissa::rt::floatToBF16Bits(
+                mlir::mantissa::rt::bf16BitsToFloat(*value) * scale);
+          }
+        }
+      }
+      scaled.step(*kernel, config, step + 1, /*parts=*/1, scale);
+      prescaled.step(*kernel, config, step + 1);
+      for (unsigned buffer = 0; buffer < kNumAdamWBuffers; ++buffer) {
+        if (buffer == unsigned(AdamWBuffer::Grad))
+          continue;
+        int64_t bytes = group.getBufferBytes(AdamWBuffer(buffer));
+        ASSERT_EQ(std::memcmp(scaled.data(AdamWBuffer(buffer)),
+                              prescaled.data(AdamWBuffer(buffer)), bytes),
+                  0)
+            << "buffer " << buffer << " after step " << step + 1
+            << (gpuElementCode ? " (GPU element code)" : "");
+      }
+    }
+    // The scale changed the trajectory (so the comparison means something):
+    // an unscaled run ends elsewhere.
+    GroupBuffers unscaled(group);
+    for (size_t i = 0; i < arms.size(); ++i)
+      initArm(unscaled, arms[i], group.members[i]);
+    for (int step = 0; step < kGoldenSteps; ++step) {
+      for (size_t i = 0; i < arms.size(); ++i)
+        loadGrad(unscaled, arms[i], group.members[i], step);
+      unscaled.step(*kernel, config, step + 1);
+    }
+    anyDifference = std::memcmp(unscaled.data(AdamWBuffer::Param),
+                                scaled.data(AdamWBuffer::Param),
+                                group.getBufferBytes(AdamWBuffer::Param)) != 0;
+    EXPECT_TRUE(anyDifference);
+  }
+}
+
 /// With amsgrad, maximize and the `hot` hyperparameters (no golden master
 /// vectors exist for them), an fp32 member fed the widened bf16 gradients,
 /// an fp32 master and a remainder master must produce the same fp32 bits.

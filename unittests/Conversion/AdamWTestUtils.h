@@ -101,16 +101,18 @@ public:
   template <typename T> T *at(AdamWBuffer buffer, int64_t byteOffset) {
     return reinterpret_cast<T *>(data(buffer) + byteOffset);
   }
-  /// Runs one step, optionally as `parts` slices one after the other.
+  /// Runs one step, optionally as `parts` slices one after the other, with
+  /// the gradients scaled by `gradScale`.
   void step(const AdamWCpuKernel &kernel, const AdamWConfig &config,
-            int64_t step, int64_t parts = 1) {
+            int64_t step, int64_t parts = 1, float gradScale = 1.0f) {
     for (int64_t part = 0; part < parts; ++part)
       kernel.getFunction()(data(AdamWBuffer::Grad), data(AdamWBuffer::Param),
                            data(AdamWBuffer::Master), data(AdamWBuffer::ExpAvg),
                            data(AdamWBuffer::ExpAvgSq),
                            data(AdamWBuffer::MaxExpAvgSq), config.lr,
                            config.beta1, config.beta2, config.eps,
-                           config.weightDecay, step, part, parts);
+                           config.weightDecay, step, gradScale, part,
+                           parts);
   }
 
 private:

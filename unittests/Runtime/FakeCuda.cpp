@@ -9,7 +9,7 @@
 // LD_LIBRARY_PATH and drive the runtime's GPU path (--device cuda) on a
 // machine without a GPU: the plumbing (dlopen and symbol names, device
 // buffers, uploads and downloads, pointer biasing, the kernel's argument
-// order and scalars, NCCL at world size 1, checkpoints from device state) is
+// order and scalars, NCCL, checkpoints from device state) is
 // exercised for real, only the kernels are replaced. "Device" memory is host
 // memory, so device addresses are host addresses.
 //
@@ -26,11 +26,19 @@
 //   whole GPU step runs on the host.
 // - Otherwise it performs the AdamW update of one member of
 //   FAKE_CUDA_ELEMENTS elements: an fp32 parameter without master (4
-//   pointers: grad, param, exp_avg, exp_avg_sq), or a bf16 parameter with an
-//   fp32 master and bf16 gradients (5 pointers: grad, param, master,
-//   exp_avg, exp_avg_sq), following torch's single-tensor AdamW in fp32. It
-//   is not the generated kernel, so results agree with the CPU path closely
-//   rather than bit for bit.
+//   buffers: grad, param, exp_avg, exp_avg_sq), or a bf16 parameter with an
+//   fp32 master and bf16 gradients (5 buffers: grad, param, master,
+//   exp_avg, exp_avg_sq), then the eight scalars and the tile range (which
+//   must start at tile 0: the whole member), following torch's
+//   single-tensor AdamW in fp32. It is not the generated kernel, so results
+//   agree with the CPU path closely rather than bit for bit.
+//
+// libnccl.so.2 at world size 1 copies; at world size W > 1 (one process per
+// rank under mpirun, built with MPI) its collectives are MPI's on a
+// communicator duplicated from MPI_COMM_WORLD, so that the GPU path's
+// sharded update runs across processes: the all-gather gathers, and the
+// reduce-scatter sums the ranks' parts in rank order in the dtype (each
+// addition rounded, as NCCL's bf16 sums round).
 //
 // Streams run what is queued on them at once, except while capturing
 // (cuStreamBeginCapture_v2): launches and GEMMs queued on a capturing stream
@@ -62,6 +70,10 @@
 #include <string>
 #include <vector>
 
+#ifdef FAKE_NCCL_WITH_MPI
+#include <mpi.h>
+#endif
+
 using namespace mlir::mantissa::rt::cudaapi;
 
 // The opaque handles of CudaApi.h, defined here. Every definition below uses
@@ -82,7 +94,12 @@ struct CUmod_st {
   std::string ptx;
   std::vector<std::unique_ptr<CUfunc_st>> functions;
 };
-struct ncclComm {};
+struct ncclComm {
+  int ranks = 1, rank = 0;
+#ifdef FAKE_NCCL_WITH_MPI
+  MPI_Comm mpi = MPI_COMM_NULL;
+#endif
+};
 struct cublasContext {
   cublasMath_t mathMode = CUBLAS_DEFAULT_MATH;
   CUstream stream = nullptr;
@@ -161,6 +178,12 @@ uint16_t floatToBF16(float value) {
     return 0x7FC0;
   bits += 0x7FFFu + ((bits >> 16) & 1u);
   return uint16_t(bits >> 16);
+}
+float halfToFloat(uint16_t bits) {
+  return mlir::mantissa::rt::f16BitsToFloat(bits);
+}
+uint16_t floatToHalf(float value) {
+  return mlir::mantissa::rt::floatToF16Bits(value);
 }
 
 } // namespace
@@ -369,23 +392,26 @@ CUresult launchNow(Function &kernel, unsigned gridX, unsigned blockX,
     return 0;
   }
   const char *elements = std::getenv("FAKE_CUDA_ELEMENTS");
-  if (!elements || kernel.scalars != 7 ||
-      (kernel.pointers != 4 && kernel.pointers != 5))
+  // The buffers, then 8 scalars, then the tile range (two .u64).
+  int buffers = kernel.pointers - 2;
+  if (!elements || kernel.scalars != 8 || (buffers != 4 && buffers != 5))
     return 1; // CUDA_ERROR_INVALID_VALUE
   int64_t n = std::atoll(elements);
-  // The launch must cover every element once: one block per 8 * block.
-  if (int64_t(gridX) * blockX * 8 < n)
+  int64_t firstTile = *static_cast<int64_t *>(arguments[buffers + 8]);
+  int64_t endTile = *static_cast<int64_t *>(arguments[buffers + 9]);
+  // The launch must cover the whole member, one block per tile.
+  if (firstTile != 0 || endTile < 1 || int64_t(gridX) != endTile)
     return 1;
   auto pointer = [&](int index) {
     return reinterpret_cast<uint8_t *>(
         uintptr_t(*static_cast<unsigned long long *>(arguments[index])));
   };
-  float s[7];
-  for (int i = 0; i < 7; ++i)
-    s[i] = *static_cast<float *>(arguments[kernel.pointers + i]);
+  float s[8];
+  for (int i = 0; i < 8; ++i)
+    s[i] = *static_cast<float *>(arguments[buffers + i]);
   float decay = s[0], lerpWeight = s[1], beta2 = s[2], oneMinusBeta2 = s[3],
-        bc2Sqrt = s[4], eps = s[5], negStepSize = s[6];
-  bool master = kernel.pointers == 5;
+        bc2Sqrt = s[4], eps = s[5], negStepSize = s[6], gradScale = s[7];
+  bool master = buffers == 5;
   uint8_t *grad = pointer(0), *param = pointer(1);
   float *m = reinterpret_cast<float *>(pointer(master ? 3 : 2));
   float *v = reinterpret_cast<float *>(pointer(master ? 4 : 3));
@@ -394,6 +420,9 @@ CUresult launchNow(Function &kernel, unsigned gridX, unsigned blockX,
   for (int64_t i = 0; i < n; ++i) {
     float g = master ? bf16ToFloat(reinterpret_cast<uint16_t *>(grad)[i])
                      : reinterpret_cast<float *>(grad)[i];
+    g *= gradScale;
+    if (master)
+      g = bf16ToFloat(floatToBF16(g));
     float w = weights[i] * decay;
     m[i] = m[i] + lerpWeight * (g - m[i]);
     v[i] = v[i] * beta2 + oneMinusBeta2 * g * g;
@@ -517,7 +546,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(
 }
 
 //===----------------------------------------------------------------------===//
-// libnccl.so.2 (one rank)
+// libnccl.so.2
 //===----------------------------------------------------------------------===//
 
 ncclResult_t ncclGetVersion(int *version) {
@@ -530,13 +559,37 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
 }
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int ranks, ncclUniqueId id,
                               int rank) {
-  if (ranks != 1 || rank != 0 || id.internal[0] != 0x5A)
+  if (ranks < 1 || rank < 0 || rank >= ranks || id.internal[0] != 0x5A)
     return 4; // ncclInvalidArgument
-  static ncclComm dummy;
-  *comm = &dummy;
+  auto created = std::make_unique<ncclComm>();
+  created->ranks = ranks;
+  created->rank = rank;
+  if (ranks > 1) {
+#ifdef FAKE_NCCL_WITH_MPI
+    int initialised = 0, size = 0, me = 0;
+    MPI_Initialized(&initialised);
+    if (!initialised)
+      return 5; // ncclInvalidUsage: more than one rank needs mpirun
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (size != ranks || me != rank)
+      return 4;
+    MPI_Comm_dup(MPI_COMM_WORLD, &created->mpi);
+#else
+    return 5; // built without MPI: one rank only
+#endif
+  }
+  *comm = created.release();
   return 0;
 }
-ncclResult_t ncclCommDestroy(ncclComm_t) { return 0; }
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+#ifdef FAKE_NCCL_WITH_MPI
+  if (comm && comm->ranks > 1)
+    MPI_Comm_free(&comm->mpi);
+#endif
+  delete comm;
+  return 0;
+}
 const char *ncclGetErrorString(ncclResult_t result) {
   return result == 0 ? "no error" : "fake NCCL error";
 }
@@ -546,17 +599,80 @@ static size_t ncclSize(ncclDataType_t type) {
                                                        : 1;
 }
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
-                           ncclDataType_t type, ncclComm_t, CUstream) {
-  if (send != recv)
-    std::memmove(recv, send, count * ncclSize(type));
-  return 0;
+                           ncclDataType_t type, ncclComm_t comm, CUstream) {
+  size_t bytes = count * ncclSize(type);
+  if (!comm)
+    return 4;
+  if (comm->ranks == 1) {
+    if (send != recv)
+      std::memmove(recv, send, bytes);
+    return 0;
+  }
+#ifdef FAKE_NCCL_WITH_MPI
+  // In place when the send buffer is this rank's part of the receive one.
+  uint8_t *out = static_cast<uint8_t *>(recv);
+  const void *from =
+      send == out + size_t(comm->rank) * bytes ? MPI_IN_PLACE : send;
+  return MPI_Allgather(from, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE,
+                       comm->mpi) == MPI_SUCCESS
+             ? 0
+             : 2; // ncclSystemError
+#else
+  return 5;
+#endif
 }
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
-                               ncclDataType_t type, ncclRedOp_t op, ncclComm_t,
-                               CUstream) {
-  if (op != ncclSum)
+                               ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, CUstream) {
+  if (op != ncclSum || !comm)
     return 4;
-  std::memmove(recv, send, count * ncclSize(type));
+  size_t width = ncclSize(type), bytes = count * width;
+  if (comm->ranks == 1) {
+    std::memmove(recv, send, bytes);
+    return 0;
+  }
+#ifdef FAKE_NCCL_WITH_MPI
+  // Every rank's whole send buffer, then this rank's part summed in rank
+  // order.
+  std::vector<uint8_t> all(bytes * size_t(comm->ranks) * size_t(comm->ranks));
+  if (MPI_Allgather(send, int(bytes * size_t(comm->ranks)), MPI_BYTE,
+                    all.data(), int(bytes * size_t(comm->ranks)), MPI_BYTE,
+                    comm->mpi) != MPI_SUCCESS)
+    return 2;
+  std::vector<float> sum(count, 0.0f);
+  auto element = [&](int r, size_t i) -> float {
+    const uint8_t *at = all.data() + size_t(r) * bytes * size_t(comm->ranks) +
+                        size_t(comm->rank) * bytes + i * width;
+    if (type == ncclFloat32) {
+      float value;
+      std::memcpy(&value, at, 4);
+      return value;
+    }
+    uint16_t bits;
+    std::memcpy(&bits, at, 2);
+    return type == ncclBfloat16 ? bf16ToFloat(bits) : halfToFloat(bits);
+  };
+  for (size_t i = 0; i < count; ++i) {
+    float total = element(0, i);
+    for (int r = 1; r < comm->ranks; ++r) {
+      total += element(r, i);
+      if (type == ncclBfloat16)
+        total = bf16ToFloat(floatToBF16(total));
+      else if (type == ncclFloat16)
+        total = halfToFloat(floatToHalf(total));
+    }
+    uint8_t *to = static_cast<uint8_t *>(recv) + i * width;
+    if (type == ncclFloat32) {
+      std::memcpy(to, &total, 4);
+    } else {
+      uint16_t bits =
+          type == ncclBfloat16 ? floatToBF16(total) : floatToHalf(total);
+      std::memcpy(to, &bits, 2);
+    }
+  }
   return 0;
+#else
+  return 5;
+#endif
 }
 }

@@ -53,12 +53,15 @@ public:
     float loss = dot + count;
     count = count + 1.0f;
     std::printf("step %lld loss %.9g\n", (long long)stepNumber, double(loss));
+    last = loss;
     return true;
   }
+  double lastLoss() const override { return last; }
 
 private:
   std::vector<float> x;
   float count;
+  double last = 0;
 };
 
 int fail(const std::string &message) {

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+using mlir::mantissa::AdamWGpuKernelTail;
 using mlir::mantissa::AdamWStepScalars;
 using mlir::mantissa::computeAdamWStepScalars;
 
@@ -78,7 +79,7 @@ struct Member {
 
 struct Kernel {
   std::string name;
-  int64_t grid = 0, block = 0;
+  int64_t tiles = 0, block = 0;
   bool amsgrad = false, maximize = false;
   std::vector<std::pair<std::string, int64_t>> buffers; ///< role, bytes
   std::vector<Member> members;
@@ -100,8 +101,8 @@ Kernel loadKernel(const std::string &prefix) {
   while (meta >> key) {
     if (key == "kernel")
       meta >> kernel.name;
-    else if (key == "grid")
-      meta >> kernel.grid;
+    else if (key == "tiles")
+      meta >> kernel.tiles;
     else if (key == "block")
       meta >> kernel.block;
     else if (key == "amsgrad")
@@ -158,23 +159,21 @@ struct DeviceGroup {
   }
 };
 
-/// Launches one step: the buffers in the .meta order, then the scalars.
+/// Launches one step over the whole group: the buffers in the .meta order,
+/// then the scalars and the tile range.
 void launch(const Kernel &kernel, DeviceGroup &group,
             const AdamWStepScalars &scalars, CUstream stream = nullptr) {
   std::vector<CUdeviceptr> pointers;
   for (const auto &[role, bytes] : kernel.buffers)
     pointers.push_back(group.buffers.at(role));
-  float values[7] = {
-      scalars.decay,         scalars.lerpWeight,          scalars.beta2,
-      scalars.oneMinusBeta2, scalars.biasCorrection2Sqrt, scalars.eps,
-      scalars.negStepSize};
+  AdamWGpuKernelTail tail(scalars, 0, kernel.tiles);
   std::vector<void *> args;
   for (CUdeviceptr &pointer : pointers)
     args.push_back(&pointer);
-  for (float &value : values)
-    args.push_back(&value);
-  CHECK_CU(cuLaunchKernel(kernel.function, kernel.grid, 1, 1, kernel.block, 1,
-                          1, 0, stream, args.data(), nullptr));
+  tail.pointers([&](void *pointer) { args.push_back(pointer); });
+  CHECK_CU(cuLaunchKernel(kernel.function, unsigned(tail.blocks()), 1, 1,
+                          kernel.block, 1, 1, 0, stream, args.data(),
+                          nullptr));
 }
 
 //===----------------------------------------------------------------------===//

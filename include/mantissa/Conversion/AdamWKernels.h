@@ -59,15 +59,16 @@ void registerAdamWKernelDialects(DialectRegistry &registry);
 ///   void name(void *grad, void *param, void *master, void *exp_avg,
 ///             void *exp_avg_sq, void *max_exp_avg_sq, double lr,
 ///             double beta1, double beta2, double eps, double weight_decay,
-///             int64_t step, int64_t part, int64_t parts);
+///             int64_t step, float grad_scale, int64_t part, int64_t parts);
 ///
-/// All six buffers are always parameters (unused ones are ignored); `part`
-/// and `parts` split the update into disjoint slices for threads. With
-/// `forGpu` the slice parameters are absent (the kernel covers the group).
+/// All six buffers are always parameters (unused ones are ignored);
+/// `grad_scale` multiplies the gradients (clipping); `part` and `parts`
+/// split the update into disjoint slices of tiles, for threads or ranks.
+/// The GPU lowering of the same function (lowerAdamWForGpu) launches a
+/// kernel that takes the slice as a tile range.
 OwningOpRef<ModuleOp> buildAdamWKernelModule(MLIRContext *context,
                                              const AdamWGroup &group,
-                                             StringRef name,
-                                             bool forGpu = false);
+                                             StringRef name);
 
 /// Lowers a module of train.adamw_update ops for the CPU down to the LLVM
 /// dialect (vector width 8, bare-pointer calling convention). With
@@ -87,19 +88,24 @@ compileLLVMIRToSharedLibrary(StringRef llvmIR, StringRef libraryPath,
                              std::string &error, unsigned optLevel = 3,
                              ArrayRef<StringRef> extraArguments = {});
 
-/// Lowers the train.adamw_update of a module built with `forGpu` to a
-/// gpu.module with the kernel `<function>_kernel` and its launch (the first
-/// half of compileAdamWToPTX).
-LogicalResult lowerAdamWForGpu(ModuleOp module, unsigned blockSize = 256);
+/// Lowers the train.adamw_update of a module to a gpu.module with the
+/// kernel `<function>_kernel` and its launch (the first half of
+/// compileAdamWToPTX), in tiles of `tileSize` elements as on the CPU.
+LogicalResult lowerAdamWForGpu(ModuleOp module, int64_t tileSize = 4096,
+                               unsigned blockSize = 256);
 
-/// Lowers a module built with `forGpu` to a gpu.module and returns the PTX
-/// for sm_90 (without the trailing NUL), or fails with diagnostics.
+/// Lowers a module to a gpu.module and returns the PTX for sm_90 (without
+/// the trailing NUL), or fails with diagnostics. The kernel's parameters:
+/// the group's present buffers in role order, the eight fp32 scalars of
+/// AdamWStepScalars, then the tile range [first, end) as two 64-bit
+/// integers; launch it with one block per tile of the range.
 FailureOr<std::string> compileAdamWToPTX(ModuleOp module,
+                                         int64_t tileSize = 4096,
                                          unsigned blockSize = 256);
 
-/// Number of thread blocks the GPU kernel of `group` is launched with, for
-/// `blockSize` threads of 8 elements each (one tile per block).
-int64_t getAdamWGpuGridSize(const AdamWGroup &group, unsigned blockSize = 256);
+/// Number of tiles of `tileSize` elements in `group` (each member starts a
+/// tile): the tile range of the whole group is [0, getAdamWNumTiles).
+int64_t getAdamWNumTiles(const AdamWGroup &group, int64_t tileSize = 4096);
 
 /// A group's CPU kernel: built, lowered, compiled to a shared library with
 /// clang-19 and loaded with dlopen (the library is deleted on destruction).
@@ -109,8 +115,8 @@ public:
   using Function = void (*)(void *grad, void *param, void *master, void *expAvg,
                             void *expAvgSq, void *maxExpAvgSq, double lr,
                             double beta1, double beta2, double eps,
-                            double weightDecay, int64_t step, int64_t part,
-                            int64_t parts);
+                            double weightDecay, int64_t step,
+                            float gradScale, int64_t part, int64_t parts);
 
   /// Compiles `group`; on failure returns null and explains in `error`.
   static std::unique_ptr<AdamWCpuKernel> compile(const AdamWGroup &group,

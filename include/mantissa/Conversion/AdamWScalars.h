@@ -24,6 +24,35 @@ struct AdamWStepScalars {
   float biasCorrection2Sqrt; ///< (1 - beta2 ** step) ** 0.5
   float eps;                 ///< denom.add_(eps)
   float negStepSize;         ///< -lr / (1 - beta1 ** step) (addcdiv_ value)
+  /// The gradients' multiplier: clip_grad_norm_'s coefficient, 1 when the
+  /// step does not clip.
+  float gradScale = 1.0f;
+};
+
+/// The GPU kernel's parameters after its buffers: the scalars in order,
+/// then the tiles [firstTile, endTile) it updates (a launch has one block
+/// per tile of the range). `pointers()` lists their addresses, as
+/// cuLaunchKernel's kernelParams take them.
+struct AdamWGpuKernelTail {
+  float scalars[8];
+  int64_t firstTile = 0, endTile = 0;
+
+  AdamWGpuKernelTail(const AdamWStepScalars &step, int64_t firstTile,
+                     int64_t endTile)
+      : scalars{step.decay,         step.lerpWeight,
+                step.beta2,         step.oneMinusBeta2,
+                step.biasCorrection2Sqrt, step.eps,
+                step.negStepSize,   step.gradScale},
+        firstTile(firstTile), endTile(endTile) {}
+  template <typename Push> void pointers(Push push) {
+    for (float &value : scalars)
+      push(static_cast<void *>(&value));
+    push(static_cast<void *>(&firstTile));
+    push(static_cast<void *>(&endTile));
+  }
+  int64_t blocks() const {
+    return endTile > firstTile ? endTile - firstTile : 1;
+  }
 };
 
 /// `step` is the 1-based count of the update being made (torch's state

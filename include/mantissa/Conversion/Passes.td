@@ -15,8 +15,10 @@ def LowerAdamWPass : Pass<"mantissa-lower-adamw", "::mlir::ModuleOp"> {
     Replaces every `train.adamw_update` by the code of its single pass over
     the group's buffers.
 
-    The group's elements are cut into tiles (`tile-size` elements on the CPU,
-    one thread block's worth on the GPU); each tile belongs to one member. A
+    The group's elements are cut into tiles of `tile-size` elements (the
+    same tiles on both targets, so that a slice, `slice(%part, %parts)`, is
+    the same elements on the CPU and the GPU); each tile belongs to one
+    member. A
     binary search over the members' first tiles, unrolled into `scf.if`s on
     constants, finds a tile's member and its offsets, and an
     `scf.index_switch` over the members' distinct dtype combinations runs
@@ -36,9 +38,15 @@ def LowerAdamWPass : Pass<"mantissa-lower-adamw", "::mlir::ModuleOp"> {
     `target=gpu`: a `gpu.module` holding one `gpu.func` kernel with a fixed
     signature (the buffers present on the op, in operand order, then the
     fp32 scalars `decay, lerp_weight, beta2, one_minus_beta2,
-    bias_correction2_sqrt, eps, neg_step_size`), and a `gpu.launch_func` of
-    one block per tile in place of the op. Each thread handles 8 consecutive
-    elements with 128-bit loads and stores (`memref<?xvector<4xf32>>` views).
+    bias_correction2_sqrt, eps, neg_step_size, grad_scale`, then the index
+    range `first_tile, end_tile` of tiles it updates), and a
+    `gpu.launch_func` of one block per tile of the op's slice in place of
+    the op. Blocks stride over the range; a block walks its tile in chunks
+    of `block-size * 8` elements, each thread 8 consecutive elements with
+    128-bit loads and stores (`memref<?xvector<4xf32>>` views).
+
+    `grad_scale(%s)` multiplies each gradient as it is loaded and rounds to
+    the gradient's dtype (clip_grad_norm_'s in-place `mul_`).
 
     Before:
     ```mlir

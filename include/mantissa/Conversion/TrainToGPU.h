@@ -37,6 +37,11 @@ struct GpuStepTensor {
   std::string dtype;
   SmallVector<int64_t> shape;
   int64_t bytes = 0;
+  /// For an integer user input that indexes a table: the exclusive bound of
+  /// its ids and what it indexes (0: none known). Written as `index_bound`
+  /// and `index_bound_what`, so that the runtime validates token data.
+  int64_t indexBound = 0;
+  std::string indexBoundWhat;
 };
 
 /// A device buffer that ops name by position.

@@ -39,10 +39,12 @@ constexpr const char *kGpuHostKernelsVariable = "MANTISSA_GPU_HOST_KERNELS";
 /// writes its program into `directory` (which exists). When
 /// `$MANTISSA_GPU_HOST_KERNELS` is set, also compiles every GPU kernel of the
 /// run, the step's and the update kernels of `updateGroups` (the artifact's
-/// groups, in order), for the host into that library.
+/// groups, in order, in tiles of `tileSize` elements), for the host into
+/// that library.
 llvm::Expected<GpuStepFiles> writeGpuStep(train::StepOp step,
                                           llvm::StringRef directory,
-                                          ArrayRef<AdamWGroup> updateGroups);
+                                          ArrayRef<AdamWGroup> updateGroups,
+                                          int64_t tileSize);
 
 } // namespace mlir::mantissa
 

@@ -37,8 +37,10 @@
 
 namespace mlir::mantissa::rt {
 
-/// The format version this runtime reads and the compiler writes.
-constexpr int kArtifactVersion = 1;
+/// The format version this runtime reads and the compiler writes. Version
+/// 2: the update kernels take a gradient scale, and the GPU kernels a tile
+/// range (sharded updates on GPUs).
+constexpr int kArtifactVersion = 2;
 
 /// The roles of a group's flat buffers, in the order of the kernel's
 /// arguments (the same order as mlir::mantissa::AdamWBuffer).
@@ -47,13 +49,14 @@ constexpr unsigned kNumRoles = 6;
 const char *roleName(Role role);
 
 /// The C ABI of a group's generated CPU update (AdamWKernels.h). The kernel
-/// updates tiles [part * T / parts, (part + 1) * T / parts) of the group's T
-/// tiles; the runtime's shard of rank r of W is exactly part r of W.
+/// multiplies the gradients by `gradScale` (clipping) and updates tiles
+/// [part * T / parts, (part + 1) * T / parts) of the group's T tiles; the
+/// runtime's shard of rank r of W is exactly part r of W.
 using AdamWKernelFn = void (*)(void *grad, void *param, void *master,
                                void *expAvg, void *expAvgSq, void *maxExpAvgSq,
                                double lr, double beta1, double beta2,
                                double eps, double weightDecay, int64_t step,
-                               int64_t part, int64_t parts);
+                               float gradScale, int64_t part, int64_t parts);
 
 /// How a member keeps its master weights.
 enum class MasterKind { None, FP32, Remainder };

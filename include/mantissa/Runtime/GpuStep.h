@@ -29,6 +29,7 @@
 
 #include "mantissa/Runtime/CudaDriver.h"
 #include "mantissa/Runtime/DType.h"
+#include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
 #include <cmath>
@@ -157,6 +158,9 @@ public:
   const std::vector<GpuStepOp> &ops() const { return opList; }
   /// The argument named `name`, or -1.
   int64_t findArgument(const std::string &name) const;
+  /// The bound of argument `index`'s ids (`index_bound`; 0 when none).
+  const IndexBound &indexBound(size_t index) const { return bounds[index]; }
+  const std::vector<IndexBound> &indexBounds() const { return bounds; }
   /// "op 3 (linalg.matmul)": how messages name an op.
   std::string describeOp(size_t index) const;
 
@@ -173,6 +177,7 @@ private:
   std::vector<uint8_t> constants;
   int64_t block = 0, arena = 0;
   std::vector<GpuStepTensor> argumentList, resultList;
+  std::vector<IndexBound> bounds;
   std::vector<GpuStepBuffer> bufferList;
   std::vector<GpuStepOp> opList;
 
@@ -198,7 +203,10 @@ private:
 /// where it reduces them when the dtypes agree, else through a scratch
 /// buffer and a conversion kernel; user inputs and buffers are uploaded
 /// once, and each buffer_mutation result is copied over its buffer for the
-/// next step; the loss is downloaded every step.
+/// next step; the loss is downloaded every step. With token batches
+/// (setTokenBatches), each micro-batch's tokens and targets are uploaded
+/// before it runs, and validation micro-batches run the same program with
+/// its buffer mutations discarded.
 class GpuStepGradients : public GradientSource {
 public:
   /// Loads and validates the program (GpuStep::load) and checks `arguments`
@@ -222,6 +230,15 @@ public:
   int64_t tokensPerMicroBatch() const override { return tokens; }
   /// The token ids one step's batch holds (for the runner's rates).
   void setTokensPerMicroBatch(int64_t count) { tokens = count; }
+  /// Trains on `batches` (--data): the step's first two user inputs are
+  /// its tokens and targets (TokenBatches checked their shapes).
+  void setTokenBatches(std::unique_ptr<TokenBatches> batches);
+  bool splitsSteps() const override { return batches != nullptr; }
+  bool selectMicroBatch(const MicroBatch &microBatch,
+                        std::string &error) override;
+  int64_t validationMicroBatches() const override;
+  bool evaluateValidation(int64_t index, const std::vector<Member> &members,
+                          double &loss, std::string &error) override;
 
   /// How the steps ran, for the run's report: "the GPU step ran as one
   /// CUDA graph in N of M steps (...)" or "the GPU step ran op by op: why";
@@ -242,6 +259,13 @@ private:
   GpuStepGradients() = default;
   bool scratch(std::vector<DevicePtr> &list, size_t index, int64_t bytes,
                std::string &error);
+  /// Runs the step once on the device; `training` keeps its buffer
+  /// mutations (validation discards them).
+  bool runOnce(int64_t stepNumber, const std::vector<Member> &members,
+               bool training, double &loss, std::string &error);
+  /// Uploads a micro-batch's token ids into the tokens and targets
+  /// arguments.
+  bool uploadIds(bool validation, int64_t index, std::string &error);
 
   std::unique_ptr<GpuStep> step;
   std::vector<std::vector<uint8_t>> hostArguments;
@@ -253,6 +277,10 @@ private:
   std::vector<DevicePtr> argumentStorage, resultStorage, parameterScratch,
       gradientScratch;
   std::vector<double> lossList;
+  std::unique_ptr<TokenBatches> batches;
+  size_t tokensArgument = 0, targetsArgument = 0;
+  std::vector<int64_t> tokenIds, targetIds;
+  std::vector<uint8_t> idBytes;
   int64_t tokens = 0;
   double totalSeconds = 0;
   std::function<void(int64_t, double)> onStep;

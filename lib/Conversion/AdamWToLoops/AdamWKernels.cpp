@@ -133,11 +133,11 @@ AdamWMember &mlir::mantissa::appendAdamWMember(AdamWGroup &group,
   return group.members.back();
 }
 
-int64_t mlir::mantissa::getAdamWGpuGridSize(const AdamWGroup &group,
-                                            unsigned blockSize) {
-  int64_t tile = int64_t(blockSize) * 8, tiles = 0;
+int64_t mlir::mantissa::getAdamWNumTiles(const AdamWGroup &group,
+                                         int64_t tileSize) {
+  int64_t tiles = 0;
   for (const AdamWMember &member : group.members)
-    tiles += (member.count + tile - 1) / tile;
+    tiles += (member.count + tileSize - 1) / tileSize;
   return tiles;
 }
 
@@ -159,8 +159,8 @@ void mlir::mantissa::registerAdamWKernelDialects(DialectRegistry &registry) {
 
 OwningOpRef<ModuleOp>
 mlir::mantissa::buildAdamWKernelModule(MLIRContext *context,
-                                       const AdamWGroup &group, StringRef name,
-                                       bool forGpu) {
+                                       const AdamWGroup &group,
+                                       StringRef name) {
   context->loadDialect<train::TrainDialect, func::FuncDialect>();
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();
@@ -173,8 +173,8 @@ mlir::mantissa::buildAdamWKernelModule(MLIRContext *context,
         {group.getBufferBytes(AdamWBuffer(buffer))}, b.getI8Type()));
   argTypes.append(5, b.getF64Type());
   argTypes.push_back(b.getI64Type());
-  if (!forGpu)
-    argTypes.append(2, b.getIndexType());
+  argTypes.push_back(b.getF32Type());
+  argTypes.append(2, b.getIndexType());
   auto func =
       b.create<func::FuncOp>(loc, name, b.getFunctionType(argTypes, {}));
   Block *entry = func.addEntryBlock();
@@ -187,9 +187,8 @@ mlir::mantissa::buildAdamWKernelModule(MLIRContext *context,
       /*exp_avg=*/args[3], /*exp_avg_sq=*/args[4],
       /*max_exp_avg_sq=*/group.amsgrad ? args[5] : Value(),
       /*lr=*/args[6], /*beta1=*/args[7], /*beta2=*/args[8], /*eps=*/args[9],
-      /*weight_decay=*/args[10], /*step=*/args[11],
-      /*part=*/forGpu ? Value() : args[12],
-      /*parts=*/forGpu ? Value() : args[13],
+      /*weight_decay=*/args[10], /*step=*/args[11], /*grad_scale=*/args[12],
+      /*part=*/args[13], /*parts=*/args[14],
       train::AdamWUpdateOp::buildMembersAttr(context, group.members),
       group.amsgrad, group.maximize);
   (void)op;
@@ -359,10 +358,12 @@ AdamWCpuKernel::~AdamWCpuKernel() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult mlir::mantissa::lowerAdamWForGpu(ModuleOp module,
+                                               int64_t tileSize,
                                                unsigned blockSize) {
   PassManager pm(module.getContext());
   LowerAdamWPassOptions lowerOptions;
   lowerOptions.target = "gpu";
+  lowerOptions.tileSize = tileSize;
   lowerOptions.gpuBlockSize = blockSize;
   pm.addPass(createLowerAdamWPass(lowerOptions));
   pm.addPass(createCanonicalizerPass());
@@ -371,8 +372,9 @@ LogicalResult mlir::mantissa::lowerAdamWForGpu(ModuleOp module,
 }
 
 FailureOr<std::string> mlir::mantissa::compileAdamWToPTX(ModuleOp module,
+                                                         int64_t tileSize,
                                                          unsigned blockSize) {
-  if (failed(lowerAdamWForGpu(module, blockSize)))
+  if (failed(lowerAdamWForGpu(module, tileSize, blockSize)))
     return failure();
   PassManager pm(module.getContext());
   pm.addPass(createConvertSCFToCFPass());

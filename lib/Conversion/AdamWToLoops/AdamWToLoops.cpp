@@ -186,17 +186,24 @@ Value indexConstant(OpBuilder &b, Location loc, int64_t value) {
 struct StepScalars {
   Value decay, lerpWeight, beta2, oneMinusBeta2, biasCorrection2Sqrt, eps,
       negStepSize;
+  /// The gradients' multiplier (clipping); null when the op has none.
+  Value gradScale;
 
-  SmallVector<Value> asList() const {
-    return {decay, lerpWeight, beta2, oneMinusBeta2, biasCorrection2Sqrt,
-            eps,   negStepSize};
+  /// The GPU kernel's scalar parameters, in order (gradScale last, 1.0
+  /// when the op has none).
+  SmallVector<Value> asList(OpBuilder &b, Location loc) const {
+    Value scale = gradScale ? gradScale
+                            : Value(b.create<arith::ConstantOp>(
+                                  loc, b.getF32FloatAttr(1.0)));
+    return {decay, lerpWeight,  beta2, oneMinusBeta2, biasCorrection2Sqrt,
+            eps,   negStepSize, scale};
   }
   static StepScalars fromList(ValueRange values) {
     return {values[0], values[1], values[2], values[3],
-            values[4], values[5], values[6]};
+            values[4], values[5], values[6], values[7]};
   }
 };
-constexpr unsigned kNumStepScalars = 7;
+constexpr unsigned kNumStepScalars = 8;
 
 /// Computes the step's scalars from the op's hyperparameters as torch's
 /// Python code does: in f64, converted to f32 only where a tensor op takes
@@ -227,6 +234,7 @@ StepScalars emitStepScalars(OpBuilder &b, Location loc, AdamWUpdateOp op) {
       toF32(b.create<math::PowFOp>(loc, biasCorrection2, half));
   scalars.eps = toF32(op.getEps());
   scalars.negStepSize = toF32(b.create<arith::NegFOp>(loc, stepSize));
+  scalars.gradScale = op.getGradScale();
   return scalars;
 }
 
@@ -461,6 +469,12 @@ void emitChunkUpdate(OpBuilder &b, Location loc, const Kind &kind,
   auto round = [&](Value value) { return e.round(value, roundingType); };
 
   Value grad = e.widen(load(GradRole));
+  // clip_grad_norm_'s grad.mul_(coefficient), rounded to the gradient's
+  // dtype as the in-place op rounds (exact when the scale is 1).
+  if (scalars.gradScale)
+    grad = e.round(
+        b.create<arith::MulFOp>(loc, grad, e.splat(scalars.gradScale)),
+        storage(GradRole));
   if (maximize)
     grad = b.create<arith::NegFOp>(loc, grad);
 
@@ -744,12 +758,13 @@ public:
         });
   }
 
-  /// GPU: the body of the kernel; each block updates one tile of
-  /// `blockSize * 8` elements at a time (grid-stride), each thread 8
-  /// consecutive elements with 128-bit accesses, or fewer one at a time at
-  /// the end of a member.
+  /// GPU: the body of the kernel; the blocks stride over tiles
+  /// [firstTile, endTile), each block a tile at a time in chunks of
+  /// `blockSize * 8` elements, each thread 8 consecutive elements with
+  /// 128-bit accesses, or fewer one at a time at the end of a member.
   void emitGpuKernelBody(OpBuilder &b, Location loc, BufferViews &views,
-                         const StepScalars &scalars) {
+                         const StepScalars &scalars, Value firstTile,
+                         Value endTile, int64_t blockSize) {
     Value lerpCoeff, lerpSmall;
     std::tie(lerpCoeff, lerpSmall) = emitLerpCoefficients(b, loc, scalars);
     ChunkAccess vectorAccess{ChunkAccess::GpuVector, kGpuChunk, views};
@@ -759,8 +774,8 @@ public:
     Value grid = b.create<gpu::GridDimOp>(loc, gpu::Dimension::x);
     Value threadFirst =
         b.create<arith::MulIOp>(loc, thread, indexConstant(b, loc, kGpuChunk));
-    auto tileLoop =
-        b.create<scf::ForOp>(loc, block, indexConstant(b, loc, numTiles), grid);
+    auto tileLoop = b.create<scf::ForOp>(
+        loc, b.create<arith::AddIOp>(loc, firstTile, block), endTile, grid);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(tileLoop.getBody());
     Value tile = tileLoop.getInductionVar();
@@ -771,16 +786,19 @@ public:
           const Kind &kind = kinds[kindIndex];
           Value tileInMember =
               b.create<arith::SubIOp>(loc, tile, fields[FirstTileField]);
-          Value first = b.create<arith::AddIOp>(
-              loc,
-              b.create<arith::MulIOp>(loc, tileInMember,
-                                      indexConstant(b, loc, tileSize)),
-              threadFirst);
+          Value tileBegin = b.create<arith::MulIOp>(
+              loc, tileInMember, indexConstant(b, loc, tileSize));
+          auto chunkLoop = b.create<scf::ForOp>(
+              loc, threadFirst, indexConstant(b, loc, tileSize),
+              indexConstant(b, loc, blockSize * kGpuChunk));
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(chunkLoop.getBody());
+          Value first = b.create<arith::AddIOp>(loc, tileBegin,
+                                                chunkLoop.getInductionVar());
           Value count = fields[CountField];
           Value inMember = b.create<arith::CmpIOp>(
               loc, arith::CmpIPredicate::ult, first, count);
           auto inside = b.create<scf::IfOp>(loc, inMember, false);
-          OpBuilder::InsertionGuard guard(b);
           b.setInsertionPointToStart(inside.thenBlock());
           Value chunkEnd = b.create<arith::AddIOp>(
               loc, first, indexConstant(b, loc, kGpuChunk));
@@ -835,6 +853,13 @@ struct LowerAdamWPass
           << kGpuChunk;
       return signalPassFailure();
     }
+    if (target == "gpu" && (tileSize <= 0 || tileSize % kGpuChunk != 0)) {
+      getOperation().emitError()
+          << "mantissa-lower-adamw: tile-size " << int64_t(tileSize)
+          << " must be a positive multiple of " << kGpuChunk
+          << " on the GPU (a thread's chunk)";
+      return signalPassFailure();
+    }
     if (vectorWidth == 0 || tileSize <= 0 || tileSize % vectorWidth != 0) {
       getOperation().emitError()
           << "mantissa-lower-adamw: tile-size " << int64_t(tileSize)
@@ -852,6 +877,23 @@ struct LowerAdamWPass
     }
   }
 
+  /// The op's tiles: [p * T / n, (p + 1) * T / n) for slice(p, n), else
+  /// all T.
+  static std::pair<Value, Value> emitSliceTiles(OpBuilder &b, Location loc,
+                                                AdamWUpdateOp op,
+                                                const AdamWLowering &lowering) {
+    Value numTiles = indexConstant(b, loc, lowering.getNumTiles());
+    if (!op.getPart())
+      return {indexConstant(b, loc, 0), numTiles};
+    auto boundary = [&](Value part) -> Value {
+      return b.create<arith::DivUIOp>(
+          loc, b.create<arith::MulIOp>(loc, part, numTiles), op.getParts());
+    };
+    return {boundary(op.getPart()),
+            boundary(b.create<arith::AddIOp>(loc, op.getPart(),
+                                             indexConstant(b, loc, 1)))};
+  }
+
   LogicalResult lowerForCpu(AdamWUpdateOp op) {
     OpBuilder b(op);
     Location loc = op.getLoc();
@@ -860,19 +902,7 @@ struct LowerAdamWPass
     BufferViews views(lowering.getBuffers());
     views.prepare(b, loc, lowering.getKinds(),
                   /*withChunks=*/testGpuElementCode);
-    Value numTiles = indexConstant(b, loc, lowering.getNumTiles());
-    Value firstTile = indexConstant(b, loc, 0);
-    Value lastTile = numTiles;
-    if (op.getPart()) {
-      // Slice p of n covers tiles [p * T / n, (p + 1) * T / n).
-      auto boundary = [&](Value part) -> Value {
-        return b.create<arith::DivUIOp>(
-            loc, b.create<arith::MulIOp>(loc, part, numTiles), op.getParts());
-      };
-      firstTile = boundary(op.getPart());
-      lastTile = boundary(
-          b.create<arith::AddIOp>(loc, op.getPart(), indexConstant(b, loc, 1)));
-    }
+    auto [firstTile, lastTile] = emitSliceTiles(b, loc, op, lowering);
     lowering.emitCpuLoop(b, loc, views, scalars, firstTile, lastTile,
                          vectorWidth, testGpuElementCode);
     op.erase();
@@ -880,18 +910,14 @@ struct LowerAdamWPass
   }
 
   LogicalResult lowerForGpu(AdamWUpdateOp op) {
-    if (op.getPart())
-      return op.emitOpError()
-             << "with a slice cannot be lowered for the GPU; the kernel "
-                "updates the whole group";
     ModuleOp module = getOperation();
     Location loc = op.getLoc();
-    int64_t gpuTile = int64_t(gpuBlockSize) * kGpuChunk;
-    AdamWLowering lowering(op, gpuTile);
+    AdamWLowering lowering(op, tileSize);
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(module.getContext()));
 
-    // The kernel: the op's buffers, then the step's fp32 scalars.
+    // The kernel: the op's buffers, the step's fp32 scalars, then the
+    // tiles [first, end) it updates (a rank's shard).
     SmallVector<Value> buffers;
     for (Value buffer : lowering.getBuffers())
       if (buffer)
@@ -899,6 +925,7 @@ struct LowerAdamWPass
     SmallVector<Type> argTypes = llvm::to_vector(
         llvm::map_range(buffers, [](Value v) { return v.getType(); }));
     argTypes.append(kNumStepScalars, Float32Type::get(module.getContext()));
+    argTypes.append(2, IndexType::get(module.getContext()));
 
     auto parent = op->getParentOfType<FunctionOpInterface>();
     std::string baseName =
@@ -925,18 +952,26 @@ struct LowerAdamWPass
       BufferViews views(kernelBuffers);
       views.prepare(b, loc, lowering.getKinds(), /*withChunks=*/true);
       StepScalars scalars = StepScalars::fromList(args.drop_front(next));
-      lowering.emitGpuKernelBody(b, loc, views, scalars);
+      Value firstTile = args[next + kNumStepScalars];
+      Value endTile = args[next + kNumStepScalars + 1];
+      lowering.emitGpuKernelBody(b, loc, views, scalars, firstTile, endTile,
+                                 gpuBlockSize);
       b.create<gpu::ReturnOp>(loc);
     }
 
     // The launch, in place of the op.
     OpBuilder b(op);
     StepScalars scalars = emitStepScalars(b, loc, op);
+    auto [firstTile, endTile] = emitSliceTiles(b, loc, op, lowering);
     SmallVector<Value> operands = buffers;
-    llvm::append_range(operands, scalars.asList());
+    llvm::append_range(operands, scalars.asList(b, loc));
+    operands.push_back(firstTile);
+    operands.push_back(endTile);
     Value one = indexConstant(b, loc, 1);
-    gpu::KernelDim3 grid{indexConstant(b, loc, lowering.getNumTiles()), one,
-                         one};
+    // One block per tile (at least one, for an empty slice).
+    Value blocks = b.create<arith::MaxUIOp>(
+        loc, b.create<arith::SubIOp>(loc, endTile, firstTile), one);
+    gpu::KernelDim3 grid{blocks, one, one};
     gpu::KernelDim3 blockSize{indexConstant(b, loc, gpuBlockSize), one, one};
     b.create<gpu::LaunchFuncOp>(loc, kernel, grid, blockSize, Value(),
                                 operands);

@@ -1302,13 +1302,18 @@ std::string GpuStepProgram::toJSON(StringRef ptxFile,
                                    StringRef constantsFile) const {
   auto tensors = [](const std::vector<GpuStepTensor> &list) {
     llvm::json::Array array;
-    for (const GpuStepTensor &tensor : list)
-      array.push_back(
-          llvm::json::Object{{"name", tensor.name},
-                             {"role", tensor.role},
-                             {"dtype", tensor.dtype},
-                             {"shape", llvm::json::Array(tensor.shape)},
-                             {"bytes", tensor.bytes}});
+    for (const GpuStepTensor &tensor : list) {
+      llvm::json::Object entry{{"name", tensor.name},
+                               {"role", tensor.role},
+                               {"dtype", tensor.dtype},
+                               {"shape", llvm::json::Array(tensor.shape)},
+                               {"bytes", tensor.bytes}};
+      if (tensor.indexBound > 0) {
+        entry["index_bound"] = tensor.indexBound;
+        entry["index_bound_what"] = tensor.indexBoundWhat;
+      }
+      array.push_back(std::move(entry));
+    }
     return array;
   };
   llvm::json::Array bufferArray;

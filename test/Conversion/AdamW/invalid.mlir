@@ -207,7 +207,7 @@ func.func @f(%g: memref<64xi8>, %s: f64, %step: i64) {
 
 func.func @f(%g: memref<64xi8>, %s: f64, %step: i64, %i: index) {
   // expected-error @+1 {{'train.adamw_update' op needs both the part and the number of parts}}
-  "train.adamw_update"(%g, %g, %g, %g, %s, %s, %s, %s, %s, %step, %i) <{members = [{name = "w", count = 4 : i64, grad = #train.dtype<fp32>, grad_offset = 0 : i64, param = #train.dtype<fp32>, param_offset = 0 : i64, moments = #train.dtype<fp32>, moments_offset = 0 : i64}], operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0>}> : (memref<64xi8>, memref<64xi8>, memref<64xi8>, memref<64xi8>, f64, f64, f64, f64, f64, i64, index) -> ()
+  "train.adamw_update"(%g, %g, %g, %g, %s, %s, %s, %s, %s, %step, %i) <{members = [{name = "w", count = 4 : i64, grad = #train.dtype<fp32>, grad_offset = 0 : i64, param = #train.dtype<fp32>, param_offset = 0 : i64, moments = #train.dtype<fp32>, moments_offset = 0 : i64}], operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 0>}> : (memref<64xi8>, memref<64xi8>, memref<64xi8>, memref<64xi8>, f64, f64, f64, f64, f64, i64, index) -> ()
   return
 }
 
@@ -215,6 +215,6 @@ func.func @f(%g: memref<64xi8>, %s: f64, %step: i64, %i: index) {
 
 func.func @f(%g: memref<64xi8>, %s: f64, %step: i64) {
   // expected-error @+1 {{'train.adamw_update' op member #0 has no integer 'count'}}
-  "train.adamw_update"(%g, %g, %g, %g, %s, %s, %s, %s, %s, %step) <{members = [{name = "w", grad = #train.dtype<fp32>, grad_offset = 0 : i64, param = #train.dtype<fp32>, param_offset = 0 : i64, moments = #train.dtype<fp32>, moments_offset = 0 : i64}], operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0>}> : (memref<64xi8>, memref<64xi8>, memref<64xi8>, memref<64xi8>, f64, f64, f64, f64, f64, i64) -> ()
+  "train.adamw_update"(%g, %g, %g, %g, %s, %s, %s, %s, %s, %step) <{members = [{name = "w", grad = #train.dtype<fp32>, grad_offset = 0 : i64, param = #train.dtype<fp32>, param_offset = 0 : i64, moments = #train.dtype<fp32>, moments_offset = 0 : i64}], operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0>}> : (memref<64xi8>, memref<64xi8>, memref<64xi8>, memref<64xi8>, f64, f64, f64, f64, f64, i64) -> ()
   return
 }

@@ -88,3 +88,28 @@ func.func @remainder_slice(%g: memref<?xi8>, %p: memref<?xi8>, %m: memref<?xi8>,
     slice(%part, %parts)
   return
 }
+
+// A gradient scale (clipping) multiplies each bf16 gradient as it is loaded
+// and rounds the product to bf16, as the in-place grad.mul_ of
+// clip_grad_norm_ rounds, before the moments use it.
+// CHECK-LABEL: func.func @scaled
+// CHECK-SAME: %[[SCALE:[^:]+]]: f32
+// CHECK: %[[RAW:.+]] = vector.load %{{.+}} : memref<?xbf16>, vector<8xbf16>
+// CHECK: %[[WIDE:.+]] = arith.extf %[[RAW]] : vector<8xbf16> to vector<8xf32>
+// CHECK: %[[SPLAT:.+]] = vector.broadcast %[[SCALE]] : f32 to vector<8xf32>
+// CHECK: %[[PRODUCT:.+]] = arith.mulf %[[WIDE]], %[[SPLAT]] : vector<8xf32>
+// CHECK: arith.bitcast %[[PRODUCT]] : vector<8xf32> to vector<8xi32>
+// CHECK: %[[ROUNDED:.+]] = arith.bitcast %{{.+}} : vector<8xi16> to vector<8xbf16>
+// CHECK: arith.extf %[[ROUNDED]] : vector<8xbf16> to vector<8xf32>
+// CHECK: math.fma
+func.func @scaled(%g: memref<?xi8>, %p: memref<?xi8>, %m: memref<?xi8>,
+                  %m1: memref<?xi8>, %m2: memref<?xi8>, %s: f64,
+                  %step: i64, %scale: f32) {
+  train.adamw_update members [
+      "w" 100 {grad = bf16 at 0, param = bf16 at 0, master = fp32 at 0, moments = fp32 at 0}]
+    grad(%g : memref<?xi8>) param(%p : memref<?xi8>) master(%m : memref<?xi8>)
+    exp_avg(%m1 : memref<?xi8>) exp_avg_sq(%m2 : memref<?xi8>)
+    lr(%s) beta1(%s) beta2(%s) eps(%s) weight_decay(%s) step(%step)
+    grad_scale(%scale)
+  return
+}

@@ -47,9 +47,17 @@ def Train_AdamWUpdateOp : Train_Op<"adamw_update", [AttrSizedOperandSegments]> {
     nothing: `lr`, `beta1`, `beta2`, `eps` and `weight_decay` as Python floats
     (f64), and `step`, the 1-based count of this update. The bias corrections
     are computed from them in f64, as torch's Python code does. `amsgrad` and
-    `maximize` are compile-time options. `slice(%part, %parts)` restricts the
-    op to the part-th of `parts` disjoint slices of the group, so that one
-    update can be split across workers.
+    `maximize` are compile-time options.
+
+    `grad_scale(%s)` (f32) multiplies every gradient before it is used and
+    rounds the product to the gradient's dtype, as the in-place `grad.mul_`
+    of torch.nn.utils.clip_grad_norm_ does: gradient clipping costs no pass
+    of its own over the gradients.
+
+    `slice(%part, %parts)` restricts the op to the part-th of `parts`
+    disjoint slices of the group, tiles [part * T / parts, (part + 1) * T /
+    parts) of its T tiles, so that one update can be split across workers
+    or data-parallel ranks (on both targets).
 
     ```mlir
     train.adamw_update members [
@@ -78,6 +86,7 @@ def Train_AdamWUpdateOp : Train_Op<"adamw_update", [AttrSizedOperandSegments]> {
     F64:$eps,
     F64:$weight_decay,
     I64:$step,
+    Optional<F32>:$grad_scale,
     Optional<Index>:$part,
     Optional<Index>:$parts,
     ArrayAttr:$members,
@@ -94,6 +103,7 @@ def Train_AdamWUpdateOp : Train_Op<"adamw_update", [AttrSizedOperandSegments]> {
     (`max_exp_avg_sq` `(` $max_exp_avg_sq^ `:` type($max_exp_avg_sq) `)`)?
     `lr` `(` $lr `)` `beta1` `(` $beta1 `)` `beta2` `(` $beta2 `)`
     `eps` `(` $eps `)` `weight_decay` `(` $weight_decay `)` `step` `(` $step `)`
+    (`grad_scale` `(` $grad_scale^ `)`)?
     (`slice` `(` $part^ `,` $parts `)`)?
     attr-dict
   }];
