@@ -1006,8 +1006,11 @@ bool GpuStepGradients::evaluateValidation(int64_t index,
   // The joint program with its buffer mutations discarded; its gradients
   // land in the runner's buffers, which the next step overwrites. The same
   // addresses as training, so the captured graph is replayed.
-  return uploadIds(/*validation=*/true, index, error) &&
-         runOnce(0, members, /*training=*/false, loss, error);
+  if (!uploadIds(/*validation=*/true, index, error) ||
+      !runOnce(0, members, /*training=*/false, loss, error))
+    return false;
+  ++validationRuns;
+  return true;
 }
 
 bool GpuStepGradients::computeGradients(int64_t stepNumber,
@@ -1182,7 +1185,12 @@ std::string GpuStepGradients::describeGraphUse() const {
   if (step->graphReplays() > 0)
     return "the GPU step ran as one CUDA graph in " +
            std::to_string(step->graphReplays()) + " of " +
-           std::to_string(lossList.size()) + " steps (the first ran op by op)";
+           std::to_string(int64_t(lossList.size()) + validationRuns) +
+           " runs (" +
+           (validationRuns ? std::to_string(validationRuns) +
+                                 " of them on validation data; "
+                           : std::string()) +
+           "the first ran op by op)";
   return "the GPU step ran op by op" + (step->getGraphNote().empty()
                                             ? std::string()
                                             : ": " + step->getGraphNote());

@@ -229,12 +229,6 @@ bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
     return bad("--save-every needs --save-checkpoint DIR");
   if (options.keepCheckpoints > 0 && options.saveCheckpointDir.empty())
     return bad("--keep-checkpoints needs --save-checkpoint DIR");
-  bool onGpu = options.device == "cuda" || options.device == "gpu";
-  if (onGpu &&
-      (!options.dataPaths.empty() || options.clipGradNorm > 0 || evaluating))
-    return bad("--device cuda trains on a fixed batch (--inputs) without "
-               "--clip-grad-norm or evaluation for now; --data, "
-               "--clip-grad-norm and --val-data run on the CPU");
   return true;
 }
 

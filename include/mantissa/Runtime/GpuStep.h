@@ -277,6 +277,7 @@ private:
   std::vector<DevicePtr> argumentStorage, resultStorage, parameterScratch,
       gradientScratch;
   std::vector<double> lossList;
+  int64_t validationRuns = 0;
   std::unique_ptr<TokenBatches> batches;
   size_t tokensArgument = 0, targetsArgument = 0;
   std::vector<int64_t> tokenIds, targetIds;

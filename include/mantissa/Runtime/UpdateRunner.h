@@ -33,9 +33,10 @@
 //   `--device cuda` keeps parameters, masters and moments resident on the
 //   GPU (CudaDriver.h), copies each step's gradients in (unless the training
 //   step itself runs on the GPU and writes them in place: GpuStep.h), runs
-//   the PTX kernels and the collectives over NCCL (CommunicatorNCCL.h), at
-//   world size 1 for now (the PTX kernels update whole groups). Checkpoints
-//   are the same files either way.
+//   the PTX kernels over each rank's tiles and the parameter all-gather over
+//   NCCL (CommunicatorNCCL.h); the micro-batch gradients are combined on
+//   the host, exactly as on the CPU. Checkpoints are the same files either
+//   way.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
