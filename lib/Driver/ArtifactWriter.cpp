@@ -372,7 +372,8 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   std::string gpuStepNote;
   if (options.gpuStep) {
     llvm::Expected<GpuStepFiles> written =
-        writeGpuStep(options.gpuStep, temporary, layouts, options.tileSize);
+        writeGpuStep(options.gpuStep, temporary, layouts, options.tileSize,
+                     options.gpuForward);
     if (!written && !options.gpuStepOptional)
       return cleanup(written.takeError());
     if (written) {

@@ -133,10 +133,87 @@ static void storeInCache(llvm::StringRef entry, llvm::StringRef directory,
     result.cachePath = entry.str();
 }
 
+namespace {
+/// The file names of one program in the artifact.
+struct ProgramFiles {
+  llvm::StringRef ptx, constants, program;
+};
+constexpr ProgramFiles kJointFiles{kPtx, kConstants, kProgram};
+constexpr ProgramFiles kForwardFiles{
+    "step.forward.ptx", "step.forward.constants.bin", "step.gpu.forward.json"};
+} // namespace
+
+/// Compiles `step` for the GPU and writes its program as `files` into
+/// `directory`, adding the names to `written`; `extra` adds keys to its
+/// JSON. The program's host kernels (with `withHostKernels`) are left in
+/// `program.hostKernels`.
+static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
+                                const ProgramFiles &files, bool withHostKernels,
+                                const llvm::json::Object &extra,
+                                FailureOr<GpuStepProgram> &program,
+                                std::vector<std::string> &written) {
+  DiagnosticCollector diagnostics(step.getContext());
+  program = compileTrainStepForGpu(step, withHostKernels);
+  if (failed(program))
+    return llvm::createStringError("compiling the step for the GPU failed: " +
+                                   diagnostics.str());
+  // The bounds of token ids, as the CPU step records them.
+  for (size_t index = 0; index < program->arguments.size(); ++index) {
+    GpuStepTensor &argument = program->arguments[index];
+    if (argument.role != "user_input")
+      continue;
+    rt::IndexBound bound = getIndexBound(step, unsigned(index));
+    argument.indexBound = bound.bound;
+    argument.indexBoundWhat = bound.what;
+  }
+  auto pathOf = [&](llvm::StringRef file) {
+    llvm::SmallString<256> path(directory);
+    llvm::sys::path::append(path, file);
+    return std::string(path);
+  };
+  if (llvm::Error error = writeBytes(pathOf(files.ptx), program->ptx))
+    return error;
+  written.push_back(files.ptx.str());
+  if (!program->constants.empty()) {
+    if (llvm::Error error =
+            writeBytes(pathOf(files.constants),
+                       llvm::StringRef(reinterpret_cast<const char *>(
+                                           program->constants.data()),
+                                       program->constants.size())))
+      return error;
+    written.push_back(files.constants.str());
+  }
+  std::string text = program->toJSON(files.ptx, files.constants);
+  if (!extra.empty()) {
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+    if (!parsed)
+      return parsed.takeError();
+    for (const auto &[key, value] : extra)
+      (*parsed->getAsObject())[key] = value;
+    text = llvm::formatv("{0:2}", *parsed).str();
+  }
+  if (llvm::Error error = writeBytes(pathOf(files.program), text + "\n"))
+    return error;
+  written.push_back(files.program.str());
+  return llvm::Error::success();
+}
+
+/// Moves the host kernels of `from` into `into`, skipping symbols `into`
+/// already defines (the conversion kernels both programs have).
+static void mergeHostKernels(ModuleOp from, ModuleOp into) {
+  SymbolTable symbols(into);
+  for (Operation &op : llvm::make_early_inc_range(*from.getBody())) {
+    auto symbol = dyn_cast<SymbolOpInterface>(&op);
+    if (symbol && symbols.lookup(symbol.getName()))
+      continue;
+    op.moveBefore(into.getBody(), into.getBody()->end());
+  }
+}
+
 llvm::Expected<GpuStepFiles>
 mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
                              ArrayRef<AdamWGroup> updateGroups,
-                             int64_t tileSize) {
+                             int64_t tileSize, bool withForward) {
   const char *hostKernels = std::getenv(kGpuHostKernelsVariable);
   bool withHostKernels = hostKernels && *hostKernels;
   // Programs are cached like the CPU step's libraries, by a hash of the
@@ -150,57 +227,50 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     llvm::sys::path::append(
         entry,
         "gpu-" + hashPlannedStep(step, std::string("sm_90 ptx80 ") +
+                                           (withForward ? "forward " : "") +
                                            (libdevice ? libdevice : "")));
     cacheEntry = std::string(entry);
     GpuStepFiles cached;
     if (copyFromCache(cacheEntry, directory, cached))
       return cached;
   }
-  DiagnosticCollector diagnostics(step.getContext());
-  FailureOr<GpuStepProgram> program =
-      compileTrainStepForGpu(step, withHostKernels);
-  if (failed(program))
-    return llvm::createStringError("compiling the step for the GPU failed: " +
-                                   diagnostics.str());
-  // The bounds of token ids, as the CPU step records them.
-  for (size_t index = 0; index < program->arguments.size(); ++index) {
-    GpuStepTensor &argument = program->arguments[index];
-    if (argument.role != "user_input")
-      continue;
-    rt::IndexBound bound = getIndexBound(step, unsigned(index));
-    argument.indexBound = bound.bound;
-    argument.indexBoundWhat = bound.what;
-  }
   GpuStepFiles result;
-  auto pathOf = [&](llvm::StringRef file) {
-    llvm::SmallString<256> path(directory);
-    llvm::sys::path::append(path, file);
-    return std::string(path);
-  };
-  if (llvm::Error error = writeBytes(pathOf(kPtx), program->ptx))
-    return std::move(error);
-  result.files.push_back(kPtx.str());
-  if (!program->constants.empty()) {
-    if (llvm::Error error = writeBytes(
-            pathOf(kConstants), llvm::StringRef(reinterpret_cast<const char *>(
-                                                    program->constants.data()),
-                                                program->constants.size())))
+  // The forward-only step for evaluation: its own program, named apart so
+  // that its kernels and the joint step's can share one host library.
+  OwningOpRef<ModuleOp> forwardModule;
+  FailureOr<GpuStepProgram> forward = failure();
+  llvm::json::Object extra;
+  if (withForward) {
+    llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
+    if (!derived)
+      return derived.takeError();
+    forwardModule = std::move(*derived);
+    train::StepOp forwardStep = *forwardModule->getOps<train::StepOp>().begin();
+    forwardStep.setSymName((step.getSymName() + "_forward").str());
+    if (llvm::Error error =
+            writeProgram(forwardStep, directory, kForwardFiles, withHostKernels,
+                         {}, forward, result.files))
       return std::move(error);
-    result.files.push_back(kConstants.str());
+    extra["forward"] = kForwardFiles.program.str();
   }
-  if (llvm::Error error = writeBytes(pathOf(kProgram),
-                                     program->toJSON(kPtx, kConstants) + "\n"))
+  FailureOr<GpuStepProgram> program = failure();
+  if (llvm::Error error =
+          writeProgram(step, directory, kJointFiles, withHostKernels, extra,
+                       program, result.files))
     return std::move(error);
-  result.files.push_back(kProgram.str());
   result.kernels = program->countOps(GpuStepOp::Kind::Kernel);
   result.gemms = program->countOps(GpuStepOp::Kind::Gemm);
   result.arenaBytes = program->arenaBytes;
+  if (withHostKernels && withForward)
+    mergeHostKernels(*forward->hostKernels, *program->hostKernels);
+  DiagnosticCollector diagnostics(step.getContext());
 
   if (withHostKernels) {
     DialectRegistry registry;
     registerAdamWKernelDialects(registry);
     step.getContext()->appendDialectRegistry(registry);
-    if (failed(emulateUpdateKernels(updateGroups, tileSize, *program->hostKernels)) ||
+    if (failed(emulateUpdateKernels(updateGroups, tileSize,
+                                    *program->hostKernels)) ||
         failed(lowerEmulatedKernelsToLLVM(*program->hostKernels)))
       return llvm::createStringError(
           "lowering the GPU kernels for the host failed: " + diagnostics.str());

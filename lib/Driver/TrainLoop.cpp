@@ -286,6 +286,8 @@ llvm::Expected<int> mlir::mantissa::trainStep(
   if (onGpu) {
     artifactOptions.gpuStep = step;
     artifactOptions.gpuStepFiles = &gpuStepFiles;
+    // The forward-only program is compiled only for a run that evaluates.
+    artifactOptions.gpuForward = !options.valDataPaths.empty();
   } else if (compiledForCpu) {
     artifactOptions.cpuStep = step;
     // The forward-only step is compiled only for a run that evaluates.
@@ -355,6 +357,13 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     if (!gpuGradients)
       return llvm::createStringError(error);
     const rt::GpuStep &program = gpuGradients->program();
+    if (communicator.rank() == 0 && gpuGradients->forwardProgram() &&
+        !options.valDataPaths.empty())
+      llvm::errs()
+          << "mantissa-run: evaluation runs the forward-only GPU step ("
+          << gpuGradients->forwardProgram()->results().size() << " of "
+          << program.results().size()
+          << " results: the loss without its backward)\n";
     if (communicator.rank() == 0) {
       int64_t kernels = 0, gemms = 0;
       for (const rt::GpuStepOp &op : program.ops())

@@ -303,10 +303,9 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
     return nullptr;
   source->setTokensPerMicroBatch(tokensPerStep);
   if (!options.dataPaths.empty()) {
-    std::unique_ptr<TokenBatches> batches =
-        CpuStepGradients::openTokenData(source->program().arguments(),
-                                        source->program().indexBounds(),
-                                        options, error);
+    std::unique_ptr<TokenBatches> batches = CpuStepGradients::openTokenData(
+        source->program().arguments(), source->program().indexBounds(), options,
+        error);
     if (!batches)
       return nullptr;
     source->setTokenBatches(std::move(batches));
@@ -350,6 +349,13 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
     std::fprintf(stderr, "mantissa-run: loaded the CPU step of %s\n",
                  options.artifactDir.c_str());
   }
+  if (rank == 0 && gpu && gpu->forwardProgram() &&
+      !options.valDataPaths.empty())
+    std::fprintf(stderr,
+                 "mantissa-run: evaluation runs the forward-only GPU step "
+                 "(%zu of %zu results: the loss without its backward)\n",
+                 gpu->forwardProgram()->results().size(),
+                 gpu->program().results().size());
 
   UpdateOptions update = options;
   update.gradientSource = source.get();

@@ -280,8 +280,7 @@ bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
   tail.pointers([&](void *value) { arguments.push_back(value); });
   std::string deviceError;
   if (tail.blocks() > INT32_MAX)
-    return fail("group '" + group.name + "': " +
-                std::to_string(tail.blocks()) +
+    return fail("group '" + group.name + "': " + std::to_string(tail.blocks()) +
                 " tiles need more than 2^31 - 1 blocks");
   if (!cuda->launch(device.kernel, unsigned(tail.blocks()), device.block,
                     arguments.data(), deviceError))

@@ -352,6 +352,14 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
       step->bufferList.push_back(buffer);
     }
 
+    // The forward-only program beside it, by file name.
+    if (root.contains("forward")) {
+      if (!root["forward"].is_string() ||
+          root["forward"].get<std::string>().empty() ||
+          root["forward"].get<std::string>().find('/') != std::string::npos)
+        throw ProgramError{"'forward' is not a file name beside the program"};
+      step->forwardPath = directory + "/" + root["forward"].get<std::string>();
+    }
     // The PTX and the constants.
     step->ptxPath = directory + "/" + string(root, "ptx", "the program");
     std::vector<uint8_t> ptx;
@@ -865,6 +873,30 @@ GpuStepGradients::load(const std::string &programPath,
     return nullptr;
   }
   std::unique_ptr<GpuStepGradients> source(new GpuStepGradients());
+  if (!step->forwardProgramPath().empty()) {
+    // Evaluation binds the forward program's arguments as the joint one's.
+    source->forward = GpuStep::load(step->forwardProgramPath(), error);
+    if (!source->forward)
+      return nullptr;
+    const GpuStep &forward = *source->forward;
+    bool same = forward.arguments().size() == expected.size();
+    for (size_t i = 0; same && i < expected.size(); ++i) {
+      const GpuStepTensor &a = forward.arguments()[i], &b = expected[i];
+      same = a.name == b.name && a.role == b.role && a.dtype == b.dtype &&
+             a.shape == b.shape;
+    }
+    int forwardLosses = 0;
+    for (const GpuStepTensor &result : forward.results()) {
+      forwardLosses += result.role == GpuStepTensor::Role::Loss;
+      same &= result.role != GpuStepTensor::Role::Gradient;
+    }
+    if (!same || forwardLosses != 1) {
+      error = forward.path() + ": not the forward-only step of " + programPath +
+              " (it must take the same arguments and return one loss and "
+              "no gradients)";
+      return nullptr;
+    }
+  }
   source->step = std::move(step);
   source->hostArguments = std::move(arguments);
   return source;
@@ -878,13 +910,16 @@ void GpuStepGradients::detachDevice() {
   std::string ignored;
   device->synchronize(ignored);
   for (std::vector<DevicePtr> *list :
-       {&argumentStorage, &resultStorage, &parameterScratch, &gradientScratch})
+       {&argumentStorage, &resultStorage, &parameterScratch, &gradientScratch,
+        &forwardResults})
     for (DevicePtr &pointer : *list) {
       if (pointer)
         device->release(pointer);
       pointer = 0;
     }
   step->detach();
+  if (forward)
+    forward->detach();
   device = nullptr;
 }
 
@@ -933,6 +968,17 @@ bool GpuStepGradients::attachDevice(CudaDevice &target, std::string &error) {
         !device->allocate(results[i].bytes, resultStorage[i], deviceError))
       return failed("result " + std::to_string(i) + " '" + results[i].name +
                     "'");
+  if (forward) {
+    if (!forward->attach(target, error)) {
+      detachDevice();
+      return false;
+    }
+    forwardResults.assign(forward->results().size(), 0);
+    for (size_t i = 0; i < forwardResults.size(); ++i)
+      if (!device->allocate(forward->results()[i].bytes, forwardResults[i],
+                            deviceError))
+        return failed("forward-only result " + std::to_string(i));
+  }
   return true;
 }
 
@@ -971,15 +1017,14 @@ bool GpuStepGradients::uploadIds(bool validation, int64_t index,
   if (!batches->load(validation, index, tokenIds, targetIds, error))
     return false;
   std::string deviceError;
-  for (auto [argument, ids] :
-       {std::pair<size_t, const std::vector<int64_t> *>{tokensArgument,
-                                                         &tokenIds},
-        {targetsArgument, &targetIds}}) {
+  for (auto [argument, ids] : {std::pair<size_t, const std::vector<int64_t> *>{
+                                   tokensArgument, &tokenIds},
+                               {targetsArgument, &targetIds}}) {
     const GpuStepTensor &tensor = step->arguments()[argument];
     idBytes.assign(size_t(tensor.bytes), 0);
     storeTokenIds(ids->data(), ids->size(), tensor.dtype, idBytes.data());
-    if (!device->upload(argumentStorage[argument], idBytes.data(),
-                        tensor.bytes, deviceError)) {
+    if (!device->upload(argumentStorage[argument], idBytes.data(), tensor.bytes,
+                        deviceError)) {
       error = step->path() + ": argument '" + tensor.name + "': " + deviceError;
       return false;
     }
@@ -1003,13 +1048,28 @@ bool GpuStepGradients::evaluateValidation(int64_t index,
     error = "no validation data (--val-data)";
     return false;
   }
-  // The joint program with its buffer mutations discarded; its gradients
-  // land in the runner's buffers, which the next step overwrites. The same
-  // addresses as training, so the captured graph is replayed.
-  if (!uploadIds(/*validation=*/true, index, error) ||
-      !runOnce(0, members, /*training=*/false, loss, error))
+  if (!uploadIds(/*validation=*/true, index, error))
     return false;
   ++validationRuns;
+  if (!forward)
+    // The joint program with its buffer mutations discarded; its gradients
+    // land in the runner's buffers, which the next step overwrites. The
+    // same addresses as training, so the captured graph is replayed.
+    return runOnce(0, members, /*training=*/false, loss, error);
+  // The forward-only program: the loss without its backward.
+  std::map<std::string, const Member *> byName;
+  std::vector<DevicePtr> addresses;
+  if (!bindArguments(members, byName, addresses, error))
+    return false;
+  std::string runError;
+  if (!forward->run(addresses, forwardResults, runError)) {
+    error = "validation micro-batch " + std::to_string(index) + ": " + runError;
+    return false;
+  }
+  for (size_t i = 0; i < forwardResults.size(); ++i)
+    if (forward->results()[i].role == GpuStepTensor::Role::Loss)
+      return downloadLoss(forwardResults[i], forward->results()[i].dtype, loss,
+                          error);
   return true;
 }
 
@@ -1029,20 +1089,19 @@ bool GpuStepGradients::computeGradients(int64_t stepNumber,
   return true;
 }
 
-bool GpuStepGradients::runOnce(int64_t stepNumber,
-                               const std::vector<Member> &members,
-                               bool training, double &loss,
-                               std::string &error) {
+bool GpuStepGradients::bindArguments(
+    const std::vector<Member> &members,
+    std::map<std::string, const Member *> &byName,
+    std::vector<DevicePtr> &argumentAddresses, std::string &error) {
   if (!device) {
     error = step->path() + ": the step runs on a GPU; it needs --device cuda";
     return false;
   }
   const std::vector<GpuStepTensor> &arguments = step->arguments();
-  const std::vector<GpuStepTensor> &results = step->results();
   auto address = [](const void *pointer) {
     return DevicePtr(reinterpret_cast<uintptr_t>(pointer));
   };
-  std::map<std::string, const Member *> byName;
+  byName.clear();
   for (const Member &member : members) {
     int64_t index = step->findArgument(*member.fqn);
     if (index < 0 ||
@@ -1069,8 +1128,7 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
   };
 
   // Parameters: where the runner holds them, or converted into scratch.
-  std::vector<DevicePtr> argumentAddresses(arguments.size(), 0),
-      resultAddresses(results.size(), 0);
+  argumentAddresses.assign(arguments.size(), 0);
   for (size_t i = 0; i < arguments.size(); ++i) {
     const GpuStepTensor &tensor = arguments[i];
     argumentAddresses[i] = argumentStorage[i];
@@ -1101,6 +1159,26 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
     }
     argumentAddresses[i] = parameterScratch[i];
   }
+  return true;
+}
+
+bool GpuStepGradients::runOnce(int64_t stepNumber,
+                               const std::vector<Member> &members,
+                               bool training, double &loss,
+                               std::string &error) {
+  std::map<std::string, const Member *> byName;
+  std::vector<DevicePtr> argumentAddresses;
+  if (!bindArguments(members, byName, argumentAddresses, error))
+    return false;
+  const std::vector<GpuStepTensor> &results = step->results();
+  auto address = [](const void *pointer) {
+    return DevicePtr(reinterpret_cast<uintptr_t>(pointer));
+  };
+  auto memberOf = [&](const std::string &fqn) -> const Member * {
+    auto it = byName.find(fqn);
+    return it == byName.end() ? nullptr : it->second;
+  };
+  std::vector<DevicePtr> resultAddresses(results.size(), 0);
   // Gradients: where the runner reduces them, or into scratch.
   for (size_t i = 0; i < results.size(); ++i) {
     const GpuStepTensor &tensor = results[i];
@@ -1139,20 +1217,12 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
       }
       break;
     }
-    case GpuStepTensor::Role::Loss: {
-      uint8_t bytes[8] = {0};
-      if (!device->download(bytes, resultAddresses[i],
-                            int64_t(elementSize(tensor.dtype)), deviceError)) {
-        error = step->path() + ": step " + std::to_string(stepNumber) +
-                ": the loss: " + deviceError;
+    case GpuStepTensor::Role::Loss:
+      if (!downloadLoss(resultAddresses[i], tensor.dtype, loss, error)) {
+        error = "step " + std::to_string(stepNumber) + ": " + error;
         return false;
       }
-      if (tensor.dtype == DType::F64)
-        std::memcpy(&loss, bytes, 8);
-      else
-        loss = loadFloatElement(bytes, 0, tensor.dtype);
       break;
-    }
     case GpuStepTensor::Role::BufferMutation: {
       if (!training)
         break;
@@ -1179,19 +1249,43 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
   return true;
 }
 
+bool GpuStepGradients::downloadLoss(DevicePtr from, DType dtype, double &loss,
+                                    std::string &error) {
+  uint8_t bytes[8] = {0};
+  std::string deviceError;
+  if (!device->download(bytes, from, int64_t(elementSize(dtype)),
+                        deviceError)) {
+    error = step->path() + ": the loss: " + deviceError;
+    return false;
+  }
+  if (dtype == DType::F64)
+    std::memcpy(&loss, bytes, 8);
+  else
+    loss = loadFloatElement(bytes, 0, dtype);
+  return true;
+}
+
 std::string GpuStepGradients::describeGraphUse() const {
   if (lossList.empty())
     return "";
+  // Validation runs the joint program too unless there is a forward one.
+  int64_t jointRuns = int64_t(lossList.size()) + (forward ? 0 : validationRuns);
+  std::string text;
   if (step->graphReplays() > 0)
-    return "the GPU step ran as one CUDA graph in " +
+    text = "the GPU step ran as one CUDA graph in " +
            std::to_string(step->graphReplays()) + " of " +
-           std::to_string(int64_t(lossList.size()) + validationRuns) +
-           " runs (" +
-           (validationRuns ? std::to_string(validationRuns) +
-                                 " of them on validation data; "
-                           : std::string()) +
+           std::to_string(jointRuns) + " runs (" +
+           (validationRuns && !forward ? std::to_string(validationRuns) +
+                                             " of them on validation data; "
+                                       : std::string()) +
            "the first ran op by op)";
-  return "the GPU step ran op by op" + (step->getGraphNote().empty()
-                                            ? std::string()
-                                            : ": " + step->getGraphNote());
+  else
+    text = "the GPU step ran op by op" + (step->getGraphNote().empty()
+                                              ? std::string()
+                                              : ": " + step->getGraphNote());
+  if (forward && validationRuns)
+    text += "; the forward-only step ran " + std::to_string(validationRuns) +
+            " validation micro-batches (" +
+            std::to_string(forward->graphReplays()) + " as a CUDA graph)";
+  return text;
 }

@@ -415,8 +415,8 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
   // the kernels multiply each gradient by it as they read it.
   float gradScale = 1.0f;
   if (options.clipGradNorm > 0)
-    gradScale = std::min(
-        1.0f, float(options.clipGradNorm) / (float(norm) + float(1e-6)));
+    gradScale = std::min(1.0f, float(options.clipGradNorm) /
+                                   (float(norm) + float(1e-6)));
   ++optimizerStep;
   if (cuda)
     return updateOnDevice(lr, gradScale);

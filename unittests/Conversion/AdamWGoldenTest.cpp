@@ -347,8 +347,7 @@ TEST_F(AdamWGoldenTest, GradScaleIsAnInPlaceMultiply) {
         const AdamWMember &member = group.members[i];
         loadGrad(scaled, arms[i], member, step);
         loadGrad(prescaled, arms[i], member, step);
-        uint8_t *grad =
-            prescaled.data(AdamWBuffer::Grad) + member.gradOffset;
+        uint8_t *grad = prescaled.data(AdamWBuffer::Grad) + member.gradOffset;
         for (int64_t e = 0; e < member.count; ++e) {
           if (member.grad == DType::fp32) {
             float *value = reinterpret_cast<float *>(grad) + e;

@@ -111,8 +111,7 @@ public:
                            data(AdamWBuffer::ExpAvgSq),
                            data(AdamWBuffer::MaxExpAvgSq), config.lr,
                            config.beta1, config.beta2, config.eps,
-                           config.weightDecay, step, gradScale, part,
-                           parts);
+                           config.weightDecay, step, gradScale, part, parts);
   }
 
 private:

@@ -458,6 +458,61 @@ TEST(GpuStepLoad, GradientSourceArguments) {
                           "element");
 }
 
+/// The forward-only program `forward` names: a plain file name beside the
+/// step, taking the step's arguments and returning one loss and no
+/// gradients; anything else is refused when the source loads.
+TEST(GpuStepLoad, ForwardProgram) {
+  ProgramFiles files = baseProgram();
+  files.program["forward"] = "../elsewhere.json";
+  expectLoadError(files, "'forward' is not a file name beside the program");
+
+  files.program["forward"] = "step.gpu.forward.json";
+  std::string path = writeProgram(files), error;
+  std::string dir = path.substr(0, path.rfind('/'));
+  ProgramFiles forward = baseProgram();
+  forward.program["results"] = json::array({tensor("", "loss", "F32", {}, 4)});
+  forward.program["buffers"] = {
+      {{"kind", "argument"}, {"index", 0}},
+      {{"kind", "argument"}, {"index", 1}},
+      {{"kind", "argument"}, {"index", 2}},
+      {{"kind", "result"}, {"index", 0}},
+      {{"kind", "temporary"}, {"offset", 256}, {"bytes", 16}},
+      {{"kind", "constant"}, {"offset", 256}, {"bytes", 16}}};
+  forward.program["ops"] = json::array({{{"kind", "kernel"},
+                                         {"entry", "test_add4"},
+                                         {"grid", 1},
+                                         {"buffers", {1, 5, 4}},
+                                         {"source", "test.add (t.py:1)"}}});
+  std::vector<std::vector<uint8_t>> arguments = {
+      {}, std::vector<uint8_t>(16), std::vector<uint8_t>(4)};
+  // Missing: the program names a file that is not there.
+  EXPECT_EQ(GpuStepGradients::load(path, arguments, error), nullptr);
+  EXPECT_NE(error.find("step.gpu.forward.json: cannot read the GPU step"),
+            std::string::npos)
+      << error;
+
+  std::ofstream(dir + "/step.gpu.forward.json") << forward.program.dump(1);
+  std::unique_ptr<GpuStepGradients> source =
+      GpuStepGradients::load(path, arguments, error);
+  ASSERT_NE(source, nullptr) << error;
+  ASSERT_NE(source->forwardProgram(), nullptr);
+  EXPECT_EQ(source->forwardProgram()->results().size(), 1u);
+
+  // The joint program itself (it has gradients) is not a forward one.
+  std::ofstream(dir + "/step.gpu.forward.json")
+      << baseProgram().program.dump(1);
+  EXPECT_EQ(GpuStepGradients::load(path, arguments, error), nullptr);
+  EXPECT_NE(error.find("not the forward-only step of " + path),
+            std::string::npos)
+      << error;
+  // Nor is one that takes other arguments.
+  forward.program["arguments"][1]["shape"] = {2, 2};
+  std::ofstream(dir + "/step.gpu.forward.json") << forward.program.dump(1);
+  EXPECT_EQ(GpuStepGradients::load(path, arguments, error), nullptr);
+  EXPECT_NE(error.find("not the forward-only step of"), std::string::npos)
+      << error;
+}
+
 //===----------------------------------------------------------------------===//
 // On the stand-in device
 //===----------------------------------------------------------------------===//

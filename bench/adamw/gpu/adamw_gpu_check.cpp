@@ -172,8 +172,7 @@ void launch(const Kernel &kernel, DeviceGroup &group,
     args.push_back(&pointer);
   tail.pointers([&](void *pointer) { args.push_back(pointer); });
   CHECK_CU(cuLaunchKernel(kernel.function, unsigned(tail.blocks()), 1, 1,
-                          kernel.block, 1, 1, 0, stream, args.data(),
-                          nullptr));
+                          kernel.block, 1, 1, 0, stream, args.data(), nullptr));
 }
 
 //===----------------------------------------------------------------------===//

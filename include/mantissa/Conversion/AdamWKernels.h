@@ -115,8 +115,8 @@ public:
   using Function = void (*)(void *grad, void *param, void *master, void *expAvg,
                             void *expAvgSq, void *maxExpAvgSq, double lr,
                             double beta1, double beta2, double eps,
-                            double weightDecay, int64_t step,
-                            float gradScale, int64_t part, int64_t parts);
+                            double weightDecay, int64_t step, float gradScale,
+                            int64_t part, int64_t parts);
 
   /// Compiles `group`; on failure returns null and explains in `error`.
   static std::unique_ptr<AdamWCpuKernel> compile(const AdamWGroup &group,

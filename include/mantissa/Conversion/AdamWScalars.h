@@ -39,10 +39,14 @@ struct AdamWGpuKernelTail {
 
   AdamWGpuKernelTail(const AdamWStepScalars &step, int64_t firstTile,
                      int64_t endTile)
-      : scalars{step.decay,         step.lerpWeight,
-                step.beta2,         step.oneMinusBeta2,
-                step.biasCorrection2Sqrt, step.eps,
-                step.negStepSize,   step.gradScale},
+      : scalars{step.decay,
+                step.lerpWeight,
+                step.beta2,
+                step.oneMinusBeta2,
+                step.biasCorrection2Sqrt,
+                step.eps,
+                step.negStepSize,
+                step.gradScale},
         firstTile(firstTile), endTile(endTile) {}
   template <typename Push> void pointers(Push push) {
     for (float &value : scalars)

@@ -52,6 +52,8 @@ struct ArtifactOptions {
   train::StepOp cpuStep;
   /// With cpuStep: also its forward-only step, for evaluation.
   bool cpuForward = true;
+  /// With gpuStep: also write the forward-only GPU program (evaluation).
+  bool gpuForward = true;
 };
 
 /// The safetensors dtype an element type is stored in, if any.

@@ -40,11 +40,14 @@ constexpr const char *kGpuHostKernelsVariable = "MANTISSA_GPU_HOST_KERNELS";
 /// `$MANTISSA_GPU_HOST_KERNELS` is set, also compiles every GPU kernel of the
 /// run, the step's and the update kernels of `updateGroups` (the artifact's
 /// groups, in order, in tiles of `tileSize` elements), for the host into
-/// that library.
+/// that library. With `withForward`, also writes the forward-only step
+/// (deriveForwardStep) as its own program, step.gpu.forward.json, which
+/// step.gpu.json names under `forward` (evaluation runs it).
 llvm::Expected<GpuStepFiles> writeGpuStep(train::StepOp step,
                                           llvm::StringRef directory,
                                           ArrayRef<AdamWGroup> updateGroups,
-                                          int64_t tileSize);
+                                          int64_t tileSize,
+                                          bool withForward = false);
 
 } // namespace mlir::mantissa
 

@@ -149,6 +149,8 @@ public:
   const std::string &getGraphNote() const { return graphNote; }
 
   const std::string &path() const { return jsonPath; }
+  /// The forward-only program the file names (`forward`), or empty.
+  const std::string &forwardProgramPath() const { return forwardPath; }
   const std::string &stepName() const { return name; }
   int64_t blockSize() const { return block; }
   int64_t arenaBytes() const { return arena; }
@@ -173,7 +175,7 @@ private:
   /// Captures enqueue's ops into `graph`.
   bool capture(const std::vector<DevicePtr> &addresses, std::string &error);
 
-  std::string jsonPath, ptxPath, constantsPath, name, ptx;
+  std::string jsonPath, ptxPath, constantsPath, forwardPath, name, ptx;
   std::vector<uint8_t> constants;
   int64_t block = 0, arena = 0;
   std::vector<GpuStepTensor> argumentList, resultList;
@@ -246,6 +248,8 @@ public:
   std::string describeGraphUse() const;
   /// Each step's loss, in order.
   const std::vector<double> &losses() const { return lossList; }
+  /// The forward-only program evaluation runs, or null.
+  const GpuStep *forwardProgram() const { return forward.get(); }
   /// Seconds spent in computeGradients (the step, conversions, the loss's
   /// download), waiting for the device included.
   double seconds() const { return totalSeconds; }
@@ -259,15 +263,29 @@ private:
   GpuStepGradients() = default;
   bool scratch(std::vector<DevicePtr> &list, size_t index, int64_t bytes,
                std::string &error);
+  /// The device addresses of the step's arguments: the parameters where
+  /// the runner holds them (converted into scratch when the dtypes differ),
+  /// everything else in the source's storage; `byName` maps each member's
+  /// FQN to it.
+  bool bindArguments(const std::vector<Member> &members,
+                     std::map<std::string, const Member *> &byName,
+                     std::vector<DevicePtr> &addresses, std::string &error);
   /// Runs the step once on the device; `training` keeps its buffer
   /// mutations (validation discards them).
   bool runOnce(int64_t stepNumber, const std::vector<Member> &members,
                bool training, double &loss, std::string &error);
+  /// Reads a loss of `dtype` at `from` on the device.
+  bool downloadLoss(DevicePtr from, DType dtype, double &loss,
+                    std::string &error);
   /// Uploads a micro-batch's token ids into the tokens and targets
   /// arguments.
   bool uploadIds(bool validation, int64_t index, std::string &error);
 
   std::unique_ptr<GpuStep> step;
+  /// The forward-only program for evaluation (null: the joint one runs),
+  /// with storage for its results.
+  std::unique_ptr<GpuStep> forward;
+  std::vector<DevicePtr> forwardResults;
   std::vector<std::vector<uint8_t>> hostArguments;
   CudaDevice *device = nullptr;
   bool used = false;

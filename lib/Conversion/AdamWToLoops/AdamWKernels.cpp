@@ -157,10 +157,8 @@ void mlir::mantissa::registerAdamWKernelDialects(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
-OwningOpRef<ModuleOp>
-mlir::mantissa::buildAdamWKernelModule(MLIRContext *context,
-                                       const AdamWGroup &group,
-                                       StringRef name) {
+OwningOpRef<ModuleOp> mlir::mantissa::buildAdamWKernelModule(
+    MLIRContext *context, const AdamWGroup &group, StringRef name) {
   context->loadDialect<train::TrainDialect, func::FuncDialect>();
   OpBuilder b(context);
   Location loc = b.getUnknownLoc();

@@ -192,9 +192,10 @@ struct StepScalars {
   /// The GPU kernel's scalar parameters, in order (gradScale last, 1.0
   /// when the op has none).
   SmallVector<Value> asList(OpBuilder &b, Location loc) const {
-    Value scale = gradScale ? gradScale
-                            : Value(b.create<arith::ConstantOp>(
-                                  loc, b.getF32FloatAttr(1.0)));
+    Value scale =
+        gradScale
+            ? gradScale
+            : Value(b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(1.0)));
     return {decay, lerpWeight,  beta2, oneMinusBeta2, biasCorrection2Sqrt,
             eps,   negStepSize, scale};
   }
@@ -472,9 +473,9 @@ void emitChunkUpdate(OpBuilder &b, Location loc, const Kind &kind,
   // clip_grad_norm_'s grad.mul_(coefficient), rounded to the gradient's
   // dtype as the in-place op rounds (exact when the scale is 1).
   if (scalars.gradScale)
-    grad = e.round(
-        b.create<arith::MulFOp>(loc, grad, e.splat(scalars.gradScale)),
-        storage(GradRole));
+    grad =
+        e.round(b.create<arith::MulFOp>(loc, grad, e.splat(scalars.gradScale)),
+                storage(GradRole));
   if (maximize)
     grad = b.create<arith::NegFOp>(loc, grad);
 
