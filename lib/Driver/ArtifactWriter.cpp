@@ -209,9 +209,46 @@ static llvm::Expected<FileRecord> recordFile(llvm::StringRef dir,
                     rt::fnv1a64(data, (*buffer)->getBufferSize())};
 }
 
+llvm::Error mlir::mantissa::checkArtifactTarget(llvm::StringRef directory) {
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(directory, status) ||
+      status.type() == llvm::sys::fs::file_type::file_not_found)
+    return llvm::Error::success();
+  if (status.type() != llvm::sys::fs::file_type::directory_file)
+    return llvm::createStringError(
+        directory + ": exists and is not a directory; the artifact would "
+                    "replace it (remove it or choose another -o)");
+  std::error_code ec;
+  llvm::sys::fs::directory_iterator entry(directory, ec), end;
+  if (ec)
+    return llvm::createStringError(directory + ": " + ec.message());
+  if (entry == end)
+    return llvm::Error::success();
+  llvm::SmallString<256> manifest(directory);
+  llvm::sys::path::append(manifest, "manifest.json");
+  if (auto text = llvm::MemoryBuffer::getFile(manifest)) {
+    llvm::Expected<llvm::json::Value> parsed =
+        llvm::json::parse((*text)->getBuffer());
+    if (parsed) {
+      const llvm::json::Object *object = parsed->getAsObject();
+      if (object && object->getString("format") == "mantissa-artifact")
+        return llvm::Error::success();
+    } else {
+      llvm::consumeError(parsed.takeError());
+    }
+  }
+  return llvm::createStringError(
+      directory + ": the folder is not empty and holds no Mantissa artifact "
+                  "(no manifest.json of format \"mantissa-artifact\"); "
+                  "refusing to replace its contents (empty it or choose "
+                  "another -o)");
+}
+
 llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
                                               llvm::StringRef directory,
                                               const ArtifactOptions &options) {
+  if (llvm::Error error = checkArtifactTarget(directory))
+    return error;
   std::map<std::string, const ArtifactTensorSpec *> byFqn;
   for (const ArtifactTensorSpec &tensor : spec.tensors)
     byFqn[tensor.fqn] = &tensor;

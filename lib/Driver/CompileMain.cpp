@@ -158,6 +158,10 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
     return reportError("--precision-report prints to stdout; write the IR to "
                        "a file with -o FILE");
 
+  // The output location is checked before any work is done.
+  if (emit == EmitKind::Artifact)
+    if (llvm::Error error = checkArtifactTarget(outputPath))
+      return reportError(llvm::toString(std::move(error)));
   llvm::Expected<pt2::Program> program = pt2::readPt2Archive(inputPath);
   if (!program)
     return reportError(llvm::toString(program.takeError()));

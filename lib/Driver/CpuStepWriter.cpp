@@ -24,6 +24,7 @@ rt::IndexBound mlir::mantissa::getIndexBound(train::StepOp step,
                                              unsigned index) {
   int64_t bound = 0;
   std::string what;
+  std::optional<int64_t> ignored;
   auto tighten = [&](int64_t value, std::string description) {
     if (value > 0 && (bound == 0 || value < bound)) {
       bound = value;
@@ -63,6 +64,19 @@ rt::IndexBound mlir::mantissa::getIndexBound(train::StepOp step,
                                 type.getDimSize(dim)));
         continue;
       }
+      // where(ids != s, ids, c): a loss's ignore_index s is masked out
+      // before the ids index anything, so s is allowed besides the bound.
+      if (auto where = dyn_cast<train::WhereOp>(user)) {
+        auto compare = where.getCondition().getDefiningOp<train::NeScalarOp>();
+        auto scalar =
+            compare ? dyn_cast<IntegerAttr>(compare.getScalar()) : nullptr;
+        if (use.getOperandNumber() == 1 && scalar &&
+            compare.getInput() == value) {
+          ignored = scalar.getInt();
+          work.push_back(where.getResult());
+        }
+        continue;
+      }
       // Views, reshapes and copies pass the ids on unchanged.
       if (user->getNumResults() == 1 && user->getNumOperands() == 1)
         if (auto type =
@@ -72,7 +86,7 @@ rt::IndexBound mlir::mantissa::getIndexBound(train::StepOp step,
             work.push_back(user->getResult(0));
     }
   }
-  return {bound, what};
+  return {bound, what, ignored};
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>>
@@ -172,6 +186,8 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
       if (bound.bound > 0) {
         entry["index_bound"] = bound.bound;
         entry["index_bound_what"] = bound.what;
+        if (bound.ignored)
+          entry["index_ignored"] = *bound.ignored;
       }
     }
     arguments.push_back(std::move(entry));

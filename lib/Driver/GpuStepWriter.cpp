@@ -77,8 +77,10 @@ static bool copyFromCache(llvm::StringRef entry, llvm::StringRef directory,
   GpuStepFiles copied;
   for (const llvm::json::Value &file : *files) {
     std::optional<llvm::StringRef> name = file.getAsString();
-    if (!name || llvm::sys::fs::copy_file(pathIn(entry, *name),
-                                          pathIn(directory, *name)))
+    // A damaged or truncated file makes the entry a miss (compiled again).
+    if (!name || !isIntactCacheFile(pathIn(entry, *name)) ||
+        llvm::sys::fs::copy_file(pathIn(entry, *name),
+                                 pathIn(directory, *name)))
       return false;
     copied.files.push_back(name->str());
   }
@@ -111,6 +113,7 @@ static void storeInCache(llvm::StringRef entry, llvm::StringRef directory,
       llvm::sys::fs::remove_directories(temporary);
       return;
     }
+    sealCacheFile(to);
     files.push_back(file);
   }
   llvm::SmallString<256> summaryPath(temporary);
@@ -165,6 +168,7 @@ static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
     rt::IndexBound bound = getIndexBound(step, unsigned(index));
     argument.indexBound = bound.bound;
     argument.indexBoundWhat = bound.what;
+    argument.indexIgnored = bound.ignored;
   }
   auto pathOf = [&](llvm::StringRef file) {
     llvm::SmallString<256> path(directory);
@@ -220,8 +224,10 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
   // planned step, the compiler build and the GPU target (libdevice
   // included); runs that also want host kernels (tests) compile afresh.
   std::string cacheEntry;
-  if (std::string cache = getCompileCacheDirectory();
-      !cache.empty() && !withHostKernels) {
+  std::optional<CompileCacheLock> lock;
+  if (std::string cache =
+          withHostKernels ? std::string() : getUsableCompileCacheDirectory();
+      !cache.empty()) {
     const char *libdevice = std::getenv("MANTISSA_LIBDEVICE");
     llvm::SmallString<256> entry(cache);
     llvm::sys::path::append(
@@ -230,6 +236,8 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
                                            (withForward ? "forward " : "") +
                                            (libdevice ? libdevice : "")));
     cacheEntry = std::string(entry);
+    // One run compiles a step at a time; the others then copy its entry.
+    lock.emplace(cacheEntry);
     GpuStepFiles cached;
     if (copyFromCache(cacheEntry, directory, cached))
       return cached;

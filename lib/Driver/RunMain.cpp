@@ -219,7 +219,8 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   // The trainer's flags have one definition, the runtime's (the same flags
   // `mantissa-run DIR` takes); llvm::cl parses the rest.
   rt::UpdateOptions trainer;
-  trainer.steps = 0;
+  // -1: no --steps; the step is evaluated once instead of trained.
+  trainer.steps = -1;
   std::vector<char *> compilerArgs = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string flagError;
@@ -242,6 +243,26 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       "L.json, --metrics M.jsonl, --final-params F.safetensors, "
       "--save-checkpoint DIR --save-every K, --resume DIR, --device "
       "cpu|cuda, --no-memory-report\n");
+  if (trainer.steps == 0)
+    return reportError("--steps: expected N >= 1 (without --steps, "
+                       "mantissa-run evaluates the step once)");
+  if (trainer.steps < 0) {
+    // Evaluating once writes none of the training outputs: refuse them
+    // rather than ignore them.
+    for (auto [flag, given] :
+         {std::pair<const char *, bool>{"--losses",
+                                        !trainer.lossesPath.empty()},
+          {"--final-params", !trainer.finalParamsPath.empty()},
+          {"--metrics", !trainer.metricsPath.empty()},
+          {"--save-checkpoint", !trainer.saveCheckpointDir.empty()},
+          {"--resume", !trainer.resumeDir.empty()}})
+      if (given)
+        return reportError(std::string(flag) +
+                           " needs --steps N (training); without --steps, "
+                           "mantissa-run evaluates the step once");
+    trainer.steps = 0;
+  }
+  trainer.inputsPath = inputsPath;
   int64_t steps = trainer.steps;
   const std::string &device = trainer.device;
   bool onData = !trainer.dataPaths.empty();
@@ -257,6 +278,11 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   if (steps > 0) {
     std::string optionsError;
     if (!rt::validateTrainerOptions(trainer, optionsError))
+      return reportError(optionsError);
+    // Every output is checked before the step is compiled.
+    rt::UpdateOptions locations = trainer;
+    locations.weightsPath = weightsPath;
+    if (!rt::checkOutputLocations(locations, {modelPath}, optionsError))
       return reportError(optionsError);
   }
 
@@ -293,6 +319,19 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   if (!weightsPath.empty() &&
       !rt::SafeTensorsFile::read(weightsPath, weights, error))
     return reportError(error);
+  if (!weightsPath.empty()) {
+    std::vector<std::string> parameters, buffers;
+    for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+      train::TensorInfoAttr info = step.getTensorInfo(index);
+      if (info.getKind() == TensorKind::parameter)
+        parameters.push_back(info.getFqn().str());
+      else if (info.getKind() != TensorKind::user_input)
+        buffers.push_back(info.getFqn().str());
+    }
+    if (!rt::checkStateCoverage(weights, weightsPath, parameters, buffers,
+                                trainer.allowPartialWeights, error))
+      return reportError(error);
+  }
 
   auto arguments = collectArguments(
       context, step, *program, onData ? nullptr : &inputs, inputsPath,

@@ -5,6 +5,7 @@
 #include "mantissa/Conversion/TrainToLLVM.h"
 #include "mantissa/Driver/DiagnosticCollector.h"
 #include "mantissa/Reference/Interpreter.h"
+#include "mantissa/Runtime/Artifact.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -13,14 +14,20 @@
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <optional>
+#include <sys/file.h>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace mlir::mantissa;
@@ -129,6 +136,77 @@ std::string mlir::mantissa::getCompileCacheDirectory() {
   return std::string(path);
 }
 
+std::string mlir::mantissa::getUsableCompileCacheDirectory() {
+  std::string directory = getCompileCacheDirectory();
+  if (directory.empty())
+    return directory;
+  std::error_code ec = llvm::sys::fs::create_directories(directory);
+  if (!ec && access(directory.c_str(), W_OK) != 0)
+    ec = std::error_code(errno, std::generic_category());
+  if (!ec)
+    return directory;
+  static bool warned = false;
+  if (!warned)
+    llvm::errs() << "mantissa: warning: the compile cache " << directory
+                 << " cannot be written (" << ec.message()
+                 << "); compiling into a temporary folder (set "
+                    "MANTISSA_CACHE_DIR to cache elsewhere)\n";
+  warned = true;
+  return "";
+}
+
+/// The text of `<path>.sum`: size and FNV-1a 64 of the file, or empty when
+/// it cannot be read.
+static std::string cacheFileSum(llvm::StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  if (!file)
+    return "";
+  llvm::StringRef bytes = (*file)->getBuffer();
+  return llvm::formatv(
+      "{0} {1:x16}\n", bytes.size(),
+      rt::fnv1a64(reinterpret_cast<const uint8_t *>(bytes.data()),
+                  bytes.size()));
+}
+
+void mlir::mantissa::sealCacheFile(llvm::StringRef path) {
+  std::string sum = cacheFileSum(path);
+  if (sum.empty())
+    return;
+  // Failing to seal only costs the next run a compilation.
+  llvm::consumeError(
+      llvm::writeToOutput((path + ".sum").str(), [&](llvm::raw_ostream &os) {
+        os << sum;
+        return llvm::Error::success();
+      }));
+}
+
+bool mlir::mantissa::isIntactCacheFile(llvm::StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> recorded =
+      llvm::MemoryBuffer::getFile((path + ".sum").str());
+  if (!recorded)
+    return false;
+  std::string sum = cacheFileSum(path);
+  return !sum.empty() && (*recorded)->getBuffer() == sum;
+}
+
+mlir::mantissa::CompileCacheLock::CompileCacheLock(llvm::StringRef entry) {
+  std::string path = (entry + ".lock").str();
+  descriptor = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (descriptor >= 0 && flock(descriptor, LOCK_EX) != 0) {
+    close(descriptor);
+    descriptor = -1;
+  }
+}
+
+mlir::mantissa::CompileCacheLock::~CompileCacheLock() {
+  if (descriptor >= 0) {
+    flock(descriptor, LOCK_UN);
+    close(descriptor);
+  }
+}
+
 std::string mlir::mantissa::hashPlannedStep(train::StepOp step,
                                             StringRef target) {
   std::string text;
@@ -195,14 +273,19 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                         CompileCacheReport *report) {
   // The host CPU the code is tuned for (-march=native) is part of the key.
   std::string hash = hashPlannedStep(step, llvm::sys::getHostCPUName());
-  std::string cacheDirectory = getCompileCacheDirectory();
+  std::string cacheDirectory = getUsableCompileCacheDirectory();
   SmallString<256> libraryPath;
   bool cached = false;
-  if (!cacheDirectory.empty() &&
-      !llvm::sys::fs::create_directories(cacheDirectory)) {
+  std::optional<CompileCacheLock> lock;
+  if (!cacheDirectory.empty()) {
     libraryPath = cacheDirectory;
     llvm::sys::path::append(libraryPath, "step-" + hash + ".so");
-    cached = llvm::sys::fs::exists(libraryPath);
+    // Another run compiling this step finishes first; then its entry is
+    // used. A truncated or damaged entry is compiled again (dlopen of a
+    // short file would fault).
+    lock.emplace(libraryPath);
+    cached =
+        llvm::sys::fs::exists(libraryPath) && isIntactCacheFile(libraryPath);
   } else {
     // No usable cache: compile into a temporary file, removed once loaded.
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
@@ -211,9 +294,12 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                      ec.message());
   }
   auto started = std::chrono::steady_clock::now();
-  if (!cached)
+  if (!cached) {
     if (llvm::Error error = compileStepLibrary(step, libraryPath))
       return std::move(error);
+    if (!cacheDirectory.empty())
+      sealCacheFile(libraryPath);
+  }
   // Never unmapped: the OpenMP runtime it pulls in keeps worker threads
   // that must not outlive their code.
   constexpr int kFlags = RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE;
@@ -223,6 +309,7 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
     cached = false;
     if (llvm::Error error = compileStepLibrary(step, libraryPath))
       return std::move(error);
+    sealCacheFile(libraryPath);
     library = dlopen(libraryPath.c_str(), kFlags);
   }
   if (cacheDirectory.empty())

@@ -331,9 +331,9 @@ llvm::Expected<int> mlir::mantissa::trainStep(
                    << program->forward()->results.size() << " of "
                    << program->joint().results.size()
                    << " results: the loss without its backward)\n";
-    source = rt::CpuStepGradients::create(std::move(program),
-                                          std::move(hostArguments),
-                                          std::move(batches), error);
+    source = rt::CpuStepGradients::create(
+        std::move(program), std::move(hostArguments), std::move(batches), error,
+        options.inputsPath);
     if (!source)
       return llvm::createStringError(error);
   } else if (!onGpu) {
@@ -353,7 +353,8 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     llvm::sys::path::append(programPath, "step.gpu.json");
     std::string error;
     gpuGradients = rt::GpuStepGradients::load(std::string(programPath),
-                                              std::move(hostArguments), error);
+                                              std::move(hostArguments), error,
+                                              options.inputsPath);
     if (!gpuGradients)
       return llvm::createStringError(error);
     const rt::GpuStep &program = gpuGradients->program();

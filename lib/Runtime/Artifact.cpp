@@ -315,23 +315,30 @@ bool Artifact::load(const std::string &directory, Artifact &out,
         member.paramOffset = parseInt(m["offsets"], "param", mwhat);
         member.masterOffset = parseInt(m["offsets"], "master", mwhat);
         member.momentsOffset = parseInt(m["offsets"], "moments", mwhat);
-        // The layout must be the one the kernel was compiled for.
+        // The layout must be the one the kernel was compiled for. Every
+        // number is the manifest's own (each in [0, 2^63)): products and
+        // sums are checked, since one that overflows int64_t is no layout.
         int64_t product = 1;
         for (int64_t dim : member.shape)
-          product *= dim;
+          if (__builtin_mul_overflow(product, dim, &product))
+            throw ManifestError{mwhat + ": inconsistent layout"};
         if (product != member.count || member.firstTile != nextTile ||
             member.firstElement != nextElement ||
-            member.numTiles != (member.count + out.tile - 1) / out.tile)
+            member.numTiles !=
+                member.count / out.tile + (member.count % out.tile != 0))
           throw ManifestError{mwhat + ": inconsistent layout"};
         for (unsigned role = 0; role < kNumRoles; ++role) {
           int64_t bytes = member.elementBytes(Role(role), group.amsgrad);
-          if (bytes && member.byteOffset(Role(role)) + member.count * bytes >
-                           group.bufferBytes[role])
+          int64_t extent = 0;
+          if (bytes && (__builtin_mul_overflow(member.count, bytes, &extent) ||
+                        member.byteOffset(Role(role)) >
+                            group.bufferBytes[role] - extent))
             throw ManifestError{mwhat + ": lies outside the " +
                                 roleName(Role(role)) + " buffer"};
         }
-        nextTile += member.numTiles;
-        nextElement += member.count;
+        if (__builtin_add_overflow(nextTile, member.numTiles, &nextTile) ||
+            __builtin_add_overflow(nextElement, member.count, &nextElement))
+          throw ManifestError{mwhat + ": inconsistent layout"};
         group.members.push_back(std::move(member));
       }
       if (nextTile != group.numTiles)

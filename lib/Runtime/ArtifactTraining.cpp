@@ -278,6 +278,17 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
       (!options.weightsPath.empty() &&
        !SafeTensorsFile::read(options.weightsPath, given, error)))
     return nullptr;
+  if (!options.weightsPath.empty()) {
+    std::vector<std::string> parameters, buffers;
+    for (const GpuStepTensor &argument : list)
+      if (argument.role == GpuStepTensor::Role::Parameter)
+        parameters.push_back(argument.name);
+      else if (argument.role == GpuStepTensor::Role::Buffer)
+        buffers.push_back(argument.name);
+    if (!checkStateCoverage(given, options.weightsPath, parameters, buffers,
+                            options.allowPartialWeights, error))
+      return nullptr;
+  }
   std::vector<std::pair<const SafeTensorsFile *, std::string>> stateFiles;
   if (!options.weightsPath.empty())
     stateFiles.push_back({&given, options.weightsPath});
@@ -295,10 +306,11 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
               CpuStepGradients::openTokenData(*cpuProgram, options, error)))
       return nullptr;
     return CpuStepGradients::create(std::move(cpuProgram), std::move(arguments),
-                                    std::move(batches), error);
+                                    std::move(batches), error,
+                                    options.inputsPath);
   }
-  std::unique_ptr<GpuStepGradients> source =
-      GpuStepGradients::load(programPath, std::move(arguments), error);
+  std::unique_ptr<GpuStepGradients> source = GpuStepGradients::load(
+      programPath, std::move(arguments), error, options.inputsPath);
   if (!source)
     return nullptr;
   source->setTokensPerMicroBatch(tokensPerStep);

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Checkpoint layout (format "mantissa-checkpoint", version 1): one folder
+// Checkpoint layout (format "mantissa-checkpoint", version 2): one folder
 // per checkpoint, CKPT/step-<K>, written as CKPT/step-<K>.tmp and renamed
 // into place once complete (the commit point: a kill before it leaves the
 // earlier folders intact and a .tmp folder the next save removes). In it:
@@ -14,8 +14,15 @@
 //       param (gather dtype), master (fp32), exp_avg, exp_avg_sq,
 //       max_exp_avg_sq (moments dtype): the rank's contiguous element range
 //       of the tensor, flat. Metadata: format, step, rank, world_size,
-//       `ranges` (JSON: key -> [begin, end) elements) and `plan` (JSON: fqn ->
-//       master/gather/reduce/moments).
+//       `ranges` (JSON: key -> [begin, end) elements), `checksums` (JSON:
+//       key -> FNV-1a 64 of its bytes, hex; version 2) and `plan` (JSON: fqn
+//       -> master/gather/reduce/moments).
+//
+// Loading verifies what it reads: every file's size against the index, its
+// step, rank and world size against the index, and each tensor it reads
+// against its checksum (a rank reads only the ranges it needs, so tensors
+// are checked one by one, not whole files). Version 1 checkpoints, which
+// have no checksums, still load.
 //   index.json   written last, by rank 0 once every rank has written: step,
 //       world_size, plan, shapes, per file its size and ranges, and the
 //       trainer's state (`trainer`: AdamW step count, skips, data position,
@@ -58,6 +65,18 @@
 
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::detail;
+
+/// The format version saveCheckpoint writes (loading also reads 1).
+static constexpr int64_t kCheckpointVersion = 2;
+
+/// A tensor's checksum as the metadata records it: FNV-1a 64 (the
+/// artifact's), 16 hex digits.
+static std::string checksumText(const std::vector<uint8_t> &bytes) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx",
+                (unsigned long long)fnv1a64(bytes.data(), bytes.size()));
+  return text;
+}
 using mlir::mantissa::AdamWStepScalars;
 using mlir::mantissa::computeAdamWStepScalars;
 
@@ -183,6 +202,51 @@ static std::string resolveCheckpoint(const std::string &dir) {
   return folders.empty() ? dir : folders.rbegin()->second;
 }
 
+bool Runner::checkCheckpointFolder() {
+  const std::string &root = options.saveCheckpointDir;
+  if (root.empty())
+    return true;
+  std::map<int64_t, std::string> folders = checkpointFolders(root);
+  if (folders.empty())
+    return true;
+  // The newest checkpoint there must be of this model: the same parameters
+  // with the same shapes (what a resume would need).
+  const std::string &newest = folders.rbegin()->second;
+  std::ifstream in(newest + "/index.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  json index = json::parse(text.str(), nullptr, false);
+  json shapes = index.is_object() ? index.value("shapes", json()) : json();
+  std::string problem;
+  if (!shapes.is_object())
+    problem = "its index.json cannot be read";
+  std::set<std::string> ours;
+  for (const ArtifactTensor &tensor : artifact.tensors()) {
+    if (!tensor.isParameter || !problem.empty())
+      continue;
+    ours.insert(tensor.fqn);
+    if (!shapes.contains(tensor.fqn))
+      problem = "it has no parameter '" + tensor.fqn + "'";
+    else if (shapes[tensor.fqn] != json(tensor.shape))
+      problem = "its parameter '" + tensor.fqn + "' has shape " +
+                shapes[tensor.fqn].dump() + ", this model's " +
+                shapeText(tensor.shape);
+  }
+  if (problem.empty())
+    for (const auto &[fqn, shape] : shapes.items())
+      if (!ours.count(fqn)) {
+        problem = "it has a parameter '" + fqn + "' this model lacks";
+        break;
+      }
+  if (problem.empty())
+    return true;
+  return fail("--save-checkpoint " + root +
+              " holds checkpoints of another "
+              "model (" +
+              newest + ": " + problem +
+              "); saving there would mix them: choose another folder");
+}
+
 bool Runner::saveCheckpoint(int64_t stepNumber) {
   // Each checkpoint is a folder of its own, DIR/step-K, written as
   // DIR/step-K.tmp and renamed into place once complete (the commit point).
@@ -196,7 +260,7 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
   }
   comm.allAgree(true); // the directory exists before any rank writes
   std::vector<HostTensor> tensors;
-  json ranges = json::object();
+  json ranges = json::object(), checksums = json::object();
   auto add = [&](const std::string &state, const ArtifactMember &member,
                  const MemberSlice &slice, const uint8_t *data, DType dtype) {
     HostTensor tensor;
@@ -205,6 +269,7 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
     tensor.shape = {slice.size()};
     tensor.bytes.assign(data, data + slice.size() * elementSize(dtype));
     ranges[tensor.name] = {slice.begin, slice.end};
+    checksums[tensor.name] = checksumText(tensor.bytes);
     tensors.push_back(std::move(tensor));
   };
   for (GroupState &state : groups)
@@ -233,9 +298,13 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
     }
   std::string fileName = rankFileName(stepNumber, rank, world);
   std::map<std::string, std::string> metadata = {
-      {"format", "mantissa-checkpoint"},     {"version", "1"},
-      {"step", std::to_string(stepNumber)},  {"rank", std::to_string(rank)},
-      {"world_size", std::to_string(world)}, {"ranges", ranges.dump()},
+      {"format", "mantissa-checkpoint"},
+      {"version", std::to_string(kCheckpointVersion)},
+      {"step", std::to_string(stepNumber)},
+      {"rank", std::to_string(rank)},
+      {"world_size", std::to_string(world)},
+      {"ranges", ranges.dump()},
+      {"checksums", checksums.dump()},
       {"plan", planJson(artifact).dump()}};
   std::string writeError;
   bool ok =
@@ -248,7 +317,7 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
     return comm.allAgree(true);
 
   json index = {{"format", "mantissa-checkpoint"},
-                {"version", 1},
+                {"version", kCheckpointVersion},
                 {"step", stepNumber},
                 {"world_size", world},
                 {"plan", planJson(artifact)},
@@ -317,8 +386,11 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
   if (index.is_discarded() || !index.is_object() ||
       index.value("format", "") != "mantissa-checkpoint")
     return fail(indexPath + ": damaged checkpoint index");
-  if (index.value("version", 0) != 1)
-    return fail(indexPath + ": unknown checkpoint version");
+  int64_t version = index.value("version", int64_t(0));
+  if (version != 1 && version != kCheckpointVersion)
+    return fail(indexPath + ": unknown checkpoint version " +
+                std::to_string(version) + " (this runtime reads 1 and " +
+                std::to_string(kCheckpointVersion) + ")");
   if (!index.contains("step") || !index["step"].is_number_integer() ||
       !index.contains("files") || !index["files"].is_array())
     return fail(indexPath + ": damaged checkpoint index (no step or files)");
@@ -388,6 +460,44 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
         nullptr, false);
     if (!ranges.is_object())
       return fail(path + ": damaged checkpoint file (no element ranges)");
+    // The file belongs to this checkpoint: its step, rank and world size
+    // are the index's (an edited index is refused here).
+    auto metadataOf = [&](const char *key) {
+      auto found = file.metadata().find(key);
+      return found == file.metadata().end() ? std::string() : found->second;
+    };
+    std::string expectedRank =
+        entry.contains("rank") && entry["rank"].is_number_integer()
+            ? std::to_string(entry["rank"].get<int64_t>())
+            : std::string("?");
+    for (auto [key, expected] :
+         {std::pair<const char *, std::string>{"step", std::to_string(stepOut)},
+          {"world_size",
+           index.contains("world_size") &&
+                   index["world_size"].is_number_integer()
+               ? std::to_string(index["world_size"].get<int64_t>())
+               : std::string("?")},
+          {"rank", expectedRank}})
+      if (metadataOf(key) != expected)
+        return fail(path + ": the file's " + key + " is '" + metadataOf(key) +
+                    "', the index (" + indexPath + ") says " + expected +
+                    ": the checkpoint was edited or mixed with another");
+    json checksums = json::parse(metadataOf("checksums"), nullptr, false);
+    if (version >= 2 && !checksums.is_object())
+      return fail(path + ": damaged checkpoint file (no checksums)");
+    if (version >= 2)
+      for (const HostTensor &tensor : file.tensors()) {
+        // Tensors this rank does not need were not read (no bytes).
+        if (tensor.bytes.empty())
+          continue;
+        const json &sum =
+            checksums.contains(tensor.name) ? checksums[tensor.name] : json();
+        if (!sum.is_string() ||
+            sum.get<std::string>() != checksumText(tensor.bytes))
+          return fail(path + ": tensor '" + tensor.name +
+                      "' does not match its checksum: the checkpoint is "
+                      "damaged");
+      }
     for (const HostTensor &tensor : file.tensors()) {
       const json &range =
           ranges.contains(tensor.name) ? ranges[tensor.name] : json();
@@ -514,15 +624,21 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
         if (!type)
           return fail(dir + ": the checkpoint has no tensor '" + key + "'");
         if (*type != member.moments) {
-          bool widen = member.moments == DType::F32 &&
-                       (*type == DType::BF16 || *type == DType::F16);
-          if (!widen)
+          // A plan that changed the moments' dtype resumes, as one that
+          // changed the masters does: widened exactly, or rounded to the
+          // plan's narrower dtype (said, since the low bits are lost).
+          if (!isFloatingPoint(*type))
             return fail(dir + ": tensor '" + key + "' has dtype " +
                         dtypeName(*type) + ", expected " +
                         dtypeName(member.moments));
+          bool widen = elementSize(member.moments) > elementSize(*type);
           if (rank == 0)
-            warnings.push_back("'" + key + "': moments saved in " +
-                               dtypeName(*type) + ", widened to fp32");
+            warnings.push_back(
+                "'" + key + "': moments saved in " + dtypeName(*type) +
+                (widen ? ", widened to " + dtypeName(member.moments)
+                       : ", rounded to " + dtypeName(member.moments) +
+                             " (the plan keeps " + dtypeName(member.moments) +
+                             " moments now; the low bits are lost)"));
         }
         if (!slice.size())
           continue;

@@ -100,6 +100,11 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
   } catch (const ProgramError &problem) {
     error = jsonPath + ": " + problem.message;
     return nullptr;
+  } catch (const json::exception &problem) {
+    // A field of the wrong type ({"format": 1}, a number for
+    // index_bound_what): json::value throws, and nothing above may escape.
+    error = jsonPath + ": damaged CPU step program (" + problem.what() + ")";
+    return nullptr;
   }
   return step;
 }
@@ -166,9 +171,11 @@ CpuStepGradients::openTokenData(const std::vector<GpuStepTensor> &arguments,
   return TokenBatches::open(data, error);
 }
 
-std::unique_ptr<CpuStepGradients> CpuStepGradients::create(
-    std::unique_ptr<CpuStep> step, std::vector<std::vector<uint8_t>> arguments,
-    std::unique_ptr<TokenBatches> batches, std::string &error) {
+std::unique_ptr<CpuStepGradients>
+CpuStepGradients::create(std::unique_ptr<CpuStep> step,
+                         std::vector<std::vector<uint8_t>> arguments,
+                         std::unique_ptr<TokenBatches> batches,
+                         std::string &error, const std::string &inputsOrigin) {
   auto source = std::unique_ptr<CpuStepGradients>(new CpuStepGradients());
   const std::vector<GpuStepTensor> &list = step->arguments();
   if (arguments.size() != list.size()) {
@@ -181,6 +188,14 @@ std::unique_ptr<CpuStepGradients> CpuStepGradients::create(
     arguments[i].resize(size_t(list[i].bytes), 0);
     if (list[i].role != TensorRole::UserInput)
       continue;
+    if (!batches &&
+        !checkIndexIds(
+            arguments[i].data(), list[i].numElements(), list[i].dtype,
+            step->indexBound(i),
+            (inputsOrigin.empty() ? std::string() : inputsOrigin + ": ") +
+                "user input '" + list[i].name + "'",
+            error))
+      return nullptr;
     // Tokens per micro-batch: the first integer user input's elements.
     if (firstInput && !isFloatingPoint(list[i].dtype))
       source->tokens = list[i].numElements();

@@ -196,6 +196,12 @@ IndexBound detail::parseIndexBound(const json &entry, size_t index) {
                        ": 'index_bound' is not a positive integer"};
   bound.bound = entry["index_bound"].get<int64_t>();
   bound.what = entry.value("index_bound_what", "");
+  if (entry.contains("index_ignored")) {
+    if (!entry["index_ignored"].is_number_integer())
+      throw ProgramError{"argument " + std::to_string(index) +
+                         ": 'index_ignored' is not an integer"};
+    bound.ignored = entry["index_ignored"].get<int64_t>();
+  }
   return bound;
 }
 
@@ -235,8 +241,16 @@ GpuStepTensor detail::parseStepTensor(const json &entry, bool isArgument,
     tensor.shape.push_back(dim.get<int64_t>());
   }
   tensor.bytes = integer(entry, "bytes", what, 1);
-  int64_t dense = std::max<int64_t>(1, tensor.numElements() *
-                                           int64_t(elementSize(tensor.dtype)));
+  // The shape comes from the file: its element and byte counts must fit in
+  // int64_t, so that numElements() never overflows once it is accepted.
+  int64_t elements = 1, dense = 0;
+  for (int64_t dim : tensor.shape)
+    if (__builtin_mul_overflow(elements, dim, &elements))
+      throw ProgramError{what + ": 'shape' has more than 2^63 elements"};
+  if (__builtin_mul_overflow(elements, int64_t(elementSize(tensor.dtype)),
+                             &dense))
+    throw ProgramError{what + ": 'shape' takes more than 2^63 bytes"};
+  dense = std::max<int64_t>(1, dense);
   if (tensor.bytes != dense)
     throw ProgramError{what + ": 'bytes' is " + std::to_string(tensor.bytes) +
                        ", its shape and dtype take " + std::to_string(dense)};
@@ -339,12 +353,14 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
           throw ProgramError{what + ": offset " +
                              std::to_string(buffer.offset) +
                              " is not a multiple of 256"};
-        if (temporary && buffer.offset + buffer.bytes > step->arena)
-          throw ProgramError{what + ": bytes [" +
-                             std::to_string(buffer.offset) + ", " +
-                             std::to_string(buffer.offset + buffer.bytes) +
-                             ") lie past the arena of " +
-                             std::to_string(step->arena) + " bytes"};
+        // Offset and size are each at most 2^63 - 1: compared without
+        // adding them, and their end printed in uint64_t.
+        if (temporary && buffer.bytes > step->arena - buffer.offset)
+          throw ProgramError{
+              what + ": bytes [" + std::to_string(buffer.offset) + ", " +
+              std::to_string(uint64_t(buffer.offset) + uint64_t(buffer.bytes)) +
+              ") lie past the arena of " + std::to_string(step->arena) +
+              " bytes"};
         anyConstant |= !temporary;
       } else {
         throw ProgramError{what + ": unknown kind '" + kind + "'"};
@@ -377,13 +393,13 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
       for (size_t i = 0; i < step->bufferList.size(); ++i) {
         const GpuStepBuffer &buffer = step->bufferList[i];
         if (buffer.kind == GpuStepBuffer::Kind::Constant &&
-            buffer.offset + buffer.bytes > int64_t(step->constants.size()))
-          throw ProgramError{"buffer " + std::to_string(i) + ": bytes [" +
-                             std::to_string(buffer.offset) + ", " +
-                             std::to_string(buffer.offset + buffer.bytes) +
-                             ") lie past the end of " + step->constantsPath +
-                             " (" + std::to_string(step->constants.size()) +
-                             " bytes)"};
+            buffer.bytes > int64_t(step->constants.size()) - buffer.offset)
+          throw ProgramError{
+              "buffer " + std::to_string(i) + ": bytes [" +
+              std::to_string(buffer.offset) + ", " +
+              std::to_string(uint64_t(buffer.offset) + uint64_t(buffer.bytes)) +
+              ") lie past the end of " + step->constantsPath + " (" +
+              std::to_string(step->constants.size()) + " bytes)"};
       }
     }
     std::map<std::string, std::vector<std::string>> entries =
@@ -464,15 +480,24 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
                                " is less than its " + std::to_string(rows) +
                                " rows"};
           if (rows > 0 && columns > 0) {
-            int64_t last = out.offset + (op.batch - 1) * out.stride +
-                           (rows - 1) + (columns - 1) * out.ld;
-            int64_t end = (last + 1) * int64_t(elementSize(out.dtype));
+            // Offset and stride come from the file unbounded: an operand
+            // whose end does not fit in int64_t reaches past any buffer.
+            // rows + (columns - 1) * ld < 2^62, as each is below 2^31.
+            int64_t strided = 0, endElement = 0, end = 0;
+            bool overflows =
+                __builtin_mul_overflow(op.batch - 1, out.stride, &strided) ||
+                __builtin_add_overflow(out.offset, strided, &endElement) ||
+                __builtin_add_overflow(
+                    endElement, rows + (columns - 1) * out.ld, &endElement) ||
+                __builtin_mul_overflow(endElement,
+                                       int64_t(elementSize(out.dtype)), &end);
             int64_t size = step->bufferList[size_t(out.buffer)].bytes;
-            if (end > size)
+            if (overflows || end > size)
               throw ProgramError{where + ": reaches byte " +
-                                 std::to_string(end) + " of buffer " +
-                                 std::to_string(out.buffer) + ", which has " +
-                                 std::to_string(size)};
+                                 (overflows ? std::string("2^63 or more")
+                                            : std::to_string(end)) +
+                                 " of buffer " + std::to_string(out.buffer) +
+                                 ", which has " + std::to_string(size)};
           }
           return out;
         };
@@ -823,7 +848,7 @@ bool GpuStep::convert(DevicePtr source, DType from, DevicePtr target, DType to,
 std::unique_ptr<GpuStepGradients>
 GpuStepGradients::load(const std::string &programPath,
                        std::vector<std::vector<uint8_t>> arguments,
-                       std::string &error) {
+                       std::string &error, const std::string &inputsOrigin) {
   std::unique_ptr<GpuStep> step = GpuStep::load(programPath, error);
   if (!step)
     return nullptr;
@@ -847,6 +872,15 @@ GpuStepGradients::load(const std::string &programPath,
       return nullptr;
     }
   }
+  for (size_t i = 0; i < expected.size(); ++i)
+    if (expected[i].role == GpuStepTensor::Role::UserInput &&
+        !checkIndexIds(
+            arguments[i].data(), expected[i].numElements(), expected[i].dtype,
+            step->indexBound(i),
+            (inputsOrigin.empty() ? std::string() : inputsOrigin + ": ") +
+                "user input '" + expected[i].name + "'",
+            error))
+      return nullptr;
   int losses = 0;
   for (size_t i = 0; i < step->results().size(); ++i) {
     const GpuStepTensor &result = step->results()[i];

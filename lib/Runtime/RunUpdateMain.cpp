@@ -53,6 +53,10 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
                  "artifact's step)\n");
     return 1;
   }
+  if (!checkOutputLocations(options, {}, error)) {
+    std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
+    return 1;
+  }
   std::unique_ptr<Communicator> communicator = createLaunchCommunicator(error);
   if (!communicator) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());

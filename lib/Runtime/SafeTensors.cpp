@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <set>
 #include <tuple>
 
 #include <fcntl.h>
@@ -649,6 +650,44 @@ void SafeTensorsFile::clear() {
   tensorNames.clear();
   indexByName.clear();
   metadataMap.clear();
+}
+
+bool checkStateCoverage(const SafeTensorsFile &file, const std::string &path,
+                        const std::vector<std::string> &parameters,
+                        const std::vector<std::string> &buffers,
+                        bool allowPartial, std::string &error) {
+  std::set<std::string> expected(parameters.begin(), parameters.end());
+  expected.insert(buffers.begin(), buffers.end());
+  std::vector<std::string> extra, missing;
+  for (const std::string &name : file.names())
+    if (!expected.count(name))
+      extra.push_back(name);
+  if (!allowPartial)
+    for (const std::string &name : parameters)
+      if (!file.find(name))
+        missing.push_back(name);
+  if (extra.empty() && missing.empty())
+    return true;
+  auto list = [](const std::vector<std::string> &names) {
+    std::string text;
+    for (size_t i = 0; i < names.size() && i < 10; ++i)
+      text += (i ? ", '" : "'") + names[i] + "'";
+    if (names.size() > 10)
+      text += " and " + std::to_string(names.size() - 10) + " more";
+    return text;
+  };
+  error = path + ": not this model's state:";
+  if (!extra.empty())
+    error += " " + std::to_string(extra.size()) + " tensor" +
+             (extra.size() == 1 ? "" : "s") +
+             " the model has no parameter or buffer for (" + list(extra) + ")";
+  if (!missing.empty())
+    error += std::string(extra.empty() ? "" : ";") + " " +
+             std::to_string(missing.size()) + " of the model's " +
+             std::to_string(parameters.size()) + " parameters missing (" +
+             list(missing) +
+             "; --allow-partial-weights takes the rest from the model)";
+  return false;
 }
 
 const HostTensor *SafeTensorsFile::find(std::string_view name) const {

@@ -542,6 +542,31 @@ int64_t TokenBatches::validationMicroBatches() const {
   return validation ? validationSamples / options.batch : 0;
 }
 
+bool checkIndexIds(const uint8_t *ids, int64_t count, DType dtype,
+                   const IndexBound &bound, const std::string &what,
+                   std::string &error) {
+  if (bound.bound < 1 || (dtype != DType::I64 && dtype != DType::I32))
+    return true;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t id = 0;
+    if (dtype == DType::I64) {
+      std::memcpy(&id, ids + 8 * i, 8);
+    } else {
+      int32_t narrow = 0;
+      std::memcpy(&narrow, ids + 4 * i, 4);
+      id = narrow;
+    }
+    if ((id < 0 || id >= bound.bound) && id != bound.ignored) {
+      error = what + ": id " + std::to_string(id) + " at element " +
+              std::to_string(i) + " is outside [0, " +
+              std::to_string(bound.bound) + ")" +
+              (bound.what.empty() ? "" : " (" + bound.what + ")");
+      return false;
+    }
+  }
+  return true;
+}
+
 void storeTokenIds(const int64_t *ids, size_t count, DType dtype,
                    uint8_t *out) {
   if (dtype == DType::I64) {

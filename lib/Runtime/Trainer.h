@@ -231,9 +231,17 @@ private:
   void forEachShardTile(GroupState &state, Visit visit);
   bool tripwire();
   bool saveCheckpoint(int64_t stepNumber);
+  /// Refuses a --save-checkpoint folder whose checkpoints are another
+  /// model's (checked before training).
+  bool checkCheckpointFolder();
   bool loadCheckpoint(const std::string &dir, int64_t &stepOut,
                       std::vector<std::string> &warnings);
   bool writeFinalParams();
+  /// Ends the run after a SIGINT or SIGTERM (`signal`) at step
+  /// `stepNumber`, the checkpoint already saved if one is configured:
+  /// writes the losses so far, says what it wrote, and returns the exit
+  /// status 128 + signal.
+  int stopAfterSignal(int64_t signal, int64_t stepNumber);
   /// What an exact resume needs besides the state: counters, the data
   /// position and the hyperparameters (to warn when they change).
   json trainerJson() const;

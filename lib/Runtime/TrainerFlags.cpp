@@ -14,9 +14,18 @@
 
 #include "mantissa/Runtime/UpdateRunner.h"
 
+#include "mantissa/Runtime/TrainerMetrics.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace mlir::mantissa::rt;
@@ -115,6 +124,10 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     options.memoryReport = false;
     return true;
   }
+  if (flag == "--allow-partial-weights") {
+    options.allowPartialWeights = true;
+    return true;
+  }
   if (flag == "--steps")
     return count(options.steps);
   if (flag == "--save-every")
@@ -188,6 +201,9 @@ bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
     error = message;
     return false;
   };
+  if (options.steps < 1)
+    return bad("--steps: expected N >= 1, got " +
+               std::to_string(options.steps));
   if (!validateLrSchedule(options.lrSchedule(), error))
     return false;
   for (auto [flag, beta] :
@@ -297,4 +313,121 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
     return false;
   }
   return validateTrainerOptions(options, error);
+}
+
+namespace {
+
+/// `path` made absolute with links resolved: the file itself when it
+/// exists, else its resolved folder and its name (an output not written
+/// yet). Empty when not even the folder exists.
+std::string resolvedPath(const std::string &path) {
+  char buffer[PATH_MAX];
+  if (realpath(path.c_str(), buffer))
+    return buffer;
+  size_t slash = path.find_last_of('/');
+  std::string folder = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (folder.empty())
+    folder = "/";
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (!realpath(folder.c_str(), buffer))
+    return "";
+  return std::string(buffer) + "/" + name;
+}
+
+/// Whether a file at `path` could be created or replaced: its folder exists
+/// and is writable, and `path` is not a folder (unless `folder`, for a
+/// checkpoint directory, which must then be one).
+bool writableLocation(const std::string &flag, const std::string &path,
+                      bool folder, std::string &error) {
+  struct stat info;
+  bool exists = stat(path.c_str(), &info) == 0;
+  if (exists && folder != S_ISDIR(info.st_mode)) {
+    error = flag + " " + path + ": exists and is " +
+            (folder ? "not a folder" : "a folder");
+    return false;
+  }
+  size_t slash = path.find_last_of('/');
+  std::string parent = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (parent.empty())
+    parent = "/";
+  const std::string &target = exists && folder ? path : parent;
+  if (access(target.c_str(), W_OK) != 0) {
+    error = flag + " " + path + ": cannot write in " + target + ": " +
+            std::strerror(errno) + " (checked before the run starts)";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool mlir::mantissa::rt::checkOutputLocations(
+    const UpdateOptions &options, const std::vector<std::string> &otherInputs,
+    std::string &error) {
+  std::vector<std::pair<std::string, std::string>> outputs; // flag, path
+  if (!options.lossesPath.empty()) {
+    outputs.push_back({"--losses", options.lossesPath});
+    outputs.push_back(
+        {"--losses (its plot)", replaceExtension(options.lossesPath, ".svg")});
+  }
+  if (!options.metricsPath.empty())
+    outputs.push_back({"--metrics", options.metricsPath});
+  if (!options.finalParamsPath.empty())
+    outputs.push_back({"--final-params", options.finalParamsPath});
+  std::vector<std::pair<std::string, std::string>> inputs = {
+      {"--inputs", options.inputsPath},
+      {"--weights", options.weightsPath},
+      {"--grads", options.gradsPath},
+      {"the artifact", options.artifactDir}};
+  for (const std::string &path : options.dataPaths)
+    inputs.push_back({"--data", path});
+  for (const std::string &path : options.valDataPaths)
+    inputs.push_back({"--val-data", path});
+  for (const std::string &path : otherInputs)
+    inputs.push_back({"the model", path});
+  // Resolved path -> what claims it, and whether that is an input.
+  std::map<std::string, std::pair<std::string, bool>> claimed;
+  for (const auto &[flag, path] : inputs)
+    if (!path.empty())
+      if (std::string resolved = resolvedPath(path); !resolved.empty())
+        claimed.emplace(resolved, std::make_pair(flag + " " + path, true));
+  std::string artifact =
+      options.artifactDir.empty() ? "" : resolvedPath(options.artifactDir);
+  for (const auto &[flag, path] : outputs) {
+    if (!writableLocation(flag, path, /*folder=*/false, error))
+      return false;
+    std::string resolved = resolvedPath(path);
+    if (!artifact.empty() && resolved.rfind(artifact + "/", 0) == 0) {
+      error = flag + " " + path + " is inside the artifact " +
+              options.artifactDir + "; writing it would change the artifact";
+      return false;
+    }
+    auto [at, fresh] =
+        claimed.emplace(resolved, std::make_pair(flag + " " + path, false));
+    if (!fresh) {
+      error = flag + " " + path + " is also " + at->second.first +
+              "; writing it would overwrite " +
+              (at->second.second ? "an input" : "another output");
+      return false;
+    }
+  }
+  if (!options.saveCheckpointDir.empty()) {
+    struct stat info;
+    const std::string &dir = options.saveCheckpointDir;
+    if (stat(dir.c_str(), &info) == 0 || errno != ENOENT) {
+      if (!writableLocation("--save-checkpoint", dir, /*folder=*/true, error))
+        return false;
+    } else if (!writableLocation("--save-checkpoint", dir, /*folder=*/false,
+                                 error)) {
+      return false;
+    }
+    std::string resolved = resolvedPath(dir);
+    for (const auto &[path, what] : claimed)
+      if (path == resolved || path.rfind(resolved + "/", 0) == 0) {
+        error = "--save-checkpoint " + dir + " holds " + what.first +
+                "; checkpoints would be written among them";
+        return false;
+      }
+  }
+  return true;
 }

@@ -17,11 +17,13 @@
 #include "Trainer.h"
 #include "mantissa/Conversion/AdamWScalars.h"
 #include "mantissa/Runtime/CommunicatorNCCL.h"
+#include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/Tripwire.h"
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +42,14 @@ using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::detail;
 using mlir::mantissa::AdamWStepScalars;
 using mlir::mantissa::computeAdamWStepScalars;
+
+namespace {
+const char *signalName(int64_t signal) {
+  return signal == SIGINT    ? "SIGINT"
+         : signal == SIGTERM ? "SIGTERM"
+                             : "a signal";
+}
+} // namespace
 
 bool Runner::setUp() {
   for (const ArtifactGroup &group : artifact.groups()) {
@@ -606,6 +616,8 @@ int Runner::run() {
     return fail(loadError), finish(false);
   if (!comm.allAgree(setUp()))
     return finish(error.empty());
+  if (!comm.allAgree(checkCheckpointFolder()))
+    return finish(error.empty());
 
   // --weights replaces the artifact's initial values tensor by tensor (as
   // `mantissa-run MODEL.pt2 --weights` replaces the archive's), e.g. to
@@ -616,6 +628,17 @@ int Runner::run() {
   if (!options.weightsPath.empty() &&
       !SafeTensorsFile::read(options.weightsPath, given, loadError))
     return fail(loadError), finish(false);
+  if (!options.weightsPath.empty() && !options.gradientSource) {
+    // With a step, its source checked the file against the step's
+    // parameters and buffers; with --grads the state is the members.
+    std::vector<std::string> state;
+    for (const ArtifactGroup &group : artifact.groups())
+      for (const ArtifactMember &member : group.members)
+        state.push_back(member.fqn);
+    if (!checkStateCoverage(given, options.weightsPath, state, {},
+                            options.allowPartialWeights, loadError))
+      return fail(loadError), finish(false);
+  }
   std::map<std::string, const HostTensor *> initial;
   for (const ArtifactGroup &group : artifact.groups())
     for (const ArtifactMember &member : group.members) {
@@ -680,6 +703,9 @@ int Runner::run() {
   if (!comm.allAgree(error.empty()))
     return finish(false);
 
+  // From here a SIGINT or SIGTERM ends the run after the step in progress,
+  // with what it has written so far (see stopAfterSignal below).
+  StopSignals signals;
   using Clock = std::chrono::steady_clock;
   Clock::time_point runStart = Clock::now();
   int64_t tokensPerStep = 0;
@@ -759,13 +785,20 @@ int Runner::run() {
                   std::to_string(options.maxSkips) +
                   "); stopping with the last checkpoint intact"),
              finish(false);
-    if (!options.saveCheckpointDir.empty() && options.saveEvery > 0 &&
-        (stepNumber % options.saveEvery == 0 || stepNumber == options.steps)) {
+    // Every rank stops at the same step: the first rank's signal counts.
+    int64_t stop = comm.allMax(int64_t(StopSignals::pending()));
+    bool saveNow = !options.saveCheckpointDir.empty() &&
+                   options.saveEvery > 0 &&
+                   (stepNumber % options.saveEvery == 0 ||
+                    stepNumber == options.steps || stop);
+    if (saveNow) {
       if (cuda && !comm.allAgree(downloadState()))
         return finish(error.empty());
       if (!saveCheckpoint(stepNumber))
         return finish(false);
     }
+    if (stop)
+      return stopAfterSignal(stop, stepNumber);
   }
   if (rank == 0 && stepsRun > 0) {
     std::printf("trained %lld steps", (long long)stepsRun);
@@ -796,6 +829,38 @@ int Runner::run() {
                              lossPlotSvg(losses, evalLosses), loadError))))
     return fail(loadError), finish(false);
   return finish(true);
+}
+
+int Runner::stopAfterSignal(int64_t signal, int64_t stepNumber) {
+  std::string writeError;
+  bool ok = true;
+  std::string wrote;
+  if (rank == 0 && !options.lossesPath.empty()) {
+    ok = writeFileAtomically(options.lossesPath, lossesJson(losses),
+                             writeError) &&
+         writeFileAtomically(replaceExtension(options.lossesPath, ".svg"),
+                             lossPlotSvg(losses, evalLosses), writeError);
+    if (ok)
+      wrote += ", the losses so far in " + options.lossesPath;
+  }
+  if (!options.metricsPath.empty())
+    wrote += ", the metrics in " + options.metricsPath;
+  if (!options.saveCheckpointDir.empty())
+    wrote += ", a checkpoint of step " + std::to_string(stepNumber) + " in " +
+             options.saveCheckpointDir + " (--resume " +
+             options.saveCheckpointDir + " continues)";
+  if (rank == 0) {
+    std::fflush(stdout);
+    if (!ok)
+      std::fprintf(stderr, "mantissa-run: error: %s\n", writeError.c_str());
+    std::fprintf(stderr,
+                 "mantissa-run: stopped by %s after step %lld of %lld%s; no "
+                 "final parameters written\n",
+                 signalName(signal), (long long)stepNumber,
+                 (long long)options.steps, wrote.c_str());
+  }
+  comm.allAgree(ok);
+  return 128 + int(signal);
 }
 
 int mlir::mantissa::rt::runUpdate(const UpdateOptions &options,

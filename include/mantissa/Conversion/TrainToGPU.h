@@ -42,6 +42,8 @@ struct GpuStepTensor {
   /// and `index_bound_what`, so that the runtime validates token data.
   int64_t indexBound = 0;
   std::string indexBoundWhat;
+  /// An id the step masks out before indexing (`index_ignored`).
+  std::optional<int64_t> indexIgnored;
 };
 
 /// A device buffer that ops name by position.

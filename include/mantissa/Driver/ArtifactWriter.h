@@ -98,6 +98,13 @@ llvm::Expected<ArtifactSpec> collectArtifactSpec(ModuleOp plannedModule,
                                                  const pt2::Program &program);
 
 /// Writes `spec` as an artifact at `directory` (replacing one already there).
+/// Whether `directory` may receive an artifact: it does not exist yet, is an
+/// empty directory, or holds a Mantissa artifact (its manifest.json says
+/// format "mantissa-artifact"), which the new one replaces atomically.
+/// Anything else (a file, a folder with other contents) is refused rather
+/// than deleted. Called before any work, and again by writeArtifactSpec.
+llvm::Error checkArtifactTarget(llvm::StringRef directory);
+
 llvm::Error writeArtifactSpec(const ArtifactSpec &spec,
                               llvm::StringRef directory,
                               const ArtifactOptions &options);

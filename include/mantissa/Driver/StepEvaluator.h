@@ -70,6 +70,34 @@ llvm::Error compileStepLibrary(train::StepOp step, llvm::StringRef libraryPath);
 /// be named.
 std::string getCompileCacheDirectory();
 
+/// getCompileCacheDirectory(), created, when it can be written; otherwise
+/// warns once on stderr (naming the folder and why) and returns empty, so
+/// that the caller compiles into a temporary folder instead.
+std::string getUsableCompileCacheDirectory();
+
+/// Records `path`'s size and checksum beside it (`<path>.sum`), once the
+/// cache file is complete.
+void sealCacheFile(llvm::StringRef path);
+
+/// Whether the cache file at `path` is complete and unchanged since it was
+/// sealed (a truncated or damaged entry is compiled again, never loaded).
+bool isIntactCacheFile(llvm::StringRef path);
+
+/// An exclusive lock on a cache entry (`<entry>.lock`, flock) for as long as
+/// it lives, so that two runs compiling the same step do it once: the second
+/// waits and then finds the entry. A lock that cannot be taken is skipped
+/// (the entry's own atomic rename still keeps it whole).
+class CompileCacheLock {
+public:
+  explicit CompileCacheLock(llvm::StringRef entry);
+  ~CompileCacheLock();
+  CompileCacheLock(const CompileCacheLock &) = delete;
+  CompileCacheLock &operator=(const CompileCacheLock &) = delete;
+
+private:
+  int descriptor = -1;
+};
+
 /// A hash of everything compiled code for `step` depends on: the planned
 /// step (graph, precision plan and dtypes), the compiler build and
 /// `target` (what the code is compiled for).

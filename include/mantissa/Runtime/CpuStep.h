@@ -74,11 +74,15 @@ class CpuStepGradients : public GradientSource {
 public:
   /// `arguments`: one buffer per step argument in its dtype (ignored for
   /// parameters, which the runner binds each step; user inputs are
-  /// overwritten by `batches` when given). `batches` null: one fixed batch.
+  /// overwritten by `batches` when given). `batches` null: one fixed batch,
+  /// whose integer user inputs are checked against the tables they index
+  /// (refused with `inputsOrigin`, the file they came from, in the
+  /// message), so the compiled step never reads out of bounds.
   static std::unique_ptr<CpuStepGradients>
   create(std::unique_ptr<CpuStep> step,
          std::vector<std::vector<uint8_t>> arguments,
-         std::unique_ptr<TokenBatches> batches, std::string &error);
+         std::unique_ptr<TokenBatches> batches, std::string &error,
+         const std::string &inputsOrigin = std::string());
 
   /// The token batches a run over `step` reads with `options` (--data,
   /// --val-data, --shuffle, --data-format, --eval-batches), or null with

@@ -215,9 +215,12 @@ public:
   /// against it: one entry per step argument, in order, holding its dense
   /// bytes in its dtype; a parameter's entry may be empty (the runner's
   /// parameters are bound each step).
+  /// Integer user inputs given here are checked against the tables they
+  /// index (`index_bound`), `inputsOrigin` naming their file in messages.
   static std::unique_ptr<GpuStepGradients>
   load(const std::string &programPath,
-       std::vector<std::vector<uint8_t>> arguments, std::string &error);
+       std::vector<std::vector<uint8_t>> arguments, std::string &error,
+       const std::string &inputsOrigin = std::string());
   ~GpuStepGradients() override;
 
   bool runsOnDevice() const override { return true; }

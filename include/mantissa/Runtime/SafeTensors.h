@@ -118,6 +118,17 @@ private:
   std::map<std::string, std::string> metadataMap;
 };
 
+/// Checks that `file` (read from `path`, e.g. --weights) is the state of
+/// this model: every tensor it holds must be one of `parameters` or
+/// `buffers` (buffers and constants, which a state_dict may or may not
+/// hold), and, unless `allowPartial`, it must hold every parameter. A
+/// misspelt name or another model's file is refused with the names that
+/// are extra or missing (at most 10 of each, then a count).
+bool checkStateCoverage(const SafeTensorsFile &file, const std::string &path,
+                        const std::vector<std::string> &parameters,
+                        const std::vector<std::string> &buffers,
+                        bool allowPartial, std::string &error);
+
 /// Writes `tensors` and `metadata` to `path` as a safetensors file, tensors in
 /// name order, header padded with spaces to an 8-byte boundary.
 ///

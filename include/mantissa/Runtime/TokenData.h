@@ -209,7 +209,18 @@ bool validateStream(const TokenStream &stream, int64_t vocab,
 struct IndexBound {
   int64_t bound = 0;
   std::string what;
+  /// An id outside the bound the step masks out before indexing (a loss's
+  /// ignore_index, e.g. -100), which a fixed batch may hold.
+  std::optional<int64_t> ignored;
 };
+
+/// Checks `count` ids stored as `dtype` (I64 or I32) at `ids` against
+/// `bound` (ids must lie in [0, bound.bound); nothing to check when the
+/// bound is 0). On the first id outside, says which in `error`: "<what>:
+/// id V at element E is outside [0, B) (<bound.what>)".
+bool checkIndexIds(const uint8_t *ids, int64_t count, DType dtype,
+                   const IndexBound &bound, const std::string &what,
+                   std::string &error);
 
 /// Writes `count` token ids into a step argument of dtype `dtype` (I64 or
 /// I32) at `out`.

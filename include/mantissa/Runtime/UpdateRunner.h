@@ -148,9 +148,14 @@ struct UpdateOptions {
   /// `--losses` (with --inputs): where {"losses": [...]} goes.
   std::string lossesPath;
   /// `--weights`: initial parameters (and, with --inputs, buffers) by FQN,
-  /// replacing those of the artifact's weights.safetensors; tensors it lacks
-  /// come from the artifact.
+  /// replacing those of the artifact's weights.safetensors; it must hold
+  /// every parameter unless allowPartialWeights.
   std::string weightsPath;
+  /// --allow-partial-weights: --weights may hold only some of the model's
+  /// parameters (the rest start from the model's own values); without it
+  /// the file must hold every parameter. Tensors that are neither a
+  /// parameter nor a buffer are always refused (checkStateCoverage).
+  bool allowPartialWeights = false;
   std::string finalParamsPath;
   std::string saveCheckpointDir;
   std::string resumeDir;
@@ -219,6 +224,16 @@ bool parseTrainerFlag(int argc, char **argv, int &i, UpdateOptions &options,
 /// Checks the trainer's options against each other and their ranges, naming
 /// the flag: run before any work starts.
 bool validateTrainerOptions(const UpdateOptions &options, std::string &error);
+
+/// Checks, before any work, that every output of the run (--losses and its
+/// .svg, --metrics, --final-params, --save-checkpoint) can be written where
+/// it is asked for and is none of its inputs (--inputs, --weights, --data,
+/// --val-data, --grads, the artifact or `otherInputs`, e.g. the .pt2) nor
+/// another output: paths are compared after resolving links and relative
+/// parts. On failure `error` names the flag and the path.
+bool checkOutputLocations(const UpdateOptions &options,
+                          const std::vector<std::string> &otherInputs,
+                          std::string &error);
 
 /// Runs the update path on this rank; returns the process exit code.
 int runUpdate(const UpdateOptions &options, Communicator &communicator);

@@ -1311,6 +1311,8 @@ std::string GpuStepProgram::toJSON(StringRef ptxFile,
       if (tensor.indexBound > 0) {
         entry["index_bound"] = tensor.indexBound;
         entry["index_bound_what"] = tensor.indexBoundWhat;
+        if (tensor.indexIgnored)
+          entry["index_ignored"] = *tensor.indexIgnored;
       }
       array.push_back(std::move(entry));
     }

@@ -15,6 +15,8 @@
   st.py manifest-member ART FQN KEY V set a group member's KEY (e.g. master)
   st.py close A B RTOL                same names, fp32 values within
                                       RTOL * |b| + 1e-7 of each other
+  st.py set-int SRC OUT NAME I V      copy SRC to OUT with element I of the
+                                      I64/I32 tensor NAME set to V
 """
 import json, struct, sys, os, glob
 
@@ -49,6 +51,13 @@ def write(path, tensors, meta):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def fix_index(ckpt):
     index_path = os.path.join(ckpt, "index.json")
     index = json.load(open(index_path))
@@ -66,6 +75,15 @@ def main():
             new, old = pair.split("=")
             out[new] = src[old]
         write(sys.argv[3], out, {"format": "pt"})
+    elif cmd == "set-int":
+        src, meta = read(sys.argv[2])
+        name, index, value = sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+        dtype, shape, raw = src[name]
+        code = {"I64": "<q", "I32": "<i"}[dtype]
+        raw = bytearray(raw)
+        struct.pack_into(code, raw, index * struct.calcsize(code), value)
+        src[name] = (dtype, shape, bytes(raw))
+        write(sys.argv[3], src, meta)
     elif cmd == "equal":
         a, _ = read(sys.argv[2])
         b, _ = read(sys.argv[4])
@@ -108,6 +126,11 @@ def main():
                     out = [((v + 0x7FFF + ((v >> 16) & 1)) >> 16) & 0xFFFF for v in vals]
                     tensors[name] = ("BF16", shape, struct.pack(f"<{len(out)}H", *out))
             meta["ranges"] = json.dumps(ranges)
+            # A checkpoint written this way carries its own checksums.
+            if "checksums" in meta:
+                meta["checksums"] = json.dumps(
+                    {name: "%016x" % fnv1a64(raw)
+                     for name, (_, _, raw) in tensors.items()})
             write(path, tensors, meta)
         fix_index(ckpt)
     elif cmd == "manifest-plan":
