@@ -69,6 +69,12 @@ if shutil.which("mpirun"):
 
 if os.path.isdir(config.mantissa_corpus_dir):
     config.available_features.add("corpus")
+else:
+    # The corpus ships in test/Inputs/corpus: a missing one is a broken
+    # checkout or configuration, which must fail the run rather than mark
+    # half the tests unsupported.
+    lit_config.error("the test corpus %s is missing (MANTISSA_CORPUS_DIR)"
+                     % config.mantissa_corpus_dir)
 
 # ptxas checks the generated PTX where the CUDA toolkit is installed.
 ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"

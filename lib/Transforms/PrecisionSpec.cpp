@@ -17,6 +17,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/YAMLTraits.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir::mantissa;
@@ -164,17 +165,26 @@ struct YamlSpec {
 struct YamlContext {
   StringRef text;
   llvm::yaml::Input *input = nullptr;
+  /// Offsets of the first character of each line, built on first use, so
+  /// that locating a node is a binary search (a spec of N rules is parsed
+  /// in O(N log N), not by counting newlines from the start each time).
+  mutable std::vector<size_t> lineStarts;
 
   /// 1-based line and column of `loc`, a pointer into `text`.
   std::pair<unsigned, unsigned> getLineAndColumn(llvm::SMLoc loc) const {
     const char *pointer = loc.getPointer();
     if (!pointer || pointer < text.begin() || pointer > text.end())
       return {0, 0};
-    StringRef before = text.take_front(pointer - text.begin());
-    size_t lineStart = before.rfind('\n');
-    unsigned column = lineStart == StringRef::npos ? before.size() + 1
-                                                   : before.size() - lineStart;
-    return {unsigned(before.count('\n')) + 1, column};
+    if (lineStarts.empty()) {
+      lineStarts.push_back(0);
+      for (size_t i = 0; i < text.size(); ++i)
+        if (text[i] == '\n')
+          lineStarts.push_back(i + 1);
+    }
+    size_t offset = size_t(pointer - text.begin());
+    auto next = std::upper_bound(lineStarts.begin(), lineStarts.end(), offset);
+    size_t line = size_t(next - lineStarts.begin()); // 1-based
+    return {unsigned(line), unsigned(offset - lineStarts[line - 1] + 1)};
   }
 
   std::pair<unsigned, unsigned> getCurrentLineAndColumn() const {
@@ -479,7 +489,23 @@ bool precision::buildSpec(const SpecOptions &options, Spec &spec,
            {}});
       return false;
     }
-    parseSpecYaml((*buffer)->getBuffer(), options.specPath, spec, problems);
+    size_t rulesBefore = spec.rules.size(),
+           unitsBefore = spec.shardUnits.size();
+    bool hadDefault = spec.defaultDtype.has_value();
+    if (parseSpecYaml((*buffer)->getBuffer(), options.specPath, spec,
+                      problems) &&
+        spec.rules.size() == rulesBefore &&
+        spec.shardUnits.size() == unitsBefore &&
+        spec.defaultDtype.has_value() == hadDefault)
+      // Almost always a wrong or truncated file: training would go on with
+      // the exported dtypes as if no spec had been given.
+      problems.push_back(
+          {llvm::formatv("precision spec '{0}' sets nothing", options.specPath)
+               .str(),
+           "it has no rules, no default_dtype and no shard_units; give at "
+           "least one, or no --precision to keep the exported dtypes",
+           {},
+           {}});
   }
   for (auto [index, text] : llvm::enumerate(options.flagRules))
     parseFlagRule(text, index, spec, problems);
@@ -832,9 +858,19 @@ bool precision::resolvePlan(const Spec &spec,
       plan.tensors.push_back(std::move(tensorPlan));
   }
 
+  // Rules that match nothing: the first few each with its note, the rest
+  // counted (a generated spec can have thousands).
+  constexpr size_t kUnmatchedShown = 10;
+  size_t unmatched = 0;
+  std::string moreOrigins;
   for (auto [index, rule] : llvm::enumerate(spec.rules)) {
     if (ruleMatched[index])
       continue;
+    if (++unmatched > kUnmatchedShown) {
+      if (unmatched <= kUnmatchedShown + 3)
+        moreOrigins += (moreOrigins.empty() ? "" : ", ") + rule.origin;
+      continue;
+    }
     std::string note =
         llvm::formatv("step @{0} has {1} parameter{2} and {3} "
                       "floating-point buffer{4}: {5}",
@@ -856,6 +892,17 @@ bool precision::resolvePlan(const Spec &spec,
                       {},
                       {}});
   }
+  if (unmatched > kUnmatchedShown)
+    errors.push_back(
+        {llvm::formatv("{0} more rules match no parameter or buffer of step "
+                       "@{1}",
+                       unmatched - kUnmatchedShown, stepName)
+             .str(),
+         llvm::formatv("the next are at {0}{1}", moreOrigins,
+                       unmatched > kUnmatchedShown + 3 ? ", ..." : "")
+             .str(),
+         {},
+         {}});
 
   // Shard units: the root, and every module a `shard_units` glob matches.
   std::vector<std::string> modulePaths = collectModulePaths(tensors);

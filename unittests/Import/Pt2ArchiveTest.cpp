@@ -88,7 +88,13 @@ public:
     }
     {
       llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-      os << readFileBytes(getCorpusPath(sourceName));
+      std::string bytes = readFileBytes(getCorpusPath(sourceName));
+      // A missing fixture is a failure of the test, never a crash in it.
+      if (bytes.empty()) {
+        ADD_FAILURE() << "missing test fixture " << getCorpusPath(sourceName);
+        return;
+      }
+      os << bytes;
     }
     int error = 0;
     archive = zip_open(pathStorage.c_str(), 0, &error);
@@ -106,6 +112,8 @@ public:
   }
 
   std::string readEntry(StringRef name) {
+    if (!archive)
+      return "";
     std::string fullName = rootFolder + name.str();
     zip_stat_t stat;
     zip_file_t *file = nullptr;
@@ -124,6 +132,8 @@ public:
   void writeEntry(StringRef name, StringRef contents) {
     // libzip reads the source when the archive is closed, so the bytes must
     // live until then.
+    if (!archive)
+      return;
     const std::string &kept = keptContents.emplace_back(contents.str());
     zip_source_t *source =
         zip_source_buffer(archive, kept.data(), kept.size(), 0);
@@ -137,6 +147,8 @@ public:
   }
 
   void removeEntry(StringRef name) {
+    if (!archive)
+      return;
     std::string fullName = rootFolder + name.str();
     zip_int64_t index = zip_name_locate(archive, fullName.c_str(), 0);
     if (index < 0 || zip_delete(archive, index) != 0)
@@ -151,6 +163,10 @@ public:
       ADD_FAILURE() << llvm::toString(document.takeError());
       return;
     }
+    if (!document->getAsObject()) {
+      ADD_FAILURE() << name.str() << " is not a JSON object";
+      return;
+    }
     edit(*document->getAsObject());
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -160,6 +176,8 @@ public:
 
   /// Writes the changes out and returns the archive's path.
   std::string finish() {
+    if (!archive)
+      return pathStorage.str().str();
     if (zip_close(archive) != 0)
       ADD_FAILURE() << "cannot write the archive: " << zip_strerror(archive);
     archive = nullptr;
