@@ -10,6 +10,7 @@
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/HostCpu.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -207,6 +208,26 @@ static llvm::Expected<FileRecord> recordFile(llvm::StringRef dir,
       reinterpret_cast<const uint8_t *>((*buffer)->getBufferStart());
   return FileRecord{fileName.str(), (*buffer)->getBufferSize(),
                     rt::fnv1a64(data, (*buffer)->getBufferSize())};
+}
+
+std::vector<std::string> mlir::mantissa::getHostCpuFeatureFlags() {
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  std::vector<std::string> flags;
+  for (const std::string &flag : rt::checkedCpuFeatures()) {
+    // LLVM's names: the cpuinfo name without '_' (avx512_bf16 ->
+    // avx512bf16), '_' as '-' for AMX, '.' for SSE 4.x, bmi1 as bmi.
+    std::string name = flag == "bmi1" ? "bmi" : flag;
+    if (name.rfind("amx_", 0) == 0)
+      name[3] = '-';
+    else if (name.rfind("sse4_", 0) == 0)
+      name[4] = '.';
+    else
+      llvm::erase(name, '_');
+    auto found = features.find(name);
+    if (found != features.end() && found->second)
+      flags.push_back(flag);
+  }
+  return flags;
 }
 
 llvm::Error mlir::mantissa::checkArtifactTarget(llvm::StringRef directory) {
@@ -470,8 +491,11 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   }
   for (const rt::HostTensor &buffer : spec.opaqueBuffers)
     buffersJson.push_back(buffer.name);
-  llvm::json::Object kernels{{"cpu", "kernels.so"},
-                             {"tile_size", options.tileSize}};
+  llvm::json::Object kernels{
+      {"cpu", "kernels.so"},
+      {"tile_size", options.tileSize},
+      {"target_cpu", llvm::sys::getHostCPUName()},
+      {"target_features", llvm::json::Array(getHostCpuFeatureFlags())}};
   if (!ptxNote.empty() || !options.emitPtx)
     kernels["gpu_note"] = options.emitPtx ? ptxNote : "PTX not requested";
   else
@@ -497,8 +521,8 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
                                "void *exp_avg, void *exp_avg_sq, void "
                                "*max_exp_avg_sq, double lr, double beta1, "
                                "double beta2, double eps, double "
-                               "weight_decay, int64_t step, int64_t part, "
-                               "int64_t parts)"},
+                               "weight_decay, int64_t step, float "
+                               "grad_scale, int64_t part, int64_t parts)"},
                               {"kernels", std::move(kernels)},
                               {"files", std::move(files)},
                               {"tensors", std::move(tensorsJson)},

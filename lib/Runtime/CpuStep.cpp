@@ -7,6 +7,7 @@
 #include "mantissa/Runtime/CpuStep.h"
 #include "StepTensorJson.h"
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/HostCpu.h"
 
 #include <dlfcn.h>
 
@@ -85,6 +86,32 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
         root.value("version", 0) != 1)
       throw ProgramError{"not a version 1 mantissa-cpu-step program"};
     step->cpu = root.value("target_cpu", "");
+    // The libraries are compiled for the compiling machine (-march=native):
+    // refuse them here, before dlopen, rather than die of SIGILL mid-step.
+    if (root.contains("target_features")) {
+      const json &features = root["target_features"];
+      if (!features.is_array())
+        throw ProgramError{"'target_features' is not an array"};
+      std::vector<std::string> required;
+      for (const json &feature : features) {
+        if (!feature.is_string())
+          throw ProgramError{"'target_features' holds a non-string"};
+        required.push_back(feature.get<std::string>());
+      }
+      std::vector<std::string> missing = missingCpuFeatures(required);
+      if (!missing.empty()) {
+        std::string list;
+        for (const std::string &feature : missing)
+          list += (list.empty() ? "" : ", ") + feature;
+        throw ProgramError{
+            "the CPU step was compiled for " +
+            (step->cpu.empty() ? std::string("another CPU") : step->cpu) +
+            " and uses " + list +
+            ", which this CPU lacks (it would stop with an illegal "
+            "instruction); compile the artifact on this machine "
+            "(mantissa-compile MODEL.pt2 -o DIR)"};
+      }
+    }
     const json &arguments = arrayField(root, "arguments", "the program");
     for (size_t i = 0; i < arguments.size(); ++i) {
       step->argumentList.push_back(detail::parseStepTensor(

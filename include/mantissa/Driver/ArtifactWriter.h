@@ -56,6 +56,11 @@ struct ArtifactOptions {
   bool gpuForward = true;
 };
 
+/// The instruction-set extensions of this CPU that code compiled with
+/// -march=native may use, by their /proc/cpuinfo names
+/// (rt::checkedCpuFeatures), for the runtime to check before it loads it.
+std::vector<std::string> getHostCpuFeatureFlags();
+
 /// The safetensors dtype an element type is stored in, if any.
 std::optional<rt::DType> getStoredDType(Type type);
 

@@ -17,6 +17,8 @@
                                       RTOL * |b| + 1e-7 of each other
   st.py set-int SRC OUT NAME I V      copy SRC to OUT with element I of the
                                       I64/I32 tensor NAME set to V
+  st.py manifest-refresh ART FILE     record FILE's new size and checksum in
+                                      ART's manifest (after editing FILE)
 """
 import json, struct, sys, os, glob
 
@@ -75,6 +77,14 @@ def main():
             new, old = pair.split("=")
             out[new] = src[old]
         write(sys.argv[3], out, {"format": "pt"})
+    elif cmd == "manifest-refresh":
+        art, name = sys.argv[2], sys.argv[3]
+        path = os.path.join(art, "manifest.json")
+        manifest = json.load(open(path))
+        data = open(os.path.join(art, name), "rb").read()
+        manifest["files"][name] = {"bytes": len(data),
+                                   "fnv1a64": "%x" % fnv1a64(data)}
+        json.dump(manifest, open(path, "w"), indent=2)
     elif cmd == "set-int":
         src, meta = read(sys.argv[2])
         name, index, value = sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
