@@ -144,6 +144,15 @@ std::string parseString(const json &object, const char *key,
   return object[key].get<std::string>();
 }
 
+/// Whether `name` names a file of the artifact's directory itself: not
+/// empty, no '/' (so neither absolute nor climbing out, e.g.
+/// "../../dev/zero", which readWholeFile would read without end), and
+/// neither "." nor "..". The compiler writes only such names.
+bool isPlainFileName(const std::string &name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('/') == std::string::npos;
+}
+
 std::vector<int64_t> parseShape(const json &object, const std::string &what) {
   if (!object.contains("shape") || !object["shape"].is_array())
     throw ManifestError{what + ": 'shape' is missing"};
@@ -204,6 +213,11 @@ bool Artifact::load(const std::string &directory, Artifact &out,
       if (!manifest["files"].contains(required))
         throw ManifestError{std::string("'files' does not list ") + required};
     for (auto &[name, entry] : manifest["files"].items()) {
+      if (!isPlainFileName(name))
+        throw ManifestError{
+            "'files' lists " +
+            json(name).dump(-1, ' ', false, json::error_handler_t::replace) +
+            ", which is not a file name in the artifact's directory"};
       std::string path = directory + "/" + name;
       std::vector<uint8_t> bytes;
       if (!readWholeFile(path, bytes)) {

@@ -80,6 +80,20 @@ static std::string checksumText(const std::vector<uint8_t> &bytes) {
 using mlir::mantissa::AdamWStepScalars;
 using mlir::mantissa::computeAdamWStepScalars;
 
+/// `object[key]` of an index read from disk, as an integer: `fallback` when
+/// the key is absent, std::nullopt when its value is not an integer. json's
+/// value() would throw out of the loader for another type, and convert a
+/// float beyond int64_t's range with undefined behaviour.
+static std::optional<int64_t> integerField(const json &object, const char *key,
+                                           int64_t fallback) {
+  if (!object.is_object() || !object.contains(key))
+    return fallback;
+  const json &value = object[key];
+  if (!value.is_number_integer())
+    return std::nullopt;
+  return value.get<int64_t>();
+}
+
 //===----------------------------------------------------------------------===//
 // Checkpoints
 //===----------------------------------------------------------------------===//
@@ -383,13 +397,17 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
   std::stringstream text;
   text << in.rdbuf();
   json index = json::parse(text.str(), nullptr, false);
+  // Every field is read by its type: the index is a file, and any may be
+  // missing or of another type (json's typed reads would throw).
   if (index.is_discarded() || !index.is_object() ||
-      index.value("format", "") != "mantissa-checkpoint")
+      index.value("format", json()) != "mantissa-checkpoint")
     return fail(indexPath + ": damaged checkpoint index");
-  int64_t version = index.value("version", int64_t(0));
+  json versionValue = index.value("version", json(0));
+  int64_t version =
+      versionValue.is_number_integer() ? versionValue.get<int64_t>() : 0;
   if (version != 1 && version != kCheckpointVersion)
     return fail(indexPath + ": unknown checkpoint version " +
-                std::to_string(version) + " (this runtime reads 1 and " +
+                versionValue.dump() + " (this runtime reads 1 and " +
                 std::to_string(kCheckpointVersion) + ")");
   if (!index.contains("step") || !index["step"].is_number_integer() ||
       !index.contains("files") || !index["files"].is_array())
@@ -398,10 +416,17 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
 
   // This rank's slice of every member, [begin, end) elements.
   std::map<std::string, std::pair<int64_t, int64_t>> sliceOf;
+  // Members that keep no master now: a master saved for one becomes the
+  // parameter, which every rank holds whole, so it is read whole too (read
+  // only within the slice, the other ranks' pieces had no bytes).
+  std::set<std::string> masterBecomesParam;
   for (GroupState &state : groups)
-    for (size_t m = 0; m < state.group->members.size(); ++m)
-      sliceOf[state.group->members[m].fqn] = {state.slices[m].begin,
-                                              state.slices[m].end};
+    for (size_t m = 0; m < state.group->members.size(); ++m) {
+      const ArtifactMember &member = state.group->members[m];
+      sliceOf[member.fqn] = {state.slices[m].begin, state.slices[m].end};
+      if (member.master == MasterKind::None)
+        masterBecomesParam.insert(member.fqn);
+    }
 
   // Every file, validated (size against the index, then the format).
   std::vector<SafeTensorsFile> files;
@@ -413,15 +438,23 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
   std::map<std::string, std::vector<Piece>> pieces; // "state/fqn" -> pieces
   files.reserve(index["files"].size());
   for (const json &entry : index["files"]) {
-    std::string name = entry.value("file", "");
+    if (!entry.is_object())
+      return fail(indexPath +
+                  ": damaged checkpoint index (a 'files' entry is not an "
+                  "object)");
+    json nameValue = entry.value("file", json());
+    std::string name =
+        nameValue.is_string() ? nameValue.get<std::string>() : std::string();
     std::string path = dir + "/" + name;
     struct stat info;
     if (name.empty() || stat(path.c_str(), &info) != 0)
       return fail(path + ": checkpoint file is missing");
-    if (int64_t(info.st_size) != entry.value("bytes", int64_t(-1)))
+    json bytes = entry.value("bytes", json());
+    if (!bytes.is_number_integer() ||
+        bytes.get<int64_t>() != int64_t(info.st_size))
       return fail(path + ": checkpoint file is truncated or damaged (" +
                   std::to_string(info.st_size) + " bytes, the index says " +
-                  std::to_string(entry.value("bytes", int64_t(-1))) + ")");
+                  bytes.dump() + ")");
     files.emplace_back();
     std::string readError;
     // Only what this rank holds is read: every parameter in full (each rank
@@ -432,7 +465,9 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
     auto select = [&](const std::string &name,
                       const std::map<std::string, std::string> &metadata) {
       size_t slash = name.find('/');
-      if (slash == std::string::npos || name.compare(0, slash, "param") == 0)
+      if (slash == std::string::npos || name.compare(0, slash, "param") == 0 ||
+          (name.compare(0, slash, "master") == 0 &&
+           masterBecomesParam.count(name.substr(slash + 1))))
         return true;
       if (rangesOf != &metadata) {
         rangesOf = &metadata;
@@ -506,7 +541,8 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
         return fail(path + ": tensor '" + tensor.name +
                     "' has no element range");
       int64_t begin = range[0].get<int64_t>(), end = range[1].get<int64_t>();
-      if (begin < 0 || end - begin != tensor.numElements())
+      // end < begin first: end - begin could overflow int64_t.
+      if (begin < 0 || end < begin || end - begin != tensor.numElements())
         return fail(path + ": tensor '" + tensor.name +
                     "' does not match its element range");
       pieces[tensor.name].push_back({&tensor, begin, end, path});
@@ -531,6 +567,12 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
         break;
       if (a >= b)
         continue;
+      // A tensor the file filter skipped has no bytes: never read past them
+      // (select above must read every piece this rank assembles).
+      if (piece.tensor->bytes.empty())
+        return fail(piece.file + ": tensor '" + key +
+                    "' was not read, but this rank needs its elements [" +
+                    std::to_string(a) + ", " + std::to_string(b) + ")");
       convertElements(*piece.tensor, a - piece.begin, b - a,
                       out + (a - from) * elementSize(target), target);
       covered = b;
@@ -651,27 +693,39 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
         staged.push_back(std::move(moment));
       }
     }
+  // The trainer's state: checkpoints written before it was saved resume as
+  // runs without skips whose steps each had one micro-batch. Read before
+  // anything is installed, since a damaged field refuses the checkpoint.
+  const json trainer = index.contains("trainer") && index["trainer"].is_object()
+                           ? index["trainer"]
+                           : json::object();
+  std::optional<int64_t> trainerState[4];
+  const std::pair<const char *, int64_t> trainerFields[4] = {
+      {"optimizer_step", stepOut},
+      {"consecutive_skips", 0},
+      {"skipped_steps", 0},
+      {"micro_batches_done", stepOut}};
+  for (int i = 0; i < 4; ++i) {
+    trainerState[i] =
+        integerField(trainer, trainerFields[i].first, trainerFields[i].second);
+    if (!trainerState[i])
+      return fail(indexPath + ": damaged checkpoint index ('trainer' '" +
+                  trainerFields[i].first + "' is not an integer)");
+  }
   for (Staged &entry : staged)
     std::memcpy(entry.target, entry.bytes.data(), entry.bytes.size());
-  // The trainer's state: checkpoints written before it was saved resume as
-  // runs without skips whose steps each had one micro-batch.
-  optimizerStep = stepOut;
-  microBatchesDone = stepOut;
-  if (index.contains("trainer") && index["trainer"].is_object()) {
-    const json &trainer = index["trainer"];
-    optimizerStep = trainer.value("optimizer_step", stepOut);
-    consecutiveSkips = trainer.value("consecutive_skips", int64_t(0));
-    skippedSteps = trainer.value("skipped_steps", int64_t(0));
-    microBatchesDone = trainer.value("micro_batches_done", stepOut);
-    if (rank == 0 && trainer.contains("hyperparameters") &&
-        trainer["hyperparameters"].is_object()) {
-      json now = trainerJson()["hyperparameters"];
-      for (auto &[key, saved] : trainer["hyperparameters"].items())
-        if (now.contains(key) && now[key] != saved)
-          warnings.push_back("resuming with " + key + " " + now[key].dump() +
-                             " (the checkpoint was trained with " +
-                             saved.dump() + ")");
-    }
+  optimizerStep = *trainerState[0];
+  consecutiveSkips = *trainerState[1];
+  skippedSteps = *trainerState[2];
+  microBatchesDone = *trainerState[3];
+  if (rank == 0 && trainer.contains("hyperparameters") &&
+      trainer["hyperparameters"].is_object()) {
+    json now = trainerJson()["hyperparameters"];
+    for (auto &[key, saved] : trainer["hyperparameters"].items())
+      if (now.contains(key) && now[key] != saved)
+        warnings.push_back("resuming with " + key + " " + now[key].dump() +
+                           " (the checkpoint was trained with " + saved.dump() +
+                           ")");
   }
   return true;
 }

@@ -368,16 +368,28 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
       step->bufferList.push_back(buffer);
     }
 
+    // The files the program names lie beside it: plain file names only,
+    // not empty, no '/' (neither absolute nor climbing out, e.g.
+    // "../../dev/zero", which readWholeFile would read without end), and
+    // neither "." nor "..". The compiler writes only such names.
+    auto fileBeside = [&](const char *key, const std::string &name) {
+      if (name.empty() || name == "." || name == ".." ||
+          name.find('/') != std::string::npos)
+        throw ProgramError{
+            "'" + std::string(key) +
+            "' is not a file name beside the program: " +
+            json(name).dump(-1, ' ', false, json::error_handler_t::replace)};
+      return directory + "/" + name;
+    };
     // The forward-only program beside it, by file name.
     if (root.contains("forward")) {
-      if (!root["forward"].is_string() ||
-          root["forward"].get<std::string>().empty() ||
-          root["forward"].get<std::string>().find('/') != std::string::npos)
+      if (!root["forward"].is_string())
         throw ProgramError{"'forward' is not a file name beside the program"};
-      step->forwardPath = directory + "/" + root["forward"].get<std::string>();
+      step->forwardPath =
+          fileBeside("forward", root["forward"].get<std::string>());
     }
     // The PTX and the constants.
-    step->ptxPath = directory + "/" + string(root, "ptx", "the program");
+    step->ptxPath = fileBeside("ptx", string(root, "ptx", "the program"));
     std::vector<uint8_t> ptx;
     if (!readWholeFile(step->ptxPath, ptx))
       throw ProgramError{"cannot read the PTX " + step->ptxPath};
@@ -387,7 +399,7 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
         throw ProgramError{"'constants' is missing, and some buffer is a "
                            "constant"};
       step->constantsPath =
-          directory + "/" + root["constants"].get<std::string>();
+          fileBeside("constants", root["constants"].get<std::string>());
       if (!readWholeFile(step->constantsPath, step->constants))
         throw ProgramError{"cannot read the constants " + step->constantsPath};
       for (size_t i = 0; i < step->bufferList.size(); ++i) {

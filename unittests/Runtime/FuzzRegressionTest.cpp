@@ -12,19 +12,37 @@
 // the wrapped value let a program or a layout through). Each must now be
 // refused with an error naming the field.
 //
+// Checkpoints (fuzz/CheckpointIndexFuzzer.cpp): index fields of another
+// type than the loader expected escaped it as exceptions (std::terminate),
+// a float where an integer belongs converted beyond int64_t, and an element
+// range ending far before it began overflowed its length; and, found while
+// writing that fuzzer, a rank of a world of two that resumed a master saved
+// for a parameter that now keeps none read the other rank's piece of that
+// master, which it had skipped (a segfault).
+//
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtils.h"
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/Communicator.h"
 #include "mantissa/Runtime/CpuStep.h"
 #include "mantissa/Runtime/GpuStep.h"
+#include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 
 #include "gtest/gtest.h"
 
+#include <condition_variable>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
 
 using namespace mlir::mantissa::rt;
 
@@ -190,11 +208,13 @@ std::string member(const std::string &fqn, int64_t count, int64_t first,
 
 /// Loads an artifact whose group "g" has `members` (a JSON list) and
 /// `numTiles` tiles of `tileSize`, its buffers of 2^63 - 1 bytes (so that
-/// only the layout can be wrong), and whose other files are all there;
-/// expects a refusal and returns its message.
+/// only the layout can be wrong), and whose other files are all there
+/// (`extraFiles`: more entries of 'files', each after a comma); expects a
+/// refusal and returns its message.
 std::string artifactError(const std::string &members, int64_t numTiles,
                           int64_t tileSize,
-                          const std::vector<std::string> &parameters) {
+                          const std::vector<std::string> &parameters,
+                          const std::string &extraFiles = "") {
   ScratchDir dir;
   std::string files;
   for (const char *name : {"kernels.so", "weights.safetensors", "step.mlir"}) {
@@ -218,7 +238,7 @@ std::string artifactError(const std::string &members, int64_t numTiles,
   std::string manifest =
       R"({"format": "mantissa-artifact", "version": )" +
       std::to_string(kArtifactVersion) + R"(, "tile_size": )" +
-      std::to_string(tileSize) + R"(, "files": {)" + files +
+      std::to_string(tileSize) + R"(, "files": {)" + files + extraFiles +
       R"(}, "tensors": [)" + tensors +
       R"(], "groups": [{"name": "g", "unit": "", "gather": "fp32",
         "kernel": "mantissa_adamw_0", "num_tiles": )" +
@@ -260,6 +280,23 @@ TEST(ArtifactFuzzRegression, ExtentsPast2To63AreErrors) {
       "member 'w': lies outside the grad buffer");
 }
 
+TEST(ArtifactFuzzRegression, FileNamesOutsideTheArtifactAreErrors) {
+  // 'files' named any path, read whole before its size was compared:
+  // "../../dev/zero" read without end. Each name is listed as the empty
+  // file (FNV-1a 64 of no bytes), which /dev/null is, so that without the
+  // check none of them is read without end (and /dev/null loads).
+  for (const char *name :
+       {"", ".", "..", "/dev/null", "../../dev/null", "sub/kernels.so"}) {
+    std::string quoted = std::string("\"") + name + "\"";
+    EXPECT_CONTAINS(
+        artifactError(
+            "[" + member("w", 4, 0, 0, 2, "[4]", "fp32") + "]", 2, 2, {"w"},
+            ", " + quoted + R"(: {"bytes": 0, "fnv1a64": "cbf29ce484222325"})"),
+        "manifest.json: 'files' lists " + quoted +
+            ", which is not a file name in the artifact's directory");
+  }
+}
+
 TEST(ArtifactFuzzRegression, GroupsPast2To63ElementsAreErrors) {
   // Three members of 2^62 - 1 bf16 elements each fit in their buffers, but
   // the third ends past element 2^63.
@@ -271,6 +308,336 @@ TEST(ArtifactFuzzRegression, GroupsPast2To63ElementsAreErrors) {
       member("c", count, 2 * count, 2, 1, shape, "bf16") + "]";
   EXPECT_CONTAINS(artifactError(members, 3, count, {"a", "b", "c"}),
                   "member 'c': inconsistent layout");
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoints
+//===----------------------------------------------------------------------===//
+
+std::string readText(const std::string &path) {
+  std::ifstream stream(path, std::ios::binary);
+  std::stringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
+
+/// The manifest's spelling of a file's checksum (hex, no padding).
+std::string manifestChecksum(const std::string &bytes) {
+  std::ostringstream text;
+  text << std::hex
+       << fnv1a64(reinterpret_cast<const uint8_t *>(bytes.data()),
+                  bytes.size());
+  return text.str();
+}
+
+/// A checkpoint's spelling of a tensor's checksum (16 hex digits).
+std::string checkpointChecksum(const std::vector<uint8_t> &bytes) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx",
+                (unsigned long long)fnv1a64(bytes.data(), bytes.size()));
+  return text;
+}
+
+/// The path of the library `name` (e.g. "libgcc_s.so.1") this process has
+/// loaded, from /proc/self/maps; empty when it has none of that name.
+std::string loadedLibrary(const std::string &name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, suffix = "/" + name;
+  while (std::getline(maps, line)) {
+    size_t slash = line.find('/');
+    if (slash != std::string::npos && line.size() >= suffix.size() &&
+        line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return line.substr(slash);
+  }
+  return "";
+}
+
+/// An F32 tensor `name` of elements [begin, end) of `w`, element i being
+/// i / 2 + offset (exact in every dtype the tests use).
+HostTensor wPiece(const std::string &name, int64_t begin, int64_t end,
+                  float offset) {
+  std::vector<float> values;
+  for (int64_t i = begin; i < end; ++i)
+    values.push_back(float(i) / 2 + offset);
+  return fromFloat32(name, {end - begin}, values.data(), DType::F32);
+}
+
+/// An artifact of one fp32 parameter `w` of 8 elements in two tiles of 4,
+/// planned without a master, and checkpoints of it at step 1. Its
+/// kernels.so is a link to a library this process has loaded already, so
+/// that dlopen returns that one and runs nothing new: libgcc_s (small, and
+/// loaded wherever libstdc++ is), else libmantissa_rt.so (Artifact::load
+/// reads and checksums all of kernels.so on every load: 25 MB take seconds
+/// in a sanitized build). The update kernel is any symbol that resolves
+/// (getpid, from libc below either), since verifying a checkpoint never
+/// calls it.
+class CheckpointFiles {
+public:
+  CheckpointFiles() {
+    artifact = dir.file("artifact");
+    checkpoint = dir.file("checkpoint");
+    ::mkdir(artifact.c_str(), 0755);
+    ::mkdir(checkpoint.c_str(), 0755);
+    std::string library = loadedLibrary("libgcc_s.so.1");
+    if (library.empty())
+      library = loadedLibrary("libmantissa_rt.so");
+    EXPECT_FALSE(library.empty())
+        << "neither libgcc_s.so.1 nor libmantissa_rt.so is loaded";
+    EXPECT_EQ(::symlink(library.c_str(), (artifact + "/kernels.so").c_str()),
+              0);
+    std::string error;
+    EXPECT_TRUE(writeSafeTensors(artifact + "/weights.safetensors",
+                                 {wPiece("w", 0, 8, 0)}, {{"format", "pt"}},
+                                 error))
+        << error;
+    writeText(artifact + "/step.mlir", "// a checkpoint test\n");
+    std::string files;
+    for (const char *name :
+         {"kernels.so", "weights.safetensors", "step.mlir"}) {
+      std::string bytes = readText(artifact + "/" + name);
+      files += std::string(files.empty() ? "" : ", ") + "\"" + name +
+               "\": {\"bytes\": " + std::to_string(bytes.size()) +
+               ", \"fnv1a64\": \"" + manifestChecksum(bytes) + "\"}";
+    }
+    writeText(artifact + "/manifest.json",
+              R"({"format": "mantissa-artifact", "version": )" +
+                  std::to_string(kArtifactVersion) +
+                  R"(, "tile_size": 4, "files": {)" + files + R"(},
+      "tensors": [{"fqn": "w", "kind": "parameter", "shape": [8],
+                   "exported": "fp32", "master": "fp32", "gather": "fp32",
+                   "reduce": "fp32", "moments": "fp32", "group": "g"}],
+      "groups": [{"name": "g", "unit": "", "gather": "fp32",
+        "kernel": "getpid", "num_tiles": 2,
+        "buffer_bytes": {"grad": 32, "param": 32, "master": 0,
+                         "exp_avg": 32, "exp_avg_sq": 32,
+                         "max_exp_avg_sq": 0},
+        "members": [{"fqn": "w", "shape": [8], "count": 8,
+          "first_element": 0, "first_tile": 0, "num_tiles": 2,
+          "grad": "fp32", "param": "fp32", "moments": "fp32",
+          "master": "none",
+          "offsets": {"grad": 0, "param": 0, "master": 0,
+                      "moments": 0}}]}]})");
+  }
+
+  /// Writes rank `rank`'s file of a checkpoint of world size `world`
+  /// holding elements [begin, end) of every state of `w`, with a master;
+  /// `expAvgRange` replaces exp_avg/w's range when given. Returns its
+  /// entry of the index's files.
+  std::string writeRankFile(int rank, int world, int64_t begin, int64_t end,
+                            const std::string &expAvgRange = "") {
+    std::vector<HostTensor> tensors = {wPiece("param/w", begin, end, 0),
+                                       wPiece("master/w", begin, end, 0.25),
+                                       wPiece("exp_avg/w", begin, end, 1),
+                                       wPiece("exp_avg_sq/w", begin, end, 2)};
+    std::string ranges, checksums;
+    for (const HostTensor &tensor : tensors) {
+      std::string range =
+          "[" + std::to_string(begin) + "," + std::to_string(end) + "]";
+      if (tensor.name == "exp_avg/w" && !expAvgRange.empty())
+        range = expAvgRange;
+      ranges += std::string(ranges.empty() ? "" : ",") + "\"" + tensor.name +
+                "\":" + range;
+      checksums += std::string(checksums.empty() ? "" : ",") + "\"" +
+                   tensor.name + "\":\"" + checkpointChecksum(tensor.bytes) +
+                   "\"";
+    }
+    std::string name = "step-00000001.rank-" + std::to_string(rank) + "-of-" +
+                       std::to_string(world) + ".safetensors";
+    std::string error;
+    EXPECT_TRUE(writeSafeTensors(
+        checkpoint + "/" + name, tensors,
+        {{"format", "mantissa-checkpoint"},
+         {"version", "2"},
+         {"step", "1"},
+         {"rank", std::to_string(rank)},
+         {"world_size", std::to_string(world)},
+         {"ranges", "{" + ranges + "}"},
+         {"checksums", "{" + checksums + "}"},
+         {"plan", R"({"w":{"master":"fp32","gather":"fp32","reduce":"fp32",)"
+                  R"("moments":"fp32"}})"}},
+        error))
+        << error;
+    return R"({"file": ")" + name + R"(", "rank": )" + std::to_string(rank) +
+           R"(, "bytes": )" +
+           std::to_string(readText(checkpoint + "/" + name).size()) + "}";
+  }
+
+  /// An index of world size `world` listing `files`, with `trainer`.
+  static std::string index(int world, const std::string &files,
+                           const std::string &trainer =
+                               R"({"optimizer_step": 1, "skipped_steps": 0,
+                                   "consecutive_skips": 0,
+                                   "micro_batches_done": 1})") {
+    return R"({"format": "mantissa-checkpoint", "version": 2, "step": 1,
+               "world_size": )" +
+           std::to_string(world) + R"(, "shapes": {"w": [8]},
+               "plan": {"w": {"master": "fp32", "gather": "fp32",
+                              "reduce": "fp32", "moments": "fp32"}},
+               "files": [)" +
+           files + R"(], "trainer": )" + trainer + "}";
+  }
+
+  /// `mantissa-run ARTIFACT --verify-checkpoint CHECKPOINT` with `index` as
+  /// the index, on one rank; returns the exit code and sets `message` to
+  /// what it wrote to stderr.
+  int verify(const std::string &indexText, std::string &message) {
+    writeText(checkpoint + "/index.json", indexText);
+    UpdateOptions options;
+    options.artifactDir = artifact;
+    options.verifyCheckpointDir = checkpoint;
+    options.memoryReport = false;
+    std::unique_ptr<Communicator> communicator = createSingleRankCommunicator();
+    ::testing::internal::CaptureStderr();
+    int status = runUpdate(options, *communicator);
+    message = ::testing::internal::GetCapturedStderr();
+    return status;
+  }
+
+  /// Expects `indexText` to be refused with `expected` in the message.
+  void expectRefused(const std::string &indexText,
+                     const std::string &expected) {
+    std::string message;
+    EXPECT_EQ(verify(indexText, message), 1) << indexText;
+    EXPECT_CONTAINS(message, expected);
+  }
+
+  ScratchDir dir;
+  std::string artifact, checkpoint;
+};
+
+TEST(CheckpointFuzzRegression, IndexFieldsOfTheWrongTypeAreErrors) {
+  CheckpointFiles files;
+  std::string entry = files.writeRankFile(0, 1, 0, 8);
+  std::string message;
+  ASSERT_EQ(files.verify(CheckpointFiles::index(1, entry), message), 0)
+      << message;
+  // Each used to throw nlohmann::json::type_error out of the loader.
+  files.expectRefused(R"({"format": 7})", "index.json: damaged checkpoint "
+                                          "index");
+  files.expectRefused(
+      R"({"format": "mantissa-checkpoint", "version": "2"})",
+      "unknown checkpoint version \"2\" (this runtime reads 1 and 2)");
+  files.expectRefused(CheckpointFiles::index(1, "1"),
+                      "damaged checkpoint index (a 'files' entry is not an "
+                      "object)");
+  files.expectRefused(CheckpointFiles::index(1, R"({"file": 1})"),
+                      "checkpoint/: checkpoint file is missing");
+  std::string textBytes = entry;
+  textBytes.replace(textBytes.find("\"bytes\": ") + 9, std::string::npos,
+                    "\"many\"}");
+  files.expectRefused(CheckpointFiles::index(1, textBytes),
+                      "bytes, the index says \"many\"");
+  files.expectRefused(
+      CheckpointFiles::index(1, entry, R"({"optimizer_step": "1"})"),
+      "damaged checkpoint index ('trainer' 'optimizer_step' is not an "
+      "integer)");
+  // A float beyond int64_t's range used to be converted to one (undefined
+  // behaviour).
+  files.expectRefused(
+      CheckpointFiles::index(1, entry, R"({"skipped_steps": 1e300})"),
+      "damaged checkpoint index ('trainer' 'skipped_steps' is not an "
+      "integer)");
+  files.expectRefused(R"({"format": "mantissa-checkpoint", "version": 1e300})",
+                      "unknown checkpoint version 1e+300");
+}
+
+TEST(CheckpointFuzzRegression, RangesEndingBeforeTheyBeginAreErrors) {
+  CheckpointFiles files;
+  // end - begin overflowed int64_t.
+  std::string entry =
+      files.writeRankFile(0, 1, 0, 8, "[1,-9223372036854775808]");
+  files.expectRefused(CheckpointFiles::index(1, entry),
+                      "tensor 'exp_avg/w' does not match its element range");
+}
+
+/// Ranks as threads of this process, with what verifying a checkpoint asks
+/// of a communicator: allAgree (the other collectives fail).
+class ThreadCommunicator final : public Communicator {
+public:
+  struct World {
+    int size = 2, arrived = 0;
+    uint64_t round = 0;
+    bool all = true, result = true;
+    std::mutex mutex;
+    std::condition_variable done;
+  };
+  ThreadCommunicator(World &world, int rank) : world(world), rankIndex(rank) {}
+  int rank() const override { return rankIndex; }
+  int worldSize() const override { return world.size; }
+  std::string name() const override { return "threads"; }
+  bool allGather(uint8_t *, const std::vector<int64_t> &,
+                 const std::vector<int64_t> &, std::string &error) override {
+    return unsupported(error);
+  }
+  bool reduceScatterSum(const void *, void *, const std::vector<int64_t> &,
+                        DType, std::string &error) override {
+    return unsupported(error);
+  }
+  bool allToAll(const uint8_t *, const std::vector<int64_t> &,
+                const std::vector<int64_t> &, uint8_t *,
+                const std::vector<int64_t> &, const std::vector<int64_t> &,
+                std::string &error) override {
+    return unsupported(error);
+  }
+  bool allAgree(bool ok) override {
+    std::unique_lock<std::mutex> lock(world.mutex);
+    uint64_t round = world.round;
+    world.all = world.all && ok;
+    if (++world.arrived == world.size) {
+      world.result = world.all;
+      world.all = true;
+      world.arrived = 0;
+      ++world.round;
+      world.done.notify_all();
+      return world.result;
+    }
+    world.done.wait(lock, [&] { return world.round != round; });
+    return world.result;
+  }
+  int64_t allMax(int64_t value) override {
+    ADD_FAILURE() << "allMax is not needed to verify a checkpoint";
+    return value;
+  }
+  bool broadcast(void *, int64_t, int, std::string &error) override {
+    return unsupported(error);
+  }
+
+private:
+  bool unsupported(std::string &error) {
+    ADD_FAILURE() << "only allAgree is needed to verify a checkpoint";
+    error = "not supported by the test's communicator";
+    return false;
+  }
+  World &world;
+  int rankIndex;
+};
+
+TEST(CheckpointFuzzRegression, MastersThatBecomeParametersLoadOnEveryRank) {
+  // A checkpoint of world size 2 (elements [0, 4) and [4, 8) of each state)
+  // with a master for `w`, which the plan now keeps without one: the master
+  // becomes the parameter, which each rank assembles whole. Rank 1 skipped
+  // rank 0's piece of the master (outside its slice), then read it.
+  CheckpointFiles files;
+  std::string entries =
+      files.writeRankFile(0, 2, 0, 4) + ", " + files.writeRankFile(1, 2, 4, 8);
+  writeText(files.checkpoint + "/index.json",
+            CheckpointFiles::index(2, entries));
+  ThreadCommunicator::World world;
+  int status[2] = {-1, -1};
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank)
+    ranks.emplace_back([&, rank] {
+      UpdateOptions options;
+      options.artifactDir = files.artifact;
+      options.verifyCheckpointDir = files.checkpoint;
+      options.memoryReport = false;
+      ThreadCommunicator communicator(world, rank);
+      status[rank] = runUpdate(options, communicator);
+    });
+  for (std::thread &rank : ranks)
+    rank.join();
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(status[1], 0);
 }
 
 } // namespace

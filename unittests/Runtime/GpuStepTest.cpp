@@ -271,6 +271,23 @@ TEST(GpuStepLoad, MissingOrDamagedFiles) {
                            "constant");
 }
 
+/// The PTX, the constants and the forward program are files beside the
+/// program: a name that is empty, absolute, has a '/' or is "." or ".."
+/// (e.g. "../../dev/zero", which would be read without end) is refused
+/// before anything is read, naming the field. (No name here reads without
+/// end where the check is missing: /dev/null reads as empty.)
+TEST(GpuStepLoad, FileNamesStayBesideTheProgram) {
+  for (const char *key : {"ptx", "constants", "forward"})
+    for (const char *name :
+         {"", ".", "..", "/dev/null", "../step.ptx", "sub/step.ptx"}) {
+      ProgramFiles files = baseProgram();
+      files.program[key] = name;
+      expectLoadError(files, std::string("'") + key +
+                                 "' is not a file name beside the program: " +
+                                 json(name).dump());
+    }
+}
+
 TEST(GpuStepLoad, TopLevelFields) {
   ProgramFiles files = baseProgram();
   files.program["format"] = 2;
