@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/HostCpu.h"
 
 #include <nlohmann/json.hpp>
 
@@ -204,6 +205,38 @@ bool Artifact::load(const std::string &directory, Artifact &out,
                           std::to_string(version) + " (this runtime reads " +
                           std::to_string(kArtifactVersion) + ")"};
     out.tile = parseInt(manifest, "tile_size", "manifest", 1);
+    // kernels.so is compiled for the compiling machine (-march=native):
+    // refused here, before dlopen, on a CPU that lacks an extension it may
+    // use, rather than dying of SIGILL in the first update.
+    if (manifest.contains("kernels") && manifest["kernels"].is_object() &&
+        manifest["kernels"].contains("target_features")) {
+      const json &kernels = manifest["kernels"];
+      const json &features = kernels["target_features"];
+      if (!features.is_array())
+        throw ManifestError{"'kernels.target_features' is not an array"};
+      std::vector<std::string> required;
+      for (const json &feature : features) {
+        if (!feature.is_string())
+          throw ManifestError{"'kernels.target_features' holds a non-string"};
+        required.push_back(feature.get<std::string>());
+      }
+      std::vector<std::string> missing = missingCpuFeatures(required);
+      if (!missing.empty()) {
+        std::string list;
+        for (const std::string &feature : missing)
+          list += (list.empty() ? "" : ", ") + feature;
+        std::string cpu =
+            kernels.contains("target_cpu") && kernels["target_cpu"].is_string()
+                ? kernels["target_cpu"].get<std::string>()
+                : std::string("another CPU");
+        throw ManifestError{
+            "the artifact's CPU code was compiled for " + cpu + " and uses " +
+            list +
+            ", which this CPU lacks (it would stop with an illegal "
+            "instruction); compile the artifact on this machine "
+            "(mantissa-compile MODEL.pt2 -o DIR)"};
+      }
+    }
 
     // Every piece must be there and unchanged.
     if (!manifest.contains("files") || !manifest["files"].is_object())
