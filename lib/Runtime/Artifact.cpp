@@ -220,22 +220,14 @@ bool Artifact::load(const std::string &directory, Artifact &out,
           throw ManifestError{"'kernels.target_features' holds a non-string"};
         required.push_back(feature.get<std::string>());
       }
-      std::vector<std::string> missing = missingCpuFeatures(required);
-      if (!missing.empty()) {
-        std::string list;
-        for (const std::string &feature : missing)
-          list += (list.empty() ? "" : ", ") + feature;
-        std::string cpu =
-            kernels.contains("target_cpu") && kernels["target_cpu"].is_string()
-                ? kernels["target_cpu"].get<std::string>()
-                : std::string("another CPU");
-        throw ManifestError{
-            "the artifact's CPU code was compiled for " + cpu + " and uses " +
-            list +
-            ", which this CPU lacks (it would stop with an illegal "
-            "instruction); compile the artifact on this machine "
-            "(mantissa-compile MODEL.pt2 -o DIR)"};
-      }
+      std::string cpu =
+          kernels.contains("target_cpu") && kernels["target_cpu"].is_string()
+              ? kernels["target_cpu"].get<std::string>()
+              : std::string();
+      std::string refusal =
+          checkCompiledFor(required, cpu, "the artifact's CPU code");
+      if (!refusal.empty())
+        throw ManifestError{refusal};
     }
 
     // Every piece must be there and unchanged.

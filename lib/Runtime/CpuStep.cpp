@@ -98,19 +98,10 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
           throw ProgramError{"'target_features' holds a non-string"};
         required.push_back(feature.get<std::string>());
       }
-      std::vector<std::string> missing = missingCpuFeatures(required);
-      if (!missing.empty()) {
-        std::string list;
-        for (const std::string &feature : missing)
-          list += (list.empty() ? "" : ", ") + feature;
-        throw ProgramError{
-            "the CPU step was compiled for " +
-            (step->cpu.empty() ? std::string("another CPU") : step->cpu) +
-            " and uses " + list +
-            ", which this CPU lacks (it would stop with an illegal "
-            "instruction); compile the artifact on this machine "
-            "(mantissa-compile MODEL.pt2 -o DIR)"};
-      }
+      std::string refusal =
+          checkCompiledFor(required, step->cpu, "the CPU step");
+      if (!refusal.empty())
+        throw ProgramError{refusal};
     }
     const json &arguments = arrayField(root, "arguments", "the program");
     for (size_t i = 0; i < arguments.size(); ++i) {

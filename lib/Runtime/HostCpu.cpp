@@ -29,6 +29,24 @@ const std::vector<std::string> &mlir::mantissa::rt::checkedCpuFeatures() {
   return features;
 }
 
+std::string
+mlir::mantissa::rt::checkCompiledFor(const std::vector<std::string> &required,
+                                     const std::string &targetCpu,
+                                     const std::string &what) {
+  std::vector<std::string> missing = missingCpuFeatures(required);
+  if (missing.empty())
+    return "";
+  std::string list;
+  for (const std::string &feature : missing)
+    list += (list.empty() ? "" : ", ") + feature;
+  return what + " was compiled for " +
+         (targetCpu.empty() ? std::string("another CPU") : targetCpu) +
+         " and uses " + list +
+         ", which this CPU lacks (it would stop with an illegal "
+         "instruction); compile the artifact on this machine "
+         "(mantissa-compile MODEL.pt2 -o DIR)";
+}
+
 std::vector<std::string> mlir::mantissa::rt::missingCpuFeatures(
     const std::vector<std::string> &required) {
   std::ifstream cpuinfo("/proc/cpuinfo");

@@ -34,6 +34,13 @@ const std::vector<std::string> &checkedCpuFeatures();
 std::vector<std::string>
 missingCpuFeatures(const std::vector<std::string> &required);
 
+/// Empty when this CPU has every extension in `required`; else the message
+/// that refuses code `what` (e.g. "the CPU step") compiled for
+/// `targetCpu` (empty: unknown), naming what this CPU lacks.
+std::string checkCompiledFor(const std::vector<std::string> &required,
+                             const std::string &targetCpu,
+                             const std::string &what);
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_HOSTCPU_H
