@@ -446,6 +446,12 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
     std::string name =
         nameValue.is_string() ? nameValue.get<std::string>() : std::string();
     std::string path = dir + "/" + name;
+    // Rank files lie in the checkpoint's own folder: a name that leaves it
+    // (an edited or hostile index) is refused, not followed.
+    if (!name.empty() &&
+        (name == "." || name == ".." || name.find('/') != std::string::npos))
+      return fail(indexPath + ": 'files' lists \"" + name +
+                  "\", which is not a file name in the checkpoint's folder");
     struct stat info;
     if (name.empty() || stat(path.c_str(), &info) != 0)
       return fail(path + ": checkpoint file is missing");
