@@ -3,8 +3,8 @@
 # torch eager on the same model, weights and batch, in one invocation.
 #
 # usage: bench/step/run.sh [MODEL ...]   (default: llama llama_medium)
-# Needs Debian's python3-torch for the baseline (torch_cpu_step.py, from
-# ../shared/bench) and the corpus in test/Inputs/corpus.
+# Needs Debian's python3-torch for the baseline (bench/step/torch_cpu_step.py)
+# and the corpus in test/Inputs/corpus.
 #
 # Mantissa compiles forward/backward for the CPU (train -> linalg -> LLVM,
 # clang -O2 -march=native, OpenMP threads; the library is cached, so the timed

@@ -208,27 +208,11 @@ bool Artifact::load(const std::string &directory, Artifact &out,
     // kernels.so is compiled for the compiling machine (-march=native):
     // refused here, before dlopen, on a CPU that lacks an extension it may
     // use, rather than dying of SIGILL in the first update.
-    if (manifest.contains("kernels") && manifest["kernels"].is_object() &&
-        manifest["kernels"].contains("target_features")) {
-      const json &kernels = manifest["kernels"];
-      const json &features = kernels["target_features"];
-      if (!features.is_array())
-        throw ManifestError{"'kernels.target_features' is not an array"};
-      std::vector<std::string> required;
-      for (const json &feature : features) {
-        if (!feature.is_string())
-          throw ManifestError{"'kernels.target_features' holds a non-string"};
-        required.push_back(feature.get<std::string>());
-      }
-      std::string cpu =
-          kernels.contains("target_cpu") && kernels["target_cpu"].is_string()
-              ? kernels["target_cpu"].get<std::string>()
-              : std::string();
-      std::string refusal =
-          checkCompiledFor(required, cpu, "the artifact's CPU code");
-      if (!refusal.empty())
+    if (manifest.contains("kernels"))
+      if (std::string refusal = checkCompiledFor(
+              manifest["kernels"], "kernels.", "the artifact's CPU code");
+          !refusal.empty())
         throw ManifestError{refusal};
-    }
 
     // Every piece must be there and unchanged.
     if (!manifest.contains("files") || !manifest["files"].is_object())

@@ -88,21 +88,9 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
     step->cpu = root.value("target_cpu", "");
     // The libraries are compiled for the compiling machine (-march=native):
     // refuse them here, before dlopen, rather than die of SIGILL mid-step.
-    if (root.contains("target_features")) {
-      const json &features = root["target_features"];
-      if (!features.is_array())
-        throw ProgramError{"'target_features' is not an array"};
-      std::vector<std::string> required;
-      for (const json &feature : features) {
-        if (!feature.is_string())
-          throw ProgramError{"'target_features' holds a non-string"};
-        required.push_back(feature.get<std::string>());
-      }
-      std::string refusal =
-          checkCompiledFor(required, step->cpu, "the CPU step");
-      if (!refusal.empty())
-        throw ProgramError{refusal};
-    }
+    if (std::string refusal = checkCompiledFor(root, "", "the CPU step");
+        !refusal.empty())
+      throw ProgramError{refusal};
     const json &arguments = arrayField(root, "arguments", "the program");
     for (size_t i = 0; i < arguments.size(); ++i) {
       step->argumentList.push_back(detail::parseStepTensor(
