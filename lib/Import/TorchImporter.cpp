@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Import/TorchImporter.h"
+#include "StepImporter.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -53,183 +54,58 @@ StringRef mlir::mantissa::getOwningModulePath(StringRef fqn) {
   return dot == StringRef::npos ? StringRef() : fqn.take_front(dot);
 }
 
-namespace {
-
-/// Imports one program. Problems are collected rather than returned one at a
-/// time, so that a user sees every unsupported operator in one run.
-class StepImporter {
-public:
-  StepImporter(MLIRContext &context, const pt2::Program &program,
-               StringRef fileName)
-      : context(context), program(program), fileName(fileName),
-        builder(&context) {}
-
-  llvm::Expected<OwningOpRef<ModuleOp>> run();
-
-private:
-  using Handler = std::function<LogicalResult(StepImporter &)>;
-
-  //===--------------------------------------------------------------------===//
-  // Signature
-  //===--------------------------------------------------------------------===//
-
-  RankedTensorType getTensorType(StringRef tensorName, StringRef what);
-  void importSignature(SmallVectorImpl<Type> &argumentTypes,
-                       SmallVectorImpl<DictionaryAttr> &argumentAttrs,
-                       SmallVectorImpl<Type> &resultTypes,
-                       SmallVectorImpl<DictionaryAttr> &resultAttrs);
-
-  //===--------------------------------------------------------------------===//
-  // Nodes
-  //===--------------------------------------------------------------------===//
-
-  void importNode(const pt2::Node &node);
-  /// "node 'mul_3' (torch.ops.aten.mul.Tensor, module layers.0.mlp)".
-  std::string describeNode(const pt2::Node &node) const;
-  LogicalResult fail(const Twine &message);
-
-  const pt2::Argument *findArgument(StringRef name) const;
-  FailureOr<Value> tensorArgument(StringRef name);
-  FailureOr<Value> optionalTensorArgument(StringRef name);
-  FailureOr<SmallVector<Value>> tensorListArgument(StringRef name);
-  FailureOr<int64_t> intArgument(StringRef name,
-                                 std::optional<int64_t> defaultValue = {});
-  FailureOr<SmallVector<int64_t>> intsArgument(StringRef name);
-  FailureOr<double> floatArgument(StringRef name,
-                                  std::optional<double> defaultValue = {});
-  bool boolArgument(StringRef name, bool defaultValue);
-  /// A Python number argument as an attribute (I64, F64 or Bool).
-  FailureOr<Attribute> scalarArgument(StringRef name,
-                                      std::optional<double> defaultValue = {});
-  /// A dimension argument, made non-negative for a tensor of `rank`.
-  FailureOr<int64_t> dimArgument(StringRef name, int64_t rank,
-                                 std::optional<int64_t> defaultValue = {});
-
-  /// The names of the node's output tensors ("" for None outputs).
-  SmallVector<std::string> outputNames() const;
-  /// torch's type for output `index`.
-  FailureOr<RankedTensorType> outputType(unsigned index = 0);
-  LogicalResult setOutput(unsigned index, Value value);
-  LogicalResult setOutputs(ValueRange values);
-
-  static int64_t rankOf(Value value) {
-    return cast<RankedTensorType>(value.getType()).getRank();
-  }
-
-  /// Builds `OpTy` on the given operands with torch's output type(s).
-  template <typename OpTy, typename... Args>
-  LogicalResult emitSingle(Args &&...args) {
-    FailureOr<RankedTensorType> type = outputType(0);
-    if (failed(type))
-      return failure();
-    auto op =
-        builder.create<OpTy>(location, *type, std::forward<Args>(args)...);
-    return setOutput(0, op.getResult());
-  }
-
-  // Families of handlers.
-  template <typename TensorOpTy, typename ScalarOpTy>
-  LogicalResult importBinary();
-  template <typename ScalarOpTy> LogicalResult importScalarOnly();
-  LogicalResult importAddOrSub(bool isSub);
-  template <typename OpTy> LogicalResult importUnary();
-  LogicalResult importIdentity();
-  LogicalResult importAssertMetadata();
-  LogicalResult importToCopy();
-  LogicalResult importGelu();
-  LogicalResult importGeluBackward();
-  LogicalResult importSigmoidBackward();
-  LogicalResult importTanhBackward();
-  LogicalResult importSiluBackward();
-  LogicalResult importThresholdBackward();
-  LogicalResult importWhere();
-  LogicalResult importMaskedFill();
-  LogicalResult importClamp();
-  template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
-  template <typename OpTy> LogicalResult importSoftmax();
-  template <typename OpTy> LogicalResult importSoftmaxBackward();
-  template <typename OpTy> LogicalResult importMatmul();
-  LogicalResult importAddmm();
-  LogicalResult importLayerNorm();
-  LogicalResult importLayerNormBackward();
-  LogicalResult importRmsNorm();
-  LogicalResult importRmsNormBackward();
-  LogicalResult importView();
-  LogicalResult importPermute();
-  LogicalResult importTranspose();
-  LogicalResult importTranspose2D();
-  LogicalResult importExpand();
-  LogicalResult importSlice();
-  LogicalResult importSliceScatter();
-  LogicalResult importSelect();
-  LogicalResult importCat();
-  LogicalResult importSplit(bool withSizes);
-  LogicalResult importEmbedding();
-  LogicalResult importEmbeddingBackward();
-  LogicalResult importIndexPut();
-  template <typename OpTy> LogicalResult importIndexedAlongDim();
-  LogicalResult importScatter(StringRef reduce);
-  LogicalResult importScatterValue();
-  LogicalResult importFull(std::optional<double> fixedValue,
-                           StringRef valueArgument);
-  LogicalResult importArange();
-  LogicalResult importCopy();
-
-  static const llvm::StringMap<Handler> &handlers();
-
-  MLIRContext &context;
-  const pt2::Program &program;
-  StringRef fileName;
-  OpBuilder builder;
-  Location location = UnknownLoc::get(&context);
-
-  /// The SSA value of each torch tensor name imported so far.
-  llvm::StringMap<Value> values;
-  const pt2::Node *currentNode = nullptr;
-  std::vector<std::string> problems;
-  std::vector<std::string> unsupported;
-};
-
-} // namespace
+using namespace mlir::mantissa::importer;
 
 //===----------------------------------------------------------------------===//
 // Handler table
 //===----------------------------------------------------------------------===//
 
-const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
-  static const llvm::StringMap<Handler> table = [] {
-    llvm::StringMap<Handler> map;
+const HandlerTable &StepImporter::handlers() {
+  static const HandlerTable table = [] {
+    HandlerTable map;
     auto add = [&](StringRef overload, Handler handler) {
       map[("torch.ops.aten." + overload).str()] = std::move(handler);
     };
     using S = StepImporter;
-    // Elementwise arithmetic and comparisons. The `.Tensor` overloads also
-    // receive Python numbers as `other`.
+    // Elementwise arithmetic and comparisons. Every tensor operand of these
+    // may also be a Python number (torch's wrapped numbers): `.Tensor`
+    // overloads receive one in `self` (`sub.Tensor(1, x)`, as decompositions
+    // write `1 - x`) or `other`, and the `.Scalar` overloads are the same
+    // operator with a number in `other` (or, for pow.Scalar, in `self`).
     for (StringRef name : {"add.Tensor", "add.Scalar"})
       add(name, [](S &s) { return s.importAddOrSub(false); });
     for (StringRef name : {"sub.Tensor", "sub.Scalar"})
       add(name, [](S &s) { return s.importAddOrSub(true); });
+    for (StringRef name : {"rsub.Tensor", "rsub.Scalar"})
+      add(name, [](S &s) { return s.importAddOrSub(true, true); });
     for (StringRef name : {"mul.Tensor", "mul.Scalar"})
-      add(name, &S::importBinary<MulOp, MulScalarOp>);
+      add(name, [](S &s) { return s.importBinary<MulOp, MulScalarOp>(); });
     for (StringRef name : {"div.Tensor", "div.Scalar"})
-      add(name, &S::importBinary<DivOp, DivScalarOp>);
-    add("pow.Tensor_Tensor", &S::importBinary<PowOp, PowScalarOp>);
-    add("pow.Tensor_Scalar", &S::importBinary<PowOp, PowScalarOp>);
-    add("rsub.Scalar", &S::importScalarOnly<RsubScalarOp>);
-    add("maximum.default", &S::importBinary<MaximumOp, MulScalarOp>);
-    add("minimum.default", &S::importBinary<MinimumOp, MulScalarOp>);
-    add("eq.Tensor", &S::importBinary<EqOp, EqScalarOp>);
-    add("eq.Scalar", &S::importBinary<EqOp, EqScalarOp>);
-    add("ne.Tensor", &S::importBinary<NeOp, NeScalarOp>);
-    add("ne.Scalar", &S::importBinary<NeOp, NeScalarOp>);
-    add("lt.Tensor", &S::importBinary<LtOp, LtScalarOp>);
-    add("lt.Scalar", &S::importBinary<LtOp, LtScalarOp>);
-    add("le.Tensor", &S::importBinary<LeOp, LeScalarOp>);
-    add("le.Scalar", &S::importBinary<LeOp, LeScalarOp>);
-    add("gt.Tensor", &S::importBinary<GtOp, GtScalarOp>);
-    add("gt.Scalar", &S::importBinary<GtOp, GtScalarOp>);
-    add("ge.Tensor", &S::importBinary<GeOp, GeScalarOp>);
-    add("ge.Scalar", &S::importBinary<GeOp, GeScalarOp>);
+      add(name, [](S &s) { return s.importBinary<DivOp, DivScalarOp>(); });
+    for (StringRef name :
+         {"pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar"})
+      add(name, [](S &s) {
+        return s.importBinary<PowOp, PowScalarOp>("self", "exponent");
+      });
+    add("maximum.default", [](S &s) { return s.importBinary<MaximumOp>(); });
+    add("minimum.default", [](S &s) { return s.importBinary<MinimumOp>(); });
+    for (StringRef name : {"eq.Tensor", "eq.Scalar"})
+      add(name, [](S &s) { return s.importBinary<EqOp, EqScalarOp>(); });
+    for (StringRef name : {"ne.Tensor", "ne.Scalar"})
+      add(name, [](S &s) { return s.importBinary<NeOp, NeScalarOp>(); });
+    for (StringRef name : {"lt.Tensor", "lt.Scalar"})
+      add(name, [](S &s) { return s.importBinary<LtOp, LtScalarOp>(); });
+    for (StringRef name : {"le.Tensor", "le.Scalar"})
+      add(name, [](S &s) { return s.importBinary<LeOp, LeScalarOp>(); });
+    for (StringRef name : {"gt.Tensor", "gt.Scalar"})
+      add(name, [](S &s) { return s.importBinary<GtOp, GtScalarOp>(); });
+    for (StringRef name : {"ge.Tensor", "ge.Scalar"})
+      add(name, [](S &s) { return s.importBinary<GeOp, GeScalarOp>(); });
+    for (StringRef name : {"lerp.Scalar", "lerp.Tensor"})
+      add(name, &S::importLerp);
+    add("addcmul.default",
+        [](S &s) { return s.importAddcmulOrAddcdiv(false); });
+    add("addcdiv.default", [](S &s) { return s.importAddcmulOrAddcdiv(true); });
     // Elementwise functions.
     add("neg.default", &S::importUnary<NegOp>);
     add("abs.default", &S::importUnary<AbsOp>);
@@ -252,9 +128,17 @@ const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
     add("tanh_backward.default", &S::importTanhBackward);
     add("silu_backward.default", &S::importSiluBackward);
     add("threshold_backward.default", &S::importThresholdBackward);
-    add("where.self", &S::importWhere);
-    add("masked_fill.Scalar", &S::importMaskedFill);
-    add("clamp.default", &S::importClamp);
+    for (StringRef name : {"where.self", "where.ScalarSelf",
+                           "where.ScalarOther", "where.Scalar"})
+      add(name, &S::importWhere);
+    for (StringRef name : {"masked_fill.Scalar", "masked_fill.Tensor"})
+      add(name, &S::importMaskedFill);
+    for (StringRef name : {"clamp.default", "clamp.Tensor"})
+      add(name, [](S &s) { return s.importClamp(true, true); });
+    for (StringRef name : {"clamp_min.default", "clamp_min.Tensor"})
+      add(name, [](S &s) { return s.importClamp(true, false); });
+    for (StringRef name : {"clamp_max.default", "clamp_max.Tensor"})
+      add(name, [](S &s) { return s.importClamp(false, true); });
     // Reductions and softmax.
     add("sum.dim_IntList",
         [](S &s) { return s.importReduction<SumOp>(false); });
@@ -289,6 +173,7 @@ const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
     add("slice.Tensor", &S::importSlice);
     add("slice_scatter.default", &S::importSliceScatter);
     add("select.int", &S::importSelect);
+    add("select_scatter.default", &S::importSelectScatter);
     add("cat.default", &S::importCat);
     add("split.Tensor", [](S &s) { return s.importSplit(false); });
     add("split_with_sizes.default", [](S &s) { return s.importSplit(true); });
@@ -317,6 +202,9 @@ const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
     add("new_full.default",
         [](S &s) { return s.importFull({}, "fill_value"); });
     add("scalar_tensor.default", [](S &s) { return s.importFull({}, "s"); });
+    // fill(self, value): self's shape and dtype, every element `value`.
+    add("fill.Scalar", [](S &s) { return s.importFull({}, "value"); });
+    add("fill.Tensor", &S::importFillTensor);
     for (StringRef name :
          {"zeros.default", "zeros_like.default", "new_zeros.default",
           "empty.memory_format", "empty_like.default", "new_empty.default",
@@ -328,6 +216,8 @@ const llvm::StringMap<StepImporter::Handler> &StepImporter::handlers() {
     for (StringRef name :
          {"arange.default", "arange.start", "arange.start_step"})
       add(name, &S::importArange);
+    addConvolutionHandlers(map);
+    addAttentionHandlers(map);
     return map;
   }();
   return table;
@@ -490,16 +380,8 @@ llvm::Expected<OwningOpRef<ModuleOp>> StepImporter::run() {
   for (const pt2::Node &node : program.graph.nodes)
     importNode(node);
 
-  if (!unsupported.empty())
-    problems.insert(problems.begin(),
-                    llvm::formatv("{0} unsupported operator{1}: {2}",
-                                  unsupported.size(),
-                                  unsupported.size() == 1 ? "" : "s",
-                                  llvm::join(unsupported, ", "))
-                        .str());
-  if (!problems.empty())
-    return llvm::createStringError(
-        llvm::formatv("{0}: {1}", fileName, llvm::join(problems, "; ")).str());
+  if (!problems.empty() || !nodeFailures.empty())
+    return llvm::createStringError(describeProblems());
 
   SmallVector<Value> results;
   for (const pt2::OutputSpec &spec : program.signature.outputSpecs) {
@@ -538,23 +420,91 @@ void StepImporter::importNode(const pt2::Node &node) {
   std::string nodeName = node.name.empty() ? node.target : node.name;
   location = NameLoc::get(builder.getStringAttr(nodeName),
                           FileLineColLoc::get(&context, fileName, 0, 0));
+  // Every unsupported operator is a cause of its own, wherever it is, so
+  // that one run lists them all.
   const auto &table = handlers();
   auto handler = table.find(node.target);
   if (handler == table.end()) {
-    unsupported.push_back(describeNode(node));
+    recordNodeFailure(node, {describeNode(node), /*unsupportedOperator=*/true});
     return;
   }
-  // A node consuming the result of an unsupported one cannot be imported;
-  // the unsupported producer is already reported.
-  if (!unsupported.empty())
-    for (const pt2::NamedArgument &input : node.inputs) {
-      if (input.arg.isTensor() && !values.count(input.arg.tensorName))
-        return;
-      for (const std::string &name : input.arg.tensorNames)
-        if (!values.count(name))
-          return;
+  // A node consuming a tensor that a failed node left undefined cannot be
+  // imported, and reporting it would only repeat the cause.
+  if (std::optional<unsigned> cause = failedInputCause(node)) {
+    ++nodeFailures[*cause].skippedDependents;
+    for (const std::string &name : outputNames())
+      if (!name.empty())
+        failedTensors[name] = *cause;
+    return;
+  }
+  currentFailure.reset();
+  if (succeeded(handler->second(*this)) && !currentFailure)
+    return;
+  recordNodeFailure(
+      node, {currentFailure ? *currentFailure
+                            : describeNode(node) + ": could not be imported"});
+}
+
+std::optional<unsigned>
+StepImporter::failedInputCause(const pt2::Node &node) const {
+  auto causeOf = [&](StringRef name) -> std::optional<unsigned> {
+    auto it = failedTensors.find(name);
+    if (it == failedTensors.end())
+      return std::nullopt;
+    return it->second;
+  };
+  for (const pt2::NamedArgument &input : node.inputs) {
+    const pt2::Argument &arg = input.arg;
+    if (arg.isTensor())
+      if (std::optional<unsigned> cause = causeOf(arg.tensorName))
+        return cause;
+    if (arg.kind == pt2::ArgumentKind::OptionalTensor && arg.optionalTensorName)
+      if (std::optional<unsigned> cause = causeOf(*arg.optionalTensorName))
+        return cause;
+    for (const std::string &name : arg.tensorNames)
+      if (std::optional<unsigned> cause = causeOf(name))
+        return cause;
+    for (const std::optional<std::string> &name : arg.optionalTensorNames)
+      if (name)
+        if (std::optional<unsigned> cause = causeOf(*name))
+          return cause;
+  }
+  return std::nullopt;
+}
+
+void StepImporter::recordNodeFailure(const pt2::Node &node,
+                                     NodeFailure failure) {
+  auto cause = static_cast<unsigned>(nodeFailures.size());
+  nodeFailures.push_back(std::move(failure));
+  // Outputs the handler defined before failing are dropped too: they may
+  // be half-built.
+  for (const std::string &name : outputNames())
+    if (!name.empty()) {
+      values.erase(name);
+      failedTensors[name] = cause;
     }
-  (void)handler->second(*this);
+}
+
+std::string StepImporter::describeProblems() const {
+  auto skipped = [](const NodeFailure &failure) -> std::string {
+    if (failure.skippedDependents == 0)
+      return "";
+    return llvm::formatv(" ({0} dependent node{1} skipped)",
+                         failure.skippedDependents,
+                         failure.skippedDependents == 1 ? "" : "s");
+  };
+  std::vector<std::string> messages = problems, unsupported;
+  for (const NodeFailure &failure : nodeFailures)
+    (failure.unsupportedOperator ? unsupported : messages)
+        .push_back(failure.message + skipped(failure));
+  if (!unsupported.empty())
+    messages.insert(messages.begin(),
+                    llvm::formatv("{0} unsupported operator{1}: {2}",
+                                  unsupported.size(),
+                                  unsupported.size() == 1 ? "" : "s",
+                                  llvm::join(unsupported, ", "))
+                        .str());
+  return llvm::formatv("{0}: {1}", fileName, llvm::join(messages, "; ")).str();
 }
 
 std::string StepImporter::describeNode(const pt2::Node &node) const {
@@ -567,8 +517,11 @@ std::string StepImporter::describeNode(const pt2::Node &node) const {
   return text + ")";
 }
 
+/// Only the first failure of a node is kept: what follows it in the same
+/// handler is usually a consequence.
 LogicalResult StepImporter::fail(const Twine &message) {
-  problems.push_back(describeNode(*currentNode) + ": " + message.str());
+  if (!currentFailure)
+    currentFailure = describeNode(*currentNode) + ": " + message.str();
   return failure();
 }
 
@@ -588,8 +541,9 @@ FailureOr<Value> StepImporter::tensorArgument(StringRef name) {
   if (!argument)
     return fail("missing tensor argument '" + name + "'");
   if (!argument->isTensor())
-    return fail("argument '" + name + "' is a " +
-                pt2::stringifyArgumentKind(argument->kind) + ", not a tensor");
+    return fail("argument '" + name + "' is " +
+                pt2::stringifyArgumentKind(argument->kind) +
+                ", expected a tensor");
   auto it = values.find(argument->tensorName);
   if (it == values.end())
     return fail("argument '" + name + "' names the undefined tensor '" +
@@ -725,6 +679,46 @@ StepImporter::dimArgument(StringRef name, int64_t rank,
   return *dim < 0 ? *dim + bound : *dim;
 }
 
+FailureOr<StepImporter::Operand> StepImporter::operandArgument(StringRef name) {
+  const pt2::Argument *argument = findArgument(name);
+  if (argument && !argument->isTensor()) {
+    FailureOr<Attribute> number = scalarArgument(name);
+    if (failed(number))
+      return failure();
+    return Operand{Value(), *number};
+  }
+  FailureOr<Value> tensor = tensorArgument(name);
+  if (failed(tensor))
+    return failure();
+  return Operand{*tensor, Attribute()};
+}
+
+Type StepImporter::commonType(ArrayRef<Operand> operands) const {
+  SmallVector<train::PromotionOperand> promotion;
+  for (const Operand &operand : operands) {
+    if (operand.isNumber()) {
+      promotion.push_back({train::scalarElementType(operand.number), false,
+                           /*isScalar=*/true});
+      continue;
+    }
+    auto type = cast<RankedTensorType>(operand.tensor.getType());
+    promotion.push_back({type.getElementType(), type.getRank() == 0, false});
+  }
+  return train::resultType(&context, promotion);
+}
+
+Value StepImporter::materialize(const Operand &operand, Type elementType) {
+  if (operand.isNumber())
+    return builder.create<FullOp>(
+        location, RankedTensorType::get({}, elementType), operand.number);
+  auto type = cast<RankedTensorType>(operand.tensor.getType());
+  if (type.getElementType() == elementType)
+    return operand.tensor;
+  return builder.create<CastOp>(
+      location, RankedTensorType::get(type.getShape(), elementType),
+      operand.tensor);
+}
+
 SmallVector<std::string> StepImporter::outputNames() const {
   SmallVector<std::string> names;
   for (const pt2::Argument &output : currentNode->outputs) {
@@ -742,9 +736,14 @@ FailureOr<RankedTensorType> StepImporter::outputType(unsigned index) {
   SmallVector<std::string> names = outputNames();
   if (index >= names.size() || names[index].empty())
     return fail(llvm::formatv("has no tensor output #{0}", index).str());
+  size_t knownProblems = problems.size();
   RankedTensorType type = getTensorType(names[index], "tensor");
-  if (!type)
-    return failure();
+  if (!type) {
+    // The metadata problem is this node's failure.
+    std::string message = problems.back();
+    problems.resize(knownProblems);
+    return fail("its output " + message);
+  }
   return type;
 }
 
@@ -768,47 +767,46 @@ LogicalResult StepImporter::setOutputs(ValueRange results) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// `lhs op rhs`. A number on the right of an operator with a scalar form
+/// becomes that form, whose semantics are ATen's for a wrapped number there
+/// (mul and div of bf16/fp16 read it unrounded). Any other number is
+/// converted to the common dtype first, as TensorIterator does, and the
+/// tensor form computes with it.
 template <typename TensorOpTy, typename ScalarOpTy>
-LogicalResult StepImporter::importBinary() {
-  FailureOr<Value> self = tensorArgument("self");
+LogicalResult StepImporter::importBinary(StringRef lhsName, StringRef rhsName) {
+  FailureOr<Operand> lhs = operandArgument(lhsName);
+  if (failed(lhs))
+    return failure();
+  FailureOr<Operand> rhs = operandArgument(rhsName);
+  if (failed(rhs))
+    return failure();
+  if constexpr (!std::is_same_v<ScalarOpTy, NoScalarForm>)
+    if (!lhs->isNumber() && rhs->isNumber())
+      return emitSingle<ScalarOpTy>(lhs->tensor, rhs->number);
+  Type common = commonType({*lhs, *rhs});
+  // Tensors keep their own dtypes (the operation promotes them); only
+  // numbers take the common one.
+  auto asTensor = [&](const Operand &operand) {
+    return operand.isNumber() ? materialize(operand, common) : operand.tensor;
+  };
+  return emitSingle<TensorOpTy>(asTensor(*lhs), asTensor(*rhs));
+}
+
+/// `lhs + alpha * rhs` (add), `lhs - alpha * rhs` (sub), and rsub, which is
+/// sub with its operands exchanged. A tensor right operand scaled by an alpha
+/// other than 1 gets its own multiplication, as torch's kernel computes
+/// `other * alpha` before adding.
+LogicalResult StepImporter::importAddOrSub(bool isSub, bool reversed) {
+  FailureOr<Operand> self = operandArgument("self");
   if (failed(self))
     return failure();
-  // The second operand is `other` or, for pow, `exponent`.
-  StringRef otherName = findArgument("exponent") ? "exponent" : "other";
-  const pt2::Argument *other = findArgument(otherName);
-  if (other && other->isTensor()) {
-    FailureOr<Value> otherValue = tensorArgument(otherName);
-    if (failed(otherValue))
-      return failure();
-    return emitSingle<TensorOpTy>(*self, *otherValue);
-  }
-  if (std::is_same_v<ScalarOpTy, MulScalarOp> &&
-      (std::is_same_v<TensorOpTy, MaximumOp> ||
-       std::is_same_v<TensorOpTy, MinimumOp>))
-    return fail("needs a tensor 'other'");
-  FailureOr<Attribute> scalar = scalarArgument(otherName);
-  if (failed(scalar))
+  FailureOr<Operand> other = operandArgument("other");
+  if (failed(other))
     return failure();
-  return emitSingle<ScalarOpTy>(*self, *scalar);
-}
-
-template <typename ScalarOpTy> LogicalResult StepImporter::importScalarOnly() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Attribute> scalar =
-      succeeded(self) ? scalarArgument("other") : FailureOr<Attribute>();
-  if (failed(self) || failed(scalar))
-    return failure();
-  return emitSingle<ScalarOpTy>(*self, *scalar);
-}
-
-/// add/sub with `alpha`: `self + alpha * other`. A tensor `other` scaled by
-/// an alpha other than 1 gets its own multiplication, as torch's kernel
-/// computes `other * alpha` before adding.
-LogicalResult StepImporter::importAddOrSub(bool isSub) {
-  FailureOr<Value> self = tensorArgument("self");
   FailureOr<Attribute> alpha = scalarArgument("alpha", 1.0);
-  if (failed(self) || failed(alpha))
+  if (failed(alpha))
     return failure();
+  Operand lhs = reversed ? *other : *self, rhs = reversed ? *self : *other;
   auto isOne = [](Attribute attr) {
     if (auto f = dyn_cast<FloatAttr>(attr))
       return f.getValueAsDouble() == 1.0;
@@ -816,27 +814,25 @@ LogicalResult StepImporter::importAddOrSub(bool isSub) {
       return i.getValue().getSExtValue() == 1;
     return false;
   };
-  const pt2::Argument *other = findArgument("other");
-  if (other && other->isTensor()) {
-    FailureOr<Value> otherValue = tensorArgument("other");
-    if (failed(otherValue))
-      return failure();
-    Value scaled = *otherValue;
-    if (!isOne(*alpha))
-      scaled = builder.create<MulScalarOp>(location, scaled, *alpha);
-    return isSub ? emitSingle<SubOp>(*self, scaled)
-                 : emitSingle<AddOp>(*self, scaled);
+  if (!lhs.isNumber() && rhs.isNumber()) {
+    Attribute scalar = rhs.number;
+    if (!isOne(*alpha)) {
+      FailureOr<double> value = floatArgument(reversed ? "self" : "other");
+      FailureOr<double> alphaValue = floatArgument("alpha", 1.0);
+      if (failed(value) || failed(alphaValue))
+        return failure();
+      scalar = builder.getF64FloatAttr(*value * *alphaValue);
+    }
+    return isSub ? emitSingle<SubScalarOp>(lhs.tensor, scalar)
+                 : emitSingle<AddScalarOp>(lhs.tensor, scalar);
   }
-  FailureOr<double> scalar = floatArgument("other");
-  if (failed(scalar))
-    return failure();
-  FailureOr<Attribute> scalarAttr = scalarArgument("other");
-  if (!isOne(*alpha)) {
-    FailureOr<double> alphaValue = floatArgument("alpha", 1.0);
-    scalarAttr = Attribute(builder.getF64FloatAttr(*scalar * *alphaValue));
-  }
-  return isSub ? emitSingle<SubScalarOp>(*self, *scalarAttr)
-               : emitSingle<AddScalarOp>(*self, *scalarAttr);
+  Type common = commonType({lhs, rhs});
+  Value left = lhs.isNumber() ? materialize(lhs, common) : lhs.tensor;
+  Value right = rhs.isNumber() ? materialize(rhs, common) : rhs.tensor;
+  if (!isOne(*alpha))
+    right = builder.create<MulScalarOp>(location, right, *alpha);
+  return isSub ? emitSingle<SubOp>(left, right)
+               : emitSingle<AddOp>(left, right);
 }
 
 template <typename OpTy> LogicalResult StepImporter::importUnary() {
@@ -986,42 +982,173 @@ LogicalResult StepImporter::importThresholdBackward() {
   return emitSingle<MaskedFillOp>(*grad, mask, builder.getI64IntegerAttr(0));
 }
 
+/// `where(condition, self, other)`; either value may be a number, which
+/// takes the dtype torch promotes the two to.
 LogicalResult StepImporter::importWhere() {
   FailureOr<Value> condition = tensorArgument("condition");
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> other = tensorArgument("other");
-  if (failed(condition) || failed(self) || failed(other))
+  if (failed(condition))
     return failure();
-  return emitSingle<WhereOp>(*condition, *self, *other);
+  FailureOr<Operand> self = operandArgument("self");
+  if (failed(self))
+    return failure();
+  FailureOr<Operand> other = operandArgument("other");
+  if (failed(other))
+    return failure();
+  Type common = commonType({*self, *other});
+  auto asTensor = [&](const Operand &operand) {
+    return operand.isNumber() ? materialize(operand, common) : operand.tensor;
+  };
+  return emitSingle<WhereOp>(*condition, asTensor(*self), asTensor(*other));
 }
 
+/// `masked_fill(self, mask, value)`: a number, or a zero-dimensional tensor
+/// whose value is converted to self's dtype (the result's).
 LogicalResult StepImporter::importMaskedFill() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> mask = tensorArgument("mask");
-  FailureOr<Attribute> value = scalarArgument("value");
-  if (failed(self) || failed(mask) || failed(value))
-    return failure();
-  return emitSingle<MaskedFillOp>(*self, *mask, *value);
-}
-
-LogicalResult StepImporter::importClamp() {
   FailureOr<Value> self = tensorArgument("self");
   if (failed(self))
     return failure();
-  Attribute min, max;
-  if (findArgument("min")) {
-    FailureOr<Attribute> value = scalarArgument("min");
-    if (failed(value))
+  FailureOr<Value> mask = tensorArgument("mask");
+  if (failed(mask))
+    return failure();
+  FailureOr<Operand> value = operandArgument("value");
+  if (failed(value))
+    return failure();
+  if (value->isNumber())
+    return emitSingle<MaskedFillOp>(*self, *mask, value->number);
+  if (rankOf(value->tensor) != 0)
+    return fail("argument 'value' has rank " + Twine(rankOf(value->tensor)) +
+                ", expected a zero-dimensional tensor");
+  Value fill = materialize(*value, getElementTypeOrSelf(self->getType()));
+  return emitSingle<WhereOp>(*mask, fill, *self);
+}
+
+/// clamp, clamp_min and clamp_max. Number bounds are the operation's
+/// attributes; tensor bounds (the `.Tensor` overloads) become maximum and
+/// minimum, whose NaN propagation is clamp's.
+LogicalResult StepImporter::importClamp(bool hasMin, bool hasMax) {
+  FailureOr<Value> self = tensorArgument("self");
+  if (failed(self))
+    return failure();
+  std::optional<Operand> bounds[2];
+  StringRef names[2] = {"min", "max"};
+  for (int i = 0; i < 2; ++i) {
+    if (!(i == 0 ? hasMin : hasMax) || !findArgument(names[i]))
+      continue;
+    FailureOr<Operand> bound = operandArgument(names[i]);
+    if (failed(bound))
       return failure();
-    min = *value;
+    bounds[i] = *bound;
   }
-  if (findArgument("max")) {
-    FailureOr<Attribute> value = scalarArgument("max");
-    if (failed(value))
+  bool tensorBound = llvm::any_of(bounds, [](const std::optional<Operand> &b) {
+    return b && !b->isNumber();
+  });
+  if (!tensorBound)
+    return emitSingle<ClampOp>(*self, bounds[0] ? bounds[0]->number : nullptr,
+                               bounds[1] ? bounds[1]->number : nullptr);
+  SmallVector<Operand> operands = {Operand{*self, Attribute()}};
+  for (const std::optional<Operand> &bound : bounds)
+    if (bound)
+      operands.push_back(*bound);
+  Type common = commonType(operands);
+  FailureOr<RankedTensorType> type = outputType();
+  if (failed(type))
+    return failure();
+  Value result = materialize(operands[0], common);
+  if (bounds[0])
+    result = builder.create<MaximumOp>(location, result,
+                                       materialize(*bounds[0], common));
+  if (bounds[1])
+    result = builder.create<MinimumOp>(location, result,
+                                       materialize(*bounds[1], common));
+  if (result.getType() != *type)
+    return fail("the clamped tensor does not have torch's result type");
+  return setOutput(0, result);
+}
+
+/// `lerp(self, end, weight)` as ATen's CPU kernel computes it (Lerp.h), in
+/// the compute type (fp32 for bf16/fp16) and rounded once:
+/// `self + weight * (end - self)` where |weight| < 0.5, else
+/// `end - (end - self) * (1 - weight)`. ATen's vectorised loop fuses the
+/// last multiply-add, so an fp32 result may differ from it by one ulp.
+LogicalResult StepImporter::importLerp() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> end =
+      succeeded(self) ? tensorArgument("end") : FailureOr<Value>();
+  if (failed(self) || failed(end))
+    return failure();
+  FailureOr<Operand> weight = operandArgument("weight");
+  FailureOr<RankedTensorType> type =
+      succeeded(weight) ? outputType() : FailureOr<RankedTensorType>();
+  if (failed(weight) || failed(type))
+    return failure();
+  Type compute = train::computeType(type->getElementType());
+  auto inCompute = [&](Value value) {
+    return materialize(Operand{value, Attribute()}, compute);
+  };
+  Value start = inCompute(*self), stop = inCompute(*end);
+  Value diff = builder.create<SubOp>(location, stop, start);
+  Value result;
+  if (weight->isNumber()) {
+    double w = isa<FloatAttr>(weight->number)
+                   ? cast<FloatAttr>(weight->number).getValueAsDouble()
+                   : double(cast<IntegerAttr>(weight->number).getInt());
+    if (std::abs(w) < 0.5)
+      result = builder.create<AddOp>(
+          location, start,
+          builder.create<MulScalarOp>(location, diff,
+                                      builder.getF64FloatAttr(w)));
+    else
+      result = builder.create<SubOp>(
+          location, stop,
+          builder.create<MulScalarOp>(location, diff,
+                                      builder.getF64FloatAttr(1.0 - w)));
+  } else {
+    Value w = inCompute(weight->tensor);
+    Value low = builder.create<AddOp>(location, start,
+                                      builder.create<MulOp>(location, w, diff));
+    Value oneMinus =
+        builder.create<RsubScalarOp>(location, w, builder.getI64IntegerAttr(1));
+    Value high = builder.create<SubOp>(
+        location, stop, builder.create<MulOp>(location, diff, oneMinus));
+    Value small =
+        builder.create<LtScalarOp>(location, builder.create<AbsOp>(location, w),
+                                   builder.getF64FloatAttr(0.5));
+    result = builder.create<WhereOp>(location, small, low, high);
+  }
+  return setOutput(
+      0, materialize(Operand{result, Attribute()}, type->getElementType()));
+}
+
+/// `self + value * tensor1 * tensor2` (addcmul) and
+/// `self + value * (tensor1 / tensor2)` (addcdiv), in ATen's order of
+/// operations (PointwiseOpsKernel.cpp), in the compute type and rounded once.
+LogicalResult StepImporter::importAddcmulOrAddcdiv(bool isDiv) {
+  SmallVector<Operand> operands;
+  for (StringRef name : {"self", "tensor1", "tensor2"}) {
+    FailureOr<Operand> operand = operandArgument(name);
+    if (failed(operand))
       return failure();
-    max = *value;
+    operands.push_back(*operand);
   }
-  return emitSingle<ClampOp>(*self, min, max);
+  FailureOr<Attribute> value = scalarArgument("value", 1.0);
+  FailureOr<RankedTensorType> type =
+      succeeded(value) ? outputType() : FailureOr<RankedTensorType>();
+  if (failed(value) || failed(type))
+    return failure();
+  Type compute = train::computeType(commonType(operands));
+  Value self = materialize(operands[0], compute);
+  Value t1 = materialize(operands[1], compute);
+  Value t2 = materialize(operands[2], compute);
+  Value product;
+  if (isDiv)
+    product = builder.create<MulScalarOp>(
+        location, builder.create<DivOp>(location, t1, t2), *value);
+  else
+    product = builder.create<MulOp>(
+        location, builder.create<MulScalarOp>(location, t1, *value), t2);
+  Value sum = builder.create<AddOp>(location, self, product);
+  return setOutput(
+      0, materialize(Operand{sum, Attribute()}, type->getElementType()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1320,6 +1447,55 @@ LogicalResult StepImporter::importSelect() {
   Value slice =
       builder.create<SliceOp>(location, *self, *dim, start, start + 1, 1);
   return setOutput(0, builder.create<ViewOp>(location, *resultType, slice));
+}
+
+/// `select_scatter(self, src, dim, index)`: self with `src` (self's shape
+/// without `dim`) written at `index` along `dim`.
+LogicalResult StepImporter::importSelectScatter() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> source =
+      succeeded(self) ? tensorArgument("src") : FailureOr<Value>();
+  if (failed(self) || failed(source))
+    return failure();
+  auto type = cast<RankedTensorType>(self->getType());
+  FailureOr<int64_t> dim = dimArgument("dim", type.getRank());
+  FailureOr<int64_t> index =
+      succeeded(dim) ? intArgument("index") : FailureOr<int64_t>();
+  if (failed(dim) || failed(index))
+    return failure();
+  int64_t size = type.getDimSize(*dim);
+  if (*index < -size || *index >= size)
+    return fail(
+        llvm::formatv("index {0} is out of range for size {1}", *index, size)
+            .str());
+  int64_t start = *index < 0 ? *index + size : *index;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[*dim] = 1;
+  auto sourceType = cast<RankedTensorType>(source->getType());
+  Value unsqueezed = builder.create<ViewOp>(
+      location, RankedTensorType::get(shape, sourceType.getElementType()),
+      *source);
+  return emitSingle<SliceScatterOp>(*self, unsqueezed, *dim, start, start + 1,
+                                    1);
+}
+
+/// `fill(self, value)` with a zero-dimensional tensor `value`: self's shape
+/// and dtype, every element the value converted.
+LogicalResult StepImporter::importFillTensor() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Operand> value =
+      succeeded(self) ? operandArgument("value") : FailureOr<Operand>();
+  FailureOr<RankedTensorType> type =
+      succeeded(value) ? outputType() : FailureOr<RankedTensorType>();
+  if (failed(self) || failed(value) || failed(type))
+    return failure();
+  if (value->isNumber())
+    return setOutput(0, builder.create<FullOp>(location, *type, value->number));
+  if (rankOf(value->tensor) != 0)
+    return fail("argument 'value' has rank " + Twine(rankOf(value->tensor)) +
+                ", expected a zero-dimensional tensor");
+  Value converted = materialize(*value, type->getElementType());
+  return setOutput(0, builder.create<ExpandOp>(location, *type, converted));
 }
 
 LogicalResult StepImporter::importCat() {

@@ -792,9 +792,13 @@ LogicalResult GpuProgramBuilder::build() {
   };
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     train::TensorInfoAttr info = step.getTensorInfo(index);
-    program.arguments.push_back(
-        tensorOf(step.getArgumentTypes()[index], info.getFqn().str(),
-                 train::stringifyTensorKind(info.getKind()).str()));
+    // Constants (lifted tensors, non-persistent buffers) are read-only model
+    // state, as buffers without mutations, as in the CPU step's program.
+    StringRef role = info.getKind() == train::TensorKind::constant
+                         ? "buffer"
+                         : train::stringifyTensorKind(info.getKind());
+    program.arguments.push_back(tensorOf(step.getArgumentTypes()[index],
+                                         info.getFqn().str(), role.str()));
   }
   for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
     train::ResultInfoAttr info = step.getResultInfo(index);

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Writes a damaged copy of a .pt2 archive for the importer's error tests.
+"""Writes a damaged or rewritten copy of a .pt2 archive for the importer's
+tests.
 
 usage: make_bad_pt2.py MODE IN.pt2 OUT.pt2
 
 MODE is one of: no-model-json, schema-major-9, unknown-dtype, use-pickle,
-unsupported-ops, forward-only.
+unsupported-ops, forward-only, malformed-node (one node's tensor argument
+becomes a string), numbers-in-self (every add.Tensor / mul.Tensor whose
+`other` is a Python number gets it as `self` instead, the form torch's
+decompositions write for `1 + x`; the values do not change).
 """
 import json
 import sys
@@ -36,6 +40,22 @@ def main():
         # Two different nodes become operators nobody implements.
         graph["nodes"][2]["target"] = "torch.ops.aten.frobnicate.default"
         graph["nodes"][5]["target"] = "torch.ops.aten.special_zeta.default"
+    elif mode == "malformed-node":
+        graph["nodes"][2]["inputs"][0]["arg"] = {"as_string": "addmm"}
+    elif mode == "numbers-in-self":
+        swapped = 0
+        for node in graph["nodes"]:
+            if node["target"] not in ("torch.ops.aten.add.Tensor",
+                                      "torch.ops.aten.mul.Tensor"):
+                continue
+            inputs = {i["name"]: i for i in node["inputs"]}
+            other = inputs["other"]["arg"]
+            if "as_int" in other or "as_float" in other:
+                inputs["other"]["arg"] = inputs["self"]["arg"]
+                inputs["self"]["arg"] = other
+                swapped += 1
+        if not swapped:
+            sys.exit("no add/mul node with a number operand")
     elif mode == "forward-only":
         signature["output_specs"] = [
             {"user_output": {"arg": {"as_tensor": {"name": spec["loss_output"]["arg"]["name"]}}}}

@@ -1,0 +1,295 @@
+//===- ImportAttention.cpp - Scaled dot-product attention -----------------===//
+//
+// What torch.export emits for F.scaled_dot_product_attention on the CPU: the
+// fused `_scaled_dot_product_flash_attention_for_cpu` (output and
+// log-sum-exp) and its backward, before decomposition; the forward-only
+// `scaled_dot_product_attention`; and `_safe_softmax`, which the decomposed
+// math form uses for masked rows. Each becomes batched GEMMs, masks and a
+// softmax in `train`, as torch's math path computes them: scores are
+// `q k^T * scale`, then the causal mask and `attn_mask` (a bool mask keeps
+// where true, a float mask is added), softmax over the keys. The backward
+// recomputes the probabilities from the saved log-sum-exp, as the fused
+// kernel does, instead of keeping an [L, S] tensor from the forward. bf16 and
+// fp16 inputs are computed in fp32 and rounded once per result, as the CPU
+// kernel accumulates.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StepImporter.h"
+#include "TensorBuilder.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Dialect/Train/IR/TrainTypeRules.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::mantissa;
+using namespace mlir::mantissa::importer;
+
+namespace {
+
+/// Query `[..., L, E]`, key `[..., S, E]`, value `[..., S, Ev]` with the same
+/// leading (batch, head) dimensions, flattened into one batch dimension.
+struct AttentionShape {
+  SmallVector<int64_t> leading;
+  int64_t batch = 1, queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  double scale = 1.0;
+  bool causal = false;
+  Value mask;
+
+  SmallVector<int64_t> with(ArrayRef<int64_t> trailing) const {
+    SmallVector<int64_t> shape(leading);
+    llvm::append_range(shape, trailing);
+    return shape;
+  }
+};
+
+} // namespace
+
+static FailureOr<AttentionShape> readAttention(StepImporter &s, Value query,
+                                               Value key, Value value) {
+  ArrayRef<int64_t> q = TensorBuilder::shapeOf(query);
+  ArrayRef<int64_t> k = TensorBuilder::shapeOf(key);
+  ArrayRef<int64_t> v = TensorBuilder::shapeOf(value);
+  if (q.size() < 3 || k.size() != q.size() || v.size() != q.size() ||
+      q.drop_back(2) != k.drop_back(2) || q.drop_back(2) != v.drop_back(2) ||
+      q.back() != k.back() || k[k.size() - 2] != v[v.size() - 2])
+    return s.fail(llvm::formatv("query {0}, key {1} and value {2} are not "
+                                "[..., L, E], [..., S, E] and [..., S, Ev] "
+                                "with the same leading dimensions",
+                                train::formatShape(q), train::formatShape(k),
+                                train::formatShape(v))
+                      .str());
+  AttentionShape shape;
+  shape.leading.assign(q.begin(), q.end() - 2);
+  for (int64_t size : shape.leading)
+    shape.batch *= size;
+  shape.queries = q[q.size() - 2];
+  shape.keys = k[k.size() - 2];
+  shape.headDim = q.back();
+  shape.valueDim = v.back();
+  FailureOr<double> dropout = s.floatArgument("dropout_p", 0.0);
+  if (failed(dropout))
+    return failure();
+  if (*dropout != 0.0)
+    return s.fail(llvm::formatv("dropout_p = {0}: attention dropout needs "
+                                "random numbers, which are not supported; "
+                                "export with dropout off (model.eval() or "
+                                "dropout_p=0)",
+                                *dropout)
+                      .str());
+  shape.causal = s.boolArgument("is_causal", false);
+  shape.scale = 1.0 / std::sqrt(static_cast<double>(shape.headDim));
+  if (s.findArgument("scale")) {
+    FailureOr<double> scale = s.floatArgument("scale");
+    if (failed(scale))
+      return failure();
+    shape.scale = *scale;
+  }
+  FailureOr<Value> mask = s.optionalTensorArgument("attn_mask");
+  if (failed(mask))
+    return failure();
+  shape.mask = *mask;
+  if (shape.mask &&
+      !train::broadcastShapes(TensorBuilder::shapeOf(shape.mask),
+                              shape.with({shape.queries, shape.keys})))
+    return s.fail(
+        llvm::formatv(
+            "attn_mask {0} does not broadcast to the "
+            "scores {1}",
+            train::formatShape(TensorBuilder::shapeOf(shape.mask)),
+            train::formatShape(shape.with({shape.queries, shape.keys})))
+            .str());
+  return shape;
+}
+
+/// `[..., rows, columns]` in the compute type as `[batch, rows, columns]`.
+static Value flatten(TensorBuilder &b, Value value, const AttentionShape &shape,
+                     Type compute) {
+  ArrayRef<int64_t> dims = TensorBuilder::shapeOf(value);
+  return b.convert(
+      b.view(value, {shape.batch, dims[dims.size() - 2], dims.back()}),
+      compute);
+}
+
+static Value transposed(TensorBuilder &b, Value value) {
+  return b.permute(value, {0, 2, 1});
+}
+
+/// The scaled and masked scores `[batch, L, S]`.
+static Value maskedScores(StepImporter &s, TensorBuilder &b, Value query,
+                          Value key, const AttentionShape &shape,
+                          Type compute) {
+  Value scores = b.mulScalar(b.bmm(query, transposed(b, key)), shape.scale);
+  OpBuilder &builder = s.builder;
+  Location loc = s.location;
+  Attribute minusInfinity =
+      builder.getF64FloatAttr(-std::numeric_limits<double>::infinity());
+  if (shape.causal) {
+    // Query i sees keys j <= i (the top-left aligned lower triangle).
+    Type i64 = builder.getI64Type();
+    auto range = [&](int64_t size) {
+      return builder.create<train::ArangeOp>(
+          loc, RankedTensorType::get({size}, i64), builder.getI64IntegerAttr(0),
+          builder.getI64IntegerAttr(size), builder.getI64IntegerAttr(1));
+    };
+    Value rows = b.view(range(shape.queries), {shape.queries, 1});
+    Value columns = b.view(range(shape.keys), {1, shape.keys});
+    Value future = builder.create<train::GtOp>(loc, columns, rows);
+    scores =
+        builder.create<train::MaskedFillOp>(loc, scores, future, minusInfinity);
+  }
+  if (shape.mask) {
+    SmallVector<int64_t> full = shape.with({shape.queries, shape.keys});
+    Value mask = b.view(b.expand(shape.mask, full),
+                        {shape.batch, shape.queries, shape.keys});
+    if (TensorBuilder::typeOf(mask).getElementType().isInteger(1))
+      scores = builder.create<train::MaskedFillOp>(
+          loc, scores, builder.create<train::LogicalNotOp>(loc, mask),
+          minusInfinity);
+    else
+      scores = b.add(scores, b.convert(mask, compute));
+  }
+  return scores;
+}
+
+/// _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p,
+/// is_causal, *, attn_mask, scale) -> (output, logsumexp), and the
+/// forward-only scaled_dot_product_attention (output alone).
+static LogicalResult importAttention(StepImporter &s) {
+  FailureOr<Value> query = s.tensorArgument("query");
+  if (failed(query))
+    return failure();
+  FailureOr<Value> key = s.tensorArgument("key");
+  if (failed(key))
+    return failure();
+  FailureOr<Value> value = s.tensorArgument("value");
+  if (failed(value))
+    return failure();
+  FailureOr<AttentionShape> shape = readAttention(s, *query, *key, *value);
+  if (failed(shape))
+    return failure();
+  if (s.boolArgument("enable_gqa", false))
+    return s.fail("grouped-query attention (enable_gqa) is not supported");
+  FailureOr<RankedTensorType> outputType = s.outputType(0);
+  if (failed(outputType))
+    return failure();
+  TensorBuilder b(s.builder, s.location);
+  Type compute = train::computeType(outputType->getElementType());
+  Value q = flatten(b, *query, *shape, compute);
+  Value k = flatten(b, *key, *shape, compute);
+  Value v = flatten(b, *value, *shape, compute);
+  Value scores = maskedScores(s, b, q, k, *shape, compute);
+  Value probabilities = s.builder.create<train::SoftmaxOp>(
+      s.location, scores, s.builder.getI64IntegerAttr(2));
+  Value output = b.view(b.bmm(probabilities, v),
+                        shape->with({shape->queries, shape->valueDim}));
+  if (failed(s.setOutput(0, b.convert(output, outputType->getElementType()))))
+    return failure();
+  SmallVector<std::string> names = s.outputNames();
+  if (names.size() < 2 || names[1].empty())
+    return success();
+  // logsumexp = max + log(sum(exp(scores - max))), in fp32 as torch keeps it.
+  FailureOr<RankedTensorType> lseType = s.outputType(1);
+  if (failed(lseType))
+    return failure();
+  Value rowMax = b.amax(scores, {2}, /*keepdim=*/true);
+  Value shifted =
+      s.builder.create<train::ExpOp>(s.location, b.sub(scores, rowMax));
+  Value logSum =
+      s.builder.create<train::LogOp>(s.location, b.sum(shifted, {2}, false));
+  Value lse = b.add(logSum, b.view(rowMax, {shape->batch, shape->queries}));
+  return s.setOutput(1, b.convert(b.view(lse, shape->with({shape->queries})),
+                                  lseType->getElementType()));
+}
+
+/// _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, query, key,
+/// value, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale) ->
+/// (grad_query, grad_key, grad_value).
+static LogicalResult importAttentionBackward(StepImporter &s) {
+  SmallVector<Value, 6> operands;
+  for (StringRef name :
+       {"grad_out", "query", "key", "value", "out", "logsumexp"}) {
+    FailureOr<Value> operand = s.tensorArgument(name);
+    if (failed(operand))
+      return failure();
+    operands.push_back(*operand);
+  }
+  auto [gradOut, query, key, value, out, logsumexp] =
+      std::tuple(operands[0], operands[1], operands[2], operands[3],
+                 operands[4], operands[5]);
+  FailureOr<AttentionShape> shape = readAttention(s, query, key, value);
+  if (failed(shape))
+    return failure();
+  TensorBuilder b(s.builder, s.location);
+  Type compute =
+      train::computeType(TensorBuilder::typeOf(query).getElementType());
+  Value q = flatten(b, query, *shape, compute);
+  Value k = flatten(b, key, *shape, compute);
+  Value v = flatten(b, value, *shape, compute);
+  Value dO = flatten(b, gradOut, *shape, compute);
+  Value o = flatten(b, out, *shape, compute);
+  Value lse =
+      b.convert(b.view(logsumexp, {shape->batch, shape->queries, 1}), compute);
+  Value scores = maskedScores(s, b, q, k, *shape, compute);
+  Value probabilities =
+      s.builder.create<train::ExpOp>(s.location, b.sub(scores, lse));
+  Value gradProbabilities = b.bmm(dO, transposed(b, v));
+  Value rowDot = b.sum(b.mul(dO, o), {2}, /*keepdim=*/true);
+  Value gradScores = b.mul(probabilities, b.sub(gradProbabilities, rowDot));
+  Value gradQuery = b.mulScalar(b.bmm(gradScores, k), shape->scale);
+  Value gradKey =
+      b.mulScalar(b.bmm(transposed(b, gradScores), q), shape->scale);
+  Value gradValue = b.bmm(transposed(b, probabilities), dO);
+  SmallVector<std::string> names = s.outputNames();
+  Value grads[3] = {gradQuery, gradKey, gradValue};
+  Value originals[3] = {query, key, value};
+  for (int i = 0; i < 3; ++i) {
+    if (static_cast<int>(names.size()) <= i || names[i].empty())
+      continue;
+    FailureOr<RankedTensorType> type = s.outputType(i);
+    if (failed(type))
+      return failure();
+    Value grad = b.view(grads[i], TensorBuilder::shapeOf(originals[i]));
+    if (failed(s.setOutput(i, b.convert(grad, type->getElementType()))))
+      return failure();
+  }
+  return success();
+}
+
+/// _safe_softmax(self, dim, dtype?): softmax, except that rows whose every
+/// element is -inf give zeros instead of NaN.
+static LogicalResult importSafeSoftmax(StepImporter &s) {
+  FailureOr<Value> self = s.tensorArgument("self");
+  if (failed(self))
+    return failure();
+  int64_t rank = TensorBuilder::shapeOf(*self).size();
+  FailureOr<int64_t> dim = s.dimArgument("dim", rank);
+  if (failed(dim))
+    return failure();
+  FailureOr<RankedTensorType> type = s.outputType();
+  if (failed(type))
+    return failure();
+  TensorBuilder b(s.builder, s.location);
+  Value input = b.convert(*self, type->getElementType());
+  Value softmax = s.builder.create<train::SoftmaxOp>(
+      s.location, input, s.builder.getI64IntegerAttr(*dim));
+  Value rowMax = b.amax(input, {*dim}, /*keepdim=*/true);
+  Value masked = s.builder.create<train::EqScalarOp>(
+      s.location, rowMax,
+      s.builder.getF64FloatAttr(-std::numeric_limits<double>::infinity()));
+  return s.setOutput(
+      0, s.builder.create<train::MaskedFillOp>(s.location, softmax, masked,
+                                               s.builder.getI64IntegerAttr(0)));
+}
+
+void mlir::mantissa::importer::addAttentionHandlers(HandlerTable &table) {
+  table["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default"] =
+      importAttention;
+  table["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward."
+        "default"] = importAttentionBackward;
+  table["torch.ops.aten.scaled_dot_product_attention.default"] =
+      importAttention;
+  table["torch.ops.aten._safe_softmax.default"] = importSafeSoftmax;
+}

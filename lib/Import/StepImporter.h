@@ -1,0 +1,219 @@
+//===- StepImporter.h - The importer's state and handler API ----*- C++ -*-===//
+//
+// The state of one import (TorchImporter.cpp) and what the handlers of ATen
+// operators use: typed access to a node's arguments, torch's output types,
+// and the values of the tensors imported so far. Handlers of an operator
+// family live in a file of their own (ImportConvolution.cpp, ...) and are
+// registered in the handler table by name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_LIB_IMPORT_STEPIMPORTER_H
+#define MANTISSA_LIB_IMPORT_STEPIMPORTER_H
+
+#include "mantissa/Import/Pt2Archive.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::mantissa::importer {
+
+class StepImporter;
+/// Imports the current node; fails (through StepImporter::fail) with a
+/// message naming what is wrong.
+using Handler = std::function<LogicalResult(StepImporter &)>;
+/// Handlers by operator overload ("torch.ops.aten.convolution.default").
+using HandlerTable = llvm::StringMap<Handler>;
+
+/// The handlers of the operator families kept in files of their own.
+void addConvolutionHandlers(HandlerTable &table);
+void addAttentionHandlers(HandlerTable &table);
+
+/// The `ScalarOpTy` of importBinary for operators without a form that takes
+/// the right operand as an attribute: a number there becomes a tensor.
+struct NoScalarForm {};
+
+/// Imports one program. Problems are collected rather than returned one at a
+/// time, so that a user sees every unsupported operator in one run.
+class StepImporter {
+public:
+  StepImporter(MLIRContext &context, const pt2::Program &program,
+               StringRef fileName)
+      : context(context), program(program), fileName(fileName),
+        builder(&context) {}
+
+  llvm::Expected<OwningOpRef<ModuleOp>> run();
+
+  //===--------------------------------------------------------------------===//
+  // The interface of the handlers (one per ATen operator, by family)
+  //===--------------------------------------------------------------------===//
+
+  /// "torch.ops.aten.mul.Tensor (node 'mul_3', module 'layers.0.mlp')".
+  std::string describeNode(const pt2::Node &node) const;
+  /// Fails the node being imported with `message` (the first one counts).
+  LogicalResult fail(const Twine &message);
+
+  const pt2::Argument *findArgument(StringRef name) const;
+  FailureOr<Value> tensorArgument(StringRef name);
+  FailureOr<Value> optionalTensorArgument(StringRef name);
+  FailureOr<SmallVector<Value>> tensorListArgument(StringRef name);
+  FailureOr<int64_t> intArgument(StringRef name,
+                                 std::optional<int64_t> defaultValue = {});
+  FailureOr<SmallVector<int64_t>> intsArgument(StringRef name);
+  FailureOr<double> floatArgument(StringRef name,
+                                  std::optional<double> defaultValue = {});
+  bool boolArgument(StringRef name, bool defaultValue);
+  /// A Python number argument as an attribute (I64, F64 or Bool).
+  FailureOr<Attribute> scalarArgument(StringRef name,
+                                      std::optional<double> defaultValue = {});
+  /// A dimension argument, made non-negative for a tensor of `rank`.
+  FailureOr<int64_t> dimArgument(StringRef name, int64_t rank,
+                                 std::optional<int64_t> defaultValue = {});
+
+  /// An operand that torch accepts either as a tensor or as a Python number
+  /// in a tensor position (`aten.sub.Tensor(1, x)`): torch wraps the number
+  /// as a zero-dimensional "wrapped number" tensor, which takes part in type
+  /// promotion below every tensor, zero-dimensional ones included.
+  struct Operand {
+    Value tensor;
+    Attribute number;
+    bool isNumber() const { return !tensor; }
+  };
+  FailureOr<Operand> operandArgument(StringRef name);
+  /// torch's common dtype of `operands` (TensorIterator's, with wrapped
+  /// numbers as scalars).
+  Type commonType(ArrayRef<Operand> operands) const;
+  /// The operand as a tensor of element type `elementType`: a number
+  /// becomes a zero-dimensional `train.full`, converted to `elementType` as
+  /// TensorIterator converts a wrapped number to the common dtype; a tensor
+  /// is cast when its type differs.
+  Value materialize(const Operand &operand, Type elementType);
+
+  /// The names of the node's output tensors ("" for None outputs).
+  SmallVector<std::string> outputNames() const;
+  /// torch's type for output `index`.
+  FailureOr<RankedTensorType> outputType(unsigned index = 0);
+  LogicalResult setOutput(unsigned index, Value value);
+  LogicalResult setOutputs(ValueRange values);
+
+  static int64_t rankOf(Value value) {
+    return cast<RankedTensorType>(value.getType()).getRank();
+  }
+
+  /// Builds `OpTy` on the given operands with torch's output type(s).
+  template <typename OpTy, typename... Args>
+  LogicalResult emitSingle(Args &&...args) {
+    FailureOr<RankedTensorType> type = outputType(0);
+    if (failed(type))
+      return failure();
+    auto op =
+        builder.create<OpTy>(location, *type, std::forward<Args>(args)...);
+    return setOutput(0, op.getResult());
+  }
+
+  // Families of handlers.
+  template <typename TensorOpTy, typename ScalarOpTy = NoScalarForm>
+  LogicalResult importBinary(StringRef lhsName = "self",
+                             StringRef rhsName = "other");
+  LogicalResult importAddOrSub(bool isSub, bool reversed = false);
+  template <typename OpTy> LogicalResult importUnary();
+  LogicalResult importIdentity();
+  LogicalResult importAssertMetadata();
+  LogicalResult importToCopy();
+  LogicalResult importGelu();
+  LogicalResult importGeluBackward();
+  LogicalResult importSigmoidBackward();
+  LogicalResult importTanhBackward();
+  LogicalResult importSiluBackward();
+  LogicalResult importThresholdBackward();
+  LogicalResult importWhere();
+  LogicalResult importMaskedFill();
+  LogicalResult importClamp(bool hasMin, bool hasMax);
+  LogicalResult importLerp();
+  LogicalResult importAddcmulOrAddcdiv(bool isDiv);
+  template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
+  template <typename OpTy> LogicalResult importSoftmax();
+  template <typename OpTy> LogicalResult importSoftmaxBackward();
+  template <typename OpTy> LogicalResult importMatmul();
+  LogicalResult importAddmm();
+  LogicalResult importLayerNorm();
+  LogicalResult importLayerNormBackward();
+  LogicalResult importRmsNorm();
+  LogicalResult importRmsNormBackward();
+  LogicalResult importView();
+  LogicalResult importPermute();
+  LogicalResult importTranspose();
+  LogicalResult importTranspose2D();
+  LogicalResult importExpand();
+  LogicalResult importSlice();
+  LogicalResult importSliceScatter();
+  LogicalResult importSelect();
+  LogicalResult importSelectScatter();
+  LogicalResult importFillTensor();
+  LogicalResult importCat();
+  LogicalResult importSplit(bool withSizes);
+  LogicalResult importEmbedding();
+  LogicalResult importEmbeddingBackward();
+  LogicalResult importIndexPut();
+  template <typename OpTy> LogicalResult importIndexedAlongDim();
+  LogicalResult importScatter(StringRef reduce);
+  LogicalResult importScatterValue();
+  LogicalResult importFull(std::optional<double> fixedValue,
+                           StringRef valueArgument);
+  LogicalResult importArange();
+  LogicalResult importCopy();
+
+  static const HandlerTable &handlers();
+
+  MLIRContext &context;
+  const pt2::Program &program;
+  StringRef fileName;
+  OpBuilder builder;
+  /// The location of the node being imported.
+  Location location = UnknownLoc::get(&context);
+
+private:
+  /// The SSA value of each torch tensor name imported so far.
+  llvm::StringMap<Value> values;
+  const pt2::Node *currentNode = nullptr;
+  /// Problems of the signature and of the step as a whole.
+  std::vector<std::string> problems;
+
+  /// A node that could not be imported: an unsupported operator or a
+  /// handler's error. Nodes that depend on it are skipped, not reported
+  /// again: one message per cause, with a count of what it cost.
+  struct NodeFailure {
+    std::string message;
+    bool unsupportedOperator = false;
+    unsigned skippedDependents = 0;
+  };
+  std::vector<NodeFailure> nodeFailures;
+  RankedTensorType getTensorType(StringRef tensorName, StringRef what);
+  void importSignature(SmallVectorImpl<Type> &argumentTypes,
+                       SmallVectorImpl<DictionaryAttr> &argumentAttrs,
+                       SmallVectorImpl<Type> &resultTypes,
+                       SmallVectorImpl<DictionaryAttr> &resultAttrs);
+  void importNode(const pt2::Node &node);
+
+  /// For each tensor a failed or skipped node left undefined, the index in
+  /// `nodeFailures` of its cause.
+  llvm::StringMap<unsigned> failedTensors;
+  /// Set by fail() while a handler runs: its message.
+  std::optional<std::string> currentFailure;
+
+  /// The cause of the first input of `node` left undefined by a failure.
+  std::optional<unsigned> failedInputCause(const pt2::Node &node) const;
+  void recordNodeFailure(const pt2::Node &node, NodeFailure failure);
+  /// Every problem found, one per cause, as one message.
+  std::string describeProblems() const;
+};
+
+} // namespace mlir::mantissa::importer
+
+#endif // MANTISSA_LIB_IMPORT_STEPIMPORTER_H

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Generates the attention test model of test/Import/attention.test.
+
+usage: make_attention_models.py OUT_DIR
+
+torch >= 2.1 exports F.scaled_dot_product_attention on the CPU as
+`aten._scaled_dot_product_flash_attention_for_cpu` (output, logsumexp) and,
+in a joint graph, its backward `..._for_cpu_backward`; torch 1.13, the torch
+that runs here, has neither. So this script defines both operators with
+torch's schemas (in a test namespace: 1.13 reserves `aten`), implements them
+with the math of torch's kernels (scores q k^T * scale, the top-left causal
+mask, a bool attn_mask that keeps where true, softmax, and the backward from
+the saved log-sum-exp), lets torch 1.13 trace a model that calls them
+(tools/pt2-export/export_joint.py computes torch's gradients and trajectory
+eagerly with the same implementation) and serialises the two operators
+under their `aten` names. The rest of the graph is torch's own.
+
+  attention  a causal self-attention block, a masked cross-attention call
+             with an explicit scale and an attention written out with
+             _safe_softmax (one query sees no key), then a squared-error
+             loss. _safe_softmax (torch >= 2.5) is defined here too.
+"""
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "..", "tools", "pt2-export"))
+import export_joint as exporter  # noqa: E402
+
+NAMESPACE = "mantissa_test"
+SAFE_SOFTMAX = "_safe_softmax"
+FORWARD = "_scaled_dot_product_flash_attention_for_cpu"
+BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
+
+_library = torch.library.Library(NAMESPACE, "DEF")
+_library.define(
+    FORWARD + "(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, "
+    "bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) "
+    "-> (Tensor output, Tensor logsumexp)")
+_library.define(SAFE_SOFTMAX + "(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")
+_library.define(
+    BACKWARD + "(Tensor grad_out, Tensor query, Tensor key, Tensor value, "
+    "Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, "
+    "Tensor? attn_mask=None, float? scale=None) "
+    "-> (Tensor grad_query, Tensor grad_key, Tensor grad_value)")
+
+
+def _scores(query, key, is_causal, attn_mask, scale):
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = torch.matmul(query.float(), key.float().transpose(-2, -1)) * scale
+    if is_causal:
+        rows, cols = scores.shape[-2:]
+        future = torch.ones(rows, cols, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            scores = scores + attn_mask.float()
+    return scores, scale
+
+
+def _forward(query, key, value, dropout_p=0.0, is_causal=False, attn_mask=None,
+             scale=None):
+    scores, _ = _scores(query, key, is_causal, attn_mask, scale)
+    output = torch.matmul(torch.softmax(scores, -1), value.float())
+    return output.to(query.dtype), torch.logsumexp(scores, -1)
+
+
+def _backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal,
+              attn_mask=None, scale=None):
+    scores, scale = _scores(query, key, is_causal, attn_mask, scale)
+    probabilities = torch.exp(scores - logsumexp.unsqueeze(-1))
+    grad_out, out = grad_out.float(), out.float()
+    grad_value = torch.matmul(probabilities.transpose(-2, -1), grad_out)
+    grad_probabilities = torch.matmul(grad_out, value.float().transpose(-2, -1))
+    row_dot = (grad_out * out).sum(-1, keepdim=True)
+    grad_scores = probabilities * (grad_probabilities - row_dot)
+    grad_query = torch.matmul(grad_scores, key.float()) * scale
+    grad_key = torch.matmul(grad_scores.transpose(-2, -1), query.float()) * scale
+    return (grad_query.to(query.dtype), grad_key.to(key.dtype),
+            grad_value.to(value.dtype))
+
+
+def _safe_softmax(self, dim, dtype=None):
+    """torch's _safe_softmax: rows of only -inf give zeros, not NaN."""
+    out = torch.softmax(self, dim)
+    masked_rows = self.eq(float("-inf")).all(dim, keepdim=True)
+    return out.masked_fill(masked_rows, 0.0)
+
+
+_library.impl(SAFE_SOFTMAX, _safe_softmax, "CPU")
+_library.impl(FORWARD, _forward, "CPU")
+_library.impl(BACKWARD, _backward, "CPU")
+_forward_op = getattr(getattr(torch.ops, NAMESPACE), FORWARD).default
+_backward_op = getattr(getattr(torch.ops, NAMESPACE), BACKWARD).default
+_safe_softmax_op = getattr(getattr(torch.ops, NAMESPACE), SAFE_SOFTMAX).default
+for _op, _name in ((_forward_op, FORWARD), (_backward_op, BACKWARD),
+                   (_safe_softmax_op, SAFE_SOFTMAX)):
+    exporter.SERIALIZED_AS[_op] = (f"torch.ops.aten.{_name}.default", {})
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, query, key, value, is_causal, attn_mask, scale):
+        output, logsumexp = _forward_op(query, key, value, 0.0, is_causal,
+                                        attn_mask=attn_mask, scale=scale)
+        ctx.save_for_backward(query, key, value, output, logsumexp)
+        ctx.is_causal, ctx.attn_mask, ctx.scale = is_causal, attn_mask, scale
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        query, key, value, output, logsumexp = ctx.saved_tensors
+        grads = _backward_op(grad_out, query, key, value, output, logsumexp,
+                             0.0, ctx.is_causal, attn_mask=ctx.attn_mask,
+                             scale=ctx.scale)
+        return grads[0], grads[1], grads[2], None, None, None
+
+
+class _SafeSoftmax(torch.autograd.Function):
+    """Its backward is softmax's (zero rows have zero gradient)."""
+    @staticmethod
+    def forward(ctx, scores, dim):
+        out = _safe_softmax_op(scores, dim)
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        out, = ctx.saved_tensors
+        return torch.ops.aten._softmax_backward_data(grad, out, ctx.dim, out.dtype), None
+
+
+class AttentionBlock(torch.nn.Module):
+    def __init__(self, dim=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.memory = torch.nn.Linear(dim, 2 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+
+    def split(self, x):
+        batch, length, dim = x.shape
+        return x.view(batch, length, self.heads, dim // self.heads).transpose(1, 2)
+
+    def forward(self, x, context, mask, target):
+        batch, length, dim = x.shape
+        q, k, v = self.qkv(x).split(dim, dim=-1)
+        q, k, v = self.split(q), self.split(k), self.split(v)
+        h = _Attention.apply(q, k, v, True, None, None)
+        mk, mv = self.memory(context).split(dim, dim=-1)
+        h = h + _Attention.apply(q, self.split(mk), self.split(mv), False, mask, 0.3)
+        # Attention written out with _safe_softmax; the last query sees no
+        # key at all, so its row of probabilities is zero.
+        scores = torch.matmul(q, k.transpose(-2, -1)) * 0.25
+        blind = torch.zeros(length, length, dtype=torch.bool)
+        blind[-1] = True
+        probabilities = _SafeSoftmax.apply(scores.masked_fill(blind, float("-inf")), -1)
+        h = h + torch.matmul(probabilities, v)
+        out = self.proj(h.transpose(1, 2).reshape(batch, length, dim))
+        return ((out - target) ** 2).mean()
+
+
+def main():
+    out_dir = sys.argv[1]
+    torch.manual_seed(0)
+    model = AttentionBlock()
+    x, context, target = torch.randn(2, 5, 16), torch.randn(2, 3, 16), torch.randn(2, 5, 16)
+    mask = torch.rand(2, 1, 5, 3) > 0.3
+    mask[..., 0] = True  # every query sees at least one memory slot
+    summary = exporter.export_joint(model, (x, context, mask, target), out_dir, "attention",
+                           mode="decomposed", steps=20)
+    print("attention", summary["self_check_error"], " ".join(summary["ops"]))
+
+
+if __name__ == "__main__":
+    main()
