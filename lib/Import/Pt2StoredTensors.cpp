@@ -1,0 +1,300 @@
+//===- Pt2StoredTensors.cpp - Weights and constants of a .pt2 archive -----===//
+//
+// Reads data/weights/ and data/constants/. Each directory's payload config
+// (schema.py's PayloadConfig) gives, per tensor, the blob that holds its
+// storage and the strided view of that storage the tensor is; the view is
+// copied out of the blob into contiguous bytes, with every offset checked
+// against the blob's size. Tied tensors share one read of their blob.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Pt2StoredTensors.h"
+
+#include "Pt2ArchiveLayout.h"
+#include "Pt2Json.h"
+#include "Pt2Schema.h"
+#include "Pt2Zip.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstring>
+#include <limits>
+
+using namespace mlir::mantissa::pt2;
+using namespace mlir::mantissa::pt2::detail;
+using llvm::StringRef;
+using llvm::Twine;
+namespace json = llvm::json;
+
+//===----------------------------------------------------------------------===//
+// Payload configs
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Reads a payload config (data/weights/model_weights_config.json or its
+/// constants counterpart) and materialises each tensor from its blob.
+class PayloadReader {
+public:
+  PayloadReader(ZipArchive &archive, StringRef displayName, StringRef kindName,
+                StringRef directory, StringRef configEntry,
+                const ReadOptions &options)
+      : archive(archive), displayName(displayName), kindName(kindName),
+        directory(directory), configEntry(configEntry), options(options),
+        reader(displayName, configEntry, options) {}
+
+  llvm::Error read(std::vector<StoredTensor> &tensors) {
+    std::string text;
+    bool found = false;
+    if (llvm::Error error = archive.read(configEntry, text, found))
+      return error;
+    if (!found)
+      return makeError(displayName + ": " + configEntry +
+                       " not found in archive");
+
+    std::optional<json::Value> document = reader.parseDocument(text);
+    if (!document)
+      return reader.takeError();
+    JsonPath root;
+    const json::Object *top = reader.getObject(*document, root);
+    const json::Value *configValue =
+        top ? reader.getField(*top, "config", root) : nullptr;
+    JsonPath configPath = root.field("config");
+    const json::Object *config =
+        configValue ? reader.getObject(*configValue, configPath) : nullptr;
+    if (!config)
+      return reader.takeError();
+
+    for (const auto &[fqn, payload] : *config) {
+      StoredTensor tensor;
+      tensor.fqn = fqn.str();
+      if (llvm::Error error =
+              readTensor(payload, configPath.field(fqn), tensor))
+        return error;
+      tensors.push_back(std::move(tensor));
+    }
+    llvm::sort(tensors, [](const StoredTensor &lhs, const StoredTensor &rhs) {
+      return lhs.fqn < rhs.fqn;
+    });
+    return llvm::Error::success();
+  }
+
+private:
+  llvm::Error readTensor(const json::Value &value, const JsonPath &path,
+                         StoredTensor &tensor) {
+    std::string label = kindName + " '" + tensor.fqn + "'";
+    const json::Object *payload = reader.getObject(value, path);
+    bool usePickle = false;
+    if (!payload ||
+        !reader.readField(*payload, "path_name", path, tensor.blobName) ||
+        !reader.readField(*payload, "is_param", path, tensor.isParameter) ||
+        !reader.readField(*payload, "use_pickle", path, usePickle))
+      return reader.takeError();
+    // torch pickles tensor subclasses and script objects; reading them would
+    // need a Python unpickler and the subclass's code.
+    if (usePickle)
+      return makeError(displayName + ": " + label +
+                       " is stored with use_pickle, which is not supported; "
+                       "re-export with plain torch.Tensor " +
+                       kindName +
+                       "s (tensor subclasses and script objects "
+                       "are pickled)");
+    const json::Value *meta =
+        JsonReader::getOptionalField(*payload, "tensor_meta");
+    if (!meta)
+      return makeError(displayName + ": " + label + " has no tensor_meta");
+    if (!readTensorMeta(reader, *meta, path.field("tensor_meta"), label,
+                        tensor.meta))
+      return reader.takeError();
+    if (tensor.meta.layout != Layout::Strided)
+      return makeError(displayName + ": " + label +
+                       " has a non-strided layout, which is not supported");
+
+    const std::string *blob = nullptr;
+    if (llvm::Error error = getBlob(tensor.blobName, label, blob))
+      return error;
+    return materialize(*blob, label, tensor);
+  }
+
+  /// Reads blob `name` once; tied tensors share it.
+  llvm::Error getBlob(StringRef name, StringRef label,
+                      const std::string *&blob) {
+    auto it = blobs.find(name);
+    if (it != blobs.end()) {
+      blob = &it->second;
+      return llvm::Error::success();
+    }
+    std::string entryName = (directory + name).str();
+    std::string contents;
+    bool found = false;
+    if (name.empty() || name.contains('/'))
+      found = false;
+    else if (llvm::Error error = archive.read(entryName, contents, found))
+      return error;
+    if (!found)
+      return makeError(displayName + ": " + label + " refers to blob " +
+                       entryName + ", which is not in the archive");
+    blob = &blobs.try_emplace(name, std::move(contents)).first->second;
+    return llvm::Error::success();
+  }
+
+  /// Copies the strided view that `tensor.meta` describes out of `blob` into
+  /// row-major order.
+  llvm::Error materialize(StringRef blob, StringRef label,
+                          StoredTensor &tensor) {
+    const TensorMeta &meta = tensor.meta;
+    int64_t elementCount = meta.getNumElements();
+    if (elementCount == 0)
+      return llvm::Error::success();
+    // torch writes no bytes for a fake tensor; an empty tensor (handled
+    // above) has none either.
+    if (blob.empty()) {
+      tensor.isFake = true;
+      return llvm::Error::success();
+    }
+
+    auto tooLarge = [&]() {
+      return makeError(displayName + ": " + label +
+                       " is a view too large to address");
+    };
+    int64_t elementBytes = getScalarTypeByteWidth(meta.dtype);
+    std::optional<int64_t> lastElement = meta.storageOffset;
+    for (size_t dim = 0, e = meta.sizes.size(); dim < e && lastElement; ++dim)
+      lastElement = llvm::checkedMulAdd(meta.sizes[dim] - 1, meta.strides[dim],
+                                        *lastElement);
+    std::optional<int64_t> viewEnd;
+    if (lastElement && *lastElement < std::numeric_limits<int64_t>::max())
+      viewEnd = llvm::checkedMul(*lastElement + 1, elementBytes);
+    if (!viewEnd)
+      return tooLarge();
+    if (static_cast<uint64_t>(*viewEnd) > blob.size())
+      return makeError(displayName + ": " + label + " views bytes up to " +
+                       Twine(*viewEnd) + " of blob " + tensor.blobName +
+                       ", which holds only " + Twine(blob.size()) + " bytes");
+    std::optional<int64_t> totalBytes =
+        llvm::checkedMul(elementCount, elementBytes);
+    if (!totalBytes)
+      return tooLarge();
+    if (static_cast<uint64_t>(*totalBytes) > options.maxTensorBytes)
+      return makeError(displayName + ": " + label + " is " +
+                       Twine(*totalBytes) + " bytes, more than the limit of " +
+                       Twine(options.maxTensorBytes));
+
+    tensor.contiguousBytes.resize(static_cast<size_t>(*totalBytes));
+    uint8_t *destination = tensor.contiguousBytes.data();
+    const uint8_t *source = reinterpret_cast<const uint8_t *>(blob.data());
+    size_t rank = meta.sizes.size();
+
+    // Walk the view row by row (the innermost dimension), keeping the
+    // element offset of the current row up to date like an odometer. Every
+    // offset visited is at most `lastElement`, which was bounds-checked.
+    int64_t rowLength = rank ? meta.sizes.back() : 1;
+    int64_t rowStride = rank ? meta.strides.back() : 1;
+    int64_t rowCount = elementCount / rowLength;
+    llvm::SmallVector<int64_t, 6> position(rank ? rank - 1 : 0, 0);
+    int64_t rowOffset = meta.storageOffset;
+    for (int64_t row = 0; row < rowCount; ++row) {
+      if (rowStride == 1) {
+        std::memcpy(destination, source + rowOffset * elementBytes,
+                    static_cast<size_t>(rowLength * elementBytes));
+        destination += rowLength * elementBytes;
+      } else {
+        for (int64_t column = 0; column < rowLength; ++column) {
+          std::memcpy(destination,
+                      source + (rowOffset + column * rowStride) * elementBytes,
+                      static_cast<size_t>(elementBytes));
+          destination += elementBytes;
+        }
+      }
+      for (size_t dim = position.size(); dim-- > 0;) {
+        if (++position[dim] < meta.sizes[dim]) {
+          rowOffset += meta.strides[dim];
+          break;
+        }
+        rowOffset -= (meta.sizes[dim] - 1) * meta.strides[dim];
+        position[dim] = 0;
+      }
+    }
+    return llvm::Error::success();
+  }
+
+  ZipArchive &archive;
+  std::string displayName;
+  std::string kindName;
+  std::string directory;
+  std::string configEntry;
+  const ReadOptions &options;
+  JsonReader reader;
+  llvm::StringMap<std::string> blobs;
+};
+
+} // namespace
+
+llvm::Error mlir::mantissa::pt2::detail::readStoredTensors(
+    ZipArchive &archive, StringRef displayName, StringRef kindName,
+    StringRef directory, StringRef configEntry, const ReadOptions &options,
+    std::vector<StoredTensor> &tensors) {
+  PayloadReader payloadReader(archive, displayName, kindName, directory,
+                              configEntry, options);
+  return payloadReader.read(tensors);
+}
+
+//===----------------------------------------------------------------------===//
+// Agreement with the signature
+//===----------------------------------------------------------------------===//
+
+llvm::Error
+mlir::mantissa::pt2::detail::checkStoredInputs(const Program &program,
+                                               StringRef displayName) {
+  for (const InputSpec &spec : program.signature.inputSpecs) {
+    const StoredTensor *stored = nullptr;
+    StringRef where;
+    switch (spec.kind) {
+    case InputSpec::Kind::Parameter:
+      stored = program.findWeight(spec.fqn);
+      where = kWeightsConfigEntry;
+      break;
+    case InputSpec::Kind::Buffer:
+      // Persistent buffers are in the state_dict (weights), non-persistent
+      // ones among the constants; accept either in case an exporter differs.
+      stored = spec.persistent ? program.findWeight(spec.fqn)
+                               : program.findConstant(spec.fqn);
+      if (!stored)
+        stored = spec.persistent ? program.findConstant(spec.fqn)
+                                 : program.findWeight(spec.fqn);
+      where = spec.persistent ? kWeightsConfigEntry : kConstantsConfigEntry;
+      break;
+    case InputSpec::Kind::TensorConstant:
+      stored = program.findConstant(spec.fqn);
+      where = kConstantsConfigEntry;
+      break;
+    case InputSpec::Kind::UserInput:
+    case InputSpec::Kind::ConstantInput:
+      continue;
+    }
+    StringRef kind = stringifyInputKind(spec.kind);
+    if (!stored)
+      return makeError(displayName + ": " + kind + " '" + spec.fqn +
+                       "' has no stored data in " + where);
+    const TensorMeta *placeholder = program.graph.findTensor(spec.argName);
+    if (placeholder && (placeholder->dtype != stored->meta.dtype ||
+                        placeholder->sizes != stored->meta.sizes)) {
+      auto describe = [](const TensorMeta &meta) {
+        std::string text = stringifyScalarType(meta.dtype).str() + "[";
+        for (auto [dim, size] : llvm::enumerate(meta.sizes))
+          text += (dim ? "," : "") + std::to_string(size);
+        return text + "]";
+      };
+      return makeError(displayName + ": " + kind + " '" + spec.fqn +
+                       "' is stored as " + describe(stored->meta) +
+                       " but graph input '" + spec.argName + "' is " +
+                       describe(*placeholder));
+    }
+  }
+  return llvm::Error::success();
+}
