@@ -24,6 +24,7 @@
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Driver/TrainLoop.h"
+#include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
@@ -329,7 +330,8 @@ int mlir::mantissa::runMain(int argc, char **argv) {
         buffers.push_back(info.getFqn().str());
     }
     if (!rt::checkStateCoverage(weights, weightsPath, parameters, buffers,
-                                trainer.allowPartialWeights, error))
+                                trainer.allowPartialWeights, error,
+                                getTiedAliases(*program)))
       return reportError(error);
   }
 

@@ -38,23 +38,41 @@ static std::optional<rt::DType> toRuntimeDType(pt2::ScalarType type) {
   }
 }
 
-llvm::Error mlir::mantissa::collectStoredTensors(
-    const pt2::Program &program, std::vector<rt::HostTensor> &tensors,
-    std::map<std::string, std::string> &tiedTo) {
+/// Every stored tensor, weights before constants (the order that decides
+/// which name of a tied group is kept).
+static std::vector<const pt2::StoredTensor *>
+storedTensors(const pt2::Program &program) {
   std::vector<const pt2::StoredTensor *> stored;
   for (const pt2::StoredTensor &tensor : program.weights)
     stored.push_back(&tensor);
   for (const pt2::StoredTensor &tensor : program.constants)
     stored.push_back(&tensor);
+  return stored;
+}
+
+std::map<std::string, std::string>
+mlir::mantissa::getTiedAliases(const pt2::Program &program) {
+  std::map<std::string, std::string> tiedTo;
   std::vector<const pt2::StoredTensor *> kept;
-  for (const pt2::StoredTensor *tensor : stored) {
+  for (const pt2::StoredTensor *tensor : storedTensors(program)) {
     auto tied = llvm::find_if(kept, [&](const pt2::StoredTensor *other) {
       return tensor->isTiedTo(*other);
     });
-    if (tied != kept.end()) {
+    if (tied != kept.end())
       tiedTo[tensor->fqn] = (*tied)->fqn;
+    else
+      kept.push_back(tensor);
+  }
+  return tiedTo;
+}
+
+llvm::Error mlir::mantissa::collectStoredTensors(
+    const pt2::Program &program, std::vector<rt::HostTensor> &tensors,
+    std::map<std::string, std::string> &tiedTo) {
+  tiedTo = getTiedAliases(program);
+  for (const pt2::StoredTensor *tensor : storedTensors(program)) {
+    if (tiedTo.count(tensor->fqn))
       continue;
-    }
     if (tensor->isFake)
       return llvm::createStringError(llvm::formatv(
           "tensor '{0}' was exported as a fake tensor without data",
@@ -64,7 +82,6 @@ llvm::Error mlir::mantissa::collectStoredTensors(
       return llvm::createStringError(llvm::formatv(
           "tensor '{0}' has dtype {1}, which cannot be stored", tensor->fqn,
           pt2::stringifyScalarType(tensor->meta.dtype)));
-    kept.push_back(tensor);
     tensors.push_back(rt::HostTensor{tensor->fqn, *dtype, tensor->meta.sizes,
                                      tensor->contiguousBytes});
   }

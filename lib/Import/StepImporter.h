@@ -34,6 +34,8 @@ using HandlerTable = llvm::StringMap<Handler>;
 /// The handlers of the operator families kept in files of their own.
 void addConvolutionHandlers(HandlerTable &table);
 void addAttentionHandlers(HandlerTable &table);
+void addLossHandlers(HandlerTable &table);
+void addNormalizationHandlers(HandlerTable &table);
 
 /// The `ScalarOpTy` of importBinary for operators without a form that takes
 /// the right operand as an attribute: a number there becomes a tensor.
@@ -133,6 +135,7 @@ public:
   LogicalResult importSiluBackward();
   LogicalResult importThresholdBackward();
   LogicalResult importWhere();
+  LogicalResult importLogical();
   LogicalResult importMaskedFill();
   LogicalResult importClamp(bool hasMin, bool hasMax);
   LogicalResult importLerp();

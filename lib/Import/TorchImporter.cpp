@@ -122,6 +122,9 @@ const HandlerTable &StepImporter::handlers() {
     add("relu.default", &S::importUnary<ReluOp>);
     add("silu.default", &S::importUnary<SiluOp>);
     add("logical_not.default", &S::importUnary<LogicalNotOp>);
+    for (StringRef name :
+         {"logical_and.default", "logical_or.default", "logical_xor.default"})
+      add(name, &S::importLogical);
     add("gelu.default", &S::importGelu);
     add("gelu_backward.default", &S::importGeluBackward);
     add("sigmoid_backward.default", &S::importSigmoidBackward);
@@ -217,7 +220,9 @@ const HandlerTable &StepImporter::handlers() {
          {"arange.default", "arange.start", "arange.start_step"})
       add(name, &S::importArange);
     addConvolutionHandlers(map);
+    addLossHandlers(map);
     addAttentionHandlers(map);
+    addNormalizationHandlers(map);
     return map;
   }();
   return table;
@@ -980,6 +985,43 @@ LogicalResult StepImporter::importThresholdBackward() {
     return failure();
   Value mask = builder.create<LeScalarOp>(location, *self, *threshold);
   return emitSingle<MaskedFillOp>(*grad, mask, builder.getI64IntegerAttr(0));
+}
+
+/// logical_and / logical_or / logical_xor: every operand is true where it is
+/// non-zero; the result is bool. `a and b` is `where(a, b, false)`, `a or
+/// b` is `where(a, true, b)` and `a xor b` is `a != b`.
+LogicalResult StepImporter::importLogical() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<Value> other =
+      succeeded(self) ? tensorArgument("other") : FailureOr<Value>();
+  FailureOr<RankedTensorType> type =
+      succeeded(other) ? outputType() : FailureOr<RankedTensorType>();
+  if (failed(self) || failed(other) || failed(type))
+    return failure();
+  if (!type->getElementType().isInteger(1))
+    return fail("only bool results are supported");
+  auto truth = [&](Value value) -> Value {
+    if (getElementTypeOrSelf(value.getType()).isInteger(1))
+      return value;
+    return builder.create<NeScalarOp>(location, value,
+                                      builder.getI64IntegerAttr(0));
+  };
+  Value lhs = truth(*self), rhs = truth(*other);
+  StringRef target = currentNode->target;
+  Value result;
+  if (target.contains("logical_xor")) {
+    result = builder.create<NeOp>(location, lhs, rhs);
+  } else {
+    bool isAnd = target.contains("logical_and");
+    Value constant = builder.create<FullOp>(
+        location, RankedTensorType::get({}, builder.getI1Type()),
+        builder.getBoolAttr(!isAnd));
+    result = isAnd ? builder.create<WhereOp>(location, lhs, rhs, constant)
+                   : builder.create<WhereOp>(location, lhs, constant, rhs);
+  }
+  if (result.getType() != *type)
+    result = builder.create<ExpandOp>(location, *type, result);
+  return setOutput(0, result);
 }
 
 /// `where(condition, self, other)`; either value may be a number, which

@@ -97,6 +97,23 @@ std::string stepProgram(const std::string &dir, const std::string &device,
   return "";
 }
 
+/// The other names of tied weights, from the `tied` map the compiler writes
+/// into the artifact's weights file (empty when it has none or it is not a
+/// map of names).
+std::map<std::string, std::string> tiedAliases(const SafeTensorsFile &weights) {
+  std::map<std::string, std::string> tied;
+  auto entry = weights.metadata().find("tied");
+  if (entry == weights.metadata().end())
+    return tied;
+  nlohmann::json map = nlohmann::json::parse(entry->second, nullptr, false);
+  if (!map.is_object())
+    return tied;
+  for (const auto &[alias, kept] : map.items())
+    if (kept.is_string())
+      tied[alias] = kept.get<std::string>();
+  return tied;
+}
+
 /// The value of step argument `argument` taken from `tensor` (read from
 /// `file`): its dense bytes in the step's dtype. Shapes must agree exactly;
 /// dtypes too, except that a floating-point buffer may change width (rounded
@@ -286,7 +303,8 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
       else if (argument.role == GpuStepTensor::Role::Buffer)
         buffers.push_back(argument.name);
     if (!checkStateCoverage(given, options.weightsPath, parameters, buffers,
-                            options.allowPartialWeights, error))
+                            options.allowPartialWeights, error,
+                            tiedAliases(weights)))
       return nullptr;
   }
   std::vector<std::pair<const SafeTensorsFile *, std::string>> stateFiles;

@@ -655,13 +655,38 @@ void SafeTensorsFile::clear() {
 bool checkStateCoverage(const SafeTensorsFile &file, const std::string &path,
                         const std::vector<std::string> &parameters,
                         const std::vector<std::string> &buffers,
-                        bool allowPartial, std::string &error) {
+                        bool allowPartial, std::string &error,
+                        const std::map<std::string, std::string> &tiedTo) {
   std::set<std::string> expected(parameters.begin(), parameters.end());
   expected.insert(buffers.begin(), buffers.end());
   std::vector<std::string> extra, missing;
-  for (const std::string &name : file.names())
-    if (!expected.count(name))
-      extra.push_back(name);
+  // Tied names form groups under one kept name; an unexpected name stands for
+  // the expected name of its group.
+  auto keptName = [&](const std::string &name) {
+    auto tied = tiedTo.find(name);
+    return tied == tiedTo.end() ? name : tied->second;
+  };
+  std::map<std::string, std::string> expectedOfGroup;
+  for (const std::string &name : expected)
+    expectedOfGroup[keptName(name)] = name;
+  for (const std::string &name : file.names()) {
+    if (expected.count(name))
+      continue;
+    auto group = expectedOfGroup.find(keptName(name));
+    if (group != expectedOfGroup.end()) {
+      const HostTensor *alias = file.find(name);
+      const HostTensor *kept = file.find(group->second);
+      if (kept && alias->dtype == kept->dtype && alias->shape == kept->shape &&
+          alias->bytes == kept->bytes)
+        continue;
+      error =
+          path + ": '" + name + "' is tied to '" + group->second +
+          "' in the model, but " +
+          (kept ? "holds other values" : "'" + group->second + "' is absent");
+      return false;
+    }
+    extra.push_back(name);
+  }
   if (!allowPartial)
     for (const std::string &name : parameters)
       if (!file.find(name))

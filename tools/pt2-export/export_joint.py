@@ -1043,8 +1043,18 @@ def export_joint(model, model_inputs, out_dir, name, mode="decomposed", loss_fn=
                            f"(relative error {error:.3e} in {worst})")
 
     # Tracing ran on copies, so the model still holds the initial values.
-    stored = {fqn: value.detach().clone() for fqn, value in model.state_dict().items()}
-    stored.update({fqn: value.detach().clone() for fqn, value in model.named_buffers()})
+    # One copy per storage, so that tied weights (an embedding shared with
+    # the head) stay one blob in the archive, as torch.export.save stores them.
+    copies = {}
+
+    def copy_of(value):
+        key = (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
+        if key not in copies:
+            copies[key] = value.detach().clone()
+        return copies[key]
+
+    stored = {fqn: copy_of(value) for fqn, value in model.state_dict().items()}
+    stored.update({fqn: copy_of(value) for fqn, value in model.named_buffers()})
     model_json, weights, constants = serialize_program(
         gm, params, buffers, mutated, input_names, mode)
     weights = {fqn: (stored[fqn], is_param) for fqn, (_, is_param) in weights.items()}

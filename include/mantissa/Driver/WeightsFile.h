@@ -19,6 +19,11 @@ llvm::Error collectStoredTensors(const pt2::Program &program,
                                  std::vector<rt::HostTensor> &tensors,
                                  std::map<std::string, std::string> &tiedTo);
 
+/// The tied weights of `program`: every FQN that names the same stored
+/// tensor as an earlier one (weights before constants), mapped to that one.
+/// A state_dict lists a tied weight under each of its names.
+std::map<std::string, std::string> getTiedAliases(const pt2::Program &program);
+
 /// Writes the program's stored tensors to `path` (crash-safe; see
 /// rt::writeSafeTensors), with the tie map in the metadata under `tied`.
 llvm::Error writeWeightsFile(const pt2::Program &program, llvm::StringRef path);

@@ -124,10 +124,14 @@ private:
 /// hold), and, unless `allowPartial`, it must hold every parameter. A
 /// misspelt name or another model's file is refused with the names that
 /// are extra or missing (at most 10 of each, then a count).
+/// `tiedTo` maps the other names of tied weights to the name the model
+/// keeps (a state_dict lists a tied weight under each name): such a name is
+/// accepted when the file holds the same bytes under the kept name.
 bool checkStateCoverage(const SafeTensorsFile &file, const std::string &path,
                         const std::vector<std::string> &parameters,
                         const std::vector<std::string> &buffers,
-                        bool allowPartial, std::string &error);
+                        bool allowPartial, std::string &error,
+                        const std::map<std::string, std::string> &tiedTo = {});
 
 /// Writes `tensors` and `metadata` to `path` as a safetensors file, tensors in
 /// name order, header padded with spaces to an 8-byte boundary.
