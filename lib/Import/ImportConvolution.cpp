@@ -49,30 +49,6 @@ struct ConvolutionShape {
 
 } // namespace
 
-/// A per-dimension parameter list; torch accepts one value for all.
-static FailureOr<SmallVector<int64_t>> spatialParameter(StepImporter &s,
-                                                        StringRef name,
-                                                        int64_t spatialRank,
-                                                        int64_t defaultValue) {
-  SmallVector<int64_t> values;
-  if (s.findArgument(name)) {
-    FailureOr<SmallVector<int64_t>> given = s.intsArgument(name);
-    if (failed(given))
-      return failure();
-    values = *given;
-  }
-  if (values.empty())
-    values.assign(spatialRank, defaultValue);
-  else if (values.size() == 1)
-    values.assign(spatialRank, values.front());
-  if (static_cast<int64_t>(values.size()) != spatialRank)
-    return s.fail(llvm::formatv("argument '{0}' has {1} values for {2} spatial "
-                                "dimension(s)",
-                                name, values.size(), spatialRank)
-                      .str());
-  return values;
-}
-
 /// Reads and checks the geometry shared by the forward and the backward.
 static FailureOr<ConvolutionShape> readConvolution(StepImporter &s, Value input,
                                                    Value weight) {
@@ -111,15 +87,15 @@ static FailureOr<ConvolutionShape> readConvolution(StepImporter &s, Value input,
                                 shape.features)
                       .str());
   FailureOr<SmallVector<int64_t>> stride =
-      spatialParameter(s, "stride", spatialRank, 1);
+      s.spatialArgument("stride", SmallVector<int64_t>(spatialRank, 1));
   if (failed(stride))
     return failure();
   FailureOr<SmallVector<int64_t>> padding =
-      spatialParameter(s, "padding", spatialRank, 0);
+      s.spatialArgument("padding", SmallVector<int64_t>(spatialRank, 0));
   if (failed(padding))
     return failure();
   FailureOr<SmallVector<int64_t>> dilation =
-      spatialParameter(s, "dilation", spatialRank, 1);
+      s.spatialArgument("dilation", SmallVector<int64_t>(spatialRank, 1));
   if (failed(dilation))
     return failure();
   WindowGeometry &window = shape.window;

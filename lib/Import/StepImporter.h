@@ -35,6 +35,7 @@ using HandlerTable = llvm::StringMap<Handler>;
 void addConvolutionHandlers(HandlerTable &table);
 void addAttentionHandlers(HandlerTable &table);
 void addLossHandlers(HandlerTable &table);
+void addPoolingHandlers(HandlerTable &table);
 void addNormalizationHandlers(HandlerTable &table);
 
 /// The `ScalarOpTy` of importBinary for operators without a form that takes
@@ -74,6 +75,12 @@ public:
   /// A Python number argument as an attribute (I64, F64 or Bool).
   FailureOr<Attribute> scalarArgument(StringRef name,
                                       std::optional<double> defaultValue = {});
+  /// A per-dimension parameter of a window (kernel_size, stride, padding,
+  /// dilation of convolutions and pooling): torch accepts one value for every
+  /// spatial dimension, and an absent or empty list means `defaults` (whose
+  /// size is the number of spatial dimensions).
+  FailureOr<SmallVector<int64_t>> spatialArgument(StringRef name,
+                                                  ArrayRef<int64_t> defaults);
   /// A dimension argument, made non-negative for a tensor of `rank`.
   FailureOr<int64_t> dimArgument(StringRef name, int64_t rank,
                                  std::optional<int64_t> defaultValue = {});

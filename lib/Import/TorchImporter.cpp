@@ -222,6 +222,7 @@ const HandlerTable &StepImporter::handlers() {
     addConvolutionHandlers(map);
     addLossHandlers(map);
     addAttentionHandlers(map);
+    addPoolingHandlers(map);
     addNormalizationHandlers(map);
     return map;
   }();
@@ -722,6 +723,27 @@ Value StepImporter::materialize(const Operand &operand, Type elementType) {
   return builder.create<CastOp>(
       location, RankedTensorType::get(type.getShape(), elementType),
       operand.tensor);
+}
+
+FailureOr<SmallVector<int64_t>>
+StepImporter::spatialArgument(StringRef name, ArrayRef<int64_t> defaults) {
+  SmallVector<int64_t> values;
+  if (findArgument(name)) {
+    FailureOr<SmallVector<int64_t>> given = intsArgument(name);
+    if (failed(given))
+      return failure();
+    values = *given;
+  }
+  if (values.empty())
+    values.assign(defaults.begin(), defaults.end());
+  else if (values.size() == 1)
+    values.assign(defaults.size(), values.front());
+  if (values.size() != defaults.size())
+    return fail(llvm::formatv("argument '{0}' has {1} values for {2} spatial "
+                              "dimension(s)",
+                              name, values.size(), defaults.size())
+                    .str());
+  return values;
 }
 
 SmallVector<std::string> StepImporter::outputNames() const {

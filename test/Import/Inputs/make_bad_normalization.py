@@ -13,30 +13,19 @@ MODE is one of:
   backward-no-saved  the first training-mode native_batch_norm_backward
                      loses its save_mean
 """
-import json
+import os
 import sys
-import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pt2_edit import Archive, argument, first  # noqa: E402
 
 
-def first(graph, target, where=lambda node: True):
-    for node in graph["nodes"]:
-        if node["target"] == f"torch.ops.aten.{target}" and where(node):
-            return node
-    sys.exit(f"no {target} node")
-
-
-def argument(node, name):
-    return next(entry for entry in node["inputs"] if entry["name"] == name)
 
 
 def main():
     mode, source, target = sys.argv[1:4]
-    with zipfile.ZipFile(source) as archive:
-        entries = [(info.filename, archive.read(info)) for info in archive.infolist()]
-    root = entries[0][0].split("/")[0]
-    model_name = f"{root}/models/model.json"
-    model = json.loads(dict(entries)[model_name])
-    graph = model["graph_module"]["graph"]
+    archive = Archive(source)
+    graph = archive.graph
 
     if mode == "group-mismatch":
         argument(first(graph, "native_group_norm.default"), "group")["arg"] = {"as_int": 3}
@@ -53,11 +42,7 @@ def main():
     else:
         sys.exit(f"unknown mode {mode}")
 
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
-        for filename, data in entries:
-            if filename == model_name:
-                data = json.dumps(model).encode()
-            out.writestr(zipfile.ZipInfo(filename, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    archive.write(target)
 
 
 if __name__ == "__main__":
