@@ -143,6 +143,7 @@ public:
   LogicalResult importThresholdBackward();
   LogicalResult importWhere();
   LogicalResult importLogical();
+  LogicalResult importSign();
   LogicalResult importMaskedFill();
   LogicalResult importClamp(bool hasMin, bool hasMax);
   LogicalResult importLerp();

@@ -122,6 +122,8 @@ const HandlerTable &StepImporter::handlers() {
     add("relu.default", &S::importUnary<ReluOp>);
     add("silu.default", &S::importUnary<SiluOp>);
     add("logical_not.default", &S::importUnary<LogicalNotOp>);
+    for (StringRef name : {"sgn.default", "sign.default"})
+      add(name, &S::importSign);
     for (StringRef name :
          {"logical_and.default", "logical_or.default", "logical_xor.default"})
       add(name, &S::importLogical);
@@ -1007,6 +1009,26 @@ LogicalResult StepImporter::importThresholdBackward() {
     return failure();
   Value mask = builder.create<LeScalarOp>(location, *self, *threshold);
   return emitSingle<MaskedFillOp>(*grad, mask, builder.getI64IntegerAttr(0));
+}
+
+/// sign / sgn of a real tensor: `(x > 0) - (x < 0)` in x's dtype, as ATen's
+/// kernel computes it (so NaN gives 0).
+LogicalResult StepImporter::importSign() {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<RankedTensorType> type =
+      succeeded(self) ? outputType() : FailureOr<RankedTensorType>();
+  if (failed(self) || failed(type))
+    return failure();
+  Type element = type->getElementType();
+  if (element.isInteger(1))
+    return setOutput(0, *self);
+  Attribute zero = builder.getI64IntegerAttr(0);
+  auto asElement = [&](Value mask) {
+    return materialize(Operand{mask, Attribute()}, element);
+  };
+  Value positive = asElement(builder.create<GtScalarOp>(location, *self, zero));
+  Value negative = asElement(builder.create<LtScalarOp>(location, *self, zero));
+  return emitSingle<SubOp>(positive, negative);
 }
 
 /// logical_and / logical_or / logical_xor: every operand is true where it is
