@@ -19,6 +19,8 @@ under their `aten` names. The rest of the graph is torch's own.
              with an explicit scale and an attention written out with
              _safe_softmax (one query sees no key), then a squared-error
              loss. _safe_softmax (torch >= 2.5) is defined here too.
+  attention_bf16  the same model and batch in bf16 (the bf16 test compares
+             compiled code with the interpreter).
 """
 import math
 import os
@@ -176,6 +178,13 @@ def main():
     summary = exporter.export_joint(model, (x, context, mask, target), out_dir, "attention",
                            mode="decomposed", steps=20)
     print("attention", summary["self_check_error"], " ".join(summary["ops"]))
+    bf16 = AttentionBlock()
+    bf16.load_state_dict(model.state_dict())
+    bf16 = bf16.to(torch.bfloat16)
+    summary = exporter.export_joint(
+        bf16, (x.bfloat16(), context.bfloat16(), mask, target.bfloat16()), out_dir,
+        "attention_bf16", mode="decomposed", steps=1, check_tolerance=2e-2)
+    print("attention_bf16", summary["self_check_error"])
 
 
 if __name__ == "__main__":
