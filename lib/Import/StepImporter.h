@@ -149,6 +149,7 @@ public:
   LogicalResult importLerp();
   LogicalResult importAddcmulOrAddcdiv(bool isDiv);
   template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
+  LogicalResult importAllOrAny(bool isAll);
   template <typename OpTy> LogicalResult importSoftmax();
   template <typename OpTy> LogicalResult importSoftmaxBackward();
   template <typename OpTy> LogicalResult importMatmul();

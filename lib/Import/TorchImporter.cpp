@@ -151,6 +151,10 @@ const HandlerTable &StepImporter::handlers() {
     add("mean.dim", [](S &s) { return s.importReduction<MeanOp>(false); });
     add("mean.default", [](S &s) { return s.importReduction<MeanOp>(true); });
     add("amax.default", [](S &s) { return s.importReduction<AmaxOp>(false); });
+    for (StringRef name : {"all.dim", "all.dims", "all.default"})
+      add(name, [](S &s) { return s.importAllOrAny(true); });
+    for (StringRef name : {"any.dim", "any.dims", "any.default"})
+      add(name, [](S &s) { return s.importAllOrAny(false); });
     add("_softmax.default", &S::importSoftmax<SoftmaxOp>);
     add("_log_softmax.default", &S::importSoftmax<LogSoftmaxOp>);
     add("_softmax_backward_data.default",
@@ -1277,6 +1281,59 @@ LogicalResult StepImporter::importReduction(bool allDimsByDefault) {
   }
   return emitSingle<OpTy>(*self, builder.getDenseI64ArrayAttr(dims), keepdim,
                           dtype);
+}
+
+/// all / any over `dim` (one or a list; every dimension when absent): the
+/// count of non-zero elements, compared with the number reduced (all) or 0
+/// (any). The result is bool, shaped as torch recorded it (keepdim or not).
+LogicalResult StepImporter::importAllOrAny(bool isAll) {
+  FailureOr<Value> self = tensorArgument("self");
+  FailureOr<RankedTensorType> type =
+      succeeded(self) ? outputType() : FailureOr<RankedTensorType>();
+  if (failed(self) || failed(type))
+    return failure();
+  if (!type->getElementType().isInteger(1))
+    return fail("only bool results are supported (uint8 inputs give uint8)");
+  auto input = cast<RankedTensorType>(self->getType());
+  int64_t rank = input.getRank();
+  SmallVector<int64_t> dims;
+  if (findArgument("dim")) {
+    FailureOr<SmallVector<int64_t>> given = intsArgument("dim");
+    if (failed(given))
+      return failure();
+    for (int64_t dim : *given) {
+      int64_t bound = std::max<int64_t>(rank, 1);
+      if (dim < -bound || dim >= bound)
+        return fail(llvm::formatv("dimension {0} is out of range for rank {1}",
+                                  dim, rank)
+                        .str());
+      if (rank > 0)
+        dims.push_back(dim < 0 ? dim + bound : dim);
+    }
+  }
+  if (dims.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      dims.push_back(d);
+  llvm::sort(dims);
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  int64_t reduced = 1;
+  for (int64_t dim : dims)
+    reduced *= input.getDimSize(dim);
+  Value truth = input.getElementType().isInteger(1)
+                    ? *self
+                    : Value(builder.create<NeScalarOp>(
+                          location, *self, builder.getI64IntegerAttr(0)));
+  Value count = builder.create<SumOp>(
+      location, materialize(Operand{truth, Attribute()}, builder.getI64Type()),
+      dims, /*keepdim=*/true, TypeAttr());
+  Value result =
+      isAll ? Value(builder.create<EqScalarOp>(
+                  location, count, builder.getI64IntegerAttr(reduced)))
+            : Value(builder.create<GtScalarOp>(location, count,
+                                               builder.getI64IntegerAttr(0)));
+  if (cast<RankedTensorType>(result.getType()) != *type)
+    result = builder.create<ViewOp>(location, *type, result);
+  return setOutput(0, result);
 }
 
 template <typename OpTy> LogicalResult StepImporter::importSoftmax() {

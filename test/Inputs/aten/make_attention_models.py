@@ -17,8 +17,8 @@ under their `aten` names. The rest of the graph is torch's own.
 
   attention  a causal self-attention block, a masked cross-attention call
              with an explicit scale and an attention written out with
-             _safe_softmax (one query sees no key), then a squared-error
-             loss. _safe_softmax (torch >= 2.5) is defined here too.
+             _safe_softmax (one query sees no key) and with its
+             decomposition (eq, all, where), then a squared-error loss. _safe_softmax (torch >= 2.5) is defined here too.
   attention_bf16  the same model and batch in bf16 (the bf16 test compares
              compiled code with the interpreter).
 """
@@ -164,6 +164,13 @@ class AttentionBlock(torch.nn.Module):
         blind[-1] = True
         probabilities = _SafeSoftmax.apply(scores.masked_fill(blind, float("-inf")), -1)
         h = h + torch.matmul(probabilities, v)
+        # The same written as torch's decomposition of _safe_softmax, which
+        # torch >= 2.5's exports contain (eq -inf, all over the keys, where).
+        masked = scores.masked_fill(blind, float("-inf"))
+        masked_rows = masked.eq(float("-inf")).all(-1, keepdim=True)
+        decomposed = torch.where(masked_rows, torch.zeros_like(masked),
+                                 torch.softmax(masked, -1))
+        h = h + torch.matmul(decomposed, v) * 0.5
         out = self.proj(h.transpose(1, 2).reshape(batch, length, dim))
         return ((out - target) ** 2).mean()
 
