@@ -63,8 +63,7 @@ static FailureOr<AttentionShape> readAttention(StepImporter &s, Value query,
                       .str());
   AttentionShape shape;
   shape.leading.assign(q.begin(), q.end() - 2);
-  for (int64_t size : shape.leading)
-    shape.batch *= size;
+  shape.batch = ShapedType::getNumElements(shape.leading);
   shape.queries = q[q.size() - 2];
   shape.keys = k[k.size() - 2];
   shape.headDim = q.back();
@@ -185,40 +184,37 @@ static LogicalResult importAttention(StepImporter &s) {
       s.location, scores, s.builder.getI64IntegerAttr(2));
   Value output = b.view(b.bmm(probabilities, v),
                         shape->with({shape->queries, shape->valueDim}));
-  if (failed(s.setOutput(0, b.convert(output, outputType->getElementType()))))
+  if (failed(s.setConvertedOutput(0, output)))
     return failure();
-  SmallVector<std::string> names = s.outputNames();
-  if (names.size() < 2 || names[1].empty())
+  if (!s.hasOutput(1))
     return success();
   // logsumexp = max + log(sum(exp(scores - max))), in fp32 as torch keeps it.
-  FailureOr<RankedTensorType> lseType = s.outputType(1);
-  if (failed(lseType))
-    return failure();
   Value rowMax = b.amax(scores, {2}, /*keepdim=*/true);
   Value shifted =
       s.builder.create<train::ExpOp>(s.location, b.sub(scores, rowMax));
   Value logSum =
       s.builder.create<train::LogOp>(s.location, b.sum(shifted, {2}, false));
   Value lse = b.add(logSum, b.view(rowMax, {shape->batch, shape->queries}));
-  return s.setOutput(1, b.convert(b.view(lse, shape->with({shape->queries})),
-                                  lseType->getElementType()));
+  return s.setConvertedOutput(1, b.view(lse, shape->with({shape->queries})));
 }
 
 /// _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, query, key,
 /// value, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale) ->
 /// (grad_query, grad_key, grad_value).
 static LogicalResult importAttentionBackward(StepImporter &s) {
-  SmallVector<Value, 6> operands;
-  for (StringRef name :
-       {"grad_out", "query", "key", "value", "out", "logsumexp"}) {
-    FailureOr<Value> operand = s.tensorArgument(name);
-    if (failed(operand))
+  Value gradOut, query, key, value, out, logsumexp;
+  for (auto [name, operand] :
+       {std::pair<StringRef, Value *>{"grad_out", &gradOut},
+        {"query", &query},
+        {"key", &key},
+        {"value", &value},
+        {"out", &out},
+        {"logsumexp", &logsumexp}}) {
+    FailureOr<Value> given = s.tensorArgument(name);
+    if (failed(given))
       return failure();
-    operands.push_back(*operand);
+    *operand = *given;
   }
-  auto [gradOut, query, key, value, out, logsumexp] =
-      std::tuple(operands[0], operands[1], operands[2], operands[3],
-                 operands[4], operands[5]);
   FailureOr<AttentionShape> shape = readAttention(s, query, key, value);
   if (failed(shape))
     return failure();
@@ -242,19 +238,13 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
   Value gradKey =
       b.mulScalar(b.bmm(transposed(b, gradScores), q), shape->scale);
   Value gradValue = b.bmm(transposed(b, probabilities), dO);
-  SmallVector<std::string> names = s.outputNames();
   Value grads[3] = {gradQuery, gradKey, gradValue};
   Value originals[3] = {query, key, value};
-  for (int i = 0; i < 3; ++i) {
-    if (static_cast<int>(names.size()) <= i || names[i].empty())
-      continue;
-    FailureOr<RankedTensorType> type = s.outputType(i);
-    if (failed(type))
+  for (unsigned i = 0; i < 3; ++i)
+    if (s.hasOutput(i) &&
+        failed(s.setConvertedOutput(
+            i, b.view(grads[i], TensorBuilder::shapeOf(originals[i])))))
       return failure();
-    Value grad = b.view(grads[i], TensorBuilder::shapeOf(originals[i]));
-    if (failed(s.setOutput(i, b.convert(grad, type->getElementType()))))
-      return failure();
-  }
   return success();
 }
 

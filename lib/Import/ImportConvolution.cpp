@@ -38,10 +38,7 @@ struct ConvolutionShape {
   int64_t groupChannels() const { return channels / groups; }
   int64_t groupFeatures() const { return features / groups; }
   int64_t positions() const {
-    int64_t count = 1;
-    for (int64_t size : window.output)
-      count *= size;
-    return count;
+    return ShapedType::getNumElements(window.output);
   }
   /// Rows of a group's gathered windows: `C / groups * prod(K)`.
   int64_t columnRows() const { return groupChannels() * window.numOffsets(); }
@@ -224,14 +221,9 @@ static LogicalResult importConvolutionBackward(StepImporter &s) {
                       train::formatShape(TensorBuilder::shapeOf(*grad)),
                       train::formatShape(outputShape(*shape)))
             .str());
-  SmallVector<bool, 3> mask = {true, true, true};
-  if (const pt2::Argument *given = s.findArgument("output_mask")) {
-    if (given->kind != pt2::ArgumentKind::Bools ||
-        given->boolValues.size() != 3)
-      return s.fail("argument 'output_mask' must be a list of three bools");
-    mask.assign(given->boolValues.begin(), given->boolValues.end());
-  }
-  SmallVector<std::string> names = s.outputNames();
+  FailureOr<SmallVector<bool, 3>> mask = s.outputMaskArgument();
+  if (failed(mask))
+    return failure();
   TensorBuilder b(s.builder, s.location);
   Type element = TensorBuilder::typeOf(*grad).getElementType();
   Type compute = train::computeType(element);
@@ -241,10 +233,7 @@ static LogicalResult importConvolutionBackward(StepImporter &s) {
                            shape->positions()});
   int64_t spatialRank = shape->window.spatialRank();
 
-  if (mask[0] && names.size() > 0 && !names[0].empty()) {
-    FailureOr<RankedTensorType> type = s.outputType(0);
-    if (failed(type))
-      return failure();
+  if ((*mask)[0] && s.hasOutput(0)) {
     Value weights = weightMatrices(b, b.convert(*weight, compute), *shape,
                                    /*transposed=*/true);
     SmallVector<int64_t> columnShape = {shape->batch, shape->channels,
@@ -262,31 +251,25 @@ static LogicalResult importConvolutionBackward(StepImporter &s) {
                                            shape->window.offset(k)));
     }
     Value gradInput = unpadSpatial(b, padded, shape->window);
-    if (failed(s.setOutput(0, b.convert(gradInput, type->getElementType()))))
+    if (failed(s.setConvertedOutput(0, gradInput)))
       return failure();
   }
-  if (mask[1] && names.size() > 1 && !names[1].empty()) {
-    FailureOr<RankedTensorType> type = s.outputType(1);
-    if (failed(type))
-      return failure();
+  if ((*mask)[1] && s.hasOutput(1)) {
     Value columns = gatherColumns(b, b.convert(*input, compute), *shape);
     Value products = b.bmm(gradMatrices, b.permute(columns, {0, 2, 1}));
     int64_t weightElements = shape->features * shape->columnRows();
     Value summed =
         b.sum(b.view(products, {shape->batch, weightElements}), {0}, false);
     Value gradWeight = b.view(summed, TensorBuilder::shapeOf(*weight));
-    if (failed(s.setOutput(1, b.convert(gradWeight, type->getElementType()))))
+    if (failed(s.setConvertedOutput(1, gradWeight)))
       return failure();
   }
-  if (mask[2] && names.size() > 2 && !names[2].empty()) {
-    FailureOr<RankedTensorType> type = s.outputType(2);
-    if (failed(type))
-      return failure();
+  if ((*mask)[2] && s.hasOutput(2)) {
     SmallVector<int64_t> dims = {0};
     for (int64_t d = 0; d < spatialRank; ++d)
       dims.push_back(2 + d);
     Value gradBias = b.sum(gradCompute, dims, false);
-    if (failed(s.setOutput(2, b.convert(gradBias, type->getElementType()))))
+    if (failed(s.setConvertedOutput(2, gradBias)))
       return failure();
   }
   return success();

@@ -35,29 +35,10 @@ using namespace mlir::mantissa::importer;
 // Shared
 //===----------------------------------------------------------------------===//
 
-/// Whether output `index` is wanted: `output_mask` asks for it and torch
-/// named it (an output the mask turned off is None).
-static bool isWanted(ArrayRef<std::string> names, ArrayRef<bool> mask,
-                     unsigned index) {
-  return mask[index] && index < names.size() && !names[index].empty();
-}
-
-/// The backward ops' `output_mask` (all three when absent).
-static FailureOr<SmallVector<bool, 3>> readOutputMask(StepImporter &s) {
-  SmallVector<bool, 3> mask = {true, true, true};
-  if (const pt2::Argument *given = s.findArgument("output_mask")) {
-    if (given->kind != pt2::ArgumentKind::Bools ||
-        given->boolValues.size() != 3)
-      return s.fail("argument 'output_mask' must be a list of three bools");
-    mask.assign(given->boolValues.begin(), given->boolValues.end());
-  }
-  return mask;
-}
-
 /// Sets output `index` to `value` rounded to torch's recorded dtype, after
 /// checking that the computed shape is the recorded one.
-static LogicalResult setCheckedOutput(StepImporter &s, TensorBuilder &b,
-                                      unsigned index, Value value) {
+static LogicalResult setCheckedOutput(StepImporter &s, unsigned index,
+                                      Value value) {
   FailureOr<RankedTensorType> type = s.outputType(index);
   if (failed(type))
     return failure();
@@ -68,15 +49,7 @@ static LogicalResult setCheckedOutput(StepImporter &s, TensorBuilder &b,
                                 index, train::formatShape(shape),
                                 train::formatShape(type->getShape()))
                       .str());
-  return s.setOutput(index, b.convert(value, type->getElementType()));
-}
-
-/// The number of elements of `shape`.
-static int64_t numElements(ArrayRef<int64_t> shape) {
-  int64_t count = 1;
-  for (int64_t size : shape)
-    count *= size;
-  return count;
+  return s.setConvertedOutput(index, value);
 }
 
 //===----------------------------------------------------------------------===//
@@ -112,7 +85,8 @@ static FailureOr<GroupNormShape> readGroupNorm(StepImporter &s, Value input) {
   ArrayRef<int64_t> inputShape = TensorBuilder::shapeOf(input);
   if (inputShape.size() < 2 || inputShape[0] != shape.batch ||
       inputShape[1] != shape.channels ||
-      numElements(inputShape) != shape.batch * shape.channels * shape.inner)
+      ShapedType::getNumElements(inputShape) !=
+          shape.batch * shape.channels * shape.inner)
     return s.fail(llvm::formatv("the input has shape {0}, not N = {1}, C = {2} "
                                 "and HxW = {3} elements per channel",
                                 train::formatShape(inputShape), shape.batch,
@@ -195,11 +169,10 @@ static LogicalResult importGroupNorm(StepImporter &s) {
                     b.view(shift, channelShape));
   out = b.view(out, TensorBuilder::shapeOf(*input));
 
-  SmallVector<std::string> names = s.outputNames();
   Value results[] = {out, mean, rstd};
   for (unsigned index = 0; index < 3; ++index)
-    if (index < names.size() && !names[index].empty() &&
-        failed(setCheckedOutput(s, b, index, results[index])))
+    if (s.hasOutput(index) &&
+        failed(setCheckedOutput(s, index, results[index])))
       return failure();
   return success();
 }
@@ -226,7 +199,7 @@ static LogicalResult importGroupNormBackward(StepImporter &s) {
   if (failed(shape) ||
       failed(checkPerChannel(s, *weight, "weight", shape->channels)))
     return failure();
-  FailureOr<SmallVector<bool, 3>> mask = readOutputMask(s);
+  FailureOr<SmallVector<bool, 3>> mask = s.outputMaskArgument();
   if (failed(mask))
     return failure();
   ArrayRef<int64_t> inputShape = TensorBuilder::shapeOf(*input);
@@ -239,7 +212,7 @@ static LogicalResult importGroupNormBackward(StepImporter &s) {
   SmallVector<int64_t> statisticShape = {shape->batch, shape->groups};
   for (auto [name, value] : {std::pair<StringRef, Value>{"mean", *meanArgument},
                              {"rstd", *rstdArgument}})
-    if (numElements(TensorBuilder::shapeOf(value)) !=
+    if (ShapedType::getNumElements(TensorBuilder::shapeOf(value)) !=
         shape->batch * shape->groups)
       return s.fail(
           llvm::formatv("{0} has shape {1}, expected {2}", name,
@@ -247,7 +220,6 @@ static LogicalResult importGroupNormBackward(StepImporter &s) {
                         train::formatShape(statisticShape))
               .str());
 
-  SmallVector<std::string> names = s.outputNames();
   TensorBuilder b(s.builder, s.location);
   Type compute =
       train::computeType(TensorBuilder::typeOf(*input).getElementType());
@@ -263,7 +235,7 @@ static LogicalResult importGroupNormBackward(StepImporter &s) {
   if (*weight)
     gamma = b.view(b.convert(*weight, compute), {1, shape->channels});
 
-  if (isWanted(names, *mask, 0)) {
+  if ((*mask)[0] && s.hasOutput(0)) {
     SmallVector<int64_t> groupShape = {shape->batch, shape->groups,
                                        shape->groupChannels()};
     auto groupSum = [&](Value perChannelValue) {
@@ -293,19 +265,19 @@ static LogicalResult importGroupNormBackward(StepImporter &s) {
     gradInput = b.add(gradInput, b.mul(b.view(x, elementShape),
                                        b.view(c2, coefficientShape)));
     gradInput = b.add(gradInput, b.view(c3, coefficientShape));
-    if (failed(setCheckedOutput(s, b, 0, b.view(gradInput, inputShape))))
+    if (failed(setCheckedOutput(s, 0, b.view(gradInput, inputShape))))
       return failure();
   }
-  if (isWanted(names, *mask, 1)) {
+  if ((*mask)[1] && s.hasOutput(1)) {
     // sum over n of (ds - db * mean) * rstd.
     Value centered = b.sub(ds, b.mul(db, perChannel(b, mean, *shape)));
     Value gradWeight = b.sum(b.mul(centered, perChannel(b, rstd, *shape)), {0},
                              /*keepdim=*/false);
-    if (failed(setCheckedOutput(s, b, 1, gradWeight)))
+    if (failed(setCheckedOutput(s, 1, gradWeight)))
       return failure();
   }
-  if (isWanted(names, *mask, 2) &&
-      failed(setCheckedOutput(s, b, 2, b.sum(db, {0}, /*keepdim=*/false))))
+  if ((*mask)[2] && s.hasOutput(2) &&
+      failed(setCheckedOutput(s, 2, b.sum(db, {0}, /*keepdim=*/false))))
     return failure();
   return success();
 }
@@ -348,7 +320,7 @@ static FailureOr<BatchNormShape> readBatchNorm(StepImporter &s, Value input) {
   BatchNormShape shape;
   shape.batch = inputShape[0];
   shape.channels = inputShape[1];
-  shape.inner = numElements(inputShape.drop_front(2));
+  shape.inner = ShapedType::getNumElements(inputShape.drop_front(2));
   return shape;
 }
 
@@ -448,17 +420,13 @@ static LogicalResult importBatchNorm(StepImporter &s, BatchNormForm form) {
   Value out = b.add(b.mul(x, channelColumn(b, scale, *shape)),
                     channelColumn(b, shift, *shape));
 
-  SmallVector<std::string> names = s.outputNames();
-  auto wanted = [&](unsigned index) {
-    return index < names.size() && !names[index].empty();
-  };
-  if (wanted(0) && failed(setCheckedOutput(
-                       s, b, 0, b.view(out, TensorBuilder::shapeOf(*input)))))
+  if (s.hasOutput(0) && failed(setCheckedOutput(
+                            s, 0, b.view(out, TensorBuilder::shapeOf(*input)))))
     return failure();
   // In evaluation mode torch's CPU kernels return empty saved statistics.
   Value saved[] = {mean, invstd};
   for (unsigned index : {1u, 2u}) {
-    if (!wanted(index))
+    if (!s.hasOutput(index))
       continue;
     FailureOr<RankedTensorType> type = s.outputType(index);
     if (failed(type))
@@ -466,7 +434,7 @@ static LogicalResult importBatchNorm(StepImporter &s, BatchNormForm form) {
     Value value = saved[index - 1];
     if (!training && type->getNumElements() == 0)
       value = b.full(type->getShape(), compute, 0.0);
-    if (failed(setCheckedOutput(s, b, index, value)))
+    if (failed(setCheckedOutput(s, index, value)))
       return failure();
   }
   if (!form.returnsRunningStats)
@@ -483,9 +451,9 @@ static LogicalResult importBatchNorm(StepImporter &s, BatchNormForm form) {
     newVar = b.add(b.mulScalar(unbiased, *momentum),
                    b.mulScalar(newVar, 1.0 - *momentum));
   }
-  if (wanted(3) && failed(setCheckedOutput(s, b, 3, newMean)))
+  if (s.hasOutput(3) && failed(setCheckedOutput(s, 3, newMean)))
     return failure();
-  if (wanted(4) && failed(setCheckedOutput(s, b, 4, newVar)))
+  if (s.hasOutput(4) && failed(setCheckedOutput(s, 4, newVar)))
     return failure();
   return success();
 }
@@ -526,7 +494,7 @@ static LogicalResult importBatchNormBackward(StepImporter &s) {
   FailureOr<double> eps = s.floatArgument("eps");
   if (failed(eps))
     return failure();
-  FailureOr<SmallVector<bool, 3>> mask = readOutputMask(s);
+  FailureOr<SmallVector<bool, 3>> mask = s.outputMaskArgument();
   if (failed(mask))
     return failure();
   FailureOr<BatchNormShape> shape = readBatchNorm(s, *input);
@@ -545,7 +513,6 @@ static LogicalResult importBatchNormBackward(StepImporter &s) {
                       train::formatShape(inputShape))
             .str());
 
-  SmallVector<std::string> names = s.outputNames();
   TensorBuilder b(s.builder, s.location);
   Type compute =
       train::computeType(TensorBuilder::typeOf(*input).getElementType());
@@ -560,7 +527,7 @@ static LogicalResult importBatchNormBackward(StepImporter &s) {
   Value centered = b.sub(x, channelColumn(b, mean, *shape));
   Value dotProduct = b.sum(b.mul(centered, dy), {0, 2}, /*keepdim=*/false);
 
-  if (isWanted(names, *mask, 0)) {
+  if ((*mask)[0] && s.hasOutput(0)) {
     Value scale = invstd;
     if (*weight)
       scale = b.mul(scale, b.convert(*weight, compute));
@@ -578,13 +545,13 @@ static LogicalResult importBatchNormBackward(StepImporter &s) {
     } else {
       gradInput = b.mul(dy, channelColumn(b, scale, *shape));
     }
-    if (failed(setCheckedOutput(s, b, 0, b.view(gradInput, inputShape))))
+    if (failed(setCheckedOutput(s, 0, b.view(gradInput, inputShape))))
       return failure();
   }
-  if (isWanted(names, *mask, 1) &&
-      failed(setCheckedOutput(s, b, 1, b.mul(dotProduct, invstd))))
+  if ((*mask)[1] && s.hasOutput(1) &&
+      failed(setCheckedOutput(s, 1, b.mul(dotProduct, invstd))))
     return failure();
-  if (isWanted(names, *mask, 2) && failed(setCheckedOutput(s, b, 2, gradSum)))
+  if ((*mask)[2] && s.hasOutput(2) && failed(setCheckedOutput(s, 2, gradSum)))
     return failure();
   return success();
 }

@@ -327,7 +327,7 @@ static LogicalResult importMaxPool(StepImporter &s, int64_t spatialRank) {
   SmallVector<int64_t> outputShape = shape->outputShape();
   if (failed(checkShape(s, outputShape, valueType->getShape(), "the maxima")))
     return failure();
-  bool withIndices = s.outputNames().size() > 1 && !s.outputNames()[1].empty();
+  bool withIndices = s.hasOutput(1);
   TensorBuilder b(s.builder, s.location);
   const WindowGeometry &window = shape->window;
   Type element = TensorBuilder::typeOf(*input).getElementType();

@@ -81,6 +81,11 @@ public:
   /// size is the number of spatial dimensions).
   FailureOr<SmallVector<int64_t>> spatialArgument(StringRef name,
                                                   ArrayRef<int64_t> defaults);
+  /// A list of dimensions of a tensor of `rank` (one or several), made
+  /// non-negative, sorted and without repeats; empty when absent.
+  FailureOr<SmallVector<int64_t>> dimsArgument(StringRef name, int64_t rank);
+  /// An index into a dimension of `size`, made non-negative.
+  FailureOr<int64_t> indexArgument(StringRef name, int64_t size);
   /// A dimension argument, made non-negative for a tensor of `rank`.
   FailureOr<int64_t> dimArgument(StringRef name, int64_t rank,
                                  std::optional<int64_t> defaultValue = {});
@@ -103,12 +108,24 @@ public:
   /// TensorIterator converts a wrapped number to the common dtype; a tensor
   /// is cast when its type differs.
   Value materialize(const Operand &operand, Type elementType);
+  /// The operand as a tensor: a number becomes a zero-dimensional tensor of
+  /// `numberType`, a tensor keeps its own dtype (the operation promotes it).
+  Value asTensor(const Operand &operand, Type numberType);
+  /// `value` converted to `elementType` (itself if it already is).
+  Value convert(Value value, Type elementType);
 
   /// The names of the node's output tensors ("" for None outputs).
   SmallVector<std::string> outputNames() const;
   /// torch's type for output `index`.
   FailureOr<RankedTensorType> outputType(unsigned index = 0);
   LogicalResult setOutput(unsigned index, Value value);
+  /// Sets output `index` to `value` converted to torch's recorded dtype.
+  LogicalResult setConvertedOutput(unsigned index, Value value);
+  /// Whether the node has a tensor output `index` (outputs a backward's
+  /// output_mask turned off are None).
+  bool hasOutput(unsigned index) const;
+  /// A backward's `output_mask`: three bools, all true when absent.
+  FailureOr<SmallVector<bool, 3>> outputMaskArgument();
   LogicalResult setOutputs(ValueRange values);
 
   static int64_t rankOf(Value value) {
@@ -142,7 +159,8 @@ public:
   LogicalResult importSiluBackward();
   LogicalResult importThresholdBackward();
   LogicalResult importWhere();
-  LogicalResult importLogical();
+  enum class Logical { And, Or, Xor };
+  LogicalResult importLogical(Logical kind);
   LogicalResult importSign();
   LogicalResult importMaskedFill();
   LogicalResult importClamp(bool hasMin, bool hasMax);
@@ -222,6 +240,8 @@ private:
   /// The cause of the first input of `node` left undefined by a failure.
   std::optional<unsigned> failedInputCause(const pt2::Node &node) const;
   void recordNodeFailure(const pt2::Node &node, NodeFailure failure);
+  /// Leaves the current node's outputs undefined, failed by `cause`.
+  void markOutputsFailed(unsigned cause);
   /// Every problem found, one per cause, as one message.
   std::string describeProblems() const;
 };

@@ -133,10 +133,7 @@ Value TensorBuilder::bmm(Value lhs, Value rhs) {
 //===----------------------------------------------------------------------===//
 
 int64_t WindowGeometry::numOffsets() const {
-  int64_t count = 1;
-  for (int64_t size : kernel)
-    count *= size;
-  return count;
+  return ShapedType::getNumElements(kernel);
 }
 
 SmallVector<int64_t> WindowGeometry::offset(int64_t index) const {

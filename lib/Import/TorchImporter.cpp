@@ -10,6 +10,7 @@
 
 #include "mantissa/Import/TorchImporter.h"
 #include "StepImporter.h"
+#include "TensorBuilder.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -124,9 +125,12 @@ const HandlerTable &StepImporter::handlers() {
     add("logical_not.default", &S::importUnary<LogicalNotOp>);
     for (StringRef name : {"sgn.default", "sign.default"})
       add(name, &S::importSign);
-    for (StringRef name :
-         {"logical_and.default", "logical_or.default", "logical_xor.default"})
-      add(name, &S::importLogical);
+    add("logical_and.default",
+        [](S &s) { return s.importLogical(S::Logical::And); });
+    add("logical_or.default",
+        [](S &s) { return s.importLogical(S::Logical::Or); });
+    add("logical_xor.default",
+        [](S &s) { return s.importLogical(S::Logical::Xor); });
     add("gelu.default", &S::importGelu);
     add("gelu_backward.default", &S::importGeluBackward);
     add("sigmoid_backward.default", &S::importSigmoidBackward);
@@ -444,9 +448,7 @@ void StepImporter::importNode(const pt2::Node &node) {
   // imported, and reporting it would only repeat the cause.
   if (std::optional<unsigned> cause = failedInputCause(node)) {
     ++nodeFailures[*cause].skippedDependents;
-    for (const std::string &name : outputNames())
-      if (!name.empty())
-        failedTensors[name] = *cause;
+    markOutputsFailed(*cause);
     return;
   }
   currentFailure.reset();
@@ -488,8 +490,12 @@ void StepImporter::recordNodeFailure(const pt2::Node &node,
                                      NodeFailure failure) {
   auto cause = static_cast<unsigned>(nodeFailures.size());
   nodeFailures.push_back(std::move(failure));
-  // Outputs the handler defined before failing are dropped too: they may
-  // be half-built.
+  markOutputsFailed(cause);
+}
+
+/// Outputs a handler defined before failing are dropped too: they may be
+/// half-built.
+void StepImporter::markOutputsFailed(unsigned cause) {
   for (const std::string &name : outputNames())
     if (!name.empty()) {
       values.erase(name);
@@ -691,6 +697,38 @@ StepImporter::dimArgument(StringRef name, int64_t rank,
   return *dim < 0 ? *dim + bound : *dim;
 }
 
+FailureOr<SmallVector<int64_t>> StepImporter::dimsArgument(StringRef name,
+                                                           int64_t rank) {
+  SmallVector<int64_t> dims;
+  if (!findArgument(name))
+    return dims;
+  FailureOr<SmallVector<int64_t>> given = intsArgument(name);
+  if (failed(given))
+    return failure();
+  int64_t bound = std::max<int64_t>(rank, 1);
+  for (int64_t dim : *given) {
+    if (dim < -bound || dim >= bound)
+      return fail(
+          llvm::formatv("dimension {0} is out of range for rank {1}", dim, rank)
+              .str());
+    dims.push_back(dim < 0 ? dim + bound : dim);
+  }
+  llvm::sort(dims);
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  return dims;
+}
+
+FailureOr<int64_t> StepImporter::indexArgument(StringRef name, int64_t size) {
+  FailureOr<int64_t> index = intArgument(name);
+  if (failed(index))
+    return failure();
+  if (*index < -size || *index >= size)
+    return fail(
+        llvm::formatv("index {0} is out of range for size {1}", *index, size)
+            .str());
+  return *index < 0 ? *index + size : *index;
+}
+
 FailureOr<StepImporter::Operand> StepImporter::operandArgument(StringRef name) {
   const pt2::Argument *argument = findArgument(name);
   if (argument && !argument->isTensor()) {
@@ -723,12 +761,15 @@ Value StepImporter::materialize(const Operand &operand, Type elementType) {
   if (operand.isNumber())
     return builder.create<FullOp>(
         location, RankedTensorType::get({}, elementType), operand.number);
-  auto type = cast<RankedTensorType>(operand.tensor.getType());
-  if (type.getElementType() == elementType)
-    return operand.tensor;
-  return builder.create<CastOp>(
-      location, RankedTensorType::get(type.getShape(), elementType),
-      operand.tensor);
+  return convert(operand.tensor, elementType);
+}
+
+Value StepImporter::asTensor(const Operand &operand, Type numberType) {
+  return operand.isNumber() ? materialize(operand, numberType) : operand.tensor;
+}
+
+Value StepImporter::convert(Value value, Type elementType) {
+  return TensorBuilder(builder, location).convert(value, elementType);
 }
 
 FailureOr<SmallVector<int64_t>>
@@ -789,6 +830,29 @@ LogicalResult StepImporter::setOutput(unsigned index, Value value) {
   return success();
 }
 
+LogicalResult StepImporter::setConvertedOutput(unsigned index, Value value) {
+  FailureOr<RankedTensorType> type = outputType(index);
+  if (failed(type))
+    return failure();
+  return setOutput(index, convert(value, type->getElementType()));
+}
+
+bool StepImporter::hasOutput(unsigned index) const {
+  SmallVector<std::string> names = outputNames();
+  return index < names.size() && !names[index].empty();
+}
+
+FailureOr<SmallVector<bool, 3>> StepImporter::outputMaskArgument() {
+  SmallVector<bool, 3> mask = {true, true, true};
+  if (const pt2::Argument *given = findArgument("output_mask")) {
+    if (given->kind != pt2::ArgumentKind::Bools ||
+        given->boolValues.size() != 3)
+      return fail("argument 'output_mask' must be a list of three bools");
+    mask.assign(given->boolValues.begin(), given->boolValues.end());
+  }
+  return mask;
+}
+
 LogicalResult StepImporter::setOutputs(ValueRange results) {
   for (auto [index, value] : llvm::enumerate(results))
     if (failed(setOutput(index, value)))
@@ -816,13 +880,10 @@ LogicalResult StepImporter::importBinary(StringRef lhsName, StringRef rhsName) {
   if constexpr (!std::is_same_v<ScalarOpTy, NoScalarForm>)
     if (!lhs->isNumber() && rhs->isNumber())
       return emitSingle<ScalarOpTy>(lhs->tensor, rhs->number);
-  Type common = commonType({*lhs, *rhs});
   // Tensors keep their own dtypes (the operation promotes them); only
   // numbers take the common one.
-  auto asTensor = [&](const Operand &operand) {
-    return operand.isNumber() ? materialize(operand, common) : operand.tensor;
-  };
-  return emitSingle<TensorOpTy>(asTensor(*lhs), asTensor(*rhs));
+  Type common = commonType({*lhs, *rhs});
+  return emitSingle<TensorOpTy>(asTensor(*lhs, common), asTensor(*rhs, common));
 }
 
 /// `lhs + alpha * rhs` (add), `lhs - alpha * rhs` (sub), and rsub, which is
@@ -860,8 +921,7 @@ LogicalResult StepImporter::importAddOrSub(bool isSub, bool reversed) {
                  : emitSingle<AddScalarOp>(lhs.tensor, scalar);
   }
   Type common = commonType({lhs, rhs});
-  Value left = lhs.isNumber() ? materialize(lhs, common) : lhs.tensor;
-  Value right = rhs.isNumber() ? materialize(rhs, common) : rhs.tensor;
+  Value left = asTensor(lhs, common), right = asTensor(rhs, common);
   if (!isOne(*alpha))
     right = builder.create<MulScalarOp>(location, right, *alpha);
   return isSub ? emitSingle<SubOp>(left, right)
@@ -1027,18 +1087,17 @@ LogicalResult StepImporter::importSign() {
   if (element.isInteger(1))
     return setOutput(0, *self);
   Attribute zero = builder.getI64IntegerAttr(0);
-  auto asElement = [&](Value mask) {
-    return materialize(Operand{mask, Attribute()}, element);
-  };
-  Value positive = asElement(builder.create<GtScalarOp>(location, *self, zero));
-  Value negative = asElement(builder.create<LtScalarOp>(location, *self, zero));
+  Value positive =
+      convert(builder.create<GtScalarOp>(location, *self, zero), element);
+  Value negative =
+      convert(builder.create<LtScalarOp>(location, *self, zero), element);
   return emitSingle<SubOp>(positive, negative);
 }
 
 /// logical_and / logical_or / logical_xor: every operand is true where it is
 /// non-zero; the result is bool. `a and b` is `where(a, b, false)`, `a or
 /// b` is `where(a, true, b)` and `a xor b` is `a != b`.
-LogicalResult StepImporter::importLogical() {
+LogicalResult StepImporter::importLogical(Logical kind) {
   FailureOr<Value> self = tensorArgument("self");
   FailureOr<Value> other =
       succeeded(self) ? tensorArgument("other") : FailureOr<Value>();
@@ -1055,12 +1114,11 @@ LogicalResult StepImporter::importLogical() {
                                       builder.getI64IntegerAttr(0));
   };
   Value lhs = truth(*self), rhs = truth(*other);
-  StringRef target = currentNode->target;
   Value result;
-  if (target.contains("logical_xor")) {
+  if (kind == Logical::Xor) {
     result = builder.create<NeOp>(location, lhs, rhs);
   } else {
-    bool isAnd = target.contains("logical_and");
+    bool isAnd = kind == Logical::And;
     Value constant = builder.create<FullOp>(
         location, RankedTensorType::get({}, builder.getI1Type()),
         builder.getBoolAttr(!isAnd));
@@ -1085,10 +1143,8 @@ LogicalResult StepImporter::importWhere() {
   if (failed(other))
     return failure();
   Type common = commonType({*self, *other});
-  auto asTensor = [&](const Operand &operand) {
-    return operand.isNumber() ? materialize(operand, common) : operand.tensor;
-  };
-  return emitSingle<WhereOp>(*condition, asTensor(*self), asTensor(*other));
+  return emitSingle<WhereOp>(*condition, asTensor(*self, common),
+                             asTensor(*other, common));
 }
 
 /// `masked_fill(self, mask, value)`: a number, or a zero-dimensional tensor
@@ -1172,16 +1228,11 @@ LogicalResult StepImporter::importLerp() {
   if (failed(weight) || failed(type))
     return failure();
   Type compute = train::computeType(type->getElementType());
-  auto inCompute = [&](Value value) {
-    return materialize(Operand{value, Attribute()}, compute);
-  };
-  Value start = inCompute(*self), stop = inCompute(*end);
+  Value start = convert(*self, compute), stop = convert(*end, compute);
   Value diff = builder.create<SubOp>(location, stop, start);
   Value result;
   if (weight->isNumber()) {
-    double w = isa<FloatAttr>(weight->number)
-                   ? cast<FloatAttr>(weight->number).getValueAsDouble()
-                   : double(cast<IntegerAttr>(weight->number).getInt());
+    double w = *floatArgument("weight");
     if (std::abs(w) < 0.5)
       result = builder.create<AddOp>(
           location, start,
@@ -1193,7 +1244,7 @@ LogicalResult StepImporter::importLerp() {
           builder.create<MulScalarOp>(location, diff,
                                       builder.getF64FloatAttr(1.0 - w)));
   } else {
-    Value w = inCompute(weight->tensor);
+    Value w = convert(weight->tensor, compute);
     Value low = builder.create<AddOp>(location, start,
                                       builder.create<MulOp>(location, w, diff));
     Value oneMinus =
@@ -1205,8 +1256,7 @@ LogicalResult StepImporter::importLerp() {
                                    builder.getF64FloatAttr(0.5));
     result = builder.create<WhereOp>(location, small, low, high);
   }
-  return setOutput(
-      0, materialize(Operand{result, Attribute()}, type->getElementType()));
+  return setOutput(0, convert(result, type->getElementType()));
 }
 
 /// `self + value * tensor1 * tensor2` (addcmul) and
@@ -1237,8 +1287,7 @@ LogicalResult StepImporter::importAddcmulOrAddcdiv(bool isDiv) {
     product = builder.create<MulOp>(
         location, builder.create<MulScalarOp>(location, t1, *value), t2);
   Value sum = builder.create<AddOp>(location, self, product);
-  return setOutput(
-      0, materialize(Operand{sum, Attribute()}, type->getElementType()));
+  return setOutput(0, convert(sum, type->getElementType()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1252,20 +1301,11 @@ LogicalResult StepImporter::importReduction(bool allDimsByDefault) {
     return failure();
   int64_t rank = rankOf(*self);
   SmallVector<int64_t> dims;
-  if (!allDimsByDefault && findArgument("dim")) {
-    FailureOr<SmallVector<int64_t>> given = intsArgument("dim");
+  if (!allDimsByDefault) {
+    FailureOr<SmallVector<int64_t>> given = dimsArgument("dim", rank);
     if (failed(given))
       return failure();
-    for (int64_t dim : *given) {
-      int64_t bound = std::max<int64_t>(rank, 1);
-      if (dim < -bound || dim >= bound)
-        return fail(llvm::formatv("dimension {0} is out of range for rank {1}",
-                                  dim, rank)
-                        .str());
-      dims.push_back(dim < 0 ? dim + bound : dim);
-    }
-    llvm::sort(dims);
-    dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+    dims = std::move(*given);
   }
   // Reducing every dimension of a 0-d tensor is the identity in shape.
   if (rank == 0)
@@ -1296,36 +1336,24 @@ LogicalResult StepImporter::importAllOrAny(bool isAll) {
     return fail("only bool results are supported (uint8 inputs give uint8)");
   auto input = cast<RankedTensorType>(self->getType());
   int64_t rank = input.getRank();
-  SmallVector<int64_t> dims;
-  if (findArgument("dim")) {
-    FailureOr<SmallVector<int64_t>> given = intsArgument("dim");
-    if (failed(given))
-      return failure();
-    for (int64_t dim : *given) {
-      int64_t bound = std::max<int64_t>(rank, 1);
-      if (dim < -bound || dim >= bound)
-        return fail(llvm::formatv("dimension {0} is out of range for rank {1}",
-                                  dim, rank)
-                        .str());
-      if (rank > 0)
-        dims.push_back(dim < 0 ? dim + bound : dim);
-    }
-  }
-  if (dims.empty())
+  FailureOr<SmallVector<int64_t>> dims = dimsArgument("dim", rank);
+  if (failed(dims))
+    return failure();
+  if (rank == 0)
+    dims->clear();
+  if (dims->empty())
     for (int64_t d = 0; d < rank; ++d)
-      dims.push_back(d);
-  llvm::sort(dims);
-  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+      dims->push_back(d);
   int64_t reduced = 1;
-  for (int64_t dim : dims)
+  for (int64_t dim : *dims)
     reduced *= input.getDimSize(dim);
   Value truth = input.getElementType().isInteger(1)
                     ? *self
                     : Value(builder.create<NeScalarOp>(
                           location, *self, builder.getI64IntegerAttr(0)));
-  Value count = builder.create<SumOp>(
-      location, materialize(Operand{truth, Attribute()}, builder.getI64Type()),
-      dims, /*keepdim=*/true, TypeAttr());
+  Value count =
+      builder.create<SumOp>(location, convert(truth, builder.getI64Type()),
+                            *dims, /*keepdim=*/true, TypeAttr());
   Value result =
       isAll ? Value(builder.create<EqScalarOp>(
                   location, count, builder.getI64IntegerAttr(reduced)))
@@ -1577,18 +1605,14 @@ LogicalResult StepImporter::importSelect() {
     return failure();
   auto type = cast<RankedTensorType>(self->getType());
   FailureOr<int64_t> dim = dimArgument("dim", type.getRank());
-  FailureOr<int64_t> index = intArgument("index");
+  FailureOr<int64_t> start = succeeded(dim)
+                                 ? indexArgument("index", type.getDimSize(*dim))
+                                 : FailureOr<int64_t>();
   FailureOr<RankedTensorType> resultType = outputType();
-  if (failed(dim) || failed(index) || failed(resultType))
+  if (failed(dim) || failed(start) || failed(resultType))
     return failure();
-  int64_t size = type.getDimSize(*dim);
-  if (*index < -size || *index >= size)
-    return fail(
-        llvm::formatv("index {0} is out of range for size {1}", *index, size)
-            .str());
-  int64_t start = *index < 0 ? *index + size : *index;
   Value slice =
-      builder.create<SliceOp>(location, *self, *dim, start, start + 1, 1);
+      builder.create<SliceOp>(location, *self, *dim, *start, *start + 1, 1);
   return setOutput(0, builder.create<ViewOp>(location, *resultType, slice));
 }
 
@@ -1602,23 +1626,18 @@ LogicalResult StepImporter::importSelectScatter() {
     return failure();
   auto type = cast<RankedTensorType>(self->getType());
   FailureOr<int64_t> dim = dimArgument("dim", type.getRank());
-  FailureOr<int64_t> index =
-      succeeded(dim) ? intArgument("index") : FailureOr<int64_t>();
-  if (failed(dim) || failed(index))
+  FailureOr<int64_t> start = succeeded(dim)
+                                 ? indexArgument("index", type.getDimSize(*dim))
+                                 : FailureOr<int64_t>();
+  if (failed(dim) || failed(start))
     return failure();
-  int64_t size = type.getDimSize(*dim);
-  if (*index < -size || *index >= size)
-    return fail(
-        llvm::formatv("index {0} is out of range for size {1}", *index, size)
-            .str());
-  int64_t start = *index < 0 ? *index + size : *index;
   SmallVector<int64_t> shape(type.getShape());
   shape[*dim] = 1;
   auto sourceType = cast<RankedTensorType>(source->getType());
   Value unsqueezed = builder.create<ViewOp>(
       location, RankedTensorType::get(shape, sourceType.getElementType()),
       *source);
-  return emitSingle<SliceScatterOp>(*self, unsqueezed, *dim, start, start + 1,
+  return emitSingle<SliceScatterOp>(*self, unsqueezed, *dim, *start, *start + 1,
                                     1);
 }
 
