@@ -140,22 +140,15 @@ HostTensor f32Tensor(const std::string &name, std::vector<int64_t> shape,
   return fromFloat32(name, std::move(shape), values.data(), DType::F32);
 }
 
-/// A file's checksum as the manifest records it (Artifact::load's spelling).
+/// A file's checksum as the manifest records it.
 std::string manifestChecksum(const std::string &bytes) {
-  std::ostringstream text;
-  text << std::hex
-       << fnv1a64(reinterpret_cast<const uint8_t *>(bytes.data()),
-                  bytes.size());
-  return text.str();
+  return manifestChecksumText(
+      fnv1a64(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
 }
 
-/// A tensor's checksum as a checkpoint's metadata records it (Checkpoint.cpp
-/// checksumText): FNV-1a 64, 16 hex digits.
+/// A tensor's checksum as a checkpoint's metadata records it.
 std::string checkpointChecksum(const std::vector<uint8_t> &bytes) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx",
-                (unsigned long long)fnv1a64(bytes.data(), bytes.size()));
-  return text;
+  return checkpointChecksumText(fnv1a64(bytes.data(), bytes.size()));
 }
 
 /// Writes the artifact into `dir`.

@@ -14,7 +14,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -469,7 +468,7 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
       return cleanup(record.takeError());
     files[file] = llvm::json::Object{
         {"bytes", int64_t(record->bytes)},
-        {"fnv1a64", llvm::utohexstr(record->checksum, /*LowerCase=*/true)}};
+        {"fnv1a64", rt::manifestChecksumText(record->checksum)}};
   }
   llvm::json::Array tensorsJson, buffersJson;
   for (const ArtifactTensorSpec &tensor : spec.tensors) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <dlfcn.h>
 #include <fstream>
 #include <iterator>
@@ -31,6 +32,18 @@ uint64_t mlir::mantissa::rt::fnv1a64(const uint8_t *data, size_t size) {
     hash *= 0x100000001b3ull;
   }
   return hash;
+}
+
+std::string mlir::mantissa::rt::manifestChecksumText(uint64_t checksum) {
+  std::ostringstream text;
+  text << std::hex << checksum;
+  return text.str();
+}
+
+std::string mlir::mantissa::rt::checkpointChecksumText(uint64_t checksum) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", (unsigned long long)checksum);
+  return text;
 }
 
 int64_t ArtifactMember::elementBytes(Role role, bool amsgrad) const {
@@ -235,17 +248,17 @@ bool Artifact::load(const std::string &directory, Artifact &out,
       }
       int64_t expected = parseInt(entry, "bytes", "files." + name);
       std::string checksum = parseString(entry, "fnv1a64", "files." + name);
-      std::ostringstream actual;
-      actual << std::hex << fnv1a64(bytes.data(), bytes.size());
+      std::string actual =
+          manifestChecksumText(fnv1a64(bytes.data(), bytes.size()));
       if (int64_t(bytes.size()) != expected) {
         error = path + ": damaged piece of the artifact (" +
                 std::to_string(bytes.size()) + " bytes, the manifest says " +
                 std::to_string(expected) + ")";
         return false;
       }
-      if (actual.str() != checksum) {
-        error = path + ": damaged piece of the artifact (checksum " +
-                actual.str() + ", the manifest says " + checksum + ")";
+      if (actual != checksum) {
+        error = path + ": damaged piece of the artifact (checksum " + actual +
+                ", the manifest says " + checksum + ")";
         return false;
       }
       if (name.size() > 4 && name.rfind("kernels.", 0) == 0 &&

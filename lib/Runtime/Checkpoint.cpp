@@ -72,10 +72,7 @@ static constexpr int64_t kCheckpointVersion = 2;
 /// A tensor's checksum as the metadata records it: FNV-1a 64 (the
 /// artifact's), 16 hex digits.
 static std::string checksumText(const std::vector<uint8_t> &bytes) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx",
-                (unsigned long long)fnv1a64(bytes.data(), bytes.size()));
-  return text;
+  return checkpointChecksumText(fnv1a64(bytes.data(), bytes.size()));
 }
 using mlir::mantissa::AdamWStepScalars;
 using mlir::mantissa::computeAdamWStepScalars;

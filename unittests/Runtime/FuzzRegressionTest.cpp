@@ -220,13 +220,12 @@ std::string artifactError(const std::string &members, int64_t numTiles,
   for (const char *name : {"kernels.so", "weights.safetensors", "step.mlir"}) {
     std::string text = std::string("not really ") + name + "\n";
     writeText(dir.file(name), text);
-    std::ostringstream checksum;
-    checksum << std::hex
-             << fnv1a64(reinterpret_cast<const uint8_t *>(text.data()),
-                        text.size());
     files += std::string(files.empty() ? "" : ", ") + "\"" + name +
              "\": {\"bytes\": " + std::to_string(text.size()) +
-             ", \"fnv1a64\": \"" + checksum.str() + "\"}";
+             ", \"fnv1a64\": \"" +
+             manifestChecksumText(fnv1a64(
+                 reinterpret_cast<const uint8_t *>(text.data()), text.size())) +
+             "\"}";
   }
   std::string tensors;
   for (const std::string &fqn : parameters)
@@ -321,21 +320,15 @@ std::string readText(const std::string &path) {
   return text.str();
 }
 
-/// The manifest's spelling of a file's checksum (hex, no padding).
+/// The manifest's spelling of a file's checksum.
 std::string manifestChecksum(const std::string &bytes) {
-  std::ostringstream text;
-  text << std::hex
-       << fnv1a64(reinterpret_cast<const uint8_t *>(bytes.data()),
-                  bytes.size());
-  return text.str();
+  return manifestChecksumText(
+      fnv1a64(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
 }
 
-/// A checkpoint's spelling of a tensor's checksum (16 hex digits).
+/// A checkpoint's spelling of a tensor's checksum.
 std::string checkpointChecksum(const std::vector<uint8_t> &bytes) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx",
-                (unsigned long long)fnv1a64(bytes.data(), bytes.size()));
-  return text;
+  return checkpointChecksumText(fnv1a64(bytes.data(), bytes.size()));
 }
 
 /// The path of the library `name` (e.g. "libgcc_s.so.1") this process has

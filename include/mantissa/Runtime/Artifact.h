@@ -141,6 +141,10 @@ private:
 
 /// FNV-1a 64-bit checksum of `size` bytes, as the manifest records it.
 uint64_t fnv1a64(const uint8_t *data, size_t size);
+/// A checksum as the manifest spells it: lowercase hex without padding.
+std::string manifestChecksumText(uint64_t checksum);
+/// A checksum as a checkpoint's metadata spells it: 16 lowercase hex digits.
+std::string checkpointChecksumText(uint64_t checksum);
 
 /// The byte range [begin, end) of `role` that tiles [firstTile, endTile) of
 /// `group` touch, or an empty range {0, 0}.
