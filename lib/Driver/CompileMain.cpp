@@ -119,6 +119,11 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
       "precision-default-dtype",
       cl::desc("Gather dtype of parameters no rule sets (fp32, bf16, fp16)"),
       cl::value_desc("dtype"), cl::cat(precisionCategory));
+  cl::opt<std::string> computeDtype(
+      "precision-compute",
+      cl::desc("Compute matrix products in this dtype as torch.autocast does "
+               "(bf16, fp16; the spec's compute)"),
+      cl::value_desc("dtype"), cl::cat(precisionCategory));
   cl::opt<double> learningRate(
       "lr", cl::desc("Learning rate the stall lint assumes (default 1e-3)"),
       cl::init(1e-3), cl::cat(precisionCategory));
@@ -139,10 +144,10 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
       argc, argv,
       "Mantissa compiler: imports a torch.export training program (.pt2)\n");
 
-  bool precisionRequested = !specPath.empty() || !flagRules.empty() ||
-                            defaultDtype.getNumOccurrences() ||
-                            report != ReportKind::None ||
-                            emit == EmitKind::PlanMlir;
+  bool precisionRequested =
+      !specPath.empty() || !flagRules.empty() ||
+      defaultDtype.getNumOccurrences() || computeDtype.getNumOccurrences() ||
+      report != ReportKind::None || emit == EmitKind::PlanMlir;
   bool outputIsDirectory = outputPath.getNumOccurrences() &&
                            outputPath != "-" &&
                            llvm::sys::path::extension(outputPath) != ".mlir";
@@ -193,6 +198,7 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
     specOptions.specPath = specPath;
     specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
     specOptions.defaultDtype = defaultDtype;
+    specOptions.compute = computeDtype;
     FailureOr<precision::StepPlan> plan =
         applyPrecisionFromCommandLine(step, *program, specOptions, learningRate,
                                       warningsAsErrors, "mantissa-compile");

@@ -216,6 +216,11 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       "precision-default-dtype",
       cl::desc("Gather dtype of parameters no rule sets"),
       cl::value_desc("dtype"), cl::cat(trainCategory));
+  cl::opt<std::string> computeDtype(
+      "precision-compute",
+      cl::desc("Compute matrix products in this dtype as torch.autocast does "
+               "(bf16, fp16; the spec's compute)"),
+      cl::value_desc("dtype"), cl::cat(trainCategory));
   cl::HideUnrelatedOptions({&category, &trainCategory});
   // The trainer's flags have one definition, the runtime's (the same flags
   // `mantissa-run DIR` takes); llvm::cl parses the rest.
@@ -298,15 +303,20 @@ int mlir::mantissa::runMain(int argc, char **argv) {
     return reportError(llvm::toString(module.takeError()));
   auto step = *(*module)->getOps<train::StepOp>().begin();
 
-  bool precisionRequested =
-      !specPath.empty() || !flagRules.empty() || !defaultDtype.empty();
-  if (precisionRequested && steps <= 0)
-    return reportError("--precision needs --steps N (training)");
+  bool precisionRequested = !specPath.empty() || !flagRules.empty() ||
+                            !defaultDtype.empty() || !computeDtype.empty();
+  // Without --steps the one evaluated step shows what the plan computes:
+  // its loss and its gradients (--dump-grads) in the planned dtypes.
+  if (precisionRequested && steps <= 0 && gradsPath.empty())
+    return reportError("--precision needs --steps N (training) or "
+                       "--dump-grads G (one step's loss and gradients under "
+                       "the plan)");
   if (precisionRequested) {
     precision::SpecOptions specOptions;
     specOptions.specPath = specPath;
     specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
     specOptions.defaultDtype = defaultDtype;
+    specOptions.compute = computeDtype;
     if (failed(applyPrecisionFromCommandLine(
             step, *program, specOptions, trainer.lr,
             /*warningsAsErrors=*/false, "mantissa-run")))

@@ -352,6 +352,12 @@ FailureOr<StepPlan> mlir::mantissa::applyPrecisionPlan(StepOp step,
 
   if (failed(applyToStep(step, plan, described)))
     return failure();
+  if (spec.compute && *spec.compute != DType::fp32) {
+    plan.compute = spec.compute;
+    if (failed(applyAutocast(step, *spec.compute)))
+      return failure();
+  }
+  plan.matrixProducts = collectMatrixProducts(step);
   return plan;
 }
 
@@ -371,6 +377,7 @@ struct ApplyPrecisionPass
     specOptions.specPath = specPath;
     specOptions.flagRules.assign(rules.begin(), rules.end());
     specOptions.defaultDtype = defaultDtype;
+    specOptions.compute = compute;
     FailureOr<Spec> spec = loadPrecisionSpec(
         specOptions, steps.empty() ? module.getLoc() : steps.front().getLoc());
     if (failed(spec))

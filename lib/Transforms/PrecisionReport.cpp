@@ -45,6 +45,29 @@ static void printColumns(llvm::ArrayRef<std::vector<std::string>> rows,
   }
 }
 
+/// Products per operand element type, in first-seen order: `129 in bf16`.
+static std::vector<std::pair<std::string, int64_t>>
+countProductsByType(const StepPlan &plan) {
+  std::vector<std::pair<std::string, int64_t>> counts;
+  for (const MatrixProduct &product : plan.matrixProducts) {
+    auto it = llvm::find_if(counts, [&](const auto &entry) {
+      return entry.first == product.operandType;
+    });
+    if (it == counts.end())
+      counts.emplace_back(product.operandType, 1);
+    else
+      ++it->second;
+  }
+  return counts;
+}
+
+static std::string formatProductCounts(const StepPlan &plan) {
+  std::vector<std::string> parts;
+  for (const auto &[type, count] : countProductsByType(plan))
+    parts.push_back(llvm::formatv("{0} in {1}", count, type).str());
+  return parts.empty() ? "none" : llvm::join(parts, ", ");
+}
+
 void precision::printReportTable(const StepPlan &plan, llvm::raw_ostream &os) {
   os << "Precision plan of step @" << plan.stepName << " (lr "
      << llvm::format("%g", plan.learningRate) << ")\n\n";
@@ -79,6 +102,20 @@ void precision::printReportTable(const StepPlan &plan, llvm::raw_ostream &os) {
                     group.nestedIn ? *group.nestedIn : "-",
                     group.reshardAfterForward ? "yes" : "no",
                     llvm::join(group.members, ", ")});
+  printColumns(rows, os);
+
+  os << "\nMatrix products: " << plan.matrixProducts.size() << " ("
+     << formatProductCounts(plan) << "), compute "
+     << (plan.compute ? train::stringifyDType(*plan.compute)
+                      : StringRef("as exported"))
+     << "\n";
+  rows = {{"node", "op", "lhs", "rhs", "operands", "result", "MFLOP"}};
+  for (const MatrixProduct &product : plan.matrixProducts)
+    rows.push_back(
+        {product.node, product.op, formatShape(product.lhsShape),
+         formatShape(product.rhsShape), product.operandType, product.resultType,
+         llvm::formatv("{0}", llvm::format("%.3f", product.flops / 1e6))
+             .str()});
   printColumns(rows, os);
 
   Totals totals = computeTotals(plan);
@@ -161,6 +198,32 @@ void precision::printReportJson(const StepPlan &plan, llvm::raw_ostream &os) {
               json.value(member);
           });
         });
+    });
+    json.attribute("compute",
+                   plan.compute
+                       ? llvm::json::Value(train::stringifyDType(*plan.compute))
+                       : llvm::json::Value(nullptr));
+    json.attributeArray("matrix_products", [&] {
+      for (const MatrixProduct &product : plan.matrixProducts)
+        json.object([&] {
+          json.attribute("node", product.node);
+          json.attribute("op", product.op);
+          json.attributeArray("lhs_shape", [&] {
+            for (int64_t size : product.lhsShape)
+              json.value(size);
+          });
+          json.attributeArray("rhs_shape", [&] {
+            for (int64_t size : product.rhsShape)
+              json.value(size);
+          });
+          json.attribute("operand_type", product.operandType);
+          json.attribute("result_type", product.resultType);
+          json.attribute("flops", product.flops);
+        });
+    });
+    json.attributeObject("matrix_product_counts", [&] {
+      for (const auto &[type, count] : countProductsByType(plan))
+        json.attribute(type, count);
     });
     json.attributeObject("totals", [&] {
       json.attribute("parameters", totals.parameters);

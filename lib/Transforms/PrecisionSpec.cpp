@@ -156,6 +156,7 @@ struct YamlRule {
 
 struct YamlSpec {
   std::optional<LocatedScalar> defaultDtype;
+  std::optional<LocatedScalar> compute;
   std::vector<LocatedScalar> shardUnits;
   std::vector<YamlRule> rules;
 };
@@ -243,6 +244,7 @@ template <> struct MappingTraits<YamlRule> {
 template <> struct MappingTraits<YamlSpec> {
   static void mapping(IO &io, YamlSpec &spec) {
     io.mapOptional("default_dtype", spec.defaultDtype);
+    io.mapOptional("compute", spec.compute);
     io.mapOptional("shard_units", spec.shardUnits);
     io.mapOptional("rules", spec.rules);
   }
@@ -257,7 +259,8 @@ static void collectYamlError(const llvm::SMDiagnostic &diagnostic,
                      diagnostic.getLineNo(), diagnostic.getColumnNo() + 1,
                      diagnostic.getMessage())
            .str(),
-       "a spec has the keys default_dtype, shard_units and rules; each rule "
+       "a spec has the keys default_dtype, compute, shard_units and rules; "
+       "each rule "
        "is a mapping with match and the axes it sets",
        {},
        {}});
@@ -315,6 +318,20 @@ bool precision::parseSpecYaml(StringRef text, StringRef displayName, Spec &spec,
                           {}});
     spec.defaultDtype = dtype;
     spec.defaultDtypeOrigin = origin(parsed.defaultDtype->line);
+  }
+
+  if (parsed.compute) {
+    std::optional<DType> dtype = train::parseDTypeName(parsed.compute->value);
+    if (!dtype)
+      problems.push_back(
+          {llvm::formatv("unknown dtype '{0}' for compute at {1}",
+                         parsed.compute->value, origin(parsed.compute->line))
+               .str(),
+           kExpectedDTypes.str(),
+           {},
+           {}});
+    spec.compute = dtype;
+    spec.computeOrigin = origin(parsed.compute->line);
   }
 
   for (const LocatedScalar &unit : parsed.shardUnits) {
@@ -491,18 +508,21 @@ bool precision::buildSpec(const SpecOptions &options, Spec &spec,
     }
     size_t rulesBefore = spec.rules.size(),
            unitsBefore = spec.shardUnits.size();
-    bool hadDefault = spec.defaultDtype.has_value();
+    bool hadDefault = spec.defaultDtype.has_value(),
+         hadCompute = spec.compute.has_value();
     if (parseSpecYaml((*buffer)->getBuffer(), options.specPath, spec,
                       problems) &&
         spec.rules.size() == rulesBefore &&
         spec.shardUnits.size() == unitsBefore &&
-        spec.defaultDtype.has_value() == hadDefault)
+        spec.defaultDtype.has_value() == hadDefault &&
+        spec.compute.has_value() == hadCompute)
       // Almost always a wrong or truncated file: training would go on with
       // the exported dtypes as if no spec had been given.
       problems.push_back(
           {llvm::formatv("precision spec '{0}' sets nothing", options.specPath)
                .str(),
-           "it has no rules, no default_dtype and no shard_units; give at "
+           "it has no rules, no default_dtype, no compute and no shard_units; "
+           "give at "
            "least one, or no --precision to keep the exported dtypes",
            {},
            {}});
@@ -538,6 +558,36 @@ bool precision::buildSpec(const SpecOptions &options, Spec &spec,
     } else if (!spec.defaultDtype) {
       spec.defaultDtype = dtype;
       spec.defaultDtypeOrigin = "--precision-default-dtype";
+    }
+  }
+
+  if (!options.compute.empty()) {
+    std::optional<DType> dtype = train::parseDTypeName(options.compute);
+    if (!dtype) {
+      problems.push_back(
+          {llvm::formatv("unknown dtype '{0}' in --precision-compute",
+                         options.compute)
+               .str(),
+           kExpectedDTypes.str(),
+           {},
+           {}});
+    } else if (spec.compute && *spec.compute != *dtype) {
+      problems.push_back(
+          {llvm::formatv("--precision-compute={0} conflicts with compute: {1} "
+                         "at {2}",
+                         options.compute, train::stringifyDType(*spec.compute),
+                         spec.computeOrigin)
+               .str(),
+           llvm::formatv("{0} sets compute: {1}; give the compute dtype once, "
+                         "or the same value in both places",
+                         spec.computeOrigin,
+                         train::stringifyDType(*spec.compute))
+               .str(),
+           {},
+           {}});
+    } else if (!spec.compute) {
+      spec.compute = dtype;
+      spec.computeOrigin = "--precision-compute";
     }
   }
   return problems.size() == problemsBefore;

@@ -196,6 +196,49 @@ TEST(PrecisionSpecFlags, DefaultDtypeMustAgreeWithTheFile) {
   EXPECT_EQ(agreeing.defaultDtype, DType::bf16);
 }
 
+TEST(PrecisionSpecYaml, ComputeDtypeWithItsLine) {
+  Spec spec = parseOrDie("default_dtype: bf16\n"
+                         "compute: bfloat16\n");
+  EXPECT_EQ(spec.compute, DType::bf16);
+  EXPECT_EQ(spec.computeOrigin, "spec.yaml:2");
+  EXPECT_FALSE(parseOrDie("default_dtype: bf16\n").compute);
+
+  Spec bad;
+  std::vector<Problem> problems;
+  EXPECT_FALSE(parseSpecYaml("compute: int8\n", "spec.yaml", bad, problems));
+  ASSERT_EQ(problems.size(), 1u) << joinMessages(problems);
+  EXPECT_EQ(problems[0].message,
+            "unknown dtype 'int8' for compute at spec.yaml:1");
+}
+
+TEST(PrecisionSpecFlags, ComputeMustAgreeWithTheFile) {
+  Spec spec = parseOrDie("compute: bf16\n");
+  SpecOptions options;
+  options.compute = "fp16";
+  std::vector<Problem> problems;
+  EXPECT_FALSE(buildSpec(options, spec, problems));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].message,
+            "--precision-compute=fp16 conflicts with compute: bf16 at "
+            "spec.yaml:1");
+  EXPECT_EQ(problems[0].note, "spec.yaml:1 sets compute: bf16; give the "
+                              "compute dtype once, or the same value in both "
+                              "places");
+
+  Spec fromFlag;
+  options.compute = "bf16";
+  problems.clear();
+  EXPECT_TRUE(buildSpec(options, fromFlag, problems));
+  EXPECT_EQ(fromFlag.compute, DType::bf16);
+  EXPECT_EQ(fromFlag.computeOrigin, "--precision-compute");
+
+  options.compute = "fp8";
+  problems.clear();
+  EXPECT_FALSE(buildSpec(options, fromFlag, problems));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].message, "unknown dtype 'fp8' in --precision-compute");
+}
+
 TEST(PrecisionSpecFlags, MissingFileIsAnError) {
   SpecOptions options;
   options.specPath = "/nonexistent/spec.yaml";

@@ -29,6 +29,16 @@ inline constexpr llvm::StringLiteral kInitRmsAttrName = "train.init_rms";
 
 /// Builds the spec that `options` describe, reporting every problem as an
 /// error at `location`.
+/// The step attribute `mantissa-autocast` leaves: the compute dtype.
+inline constexpr llvm::StringLiteral kComputeAttrName = "train.compute";
+
+/// Rewrites `step` to compute as torch.autocast with `compute` would (see
+/// Autocast.cpp); fp32 leaves it as exported.
+LogicalResult applyAutocast(train::StepOp step, train::DType compute);
+
+/// The matrix products of `step` as they are now typed, in program order.
+std::vector<precision::MatrixProduct> collectMatrixProducts(train::StepOp step);
+
 FailureOr<precision::Spec>
 loadPrecisionSpec(const precision::SpecOptions &options, Location location);
 

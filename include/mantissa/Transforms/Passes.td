@@ -107,10 +107,56 @@ def ApplyPrecisionPass : Pass<"mantissa-precision", "::mlir::ModuleOp"> {
     Option<"defaultDtype", "default-dtype", "std::string", /*default=*/"",
            "Gather dtype of parameters no rule sets (must agree with the "
            "spec's default_dtype)">,
+    Option<"compute", "compute", "std::string", /*default=*/"",
+           "Compute dtype of matrix products, as the spec's compute (must "
+           "agree with it); applied after the plan as mantissa-autocast">,
     Option<"learningRate", "lr", "double", /*default=*/"1e-3",
            "Learning rate the stall lint compares with dtype spacings">,
     Option<"warningsAsErrors", "warnings-as-errors", "bool",
            /*default=*/"false", "Report the lints' warnings as errors">,
+  ];
+}
+
+def AutocastPass : Pass<"mantissa-autocast", "::mlir::ModuleOp"> {
+  let summary = "Compute matrix products in bf16 or fp16 as torch.autocast does, "
+                "over the whole joint graph";
+  let description = [{
+    The spec's `compute: bf16` (or `--precision-compute`): every
+    `train.step` computes as its program would under torch.autocast, forward
+    and backward. Matrix products (`train.mm`, `bmm`, `addmm`, and so
+    convolutions, which the importer lowers to batched products) take their
+    operands in the compute dtype, accumulate in fp32 and produce the
+    compute dtype. The ops torch's autocast runs in fp32 (softmax,
+    log_softmax, the norms and their backwards, exp, log, pow, rsqrt,
+    reciprocal, sum and mean) take fp32 operands. Every other op computes
+    in torch's promotion of its operands as they now are (the widest); ops
+    that need equal operand dtypes get them cast to that. Results are
+    re-inferred by each op's own type rules, so the new dtypes flow to the
+    consumers. The step's results keep their declared types (a cast before
+    `train.return`), cast chains fold, and the step is marked
+    `train.compute = "bf16"`; a second run is an error. After
+    `mantissa-precision`, a weight gathered in bf16 feeds its product
+    directly (its cast back to the exported fp32 folds away).
+
+    Before (`compute=bf16`):
+    ```mlir
+    %0 = train.mm %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+    %1 = train.softmax %0 {dim = 1 : i64} : tensor<2x4xf32> -> tensor<2x4xf32>
+    ```
+    After:
+    ```mlir
+    %x16 = train.cast %x : tensor<2x4xf32> to tensor<2x4xbf16>
+    %w16 = train.cast %w : tensor<4x4xf32> to tensor<4x4xbf16>
+    %0 = train.mm %x16, %w16 : tensor<2x4xbf16>, tensor<4x4xbf16> -> tensor<2x4xbf16>
+    %c = train.cast %0 : tensor<2x4xbf16> to tensor<2x4xf32>
+    %1 = train.softmax %c {dim = 1 : i64} : tensor<2x4xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+  let options = [
+    Option<"compute", "compute", "std::string", /*default=*/"\"bf16\"",
+           "The dtype matrix products compute in: bf16 or fp16 (fp32: as "
+           "exported)">,
   ];
 }
 

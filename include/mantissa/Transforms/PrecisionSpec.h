@@ -10,6 +10,7 @@
 // A spec file looks like this:
 //
 //   default_dtype: bf16            # gather dtype of parameters no rule sets
+//   compute: bf16                  # matrix products in bf16, as torch.autocast
 //   shard_units: ["layers.*"]      # module-path globs, one per segment
 //   rules:                         # FQN globs; the last match wins per axis
 //     - match: "*norm*"
@@ -117,6 +118,11 @@ struct Spec {
   /// Where the default dtype was set: `spec.yaml:1` or
   /// `--precision-default-dtype`.
   std::string defaultDtypeOrigin;
+  /// The dtype matrix products compute in (`compute: bf16`: torch.autocast
+  /// over the whole joint graph); unset or fp32: the exported dtypes.
+  std::optional<DType> compute;
+  /// Where it was set: `spec.yaml:2` or `--precision-compute`.
+  std::string computeOrigin;
   std::vector<ShardUnitPattern> shardUnits;
   std::vector<Rule> rules;
 };
@@ -129,6 +135,8 @@ struct SpecOptions {
   std::vector<std::string> flagRules;
   /// `--precision-default-dtype`; empty when not given.
   std::string defaultDtype;
+  /// `--precision-compute`; empty when not given.
+  std::string compute;
 };
 
 /// Parses the YAML text of a spec file whose origins are named after
@@ -200,6 +208,24 @@ struct ShardGroup {
   std::vector<std::string> members;
 };
 
+/// One matrix product of a step (`train.mm`, `bmm`, `addmm`; convolutions
+/// are batched products after import) as it will be computed: what the
+/// report lists, so that a user sees which products run in the compute dtype.
+struct MatrixProduct {
+  /// torch's node name (`mm_3`), or the op's location when it has none.
+  std::string node;
+  /// `mm`, `bmm` or `addmm`.
+  std::string op;
+  std::vector<int64_t> lhsShape;
+  std::vector<int64_t> rhsShape;
+  /// Element types as MLIR prints them (`bf16`, `f32`): the operands' (the
+  /// dtype the product reads, accumulating in fp32) and the result's.
+  std::string operandType;
+  std::string resultType;
+  /// 2 * M * N * K (times the batch).
+  int64_t flops = 0;
+};
+
 /// Everything the precision pass decided for one step.
 struct StepPlan {
   std::string stepName;
@@ -211,6 +237,10 @@ struct StepPlan {
   /// Stall lint and low-precision moments.
   std::vector<Problem> warnings;
   double learningRate = 1e-3;
+  /// The spec's compute dtype (autocast), when it set one other than fp32.
+  std::optional<DType> compute;
+  /// The step's matrix products after the plan (and autocast) applied.
+  std::vector<MatrixProduct> matrixProducts;
 
   const TensorPlan *lookup(llvm::StringRef fqn) const;
 };

@@ -40,8 +40,23 @@ def main():
         if not condition:
             failures.append(message)
 
-    expect(set(report) == {"tensors", "groups", "totals", "warnings"},
+    expect(set(report) == {"tensors", "groups", "totals", "warnings", "compute",
+                           "matrix_products", "matrix_product_counts"},
            "top-level keys: %s" % sorted(report))
+    # The spec sets no compute dtype: every product as exported (fp32), each
+    # [.., M, K] x [.., K, N] counted as 2 M N K flops per batch element.
+    expect(report["compute"] is None, "compute: %s" % report["compute"])
+    products = report["matrix_products"]
+    for p in products:
+        lhs, rhs = p["lhs_shape"], p["rhs_shape"]
+        expect(lhs[-1] == rhs[-2], "%s: inner sizes %s x %s" % (p["node"], lhs, rhs))
+        batch = 1
+        for size in lhs[:-2]:
+            batch *= size
+        expect(p["flops"] == 2 * batch * lhs[-2] * lhs[-1] * rhs[-1], p["node"] + ": flops")
+        expect(p["operand_type"] == "f32" and p["result_type"] == "f32", p["node"] + ": dtypes")
+    expect(report["matrix_product_counts"] == {"f32": len(products)} and products,
+           "counts: %s" % report["matrix_product_counts"])
     params = [t for t in report["tensors"] if t["kind"] == "parameter"]
     expect({t["fqn"] for t in params} == set(shapes),
            "parameters differ from the state_dict")
