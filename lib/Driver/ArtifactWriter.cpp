@@ -123,6 +123,7 @@ mlir::mantissa::collectArtifactSpec(ModuleOp plannedModule,
     if (train::PrecisionPlanAttr plan = step.getPlan(index)) {
       planned = true;
       tensor.master = plan.getMaster();
+      tensor.masterSplit = plan.getMasterSplit();
       tensor.gather = plan.getGather();
       tensor.reduce = plan.getReduce().value_or(plan.getGather());
       tensor.moments = plan.getMoments().value_or(DType::fp32);
@@ -303,7 +304,9 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
                          groupOf[fqn] + "' and '" + groupSpec.name + "'");
       const ArtifactTensorSpec &tensor = *it->second;
       AdamWMasterKind master;
-      if (tensor.master == tensor.gather)
+      if (tensor.masterSplit)
+        master = AdamWMasterKind::Remainder;
+      else if (tensor.master == tensor.gather)
         master = AdamWMasterKind::None;
       else if (tensor.master == DType::fp32)
         master = AdamWMasterKind::FP32;
@@ -477,7 +480,7 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
         {"kind", tensor.isParameter ? "parameter" : "buffer"},
         {"shape", llvm::json::Array(tensor.shape)},
         {"exported", name(tensor.exported)},
-        {"master", name(tensor.master)},
+        {"master", tensor.masterSplit ? "fp32_split" : name(tensor.master)},
         {"gather", name(tensor.gather)}};
     if (tensor.isParameter) {
       entry["reduce"] = name(tensor.reduce);

@@ -279,8 +279,11 @@ bool Artifact::load(const std::string &directory, Artifact &out,
       tensor.shape = parseShape(entry, what);
       tensor.exported =
           parseDType(entry.value("exported", json()), what + " 'exported'");
-      tensor.master =
-          parseDType(entry.value("master", json()), what + " 'master'");
+      json masterValue = entry.value("master", json());
+      tensor.masterSplit = masterValue == "fp32_split";
+      tensor.master = tensor.masterSplit
+                          ? DType::F32
+                          : parseDType(masterValue, what + " 'master'");
       tensor.gather =
           parseDType(entry.value("gather", json()), what + " 'gather'");
       if (tensor.isParameter) {

@@ -100,7 +100,9 @@ static json planJson(const Artifact &artifact) {
   for (const ArtifactTensor &tensor : artifact.tensors()) {
     if (!tensor.isParameter)
       continue;
-    plan[tensor.fqn] = {{"master", dtypeName(tensor.master)},
+    plan[tensor.fqn] = {{"master", tensor.masterSplit
+                                       ? std::string("fp32_split")
+                                       : dtypeName(tensor.master)},
                         {"gather", dtypeName(tensor.gather)},
                         {"reduce", dtypeName(tensor.reduce)},
                         {"moments", dtypeName(tensor.moments)}};
@@ -289,19 +291,51 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
       const MemberSlice &slice = state.slices[m];
       if (!slice.size())
         continue;
-      add("param", member, slice,
-          state.fullParam.data() + member.paramOffset +
-              slice.begin * elementSize(member.param),
-          member.param);
+      if (member.master == MasterKind::Remainder) {
+        // Saved as an fp32-master run saves it: the exact fp32 master and
+        // its round-to-nearest-even bf16 copy, so that any plan or tool
+        // resumes from it (the resident bf16 half differs from that copy
+        // only at exact ties; see splitFp32Master).
+        std::vector<float> masters(size_t(slice.size()));
+        joinSplitMasters(
+            member, state.fullParam.data(),
+            shardAddress(state, member, Role::Master, slice.begin),
+            shardAddress(state, member, Role::ExpAvgSq, slice.begin),
+            slice.begin, slice.end, masters.data());
+        std::vector<uint16_t> copy(masters.size());
+        for (size_t i = 0; i < masters.size(); ++i)
+          copy[i] = floatToBF16Bits(masters[i]);
+        add("param", member, slice,
+            reinterpret_cast<const uint8_t *>(copy.data()), DType::BF16);
+        add("master", member, slice,
+            reinterpret_cast<const uint8_t *>(masters.data()), DType::F32);
+      } else {
+        add("param", member, slice,
+            state.fullParam.data() + member.paramOffset +
+                slice.begin * elementSize(member.param),
+            member.param);
+      }
       if (member.master == MasterKind::FP32)
         add("master", member, slice,
             shardAddress(state, member, Role::Master, slice.begin), DType::F32);
       add("exp_avg", member, slice,
           shardAddress(state, member, Role::ExpAvg, slice.begin),
           member.moments);
-      add("exp_avg_sq", member, slice,
-          shardAddress(state, member, Role::ExpAvgSq, slice.begin),
-          member.moments);
+      if (member.master == MasterKind::Remainder) {
+        // Without the tie marks of the remainder master: Adam's exp_avg_sq.
+        const uint8_t *marked =
+            shardAddress(state, member, Role::ExpAvgSq, slice.begin);
+        std::vector<uint8_t> clean(marked,
+                                   marked + slice.size() *
+                                                elementSize(member.moments));
+        for (int64_t i = 0; i < slice.size(); ++i)
+          setSignBit(clean.data(), i, member.moments, false);
+        add("exp_avg_sq", member, slice, clean.data(), member.moments);
+      } else {
+        add("exp_avg_sq", member, slice,
+            shardAddress(state, member, Role::ExpAvgSq, slice.begin),
+            member.moments);
+      }
       if (state.group->amsgrad)
         add("max_exp_avg_sq", member, slice,
             shardAddress(state, member, Role::MaxExpAvgSq, slice.begin),
@@ -416,12 +450,15 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
   // Members that keep no master now: a master saved for one becomes the
   // parameter, which every rank holds whole, so it is read whole too (read
   // only within the slice, the other ranks' pieces had no bytes).
+  // So is the master of a remainder member: every rank sets the bf16 high
+  // half of the whole parameter from it.
   std::set<std::string> masterBecomesParam;
   for (GroupState &state : groups)
     for (size_t m = 0; m < state.group->members.size(); ++m) {
       const ArtifactMember &member = state.group->members[m];
       sliceOf[member.fqn] = {state.slices[m].begin, state.slices[m].end};
-      if (member.master == MasterKind::None)
+      if (member.master == MasterKind::None ||
+          member.master == MasterKind::Remainder)
         masterBecomesParam.insert(member.fqn);
     }
 
@@ -600,6 +637,9 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
   };
   std::vector<Staged> staged;
   std::set<std::string> used;
+  // The tie marks of the current remainder member's masters (sign bits laid
+  // out as its exp_avg_sq slice).
+  std::vector<uint8_t> tieMarks;
   for (GroupState &state : groups)
     for (size_t m = 0; m < state.group->members.size(); ++m) {
       const ArtifactMember &member = state.group->members[m];
@@ -634,14 +674,44 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
       }
       used.insert("param/" + fqn);
       used.insert("master/" + fqn);
-      Staged param{state.fullParam.data() + member.paramOffset, {}};
-      param.bytes.resize(member.count * elementSize(member.param));
-      if (!assemble(paramSource, member.count, 0, member.count,
-                    param.bytes.data(), member.param))
-        return false;
-      staged.push_back(std::move(param));
-
       const MemberSlice &slice = state.slices[m];
+      if (member.master == MasterKind::Remainder) {
+        // `master: fp32_split`: the fp32 masters (or, without them, the
+        // parameter widened) split into the bf16 parameter, whole, and this
+        // rank's remainders; the saved bf16 copy is not needed.
+        std::string source = masterType ? "master/" + fqn : "param/" + fqn;
+        if (!masterType && *paramType != DType::F32 && rank == 0)
+          warnings.push_back("'" + fqn +
+                             "': no master in the checkpoint; "
+                             "created from the " +
+                             dtypeName(*paramType) + " parameter");
+        std::vector<float> masters(size_t(member.count));
+        if (!assemble(source, member.count, 0, member.count,
+                      reinterpret_cast<uint8_t *>(masters.data()), DType::F32))
+          return false;
+        Staged high{state.fullParam.data() + member.paramOffset,
+                    std::vector<uint8_t>(2 * member.count)};
+        Staged low{slice.size() ? shardAddress(state, member, Role::Master,
+                                               slice.begin)
+                                : nullptr,
+                   std::vector<uint8_t>(2 * slice.size())};
+        // The tie marks, set in exp_avg_sq once it is staged below.
+        tieMarks.assign(
+            size_t(slice.size() * elementSize(member.moments)), 0);
+        splitMasters(masters.data(), member.count, high.bytes.data(), slice,
+                     low.bytes.data(), tieMarks.data(), member.moments);
+        staged.push_back(std::move(high));
+        if (slice.size())
+          staged.push_back(std::move(low));
+      } else {
+        Staged param{state.fullParam.data() + member.paramOffset, {}};
+        param.bytes.resize(member.count * elementSize(member.param));
+        if (!assemble(paramSource, member.count, 0, member.count,
+                      param.bytes.data(), member.param))
+          return false;
+        staged.push_back(std::move(param));
+      }
+
       if (member.master == MasterKind::FP32 && slice.size()) {
         // No master saved (plain AdamW, or the parameter was fp32): the
         // master is created from the parameter.
@@ -693,6 +763,10 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
         if (!assemble(key, member.count, slice.begin, slice.end,
                       moment.bytes.data(), member.moments))
           return false;
+        if (role == Role::ExpAvgSq && member.master == MasterKind::Remainder)
+          for (int64_t i = 0; i < slice.size(); ++i)
+            setSignBit(moment.bytes.data(), i, member.moments,
+                       hasSignBit(tieMarks.data(), i, member.moments));
         staged.push_back(std::move(moment));
       }
     }

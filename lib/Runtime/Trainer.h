@@ -177,6 +177,56 @@ inline uint8_t *shardAddress(GroupState &state, const ArtifactMember &member,
           state.shard[unsigned(role)].begin);
 }
 
+/// Sets (or clears) the sign bit of element `i` of a moments buffer of
+/// `dtype`: a remainder member's exp_avg_sq keeps its masters' tie marks
+/// there (splitFp32Master).
+inline void setSignBit(uint8_t *data, int64_t i, DType dtype, bool set) {
+  int64_t width = int64_t(elementSize(dtype));
+  uint8_t &top = data[i * width + width - 1]; // little-endian
+  top = set ? uint8_t(top | 0x80u) : uint8_t(top & 0x7Fu);
+}
+inline bool hasSignBit(const uint8_t *data, int64_t i, DType dtype) {
+  int64_t width = int64_t(elementSize(dtype));
+  return (data[i * width + width - 1] & 0x80u) != 0;
+}
+
+/// Splits `count` fp32 masters of a remainder member (`master:
+/// fp32_split`): every element's bf16 parameter into `high` (the gathered
+/// parameter, which each rank holds whole); for the elements of `slice`, the
+/// remainders into `low` and the tie marks into the sign bits of
+/// `expAvgSq` (in `moments`), both laid out from element `slice.begin`.
+inline void splitMasters(const float *masters, int64_t count, uint8_t *high,
+                         const MemberSlice &slice, uint8_t *low,
+                         uint8_t *expAvgSq, DType moments) {
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t top, remainder;
+    bool upperTie;
+    splitFp32Master(masters[i], top, remainder, upperTie);
+    std::memcpy(high + 2 * i, &top, 2);
+    if (i < slice.begin || i >= slice.end)
+      continue;
+    std::memcpy(low + 2 * (i - slice.begin), &remainder, 2);
+    setSignBit(expAvgSq, i - slice.begin, moments, upperTie);
+  }
+}
+
+/// The fp32 masters of elements [begin, end) of a remainder member, joined
+/// from the gathered bf16 parameter, the remainders `low` and the marks in
+/// `expAvgSq` (both laid out from element `begin`).
+inline void joinSplitMasters(const ArtifactMember &member,
+                             const uint8_t *fullParam, const uint8_t *low,
+                             const uint8_t *expAvgSq, int64_t begin,
+                             int64_t end, float *out) {
+  const uint8_t *param = fullParam + member.paramOffset;
+  for (int64_t i = begin; i < end; ++i) {
+    uint16_t high, remainder;
+    std::memcpy(&high, param + 2 * i, 2);
+    std::memcpy(&remainder, low + 2 * (i - begin), 2);
+    out[i - begin] = joinFp32Master(
+        high, remainder, hasSignBit(expAvgSq, i - begin, member.moments));
+  }
+}
+
 class Runner {
 public:
   Runner(const UpdateOptions &options, Communicator &comm)

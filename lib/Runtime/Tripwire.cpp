@@ -31,10 +31,19 @@ const char *masterText(MasterKind kind) {
   }
   return "?";
 }
+
+/// The plan's master as the manifest names it.
+std::string masterName(const ArtifactTensor &plan) {
+  return plan.masterSplit ? "fp32_split" : name(plan.master);
+}
 } // namespace
 
 bool mlir::mantissa::rt::plannedMasterKind(const ArtifactTensor &plan,
                                            MasterKind &master) {
+  if (plan.masterSplit) {
+    master = MasterKind::Remainder;
+    return plan.gather == DType::BF16;
+  }
   if (plan.master == plan.gather) {
     master = MasterKind::None;
     return true;
@@ -44,6 +53,22 @@ bool mlir::mantissa::rt::plannedMasterKind(const ArtifactTensor &plan,
     return true;
   }
   return false;
+}
+
+std::string mlir::mantissa::rt::checkPlannedMaster(const ArtifactTensor *plan,
+                                                   MasterKind kept) {
+  if (!plan)
+    return "has no plan in the manifest";
+  std::string where = "'" + plan->fqn + "'";
+  MasterKind master;
+  if (!plannedMasterKind(*plan, master))
+    return where + ": the plan's master " + masterName(*plan) +
+           " with gather " + name(plan->gather) + " has no resident layout";
+  if (kept != master)
+    return where + " keeps " + masterText(kept) + ", but the plan's master " +
+           masterName(*plan) + " with gather " + name(plan->gather) +
+           " needs " + masterText(master);
+  return "";
 }
 
 std::string mlir::mantissa::rt::checkResidentState(const ArtifactTensor *plan,
@@ -56,7 +81,7 @@ std::string mlir::mantissa::rt::checkResidentState(const ArtifactTensor *plan,
                    "for it";
   MasterKind master;
   if (!plannedMasterKind(*plan, master))
-    return where + ": the plan's master " + name(plan->master) +
+    return where + ": the plan's master " + masterName(*plan) +
            " with gather " + name(plan->gather) + " has no resident layout";
   std::optional<int64_t> count = checkedNumElements(plan->shape);
   if (state.shape != plan->shape || !count || state.count != *count)
@@ -74,7 +99,7 @@ std::string mlir::mantissa::rt::checkResidentState(const ArtifactTensor *plan,
            ", the plan says " + name(plan->moments);
   if (state.master != master)
     return where + ": resident state has " + masterText(state.master) +
-           ", the plan's master " + name(plan->master) + " with gather " +
+           ", the plan's master " + masterName(*plan) + " with gather " +
            name(plan->gather) + " needs " + masterText(master);
   if (state.sliceBegin < 0 || state.sliceEnd < state.sliceBegin ||
       state.sliceEnd > state.count)
@@ -86,7 +111,9 @@ std::string mlir::mantissa::rt::checkResidentState(const ArtifactTensor *plan,
   int64_t elements = state.sliceEnd - state.sliceBegin;
   int64_t momentBytes = int64_t(elementSize(plan->moments));
   std::array<std::pair<Role, int64_t>, 4> expected = {{
-      {Role::Master, master == MasterKind::FP32 ? 4 : 0},
+      {Role::Master, master == MasterKind::FP32        ? 4
+                     : master == MasterKind::Remainder ? 2
+                                                       : 0},
       {Role::ExpAvg, momentBytes},
       {Role::ExpAvgSq, momentBytes},
       {Role::MaxExpAvgSq, state.amsgrad ? momentBytes : 0},
@@ -97,7 +124,7 @@ std::string mlir::mantissa::rt::checkResidentState(const ArtifactTensor *plan,
       return where + ": resident " + roleName(role) + " holds " +
              std::to_string(held) + " bytes for its " +
              std::to_string(elements) + " elements on this rank, the plan (" +
-             (role == Role::Master ? "master " + name(plan->master)
+             (role == Role::Master ? "master " + masterName(*plan)
                                    : "moments " + name(plan->moments)) +
              ") needs " + std::to_string(elements * width);
   }

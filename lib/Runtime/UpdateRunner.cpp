@@ -83,14 +83,17 @@ bool Runner::setUp() {
     // members, and members start 16-byte aligned, so every part is a whole
     // number of the segment's elements.
     for (const ArtifactMember &member : group.members) {
-      // The kernels can keep an fp32 master as the bf16 parameter plus a
-      // 16-bit remainder, but the compiler never plans one yet, and this
-      // runner would initialise, checkpoint and report such a master as if
-      // it were absent: refuse rather than lose the low bits.
-      if (member.master == MasterKind::Remainder)
-        return fail("group '" + group.name + "': member '" + member.fqn +
-                    "' keeps a remainder master, which the runtime does not "
-                    "support (plan an fp32 master instead)");
+      // A remainder master in the layout but not in the plan, or the other
+      // way round, is refused before any kernel runs: the runner would
+      // initialise and checkpoint the wrong encoding (the tripwire checks
+      // the other master kinds after the first step).
+      const ArtifactTensor *plan = artifact.findTensor(member.fqn);
+      std::string problem =
+          member.master == MasterKind::Remainder || (plan && plan->masterSplit)
+              ? checkPlannedMaster(plan, member.master)
+              : std::string();
+      if (!problem.empty())
+        return fail("group '" + group.name + "': member " + problem);
       int64_t begin = member.gradOffset;
       int64_t end = begin + member.count * int64_t(elementSize(member.grad));
       if (!state.gradSegments.empty() && begin < state.gradSegments.back().end)
@@ -139,6 +142,24 @@ void Runner::initialiseFromWeights(
     for (size_t m = 0; m < state.group->members.size(); ++m) {
       const ArtifactMember &member = state.group->members[m];
       const HostTensor *tensor = initial.at(member.fqn);
+      if (member.master == MasterKind::Remainder) {
+        // The initial value is the master; the parameter its high half.
+        std::vector<float> masters(size_t(member.count));
+        convertElements(*tensor, 0, member.count,
+                        reinterpret_cast<uint8_t *>(masters.data()),
+                        DType::F32);
+        const MemberSlice &slice = state.slices[m];
+        bool held = slice.size() > 0;
+        splitMasters(
+            masters.data(), member.count,
+            state.fullParam.data() + member.paramOffset, slice,
+            held ? shardAddress(state, member, Role::Master, slice.begin)
+                 : nullptr,
+            held ? shardAddress(state, member, Role::ExpAvgSq, slice.begin)
+                 : nullptr,
+            member.moments);
+        continue;
+      }
       convertElements(*tensor, 0, member.count,
                       state.fullParam.data() + member.paramOffset,
                       member.param);
@@ -505,6 +526,31 @@ bool Runner::writeFinalParams() {
     if (!comm.allGather(fullMaster.data(), displacements, counts,
                         collectiveError))
       return fail(collectiveError);
+    // Remainder masters keep their tie marks in exp_avg_sq: gathered too.
+    bool anyRemainder = false;
+    for (const ArtifactMember &member : state.group->members)
+      anyRemainder |= member.master == MasterKind::Remainder;
+    Buffer fullExpAvgSq(anyRemainder ? state.group->bufferBytes[unsigned(
+                                           Role::ExpAvgSq)]
+                                     : 0);
+    if (anyRemainder) {
+      const ByteRange &held = state.shard[unsigned(Role::ExpAvgSq)];
+      if (held.size())
+        std::memcpy(fullExpAvgSq.data() + held.begin,
+                    state.shardState[unsigned(Role::ExpAvgSq)].data(),
+                    held.size());
+      std::vector<int64_t> begins, sizes;
+      for (int r = 0; r < world; ++r) {
+        auto [a, b] = shardTiles(*state.group, r, world);
+        ByteRange range = tileRangeBytes(*state.group, artifact.tileSize(),
+                                         Role::ExpAvgSq, a, b);
+        begins.push_back(range.begin);
+        sizes.push_back(range.size());
+      }
+      if (!comm.allGather(fullExpAvgSq.data(), begins, sizes,
+                          collectiveError))
+        return fail(collectiveError);
+    }
     for (const ArtifactMember &member : state.group->members) {
       HostTensor tensor;
       tensor.name = member.fqn;
@@ -515,6 +561,12 @@ bool Runner::writeFinalParams() {
         std::memcpy(tensor.bytes.data(),
                     fullMaster.data() + member.masterOffset,
                     tensor.bytes.size());
+      else if (member.master == MasterKind::Remainder)
+        joinSplitMasters(member, state.fullParam.data(),
+                         fullMaster.data() + member.masterOffset,
+                         fullExpAvgSq.data() + member.momentsOffset, 0,
+                         member.count,
+                         reinterpret_cast<float *>(tensor.bytes.data()));
       else
         for (int64_t i = 0; i < member.count; ++i)
           storeFloatElement(

@@ -276,7 +276,8 @@ applyToStep(StepOp step, const StepPlan &plan,
     step.setArgAttr(index, StepOp::kPlanAttrName,
                     train::PrecisionPlanAttr::get(
                         context, tensorPlan->get(Axis::Master),
-                        tensorPlan->get(Axis::Gather), reduce, moments));
+                        tensorPlan->get(Axis::Gather), reduce, moments,
+                        tensorPlan->splitMaster));
   }
 
   // Results: gradients in the gather dtype, then the reduce dtype; buffer

@@ -82,7 +82,7 @@ void precision::printReportTable(const StepPlan &plan, llvm::raw_ostream &os) {
     bool parameter = tensor.isParameter();
     for (Axis axis : kAllAxes)
       row.push_back(parameter || axis == Axis::Master || axis == Axis::Gather
-                        ? train::stringifyDType(tensor.get(axis)).str()
+                        ? tensor.getName(axis).str()
                         : "-");
     row.push_back(parameter ? tensor.group : "-");
     for (Axis axis : kAllAxes)
@@ -153,7 +153,7 @@ void precision::printReportJson(const StepPlan &plan, llvm::raw_ostream &os) {
   auto dtypeOrNull = [&](const TensorPlan &tensor, Axis axis) {
     if (!tensor.isParameter() && axis != Axis::Master && axis != Axis::Gather)
       return llvm::json::Value(nullptr);
-    return llvm::json::Value(train::stringifyDType(tensor.get(axis)));
+    return llvm::json::Value(tensor.getName(axis));
   };
   auto originOrNull = [&](const TensorPlan &tensor, Axis axis) {
     if (!tensor.isParameter() && axis != Axis::Master && axis != Axis::Gather)

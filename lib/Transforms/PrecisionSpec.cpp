@@ -31,6 +31,24 @@ static constexpr llvm::StringLiteral kExpectedDTypes =
     "expected fp32, bf16 or fp16 (or torch's float32, bfloat16, float16)";
 static constexpr llvm::StringLiteral kExpectedAxes =
     "expected master, gather, reduce or moments";
+/// The master value that keeps an fp32 master as the bf16 parameter plus
+/// its low 16 bits.
+static constexpr llvm::StringLiteral kSplitMasterName = "fp32_split";
+
+/// What a value of `axis` may be: a dtype, and for the master also
+/// fp32_split.
+static std::string expectedDTypes(Axis axis) {
+  if (axis != Axis::Master)
+    return kExpectedDTypes.str();
+  return "expected fp32, fp32_split, bf16 or fp16 (or torch's float32, "
+         "bfloat16, float16)";
+}
+
+llvm::StringRef TensorPlan::getName(Axis axis) const {
+  if (axis == Axis::Master && splitMaster)
+    return kSplitMasterName;
+  return train::stringifyDType(get(axis));
+}
 
 StringRef precision::stringifyAxis(Axis axis) {
   switch (axis) {
@@ -389,19 +407,23 @@ bool precision::parseSpecYaml(StringRef text, StringRef displayName, Spec &spec,
         valid = false;
         continue;
       }
-      std::optional<DType> dtype = train::parseDTypeName(value.value);
+      bool split = *axis == Axis::Master && value.value == kSplitMasterName;
+      std::optional<DType> dtype =
+          split ? DType::fp32 : train::parseDTypeName(value.value);
       if (!dtype) {
         problems.push_back(
             {llvm::formatv("unknown dtype '{0}' for {1} in rule {2} at {3}",
                            value.value, key, rule.text, origin(value.line))
                  .str(),
-             kExpectedDTypes.str(),
+             expectedDTypes(*axis),
              {},
              {}});
         valid = false;
         continue;
       }
       rule.dtypes[static_cast<unsigned>(*axis)] = dtype;
+      if (*axis == Axis::Master)
+        rule.splitMaster = split;
     }
     if (!hasMatch) {
       problems.push_back(
@@ -480,11 +502,15 @@ bool precision::parseFlagRule(StringRef text, unsigned index, Spec &spec,
     std::optional<Axis> axis = parseAxisName(axisName);
     if (!axis)
       return fail("unknown precision axis '" + axisName + "'", kExpectedAxes);
-    std::optional<DType> dtype = train::parseDTypeName(dtypeName);
+    bool split = *axis == Axis::Master && dtypeName == kSplitMasterName;
+    std::optional<DType> dtype =
+        split ? DType::fp32 : train::parseDTypeName(dtypeName);
     if (!dtype)
       return fail("unknown dtype '" + dtypeName + "' for " + axisName,
-                  kExpectedDTypes);
+                  expectedDTypes(*axis));
     rule.dtypes[static_cast<unsigned>(*axis)] = dtype;
+    if (*axis == Axis::Master)
+      rule.splitMaster = split;
   }
   spec.rules.push_back(std::move(rule));
   return true;
@@ -659,6 +685,8 @@ static bool resolveTensor(const TensorDesc &tensor, const Spec &spec,
       return false;
     plan.dtypes[static_cast<unsigned>(axis)] = *rule->get(axis);
     plan.decidedBy[static_cast<unsigned>(axis)] = rule->origin;
+    if (axis == Axis::Master)
+      plan.splitMaster = rule->splitMaster;
     return true;
   };
   auto inherit = [&](Axis axis, Axis from) {
@@ -699,6 +727,30 @@ static bool resolveTensor(const TensorDesc &tensor, const Spec &spec,
     } else {
       inherit(Axis::Gather, Axis::Master);
     }
+  }
+  // fp32_split completes a bf16 value: the remainder is the low half of the
+  // fp32 master whose high half is the gathered bf16 parameter.
+  if (plan.splitMaster &&
+      (!tensor.isParameter || plan.get(Axis::Gather) != DType::bf16)) {
+    const Rule *rule = decidingRule[static_cast<unsigned>(Axis::Master)];
+    std::string why =
+        tensor.isParameter
+            ? llvm::formatv("it is gathered in {0} ({1})",
+                            train::stringifyDType(plan.get(Axis::Gather)),
+                            plan.getDecidedBy(Axis::Gather))
+                  .str()
+            : std::string("it is a buffer, which has no optimizer state");
+    errors.push_back(
+        {llvm::formatv("{0} gives {1} '{2}' master fp32_split, but {3}",
+                       rule->describe(),
+                       tensor.isParameter ? "parameter" : "buffer", tensor.fqn,
+                       why)
+             .str(),
+         "fp32_split keeps an fp32 master as the bf16 parameter plus its low "
+         "16 bits, so it needs gather: bf16; use master: fp32 for other "
+         "gather dtypes",
+         tensor.fqn, tensor.fqn});
+    return false;
   }
   if (!tensor.isParameter)
     return true;
@@ -1006,7 +1058,8 @@ Totals precision::computeTotals(const StepPlan &plan) {
     totals.parameterElements += elements;
     if (tensor.get(Axis::Master) != tensor.get(Axis::Gather))
       totals.parameterBytes += bytes(Axis::Gather);
-    totals.masterBytes += bytes(Axis::Master);
+    // A split master's high half is the bf16 copy just counted.
+    totals.masterBytes += tensor.splitMaster ? 2 * elements : bytes(Axis::Master);
     totals.momentsBytes += 2 * bytes(Axis::Moments);
     totals.reducedBytes += bytes(Axis::Reduce);
   }

@@ -106,12 +106,14 @@ int main(int argc, char **argv) {
     }
     for (llvm::StringRef field : fields) {
       auto [axis, value] = field.split('=');
-      auto dtype = train::parseDTypeName(value);
+      bool split = axis == "master" && value == "fp32_split";
+      auto dtype = split ? train::DType::fp32 : train::parseDTypeName(value);
       if (!dtype)
         return fail("bad --plan field '" + field + "'");
-      if (axis == "master")
+      if (axis == "master") {
         spec1.master = *dtype;
-      else if (axis == "gather")
+        spec1.masterSplit = split;
+      } else if (axis == "gather")
         spec1.gather = *dtype;
       else if (axis == "reduce")
         spec1.reduce = *dtype;

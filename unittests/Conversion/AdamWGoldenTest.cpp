@@ -223,28 +223,29 @@ void checkArm(GroupBuffers &buffers, Arm arm, const AdamWMember &member,
     } else {
       const uint16_t *remainder =
           buffers.at<uint16_t>(AdamWBuffer::Master, member.masterOffset);
+      const uint32_t *marks =
+          buffers.at<uint32_t>(AdamWBuffer::ExpAvgSq, member.momentsOffset);
       for (int64_t i = 0; i < kGoldenSize; ++i)
-        master[i] = floatBits(joinMaster(param[i], remainder[i]));
+        master[i] =
+            floatBits(joinMaster(param[i], remainder[i], tieMark(marks, i)));
     }
     std::vector<float> expectedMaster =
         golden.f32(stepName("master", step, "master"));
     expectExact(compareBits(master.data(), expectedMaster), "master");
-    // The bf16 copy: torch's round-to-nearest-even of the master. The
-    // remainder encoding rounds exact ties away from zero instead; the
-    // golden masters have no such tie, which this asserts.
+    // The bf16 copy: torch's round-to-nearest-even of the master, for the
+    // remainder master too (ties included: AdamWRemainderTest).
     std::vector<uint16_t> expectedParam =
         golden.bf16(stepName("master", step, "param_bf16"));
-    if (arm == Arm::Remainder)
-      for (int64_t i = 0; i < kGoldenSize; ++i)
-        ASSERT_NE(floatBits(expectedMaster[i]) & 0x1FFFFu, 0x8000u)
-            << "golden master " << i << " is an exact tie";
     expectExact(compareBits(param, expectedParam), "param_bf16");
     expectExact(compareBits(buffers.at<uint32_t>(AdamWBuffer::ExpAvg,
                                                  member.momentsOffset),
                             golden.f32(stepName("master", step, "exp_avg"))),
                 "exp_avg");
-    expectExact(compareBits(buffers.at<uint32_t>(AdamWBuffer::ExpAvgSq,
-                                                 member.momentsOffset),
+    // Without the remainder master's tie marks (sign bits).
+    std::vector<uint32_t> expAvgSq = withoutTieMarks(
+        buffers.at<uint32_t>(AdamWBuffer::ExpAvgSq, member.momentsOffset),
+        kGoldenSize);
+    expectExact(compareBits(expAvgSq.data(),
                             golden.f32(stepName("master", step, "exp_avg_sq"))),
                 "exp_avg_sq");
     return;
@@ -436,9 +437,11 @@ TEST_F(AdamWGoldenTest, MasterKindsAgreeWithAmsgradAndMaximize) {
         buffers.at<uint16_t>(AdamWBuffer::Param, remainder.paramOffset);
     const uint16_t *low =
         buffers.at<uint16_t>(AdamWBuffer::Master, remainder.masterOffset);
+    const uint32_t *marks =
+        buffers.at<uint32_t>(AdamWBuffer::ExpAvgSq, remainder.momentsOffset);
     std::vector<uint32_t> joined(kGoldenSize);
     for (int64_t i = 0; i < kGoldenSize; ++i)
-      joined[i] = floatBits(joinMaster(high[i], low[i]));
+      joined[i] = floatBits(joinMaster(high[i], low[i], tieMark(marks, i)));
     EXPECT_EQ(compareBits(joined.data(), expectedFloats).mismatches, 0)
         << "remainder master, step " << step;
     for (AdamWBuffer buffer : {AdamWBuffer::ExpAvg, AdamWBuffer::ExpAvgSq,
@@ -451,11 +454,14 @@ TEST_F(AdamWGoldenTest, MasterKindsAgreeWithAmsgradAndMaximize) {
                             moments)
                     .mismatches,
                 0);
-      EXPECT_EQ(
-          compareBits(buffers.at<uint32_t>(buffer, remainder.momentsOffset),
-                      moments)
-              .mismatches,
-          0);
+      // Only exp_avg_sq carries the remainder master's tie marks.
+      const uint32_t *raw =
+          buffers.at<uint32_t>(buffer, remainder.momentsOffset);
+      std::vector<uint32_t> held =
+          buffer == AdamWBuffer::ExpAvgSq
+              ? withoutTieMarks(raw, kGoldenSize)
+              : std::vector<uint32_t>(raw, raw + kGoldenSize);
+      EXPECT_EQ(compareBits(held.data(), moments).mismatches, 0);
     }
   }
 }

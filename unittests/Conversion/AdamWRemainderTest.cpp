@@ -2,8 +2,10 @@
 //
 // A step with lr = 0 and zero gradients leaves every master unchanged, so it
 // shows what the kernel's remainder encoding does to arbitrary masters: each
-// is reconstructed exactly, and the bf16 copy is the nearest bf16 value
-// (exact ties round away from zero, as Transformer Engine does).
+// is reconstructed exactly, and the bf16 copy is the master rounded to
+// nearest-even, exact ties included (where Transformer Engine's encoding
+// rounds away from zero): the one bit 16 remainder bits lack is the sign of
+// exp_avg_sq (runtime DType.h, splitFp32Master).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +22,8 @@ namespace {
 TEST(AdamWRemainderTest, IdentityStepKeepsEveryMasterExactly) {
   std::vector<uint32_t> masters = {
       0x3F800000u, // 1.0
-      0x3F808000u, // tie, even truncation: stays for RNE, rounds up here
-      0x3F818000u, // tie, odd truncation: both round up
+      0x3F808000u, // tie, even truncation: stays (marked)
+      0x3F818000u, // tie, odd truncation: rounds up
       0xBF808000u, // negative tie
       0x3F807FFFu,
       0x3F808001u,
@@ -55,28 +57,37 @@ TEST(AdamWRemainderTest, IdentityStepKeepsEveryMasterExactly) {
   uint16_t *high = buffers.at<uint16_t>(AdamWBuffer::Param, member.paramOffset);
   uint16_t *low =
       buffers.at<uint16_t>(AdamWBuffer::Master, member.masterOffset);
-  for (int64_t i = 0; i < count; ++i)
-    splitMaster(floatFromBits(masters[i]), high[i], low[i]);
+  uint32_t *expAvgSq =
+      buffers.at<uint32_t>(AdamWBuffer::ExpAvgSq, member.momentsOffset);
+  int64_t marked = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    bool upperTie;
+    splitMaster(floatFromBits(masters[i]), high[i], low[i], upperTie);
+    expAvgSq[i] = upperTie ? 0x80000000u : 0u; // -0 marks, +0 does not
+    marked += upperTie;
+  }
 
   AdamWConfig identity = {"identity", 0.0,  0.9,   0.999,
                           1e-8,       0.01, false, false};
   buffers.step(*kernel, identity, 1);
 
-  int64_t ties = 0;
+  int64_t evenTies = 0;
   for (int64_t i = 0; i < count; ++i) {
-    ASSERT_EQ(floatBits(joinMaster(high[i], low[i])), masters[i])
+    ASSERT_EQ(floatBits(joinMaster(high[i], low[i], tieMark(expAvgSq, i))),
+              masters[i])
         << "master " << i << " was not reconstructed";
-    uint16_t nearestEven = rt::floatToBF16Bits(floatFromBits(masters[i]));
-    bool tie = (masters[i] & 0xFFFFu) == 0x8000u;
-    if (tie && (masters[i] & 0x10000u) == 0) {
-      ++ties;
-      // Ties with an even truncation: one bf16 ulp away from zero.
-      EXPECT_EQ(high[i], uint16_t(nearestEven + 1)) << "tie " << i;
-    } else {
-      EXPECT_EQ(high[i], nearestEven) << "element " << i;
-    }
+    // torch's .to(torch.bfloat16), for ties too.
+    EXPECT_EQ(high[i], rt::floatToBF16Bits(floatFromBits(masters[i])))
+        << "element " << i;
+    // The moment itself stays +-0 (zero gradients).
+    EXPECT_EQ(expAvgSq[i] & 0x7FFFFFFFu, 0u) << "element " << i;
+    // Exact ties whose truncation is even: the ones the mark tells apart.
+    bool evenTie = (masters[i] & 0x1FFFFu) == 0x8000u;
+    evenTies += evenTie;
+    EXPECT_EQ(tieMark(expAvgSq, i), evenTie) << "element " << i;
   }
-  EXPECT_GT(ties, 100);
+  EXPECT_GT(evenTies, 100);
+  EXPECT_EQ(marked, evenTies);
 }
 
 TEST(AdamWRemainderTest, NaNMasterGivesNaNParameter) {
@@ -92,17 +103,21 @@ TEST(AdamWRemainderTest, NaNMasterGivesNaNParameter) {
   uint16_t *high = buffers.at<uint16_t>(AdamWBuffer::Param, member.paramOffset);
   uint16_t *low =
       buffers.at<uint16_t>(AdamWBuffer::Master, member.masterOffset);
+  bool upperTie;
   for (int i = 0; i < 9; ++i)
-    splitMaster(1.0f, high[i], low[i]);
+    splitMaster(1.0f, high[i], low[i], upperTie);
   float *grad = buffers.at<float>(AdamWBuffer::Grad, member.gradOffset);
   uint16_t nan = 0x7FC0;
   std::memcpy(reinterpret_cast<uint16_t *>(grad) + 4, &nan, 2);
   AdamWConfig config = goldenConfigs().front();
   buffers.step(*kernel, config, 1);
+  const uint32_t *expAvgSq =
+      buffers.at<uint32_t>(AdamWBuffer::ExpAvgSq, member.momentsOffset);
   EXPECT_EQ(high[4], 0x7FC0);
-  EXPECT_TRUE(std::isnan(joinMaster(high[4], low[4])));
+  EXPECT_TRUE(std::isnan(joinMaster(high[4], low[4], tieMark(expAvgSq, 4))));
   for (int i : {0, 1, 2, 3, 5, 6, 7, 8})
-    EXPECT_FALSE(std::isnan(joinMaster(high[i], low[i]))) << i;
+    EXPECT_FALSE(std::isnan(joinMaster(high[i], low[i], tieMark(expAvgSq, i))))
+        << i;
 }
 
 } // namespace

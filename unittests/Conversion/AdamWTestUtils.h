@@ -187,22 +187,30 @@ inline std::string describe(const Comparison &comparison) {
   return text;
 }
 
-/// Transformer Engine's split of an fp32 master into a bf16 value (rounded
-/// up exactly when bit 15 is set) and the low 16 bits.
-inline void splitMaster(float master, uint16_t &high, uint16_t &remainder) {
-  uint32_t bits = floatBits(master);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
-    high = 0x7FC0;
-    remainder = 0;
-    return;
-  }
-  high = uint16_t((bits >> 16) + ((bits >> 15) & 1));
-  remainder = uint16_t(bits & 0xFFFF);
+/// The remainder master's split of an fp32 master (the runtime's, DType.h):
+/// the nearest-even bf16 value, the 16-bit remainder and the upper-tie mark
+/// that the kernels keep in the sign bit of exp_avg_sq.
+inline void splitMaster(float master, uint16_t &high, uint16_t &remainder,
+                        bool &upperTie) {
+  rt::splitFp32Master(master, high, remainder, upperTie);
 }
 
-inline float joinMaster(uint16_t high, uint16_t remainder) {
-  uint32_t truncated = uint32_t(high) - (int16_t(remainder) < 0 ? 1 : 0);
-  return floatFromBits((truncated << 16) | remainder);
+inline float joinMaster(uint16_t high, uint16_t remainder, bool upperTie) {
+  return rt::joinFp32Master(high, remainder, upperTie);
+}
+
+/// The upper-tie mark of element `i` of an fp32 exp_avg_sq: its sign bit.
+inline bool tieMark(const uint32_t *expAvgSq, int64_t i) {
+  return (expAvgSq[i] >> 31) != 0;
+}
+
+/// An fp32 exp_avg_sq without the marks: Adam's second moment.
+inline std::vector<uint32_t> withoutTieMarks(const uint32_t *expAvgSq,
+                                             int64_t count) {
+  std::vector<uint32_t> clean(expAvgSq, expAvgSq + count);
+  for (uint32_t &bits : clean)
+    bits &= 0x7FFFFFFFu;
+  return clean;
 }
 
 } // namespace mlir::mantissa::testing

@@ -72,6 +72,9 @@ struct ArtifactTensorSpec {
   train::DType exported = train::DType::fp32;
   train::DType master = train::DType::fp32, gather = train::DType::fp32;
   train::DType reduce = train::DType::fp32, moments = train::DType::fp32;
+  /// `master = fp32_split`: the fp32 master kept as the bf16 parameter plus
+  /// a 16-bit remainder (manifest "master": "fp32_split").
+  bool masterSplit = false;
   /// Initial value in the exported dtype (named by the FQN).
   rt::HostTensor initial;
 };

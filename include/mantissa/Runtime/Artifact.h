@@ -39,8 +39,10 @@ namespace mlir::mantissa::rt {
 
 /// The format version this runtime reads and the compiler writes. Version
 /// 2: the update kernels take a gradient scale, and the GPU kernels a tile
-/// range (sharded updates on GPUs).
-constexpr int kArtifactVersion = 2;
+/// range (sharded updates on GPUs). Version 3: a tensor's master may be
+/// "fp32_split" (members of kind "remainder": the bf16 parameter plus a
+/// 16-bit remainder), which the runtime trains, checkpoints and resumes.
+constexpr int kArtifactVersion = 3;
 
 /// The roles of a group's flat buffers, in the order of the kernel's
 /// arguments (the same order as mlir::mantissa::AdamWBuffer).
@@ -104,6 +106,9 @@ struct ArtifactTensor {
   DType exported = DType::F32, master = DType::F32, gather = DType::F32;
   DType reduce = DType::F32, moments = DType::F32; // parameters only
   std::string group;                               // parameters only
+  /// "master": "fp32_split": `master` is F32, kept as the bf16 parameter
+  /// plus a 16-bit remainder.
+  bool masterSplit = false;
 };
 
 /// A loaded, validated artifact. Owns the dlopen handle of kernels.so.

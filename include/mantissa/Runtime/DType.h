@@ -92,6 +92,42 @@ inline float bf16BitsToFloat(uint16_t bits) {
   return detail::floatFromBits(static_cast<uint32_t>(bits) << 16);
 }
 
+/// The split (`master: fp32_split`) of an fp32 master into the bf16
+/// parameter, a 16-bit remainder and a tie mark, as the fused AdamW kernels
+/// keep it (AdamWToLoops.cpp's encodeRemainder/decodeRemainder). `high` is
+/// the master rounded to nearest-even (floatToBF16Bits: the copy an fp32
+/// master keeps, so forward and backward see the same bf16 values either
+/// way); the master's bits minus high's, d in [-2^15, 2^15], is stored as
+/// its low 16 bits `low`. Every fp32 value other than NaN is reconstructed
+/// exactly; NaN becomes 0x7FC0 with a zero remainder.
+///
+/// 16 bits are one short: an even bf16 value h is the nearest-even rounding
+/// of 2^16 + 1 masters (both ties, h -/+ half an ulp, d = -/+2^15), an odd
+/// one of 2^16 - 1, so no encoding of the master in the parameter and 16
+/// more bits makes the parameter the nearest-even copy of every master
+/// (Transformer Engine's rounds exact ties away from zero instead, wrong for
+/// 1 master in 2^17). The one extra bit, `upperTie` (d = +2^15, which shares
+/// its low 16 bits with d = -2^15), is kept in the sign bit of the member's
+/// exp_avg_sq: Adam's second moment is never below +0, so that bit is free.
+inline void splitFp32Master(float master, uint16_t &high, uint16_t &low,
+                            bool &upperTie) {
+  uint32_t bits = detail::floatBits(master);
+  high = floatToBF16Bits(master);
+  uint32_t difference = bits - (uint32_t(high) << 16);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+    difference = 0;
+  low = static_cast<uint16_t>(difference & 0xFFFFu);
+  upperTie = difference == 0x8000u;
+}
+
+/// The fp32 master that splitFp32Master split into `high`, `low` and
+/// `upperTie`.
+inline float joinFp32Master(uint16_t high, uint16_t low, bool upperTie) {
+  uint32_t bits = (uint32_t(high) << 16) +
+                  uint32_t(int32_t(int16_t(low))) + (upperTie ? 0x10000u : 0u);
+  return detail::floatFromBits(bits);
+}
+
 /// Rounds `value` to IEEE binary16 (round to nearest, ties to even). Values
 /// of magnitude 65520 and above become infinity, tiny values become fp16
 /// subnormals or a signed zero, and NaN becomes a quiet NaN (0x7E00) that

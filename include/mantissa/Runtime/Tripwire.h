@@ -50,9 +50,14 @@ struct ResidentState {
 };
 
 /// The master a plan implies: none when the master dtype is the gather dtype,
-/// an fp32 master for an fp32 master dtype; false when the plan has no
-/// resident layout (e.g. a bf16 master with fp16 gathers).
+/// an fp32 master for an fp32 master dtype, a remainder for fp32_split (with
+/// bf16 gathers only); false when the plan has no resident layout (e.g. a
+/// bf16 master with fp16 gathers).
 bool plannedMasterKind(const ArtifactTensor &plan, MasterKind &master);
+
+/// Whether a member's layout keeps the master `plan` implies: empty if so,
+/// else what differs, naming the tensor.
+std::string checkPlannedMaster(const ArtifactTensor *plan, MasterKind kept);
 
 /// Compares `resident` with `plan` (null: the tensor has no plan). Returns
 /// an empty string when they agree, else the first difference as a message

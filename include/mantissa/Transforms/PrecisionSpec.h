@@ -88,6 +88,9 @@ struct Rule {
 
   /// Whether it came from `--precision-rule` rather than the file.
   bool fromFlag = false;
+  /// `master: fp32_split`: an fp32 master (dtypes[Master] is fp32) kept as
+  /// the bf16 parameter plus its low 16 bits.
+  bool splitMaster = false;
 
   std::optional<DType> get(Axis axis) const {
     return dtypes[static_cast<unsigned>(axis)];
@@ -188,8 +191,14 @@ struct TensorPlan {
   std::array<std::string, kNumAxes> decidedBy;
   /// The shard group of a parameter; empty for buffers.
   std::string group;
+  /// `master: fp32_split`: the fp32 master (get(Master) is fp32) is the bf16
+  /// parameter plus a 16-bit remainder; only with a bf16 gather dtype.
+  bool splitMaster = false;
 
   DType get(Axis axis) const { return dtypes[static_cast<unsigned>(axis)]; }
+  /// What plans and reports call the axis's value: the dtype, or
+  /// `fp32_split` for a split master.
+  llvm::StringRef getName(Axis axis) const;
   llvm::StringRef getDecidedBy(Axis axis) const {
     return decidedBy[static_cast<unsigned>(axis)];
   }
@@ -279,7 +288,9 @@ struct Totals {
   /// a parameter whose master equals its gather dtype is its own master and
   /// is counted once, under `masterBytes`.
   int64_t parameterBytes = 0;
-  /// Masters in the master dtype.
+  /// Masters in the master dtype. A split master (`fp32_split`) is the bf16
+  /// copy, counted under `parameterBytes`, plus 2 bytes of remainder per
+  /// element, counted here.
   int64_t masterBytes = 0;
   /// Adam's two moments (exp_avg, exp_avg_sq) in the moments dtype.
   int64_t momentsBytes = 0;
@@ -298,7 +309,7 @@ struct Totals {
 
   int64_t getCollectives() const { return allGathers + reduceScatters; }
   /// Resident bytes per parameter element (14 for an fp32 master, a bf16
-  /// copy and fp32 moments).
+  /// copy and fp32 moments; 12 when that master is split, 2 + 2 + 8).
   double getResidentBytesPerParameter() const {
     return parameterElements ? double(residentBytes) / parameterElements : 0;
   }

@@ -392,11 +392,18 @@ private:
 // The element update
 //===----------------------------------------------------------------------===//
 
-/// Reconstructs fp32 masters from bf16 bits and 16-bit remainders. A
-/// negative remainder means the bf16 value was rounded up, so its truncation
-/// is one less (Transformer Engine's encoding): (high << 16) + sext(low)
-/// subtracts exactly that.
-Value decodeRemainder(const ElementBuilder &e, Value high, Value remainder) {
+/// The remainder master (`master: fp32_split`, runtime DType.h's
+/// splitFp32Master): the bf16 parameter is the master rounded to nearest-
+/// even, exactly the copy an fp32 master keeps, and the remainder is the
+/// master's bits minus the parameter's, d in [-2^15, 2^15], stored as its low
+/// 16 bits. Only d = +2^15 (an exact tie kept at its even truncation) shares
+/// its 16 bits with d = -2^15; it is marked by the sign bit of the member's
+/// exp_avg_sq, which Adam's second moment never needs (it is >= +0).
+///
+/// Reconstructs fp32 masters: (high << 16) + sext(low), plus 2^16 for a
+/// marked tie.
+Value decodeRemainder(const ElementBuilder &e, Value high, Value remainder,
+                      Value upperTie) {
   OpBuilder &b = e.b;
   Type i32 = e.shaped(b.getI32Type());
   Value bits = b.create<arith::AddIOp>(
@@ -404,26 +411,58 @@ Value decodeRemainder(const ElementBuilder &e, Value high, Value remainder) {
       b.create<arith::ShLIOp>(e.loc, b.create<arith::ExtUIOp>(e.loc, i32, high),
                               e.integer(b.getI32Type(), 16)),
       b.create<arith::ExtSIOp>(e.loc, i32, remainder));
+  bits = b.create<arith::AddIOp>(
+      e.loc, bits,
+      b.create<arith::SelectOp>(e.loc, upperTie,
+                                e.integer(b.getI32Type(), 0x10000),
+                                e.integer(b.getI32Type(), 0)));
   return b.create<arith::BitcastOp>(e.loc, e.shaped(b.getF32Type()), bits);
 }
 
-/// Splits an fp32 master into its bf16 copy (rounded to nearest, ties away
-/// from zero: up exactly when bit 15 is set, (bits + 0x8000) >> 16) and its
-/// low 16 bits. NaN becomes the canonical bf16 NaN with a zero remainder.
-std::pair<Value, Value> encodeRemainder(const ElementBuilder &e, Value master) {
+/// Splits an fp32 master into its bf16 copy (`param`, the master rounded as
+/// the fp32-master arm rounds it), its 16-bit remainder and the tie mark.
+/// NaN keeps a zero remainder and no mark.
+struct EncodedRemainder {
+  Value high, low, upperTie;
+};
+EncodedRemainder encodeRemainder(const ElementBuilder &e, Value master,
+                                 Value param) {
   OpBuilder &b = e.b;
   Type i32 = b.getI32Type();
   Type i16 = e.shaped(b.getI16Type());
   Value bits = b.create<arith::BitcastOp>(e.loc, e.shaped(i32), master);
-  Value high = b.create<arith::ShRUIOp>(
-      e.loc, b.create<arith::AddIOp>(e.loc, bits, e.integer(i32, 0x8000)),
-      e.integer(i32, 16));
+  Value high = b.create<arith::BitcastOp>(e.loc, i16, param);
+  Value difference = b.create<arith::SubIOp>(
+      e.loc, bits,
+      b.create<arith::ShLIOp>(
+          e.loc, b.create<arith::ExtUIOp>(e.loc, e.shaped(i32), high),
+          e.integer(i32, 16)));
   Value isNaN =
       b.create<arith::CmpFOp>(e.loc, arith::CmpFPredicate::UNO, master, master);
-  high = b.create<arith::SelectOp>(e.loc, isNaN, e.integer(i32, 0x7FC0), high);
-  Value low = b.create<arith::SelectOp>(e.loc, isNaN, e.integer(i32, 0), bits);
-  return {b.create<arith::TruncIOp>(e.loc, i16, high),
-          b.create<arith::TruncIOp>(e.loc, i16, low)};
+  Value low =
+      b.create<arith::SelectOp>(e.loc, isNaN, e.integer(i32, 0), difference);
+  Value upperTie = b.create<arith::CmpIOp>(e.loc, arith::CmpIPredicate::eq, low,
+                                           e.integer(i32, 0x8000));
+  return {high, b.create<arith::TruncIOp>(e.loc, i16, low), upperTie};
+}
+
+/// Whether the sign bit of an f32 is set (-0.0 included).
+Value hasSignBit(const ElementBuilder &e, Value value) {
+  OpBuilder &b = e.b;
+  Type i32 = b.getI32Type();
+  Value bits = b.create<arith::BitcastOp>(e.loc, e.shaped(i32), value);
+  return b.create<arith::CmpIOp>(e.loc, arith::CmpIPredicate::slt, bits,
+                                 e.integer(i32, 0));
+}
+
+/// `value` with its sign bit cleared (|value|, NaN kept).
+Value clearSignBit(const ElementBuilder &e, Value value) {
+  OpBuilder &b = e.b;
+  Type i32 = b.getI32Type();
+  Value bits = b.create<arith::BitcastOp>(e.loc, e.shaped(i32), value);
+  Value cleared =
+      b.create<arith::AndIOp>(e.loc, bits, e.integer(i32, 0x7FFFFFFF));
+  return b.create<arith::BitcastOp>(e.loc, value.getType(), cleared);
 }
 
 /// IEEE square root. On the GPU it is the LLVM intrinsic (sqrt.rn.f32):
@@ -479,6 +518,8 @@ void emitChunkUpdate(OpBuilder &b, Location loc, const Kind &kind,
   if (maximize)
     grad = b.create<arith::NegFOp>(loc, grad);
 
+  Value expAvg = e.widen(load(ExpAvgRole));
+  Value expAvgSq = e.widen(load(ExpAvgSqRole));
   Value param;
   switch (kind.master) {
   case MasterKind::None:
@@ -488,11 +529,12 @@ void emitChunkUpdate(OpBuilder &b, Location loc, const Kind &kind,
     param = load(MasterRole);
     break;
   case MasterKind::Remainder:
-    param = decodeRemainder(e, load(ParamRole), load(MasterRole));
+    // The sign of exp_avg_sq marks the master's upper tie (decodeRemainder).
+    param = decodeRemainder(e, load(ParamRole), load(MasterRole),
+                            hasSignBit(e, expAvgSq));
+    expAvgSq = clearSignBit(e, expAvgSq);
     break;
   }
-  Value expAvg = e.widen(load(ExpAvgRole));
-  Value expAvgSq = e.widen(load(ExpAvgSqRole));
 
   // param.mul_(1 - lr * weight_decay)
   Value decayed =
@@ -537,21 +579,29 @@ void emitChunkUpdate(OpBuilder &b, Location loc, const Kind &kind,
   Value newParam = round(b.create<arith::AddFOp>(loc, decayed, step));
 
   store(ExpAvgRole, e.narrow(newExpAvg, momentsType));
-  store(ExpAvgSqRole, e.narrow(newExpAvgSq, momentsType));
   if (amsgrad)
     store(MaxExpAvgSqRole, e.narrow(newMax, momentsType));
   switch (kind.master) {
   case MasterKind::None:
+    store(ExpAvgSqRole, e.narrow(newExpAvgSq, momentsType));
     store(ParamRole, e.narrow(newParam, paramType));
     break;
   case MasterKind::FP32:
+    store(ExpAvgSqRole, e.narrow(newExpAvgSq, momentsType));
     store(MasterRole, newParam);
     store(ParamRole, e.narrow(newParam, paramType));
     break;
   case MasterKind::Remainder: {
-    auto [high, low] = encodeRemainder(e, newParam);
-    store(ParamRole, high);
-    store(MasterRole, low);
+    EncodedRemainder encoded =
+        encodeRemainder(e, newParam, e.narrow(newParam, paramType));
+    store(ParamRole, encoded.high);
+    store(MasterRole, encoded.low);
+    // newExpAvgSq >= +0 (or NaN): negating it (exact, also after rounding
+    // to the moments' dtype) sets only its sign bit, the tie mark.
+    Value marked = b.create<arith::SelectOp>(
+        loc, encoded.upperTie, b.create<arith::NegFOp>(loc, newExpAvgSq),
+        newExpAvgSq);
+    store(ExpAvgSqRole, e.narrow(marked, momentsType));
     break;
   }
   }

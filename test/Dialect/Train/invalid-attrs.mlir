@@ -73,6 +73,27 @@ train.step @axis_twice(%w: tensor<4xf32> {train.plan = #train.plan<master = fp32
 
 // -----
 
+// expected-error @+1 {{master fp32_split needs a bf16 gather dtype (the remainder completes a bf16 parameter), got gather fp32}}
+train.step @split_fp32_gather(%w: tensor<4xf32> {train.plan = #train.plan<master = fp32_split, gather = fp32, reduce = fp32, moments = fp32>}) {
+  train.return
+}
+
+// -----
+
+// expected-error @+1 {{master fp32_split is a parameter's (a buffer has no optimizer state)}}
+train.step @split_buffer(%w: tensor<4xf32> {train.plan = #train.plan<master = fp32_split, gather = bf16>}) {
+  train.return
+}
+
+// -----
+
+// expected-error @+1 {{precision axis 'master' given twice}}
+train.step @split_twice(%w: tensor<4xf32> {train.plan = #train.plan<master = fp32, gather = bf16, master = fp32_split>}) {
+  train.return
+}
+
+// -----
+
 // expected-error @+1 {{a plan needs at least master and gather}}
 train.step @plan_without_master(%w: tensor<4xf32> {train.plan = #train.plan<gather = bf16>}) {
   train.return

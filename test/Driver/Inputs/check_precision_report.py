@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """Checks mantissa-compile's --precision-report=json for the corpus llama
-under llama-mixed.yaml against expectations computed here, independently of
-the compiler: the parameters and shapes come from torch's own state_dict
-(llama.init.safetensors), the dtypes from the spec's rules, and the totals
-from the definitions in PrecisionSpec.h.
+under llama-mixed.yaml (or llama-split.yaml, with --split) against
+expectations computed here, independently of the compiler: the parameters
+and shapes come from torch's own state_dict (llama.init.safetensors), the
+dtypes from the spec's rules, and the totals from the definitions in
+PrecisionSpec.h.
 
-usage: check_precision_report.py REPORT.json INIT.safetensors SPEC_NAME
+With --split every bf16-gathered parameter has master fp32_split (rule at
+line 5, the norms' at line 7): its master is the bf16 copy plus 2 bytes of
+remainder, so it counts 2 master bytes per element beside the 2 of the copy.
+
+usage: check_precision_report.py REPORT.json INIT.safetensors SPEC_NAME [--split]
 """
 
 import json
@@ -34,6 +39,7 @@ def main():
     report = json.load(open(sys.argv[1]))
     shapes = state_dict_shapes(sys.argv[2])
     spec = sys.argv[3]
+    split = sys.argv[4:] == ["--split"]
     failures = []
 
     def expect(condition, message):
@@ -71,14 +77,15 @@ def main():
         expect(t["shape"] == shapes[fqn], fqn + ": shape")
         norm = "norm" in fqn
         want = ("fp32", "fp32", "fp32", "fp32") if norm else \
-               ("fp32", "bf16", "bf16", "fp32")
+               ("fp32_split" if split else "fp32", "bf16", "bf16", "fp32")
         got = (t["master"], t["gather"], t["reduce"], t["moments"])
         expect(got == want, "%s: %s, expected %s" % (fqn, got, want))
-        rule = spec + ":5"
+        rule = spec + (":7" if split else ":5")
         want_by = {"master": rule, "gather": rule, "reduce": rule,
                    "moments": "default"} if norm else \
-                  {"master": "exported", "gather": "default",
-                   "reduce": "default", "moments": "default"}
+                  {"master": spec + ":5" if split else "exported",
+                   "gather": "default", "reduce": "default",
+                   "moments": "default"}
         expect(t["decided_by"] == want_by,
                "%s: decided_by %s" % (fqn, t["decided_by"]))
 
@@ -130,7 +137,9 @@ def main():
         want["parameter_elements"] += n
         if master != gather:
             want["parameter_bytes"] += n * BYTES[gather]
-        want["master_bytes"] += n * BYTES[master]
+        # A split master is the bf16 copy plus a 16-bit remainder.
+        split_master = split and "norm" not in fqn
+        want["master_bytes"] += n * (2 if split_master else BYTES[master])
         want["moments_bytes"] += 2 * n * BYTES[moments]
         want["reduced_bytes_per_step"] += n * BYTES[reduce]
     for name, (gather, _, reshard, members) in want_groups.items():
@@ -155,11 +164,11 @@ def main():
     if failures:
         print("\n".join(failures))
         return 1
-    print("OK: %d parameters, %d groups, resident %d bytes, gathered %d bytes, "
-          "%d collectives" % (want["parameters"], len(want_groups),
-                              want["resident_bytes"],
-                              want["gathered_bytes_per_step"],
-                              want["collectives_per_step"]))
+    print("OK: %d parameters, %d groups, resident %d bytes (%.2f per "
+          "parameter), gathered %d bytes, %d collectives" % (
+              want["parameters"], len(want_groups), want["resident_bytes"],
+              want["resident_bytes"] / want["parameter_elements"],
+              want["gathered_bytes_per_step"], want["collectives_per_step"]))
     return 0
 
 

@@ -135,23 +135,40 @@ ResultInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult PrecisionPlanAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, DType master, DType gather,
-    std::optional<DType> reduce, std::optional<DType> moments) {
+    std::optional<DType> reduce, std::optional<DType> moments,
+    bool masterSplit) {
   if (reduce.has_value() != moments.has_value())
     return emitError() << "a plan sets both reduce and moments (a parameter) "
                           "or neither (a buffer)";
+  if (masterSplit && !reduce)
+    return emitError() << "master fp32_split is a parameter's (a buffer has "
+                          "no optimizer state)";
+  if (masterSplit && (master != DType::fp32 || gather != DType::bf16))
+    return emitError() << "master fp32_split needs a bf16 gather dtype (the "
+                          "remainder completes a bf16 parameter), got gather "
+                       << stringifyDType(gather);
   return success();
 }
 
 /// `<master = fp32, gather = bf16[, reduce = bf16, moments = fp32]>`, in any
-/// order.
+/// order; `master = fp32_split` for a remainder master.
 Attribute PrecisionPlanAttr::parse(AsmParser &parser, Type) {
   std::optional<DType> master, gather, reduce, moments;
+  bool masterSplit = false;
   auto parseAxis = [&]() -> ParseResult {
     SMLoc loc = parser.getCurrentLocation();
     StringRef axis;
     DType dtype;
-    if (parser.parseKeyword(&axis) || parser.parseEqual() ||
-        parseDTypeKeyword(parser, dtype))
+    if (parser.parseKeyword(&axis) || parser.parseEqual())
+      return failure();
+    if (axis == "master" && succeeded(parser.parseOptionalKeyword("fp32_split"))) {
+      if (master)
+        return parser.emitError(loc) << "precision axis 'master' given twice";
+      master = DType::fp32;
+      masterSplit = true;
+      return success();
+    }
+    if (parseDTypeKeyword(parser, dtype))
       return failure();
     std::optional<DType> *slot =
         llvm::StringSwitch<std::optional<DType> *>(axis)
@@ -179,11 +196,14 @@ Attribute PrecisionPlanAttr::parse(AsmParser &parser, Type) {
     return {};
   }
   return parser.getChecked<PrecisionPlanAttr>(loc, parser.getContext(), *master,
-                                              *gather, reduce, moments);
+                                              *gather, reduce, moments,
+                                              masterSplit);
 }
 
 void PrecisionPlanAttr::print(AsmPrinter &printer) const {
-  printer << "<master = " << stringifyDType(getMaster())
+  printer << "<master = "
+          << (getMasterSplit() ? StringRef("fp32_split")
+                               : stringifyDType(getMaster()))
           << ", gather = " << stringifyDType(getGather());
   if (getReduce())
     printer << ", reduce = " << stringifyDType(*getReduce());

@@ -125,8 +125,15 @@ def Train_PrecisionPlanAttr : Train_Attr<"PrecisionPlan", "plan"> {
     Buffers have no gradient and no optimizer state, so their plans carry
     `master` and `gather` only.
 
+    `master = fp32_split` (`masterSplit`) is an fp32 master kept as the bf16
+    parameter plus its low 16 bits (Transformer Engine's
+    store_param_remainders): the same fp32 values in 2 bytes per element
+    beside the bf16 copy instead of 4. It needs a bf16 gather dtype, since
+    the remainder completes a bf16 value, and is a parameter's only.
+
     ```mlir
     #train.plan<master = fp32, gather = bf16, reduce = bf16, moments = fp32>
+    #train.plan<master = fp32_split, gather = bf16, reduce = bf16, moments = fp32>
     #train.plan<master = fp32, gather = fp32>
     ```
   }];
@@ -134,7 +141,17 @@ def Train_PrecisionPlanAttr : Train_Attr<"PrecisionPlan", "plan"> {
     "DType":$master,
     "DType":$gather,
     "std::optional<DType>":$reduce,
-    "std::optional<DType>":$moments);
+    "std::optional<DType>":$moments,
+    "bool":$masterSplit);
+  let skipDefaultBuilders = 1;
+  let builders = [
+    AttrBuilder<(ins "DType":$master, "DType":$gather,
+                     "std::optional<DType>":$reduce,
+                     "std::optional<DType>":$moments,
+                     CArg<"bool", "false">:$masterSplit), [{
+      return $_get($_ctxt, master, gather, reduce, moments, masterSplit);
+    }]>
+  ];
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

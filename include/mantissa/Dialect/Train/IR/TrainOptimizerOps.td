@@ -39,9 +39,14 @@ def Train_AdamWUpdateOp : Train_Op<"adamw_update", [AttrSizedOperandSegments]> {
     - `master fp32`: the fp32 master and fp32 moments are updated, the
       gradient is widened in registers, and the parameter copy is the master
       rounded to nearest-even;
-    - `master remainder` (bf16 parameters): the master is stored as the bf16
-      parameter plus the 16-bit remainder that makes it exact (Transformer
-      Engine's encoding); the update is bit-identical to an fp32 master.
+    - `master remainder` (bf16 parameters, the plan's `master = fp32_split`):
+      the master is stored as the bf16 parameter, rounded to nearest-even as
+      an fp32 master's copy is, plus the 16-bit remainder that makes it
+      exact; the one tie those 16 bits cannot tell apart is marked by the
+      sign bit of the member's `exp_avg_sq`, which is never negative. The
+      update and the parameter copy are bit-identical to an fp32 master's
+      (Transformer Engine's encoding rounds exact ties away from zero
+      instead).
 
     The scalars are runtime values, so a learning-rate schedule recompiles
     nothing: `lr`, `beta1`, `beta2`, `eps` and `weight_decay` as Python floats
