@@ -19,6 +19,13 @@
                                       I64/I32 tensor NAME set to V
   st.py manifest-refresh ART FILE     record FILE's new size and checksum in
                                       ART's manifest (after editing FILE)
+  st.py ties SRC OUT NAME             copy SRC to OUT with every other element
+                                      of the F32 tensor NAME moved to an exact
+                                      bf16 tie whose truncation is even (low 17
+                                      bits 0x08000), the rest left as they are
+  st.py zeros SRC OUT NAME            copy SRC to OUT with tensor NAME zeroed
+  st.py count-ties A NAME             how many elements of the F32 tensor
+                                      NAME are such ties
 """
 import json, struct, sys, os, glob
 
@@ -94,6 +101,25 @@ def main():
         struct.pack_into(code, raw, index * struct.calcsize(code), value)
         src[name] = (dtype, shape, bytes(raw))
         write(sys.argv[3], src, meta)
+    elif cmd == "ties":
+        src, meta = read(sys.argv[2])
+        dtype, shape, raw = src[sys.argv[4]]
+        vals = list(struct.unpack(f"<{len(raw)//4}I", raw))
+        for i in range(0, len(vals), 2):
+            vals[i] = (vals[i] & ~0x1FFFF) | 0x8000
+        src[sys.argv[4]] = (dtype, shape, struct.pack(f"<{len(vals)}I", *vals))
+        write(sys.argv[3], src, meta)
+    elif cmd == "zeros":
+        src, meta = read(sys.argv[2])
+        dtype, shape, raw = src[sys.argv[4]]
+        src[sys.argv[4]] = (dtype, shape, bytes(len(raw)))
+        write(sys.argv[3], src, meta)
+    elif cmd == "count-ties":
+        src, _ = read(sys.argv[2])
+        dtype, shape, raw = src[sys.argv[3]]
+        n = sum(1 for (v,) in struct.iter_unpack("<I", raw)
+                if v & 0x1FFFF == 0x8000)
+        print(f"{n} ties")
     elif cmd == "equal":
         a, _ = read(sys.argv[2])
         b, _ = read(sys.argv[4])
