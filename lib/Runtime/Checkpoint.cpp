@@ -325,9 +325,8 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
         // Without the tie marks of the remainder master: Adam's exp_avg_sq.
         const uint8_t *marked =
             shardAddress(state, member, Role::ExpAvgSq, slice.begin);
-        std::vector<uint8_t> clean(marked,
-                                   marked + slice.size() *
-                                                elementSize(member.moments));
+        std::vector<uint8_t> clean(
+            marked, marked + slice.size() * elementSize(member.moments));
         for (int64_t i = 0; i < slice.size(); ++i)
           setSignBit(clean.data(), i, member.moments, false);
         add("exp_avg_sq", member, slice, clean.data(), member.moments);
@@ -691,13 +690,12 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
           return false;
         Staged high{state.fullParam.data() + member.paramOffset,
                     std::vector<uint8_t>(2 * member.count)};
-        Staged low{slice.size() ? shardAddress(state, member, Role::Master,
-                                               slice.begin)
-                                : nullptr,
+        Staged low{slice.size()
+                       ? shardAddress(state, member, Role::Master, slice.begin)
+                       : nullptr,
                    std::vector<uint8_t>(2 * slice.size())};
         // The tie marks, set in exp_avg_sq once it is staged below.
-        tieMarks.assign(
-            size_t(slice.size() * elementSize(member.moments)), 0);
+        tieMarks.assign(size_t(slice.size() * elementSize(member.moments)), 0);
         splitMasters(masters.data(), member.count, high.bytes.data(), slice,
                      low.bytes.data(), tieMarks.data(), member.moments);
         staged.push_back(std::move(high));

@@ -530,9 +530,8 @@ bool Runner::writeFinalParams() {
     bool anyRemainder = false;
     for (const ArtifactMember &member : state.group->members)
       anyRemainder |= member.master == MasterKind::Remainder;
-    Buffer fullExpAvgSq(anyRemainder ? state.group->bufferBytes[unsigned(
-                                           Role::ExpAvgSq)]
-                                     : 0);
+    Buffer fullExpAvgSq(
+        anyRemainder ? state.group->bufferBytes[unsigned(Role::ExpAvgSq)] : 0);
     if (anyRemainder) {
       const ByteRange &held = state.shard[unsigned(Role::ExpAvgSq)];
       if (held.size())
@@ -547,8 +546,7 @@ bool Runner::writeFinalParams() {
         begins.push_back(range.begin);
         sizes.push_back(range.size());
       }
-      if (!comm.allGather(fullExpAvgSq.data(), begins, sizes,
-                          collectiveError))
+      if (!comm.allGather(fullExpAvgSq.data(), begins, sizes, collectiveError))
         return fail(collectiveError);
     }
     for (const ArtifactMember &member : state.group->members) {

@@ -273,11 +273,11 @@ applyToStep(StepOp step, const StepPlan &plan,
         tensorPlan->isParameter()
             ? std::optional(tensorPlan->get(Axis::Moments))
             : std::nullopt;
-    step.setArgAttr(index, StepOp::kPlanAttrName,
-                    train::PrecisionPlanAttr::get(
-                        context, tensorPlan->get(Axis::Master),
-                        tensorPlan->get(Axis::Gather), reduce, moments,
-                        tensorPlan->splitMaster));
+    step.setArgAttr(
+        index, StepOp::kPlanAttrName,
+        train::PrecisionPlanAttr::get(context, tensorPlan->get(Axis::Master),
+                                      tensorPlan->get(Axis::Gather), reduce,
+                                      moments, tensorPlan->splitMaster));
   }
 
   // Results: gradients in the gather dtype, then the reduce dtype; buffer

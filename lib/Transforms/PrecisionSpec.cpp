@@ -741,10 +741,9 @@ static bool resolveTensor(const TensorDesc &tensor, const Spec &spec,
                   .str()
             : std::string("it is a buffer, which has no optimizer state");
     errors.push_back(
-        {llvm::formatv("{0} gives {1} '{2}' master fp32_split, but {3}",
-                       rule->describe(),
-                       tensor.isParameter ? "parameter" : "buffer", tensor.fqn,
-                       why)
+        {llvm::formatv(
+             "{0} gives {1} '{2}' master fp32_split, but {3}", rule->describe(),
+             tensor.isParameter ? "parameter" : "buffer", tensor.fqn, why)
              .str(),
          "fp32_split keeps an fp32 master as the bf16 parameter plus its low "
          "16 bits, so it needs gather: bf16; use master: fp32 for other "
@@ -1059,7 +1058,8 @@ Totals precision::computeTotals(const StepPlan &plan) {
     if (tensor.get(Axis::Master) != tensor.get(Axis::Gather))
       totals.parameterBytes += bytes(Axis::Gather);
     // A split master's high half is the bf16 copy just counted.
-    totals.masterBytes += tensor.splitMaster ? 2 * elements : bytes(Axis::Master);
+    totals.masterBytes +=
+        tensor.splitMaster ? 2 * elements : bytes(Axis::Master);
     totals.momentsBytes += 2 * bytes(Axis::Moments);
     totals.reducedBytes += bytes(Axis::Reduce);
   }

@@ -384,8 +384,7 @@ void checkGroup(const Kernel &kernel, const Golden &golden,
           std::memcpy(&high, param.data() + 2 * i, 2);
           std::memcpy(&rem, low.data() + 2 * i, 2);
           std::memcpy(&mark, marks.data() + 4 * i, 4);
-          uint32_t bits =
-              mlir::mantissa::rt::detail::floatBits(
+          uint32_t bits = mlir::mantissa::rt::detail::floatBits(
               mlir::mantissa::rt::joinFp32Master(high, rem, mark >> 31));
           std::memcpy(&master[4 * i], &bits, 4);
         }

@@ -123,8 +123,8 @@ inline void splitFp32Master(float master, uint16_t &high, uint16_t &low,
 /// The fp32 master that splitFp32Master split into `high`, `low` and
 /// `upperTie`.
 inline float joinFp32Master(uint16_t high, uint16_t low, bool upperTie) {
-  uint32_t bits = (uint32_t(high) << 16) +
-                  uint32_t(int32_t(int16_t(low))) + (upperTie ? 0x10000u : 0u);
+  uint32_t bits = (uint32_t(high) << 16) + uint32_t(int32_t(int16_t(low))) +
+                  (upperTie ? 0x10000u : 0u);
   return detail::floatFromBits(bits);
 }
 

@@ -133,10 +133,11 @@ ResultInfoAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // PrecisionPlanAttr
 //===----------------------------------------------------------------------===//
 
-LogicalResult PrecisionPlanAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, DType master, DType gather,
-    std::optional<DType> reduce, std::optional<DType> moments,
-    bool masterSplit) {
+LogicalResult
+PrecisionPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                          DType master, DType gather,
+                          std::optional<DType> reduce,
+                          std::optional<DType> moments, bool masterSplit) {
   if (reduce.has_value() != moments.has_value())
     return emitError() << "a plan sets both reduce and moments (a parameter) "
                           "or neither (a buffer)";
@@ -161,7 +162,8 @@ Attribute PrecisionPlanAttr::parse(AsmParser &parser, Type) {
     DType dtype;
     if (parser.parseKeyword(&axis) || parser.parseEqual())
       return failure();
-    if (axis == "master" && succeeded(parser.parseOptionalKeyword("fp32_split"))) {
+    if (axis == "master" &&
+        succeeded(parser.parseOptionalKeyword("fp32_split"))) {
       if (master)
         return parser.emitError(loc) << "precision axis 'master' given twice";
       master = DType::fp32;
@@ -195,9 +197,8 @@ Attribute PrecisionPlanAttr::parse(AsmParser &parser, Type) {
     parser.emitError(loc) << "a plan needs at least master and gather";
     return {};
   }
-  return parser.getChecked<PrecisionPlanAttr>(loc, parser.getContext(), *master,
-                                              *gather, reduce, moments,
-                                              masterSplit);
+  return parser.getChecked<PrecisionPlanAttr>(
+      loc, parser.getContext(), *master, *gather, reduce, moments, masterSplit);
 }
 
 void PrecisionPlanAttr::print(AsmPrinter &printer) const {
