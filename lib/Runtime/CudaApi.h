@@ -5,12 +5,13 @@
 //===----------------------------------------------------------------------===//
 //
 // The runtime builds without CUDA headers and reaches libcuda.so.1,
-// libcublas.so.13 and libnccl.so.2 only through dlopen (as Triton's driver
-// does), so the few types and prototypes it needs are declared here, copied
-// from cuda.h (CUDA 13.0), cublas_api.h / library_types.h (cuBLAS 13.1) and
-// nccl.h (NCCL 2.28). The `_v2` entry points are the ones the headers'
-// macros select for 64-bit device pointers. unittests/Runtime/CudaApiTest.cpp
-// checks these declarations against the real headers where they exist.
+// libcublas.so.13, libcublasLt.so.13 and libnccl.so.2 only through dlopen
+// (as Triton's driver does), so the few types and prototypes it needs are
+// declared here, copied from cuda.h (CUDA 13.0), cublas_api.h /
+// library_types.h / cublasLt.h (cuBLAS 13.1) and nccl.h (NCCL 2.28). The `_v2`
+// entry points are the ones the headers' macros select for 64-bit device
+// pointers. unittests/Runtime/CudaApiTest.cpp checks these declarations against
+// the real headers where they exist.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +30,12 @@ struct CUstream_st;
 struct CUgraph_st;
 struct CUgraphExec_st;
 struct cublasContext;
+struct cublasLtContext;
+// cuBLASLt's descriptors are semi-opaque structs its Create calls allocate;
+// the runtime only passes their pointers (the stand-in defines them).
+struct cublasLtMatmulDescOpaque;
+struct cublasLtMatrixLayoutOpaque;
+struct cublasLtMatmulPreferenceOpaque;
 struct ncclComm;
 
 namespace mlir::mantissa::rt::cudaapi {
@@ -128,8 +135,12 @@ enum cublasStatusValue : int {
 enum cublasOperation_t : int { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 /// cublasMath_t: the default math mode uses no TF32 for fp32 products.
 enum cublasMath_t : int { CUBLAS_DEFAULT_MATH = 0 };
-/// cublasComputeType_t: fp32 accumulation.
-enum cublasComputeType_t : int { CUBLAS_COMPUTE_32F = 68 };
+/// cublasComputeType_t: fp32 accumulation; FAST_TF32 lets the library
+/// round fp32 inputs to TF32 (10-bit mantissas) for the tensor cores.
+enum cublasComputeType_t : int {
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+};
 /// cublasGemmAlgo_t.
 enum cublasGemmAlgo_t : int { CUBLAS_GEMM_DEFAULT = -1 };
 /// cudaDataType (library_types.h).
@@ -149,6 +160,95 @@ using cublasGemmStridedBatchedEx_t = cublasStatus_t (*)(
     long long int strideB, const void *beta, void *C, cudaDataType Ctype,
     int ldc, long long int strideC, int batchCount,
     cublasComputeType_t computeType, cublasGemmAlgo_t algo);
+
+//===----------------------------------------------------------------------===//
+// cuBLASLt (cublasLt.h)
+//===----------------------------------------------------------------------===//
+
+using cublasLtHandle_t = cublasLtContext *;
+using cublasLtMatmulDesc_t = cublasLtMatmulDescOpaque *;
+using cublasLtMatrixLayout_t = cublasLtMatrixLayoutOpaque *;
+using cublasLtMatmulPreference_t = cublasLtMatmulPreferenceOpaque *;
+/// cublasLtMatmulAlgo_t and cublasLtMatmulHeuristicResult_t, by value.
+struct cublasLtMatmulAlgo_t {
+  unsigned long long data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+};
+/// cublasLtMatmulDescAttributes_t (the ones the runtime sets).
+enum cublasLtMatmulDescAttributes_t : int {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,         // int32_t (cublasOperation_t)
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,         // int32_t (cublasOperation_t)
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,       // uint32_t (cublasLtEpilogue_t)
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,   // void *
+  CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26 // int32_t (cudaDataType)
+};
+/// cublasLtMatrixLayoutAttribute_t.
+enum cublasLtMatrixLayoutAttribute_t : int {
+  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,         // int32_t
+  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6 // int64_t, in elements
+};
+/// cublasLtMatmulPreferenceAttributes_t.
+enum cublasLtMatmulPreferenceAttributes_t : int {
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,   // uint64_t
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5, // uint32_t, default 256
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8
+};
+/// cublasLtEpilogue_t: DEFAULT is none; BIAS adds a vector of m elements
+/// (in the bias data type, by default D's) to every column of the product
+/// before D is rounded.
+enum cublasLtEpilogue_t : unsigned {
+  CUBLASLT_EPILOGUE_DEFAULT = 1,
+  CUBLASLT_EPILOGUE_BIAS = 4
+};
+
+using cublasLtCreate_t = cublasStatus_t (*)(cublasLtHandle_t *lightHandle);
+using cublasLtDestroy_t = cublasStatus_t (*)(cublasLtHandle_t lightHandle);
+using cublasLtMatmulDescCreate_t =
+    cublasStatus_t (*)(cublasLtMatmulDesc_t *matmulDesc,
+                       cublasComputeType_t computeType, cudaDataType scaleType);
+using cublasLtMatmulDescDestroy_t =
+    cublasStatus_t (*)(cublasLtMatmulDesc_t matmulDesc);
+using cublasLtMatmulDescSetAttribute_t = cublasStatus_t (*)(
+    cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr,
+    const void *buf, size_t sizeInBytes);
+using cublasLtMatrixLayoutCreate_t = cublasStatus_t (*)(
+    cublasLtMatrixLayout_t *matLayout, cudaDataType type,
+    unsigned long long rows, unsigned long long cols, long long ld);
+using cublasLtMatrixLayoutDestroy_t =
+    cublasStatus_t (*)(cublasLtMatrixLayout_t matLayout);
+using cublasLtMatrixLayoutSetAttribute_t = cublasStatus_t (*)(
+    cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr,
+    const void *buf, size_t sizeInBytes);
+using cublasLtMatmulPreferenceCreate_t =
+    cublasStatus_t (*)(cublasLtMatmulPreference_t *pref);
+using cublasLtMatmulPreferenceDestroy_t =
+    cublasStatus_t (*)(cublasLtMatmulPreference_t pref);
+using cublasLtMatmulPreferenceSetAttribute_t = cublasStatus_t (*)(
+    cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+    const void *buf, size_t sizeInBytes);
+using cublasLtMatmulAlgoGetHeuristic_t = cublasStatus_t (*)(
+    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
+    cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+    cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+    cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+    cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+    int *returnAlgoCount);
+using cublasLtMatmul_t = cublasStatus_t (*)(
+    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+    const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+    const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+    const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+    cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
+    void *workspace, size_t workspaceSizeInBytes, CUstream stream);
+using cublasLtGetStatusString_t = const char *(*)(cublasStatus_t status);
 
 /// The name of a cublasStatus_t ("CUBLAS_STATUS_INVALID_VALUE"), or null.
 inline const char *cublasStatusName(cublasStatus_t status) {

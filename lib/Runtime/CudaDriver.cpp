@@ -59,6 +59,31 @@ struct CudaDevice::BlasApi {
   cublasGetStatusString_t getStatusString = nullptr;
 };
 
+/// The cuBLASLt entry points, resolved once from the loaded library.
+struct CudaDevice::LtApi {
+  cublasLtCreate_t create = nullptr;
+  cublasLtDestroy_t destroy = nullptr;
+  cublasLtMatmulDescCreate_t descCreate = nullptr;
+  cublasLtMatmulDescDestroy_t descDestroy = nullptr;
+  cublasLtMatmulDescSetAttribute_t descSetAttribute = nullptr;
+  cublasLtMatrixLayoutCreate_t layoutCreate = nullptr;
+  cublasLtMatrixLayoutDestroy_t layoutDestroy = nullptr;
+  cublasLtMatrixLayoutSetAttribute_t layoutSetAttribute = nullptr;
+  cublasLtMatmulPreferenceCreate_t preferenceCreate = nullptr;
+  cublasLtMatmulPreferenceDestroy_t preferenceDestroy = nullptr;
+  cublasLtMatmulPreferenceSetAttribute_t preferenceSetAttribute = nullptr;
+  cublasLtMatmulAlgoGetHeuristic_t algoGetHeuristic = nullptr;
+  cublasLtMatmul_t matmul = nullptr;
+};
+
+/// One cuBLASLt call shape: its descriptors (A, B, and C = D in place) and
+/// the algorithm the heuristic chose for it.
+struct CudaDevice::LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
 std::string CudaDevice::describe(const char *call, int result) const {
   const char *text = nullptr;
   if (api && api->getErrorString)
@@ -168,6 +193,14 @@ CudaDevice::~CudaDevice() {
     // cuBLAS holds device memory of its own in the context.
     if (blasHandle)
       blas->destroy(static_cast<cublasHandle_t>(blasHandle));
+    for (auto &[key, plan] : ltPlans) {
+      lt->layoutDestroy(plan->a);
+      lt->layoutDestroy(plan->b);
+      lt->layoutDestroy(plan->c);
+      lt->descDestroy(plan->desc);
+    }
+    if (ltHandle)
+      lt->destroy(static_cast<cublasLtHandle_t>(ltHandle));
     for (auto &[pointer, bytes] : allocations)
       api->memFree(pointer);
     for (void *module : modules)
@@ -460,6 +493,12 @@ bool blasDataType(DType dtype, cudaDataType &out) {
 } // namespace
 
 bool CudaDevice::gemm(const GemmCall &call, std::string &error, void *stream) {
+  if (call.tf32 && call.aType != DType::F32) {
+    error = "GEMM: TF32 applies to fp32 operands only";
+    return false;
+  }
+  if (call.usesLt())
+    return gemmLt(call, error, stream);
   if (!blasHandle) {
     error = "cublasGemmStridedBatchedEx: cuBLAS is not open";
     return false;
@@ -494,8 +533,256 @@ bool CudaDevice::gemm(const GemmCall &call, std::string &error, void *stream) {
       reinterpret_cast<const void *>(uintptr_t(call.b)), bType, int(call.ldb),
       (long long)call.strideB, &call.beta,
       reinterpret_cast<void *>(uintptr_t(call.c)), cType, int(call.ldc),
-      (long long)call.strideC, int(call.batch), CUBLAS_COMPUTE_32F,
+      (long long)call.strideC, int(call.batch),
+      call.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT);
   return rc == CUBLAS_STATUS_SUCCESS ||
          (error = describeBlas("cublasGemmStridedBatchedEx", rc), false);
+}
+
+//===----------------------------------------------------------------------===//
+// cuBLASLt
+//===----------------------------------------------------------------------===//
+
+/// cuBLASLt's workspace: what NVIDIA suggests for Hopper, so that the
+/// heuristic may pick split-K and stream-K kernels.
+static constexpr int64_t kLtWorkspaceBytes = 32 << 20;
+
+bool CudaDevice::openBlasLt(std::string &error) {
+  if (ltHandle)
+    return true;
+  void *library = openLibrary("libcublasLt.so.13", "no cuBLASLt", error);
+  if (!library) {
+    std::string ignored;
+    library = openLibrary("libcublasLt.so", "no cuBLASLt", ignored);
+    if (!library)
+      return false;
+    error.clear();
+  }
+  auto loaded = std::make_unique<LtApi>();
+  std::string missing;
+  resolveSymbol(library, "cublasLtCreate", loaded->create, missing);
+  resolveSymbol(library, "cublasLtDestroy", loaded->destroy, missing);
+  resolveSymbol(library, "cublasLtMatmulDescCreate", loaded->descCreate,
+                missing);
+  resolveSymbol(library, "cublasLtMatmulDescDestroy", loaded->descDestroy,
+                missing);
+  resolveSymbol(library, "cublasLtMatmulDescSetAttribute",
+                loaded->descSetAttribute, missing);
+  resolveSymbol(library, "cublasLtMatrixLayoutCreate", loaded->layoutCreate,
+                missing);
+  resolveSymbol(library, "cublasLtMatrixLayoutDestroy", loaded->layoutDestroy,
+                missing);
+  resolveSymbol(library, "cublasLtMatrixLayoutSetAttribute",
+                loaded->layoutSetAttribute, missing);
+  resolveSymbol(library, "cublasLtMatmulPreferenceCreate",
+                loaded->preferenceCreate, missing);
+  resolveSymbol(library, "cublasLtMatmulPreferenceDestroy",
+                loaded->preferenceDestroy, missing);
+  resolveSymbol(library, "cublasLtMatmulPreferenceSetAttribute",
+                loaded->preferenceSetAttribute, missing);
+  resolveSymbol(library, "cublasLtMatmulAlgoGetHeuristic",
+                loaded->algoGetHeuristic, missing);
+  resolveSymbol(library, "cublasLtMatmul", loaded->matmul, missing);
+  if (!missing.empty()) {
+    error = "no usable cuBLASLt: libcublasLt lacks " + missing;
+    return false;
+  }
+  cublasLtHandle_t handle = nullptr;
+  if (cublasStatus_t rc = loaded->create(&handle);
+      rc != CUBLAS_STATUS_SUCCESS) {
+    error = describeBlas("cublasLtCreate", rc);
+    return false;
+  }
+  if (!allocate(kLtWorkspaceBytes, ltWorkspace, error)) {
+    loaded->destroy(handle);
+    error = "cuBLASLt's workspace: " + error;
+    return false;
+  }
+  lt = std::move(loaded);
+  ltHandle = handle;
+  return true;
+}
+
+namespace {
+/// The alignment cuBLASLt may assume of an operand at `address` (its
+/// largest power-of-two divisor, at most 256 bytes).
+uint32_t alignmentOf(DevicePtr address) {
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0)
+    alignment /= 2;
+  return alignment;
+}
+} // namespace
+
+bool CudaDevice::gemmLt(const GemmCall &call, std::string &error,
+                        void *stream) {
+  if (!ltHandle) {
+    error = "cublasLtMatmul: cuBLASLt is not open";
+    return false;
+  }
+  cudaDataType aType, bType, cType;
+  if (!blasDataType(call.aType, aType) || !blasDataType(call.bType, bType) ||
+      !blasDataType(call.cType, cType)) {
+    error = "cublasLtMatmul: unsupported dtypes " +
+            std::string(safeTensorsDTypeName(call.aType)) + " x " +
+            std::string(safeTensorsDTypeName(call.bType)) + " -> " +
+            std::string(safeTensorsDTypeName(call.cType));
+    return false;
+  }
+  bool bias = call.epilogue == GemmEpilogue::Bias;
+  // The heuristic's choice depends on the operands' alignment, so that is
+  // part of the key; the addresses themselves are not (they are arguments
+  // of each call).
+  std::vector<int64_t> key = {call.transa,
+                              call.transb,
+                              call.m,
+                              call.n,
+                              call.k,
+                              call.batch,
+                              int64_t(aType),
+                              int64_t(cType),
+                              call.lda,
+                              call.ldb,
+                              call.ldc,
+                              call.strideA,
+                              call.strideB,
+                              call.strideC,
+                              int64_t(call.epilogue),
+                              call.tf32,
+                              call.beta != 0,
+                              alignmentOf(call.a),
+                              alignmentOf(call.b),
+                              alignmentOf(call.c)};
+  std::unique_ptr<LtPlan> &plan = ltPlans[key];
+  auto check = [&](const char *what, cublasStatus_t rc) {
+    if (rc == CUBLAS_STATUS_SUCCESS)
+      return true;
+    error = describeBlas(what, rc);
+    return false;
+  };
+  if (!plan) {
+    auto made = std::make_unique<LtPlan>();
+    auto destroy = [&] {
+      if (made->a)
+        lt->layoutDestroy(made->a);
+      if (made->b)
+        lt->layoutDestroy(made->b);
+      if (made->c)
+        lt->layoutDestroy(made->c);
+      if (made->desc)
+        lt->descDestroy(made->desc);
+    };
+    int32_t transa = call.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int32_t transb = call.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    uint32_t epilogue =
+        bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    int32_t biasType = cType;
+    int32_t batch = int32_t(call.batch);
+    // The stored (untransposed) shapes: op(A) is m x k, op(B) k x n.
+    auto layout = [&](cublasLtMatrixLayout_t &out, cudaDataType type,
+                      int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+      return check("cublasLtMatrixLayoutCreate",
+                   lt->layoutCreate(&out, type, (unsigned long long)rows,
+                                    (unsigned long long)cols, ld)) &&
+             check("cublasLtMatrixLayoutSetAttribute",
+                   lt->layoutSetAttribute(out,
+                                          CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                          &batch, sizeof(batch))) &&
+             check("cublasLtMatrixLayoutSetAttribute",
+                   lt->layoutSetAttribute(
+                       out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                       &stride, sizeof(stride)));
+    };
+    bool ok =
+        check("cublasLtMatmulDescCreate",
+              lt->descCreate(&made->desc,
+                             call.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                       : CUBLAS_COMPUTE_32F,
+                             CUDA_R_32F)) &&
+        check("cublasLtMatmulDescSetAttribute",
+              lt->descSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                   &transa, sizeof(transa))) &&
+        check("cublasLtMatmulDescSetAttribute",
+              lt->descSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                   &transb, sizeof(transb))) &&
+        check("cublasLtMatmulDescSetAttribute",
+              lt->descSetAttribute(made->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                   &epilogue, sizeof(epilogue))) &&
+        (!bias || check("cublasLtMatmulDescSetAttribute",
+                        lt->descSetAttribute(
+                            made->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                            &biasType, sizeof(biasType)))) &&
+        layout(made->a, aType, call.transa ? call.k : call.m,
+               call.transa ? call.m : call.k, call.lda, call.strideA) &&
+        layout(made->b, bType, call.transb ? call.n : call.k,
+               call.transb ? call.k : call.n, call.ldb, call.strideB) &&
+        layout(made->c, cType, call.m, call.n, call.ldc, call.strideC);
+    cublasLtMatmulPreference_t preference = nullptr;
+    if (ok) {
+      uint64_t workspace = uint64_t(kLtWorkspaceBytes);
+      uint32_t alignments[4] = {alignmentOf(call.a), alignmentOf(call.b),
+                                alignmentOf(call.c), alignmentOf(call.c)};
+      cublasLtMatmulPreferenceAttributes_t alignmentAttributes[4] = {
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+      ok = check("cublasLtMatmulPreferenceCreate",
+                 lt->preferenceCreate(&preference)) &&
+           check("cublasLtMatmulPreferenceSetAttribute",
+                 lt->preferenceSetAttribute(
+                     preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                     &workspace, sizeof(workspace)));
+      for (int i = 0; ok && i < 4; ++i)
+        ok = check(
+            "cublasLtMatmulPreferenceSetAttribute",
+            lt->preferenceSetAttribute(preference, alignmentAttributes[i],
+                                       &alignments[i], sizeof(alignments[i])));
+    }
+    if (ok) {
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      ok = check("cublasLtMatmulAlgoGetHeuristic",
+                 lt->algoGetHeuristic(static_cast<cublasLtHandle_t>(ltHandle),
+                                      made->desc, made->a, made->b, made->c,
+                                      made->c, preference, 1, &result, &found));
+      if (ok && (found < 1 || result.state != CUBLAS_STATUS_SUCCESS)) {
+        error = "cublasLtMatmulAlgoGetHeuristic found no algorithm for " +
+                std::string(safeTensorsDTypeName(call.aType)) + " x " +
+                std::string(safeTensorsDTypeName(call.bType)) + " -> " +
+                std::string(safeTensorsDTypeName(call.cType)) + " (m " +
+                std::to_string(call.m) + ", n " + std::to_string(call.n) +
+                ", k " + std::to_string(call.k) + ", batch " +
+                std::to_string(call.batch) + ")";
+        ok = false;
+      }
+      made->algo = result.algo;
+    }
+    if (preference)
+      lt->preferenceDestroy(preference);
+    if (!ok) {
+      destroy();
+      ltPlans.erase(key);
+      return false;
+    }
+    plan = std::move(made);
+  }
+  if (bias) {
+    void *pointer = reinterpret_cast<void *>(uintptr_t(call.bias));
+    if (!check("cublasLtMatmulDescSetAttribute",
+               lt->descSetAttribute(plan->desc,
+                                    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
+                                    sizeof(pointer))))
+      return false;
+  }
+  void *c = reinterpret_cast<void *>(uintptr_t(call.c));
+  return check(
+      "cublasLtMatmul",
+      lt->matmul(static_cast<cublasLtHandle_t>(ltHandle), plan->desc,
+                 &call.alpha, reinterpret_cast<const void *>(uintptr_t(call.a)),
+                 plan->a, reinterpret_cast<const void *>(uintptr_t(call.b)),
+                 plan->b, &call.beta, c, plan->c, c, plan->c, &plan->algo,
+                 reinterpret_cast<void *>(uintptr_t(ltWorkspace)),
+                 size_t(kLtWorkspaceBytes), static_cast<CUstream>(stream)));
 }

@@ -279,10 +279,12 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
   std::string directory =
       slash == std::string::npos ? "." : jsonPath.substr(0, slash);
   try {
+    // Format 2 added GEMM epilogues; a format 1 program (none) reads as
+    // it always did.
     int64_t format = integer(root, "format", "the program");
-    if (format != 1)
+    if (format != 1 && format != 2)
       throw ProgramError{"unknown format " + std::to_string(format) +
-                         " (this runtime reads 1)"};
+                         " (this runtime reads 1 and 2)"};
     step->name = string(root, "step", "the program");
     step->block = integer(root, "block_size", "the program", 1, 1024);
     step->arena = integer(root, "arena_bytes", "the program");
@@ -526,6 +528,39 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
               what + ": unsupported dtypes " + dtypeText(op.a.dtype) + " x " +
               dtypeText(op.b.dtype) + " -> " + dtypeText(op.c.dtype) +
               " (a and b alike, F32, BF16 or F16; c F32 or a's dtype)"};
+        if (format >= 2) {
+          std::string epilogue = string(entry, "epilogue", what);
+          if (epilogue == "bias") {
+            op.epilogue = GemmEpilogue::Bias;
+            std::string where = what + ": bias";
+            if (!entry.contains("bias") || !entry["bias"].is_object())
+              throw ProgramError{where + " is missing"};
+            const json &value = entry["bias"];
+            if (!value.contains("buffer"))
+              throw ProgramError{where + ": 'buffer' is missing"};
+            op.bias.buffer = bufferId(value["buffer"], where);
+            op.bias.offset = integer(value, "offset", where);
+            op.bias.dtype = dtype(value, where);
+            // cuBLASLt's bias is in D's dtype (its default bias type).
+            if (op.bias.dtype != op.c.dtype)
+              throw ProgramError{where + ": dtype " + dtypeText(op.bias.dtype) +
+                                 " is not c's " + dtypeText(op.c.dtype)};
+            int64_t end = 0;
+            int64_t size = step->bufferList[size_t(op.bias.buffer)].bytes;
+            if (__builtin_add_overflow(op.bias.offset, op.m, &end) ||
+                __builtin_mul_overflow(end, int64_t(elementSize(op.bias.dtype)),
+                                       &end) ||
+                end > size)
+              throw ProgramError{
+                  where + ": " + std::to_string(op.m) + " elements from " +
+                  std::to_string(op.bias.offset) + " reach past buffer " +
+                  std::to_string(op.bias.buffer) + ", which has " +
+                  std::to_string(size) + " bytes"};
+          } else if (epilogue != "none") {
+            throw ProgramError{what + ": unknown epilogue '" + epilogue +
+                               "' (none or bias)"};
+          }
+        }
         // cuBLAS leaves overlapping outputs of a batch undefined.
         if (op.batch > 1 && op.m > 0 && op.n > 0 &&
             op.c.stride < (op.n - 1) * op.c.ld + op.m)
@@ -551,6 +586,27 @@ int64_t GpuStep::findArgument(const std::string &argumentName) const {
     if (argumentList[i].name == argumentName)
       return int64_t(i);
   return -1;
+}
+
+/// The GemmCall an op makes decides the library (GemmCall::usesLt).
+static GemmCall libraryChoice(const GpuStepOp &op) {
+  GemmCall call;
+  call.aType = op.a.dtype;
+  call.epilogue = op.epilogue;
+  return call;
+}
+
+int64_t GpuStep::ltGemms() const {
+  return std::count_if(opList.begin(), opList.end(), [](const GpuStepOp &op) {
+    return op.kind == GpuStepOp::Kind::Gemm && libraryChoice(op).usesLt();
+  });
+}
+
+int64_t GpuStep::biasEpilogues() const {
+  return std::count_if(opList.begin(), opList.end(), [](const GpuStepOp &op) {
+    return op.kind == GpuStepOp::Kind::Gemm &&
+           op.epilogue == GemmEpilogue::Bias;
+  });
 }
 
 std::string GpuStep::describeOp(size_t index) const {
@@ -628,6 +684,11 @@ bool GpuStep::attach(CudaDevice &target, std::string &error) {
   if (anyGemm && !device->openBlas(deviceError))
     return failed(jsonPath +
                   ": the step's matrix products need cuBLAS: " + deviceError);
+  if (ltGemms() > 0 && !device->openBlasLt(deviceError))
+    return failed(jsonPath +
+                  ": the step's bf16/fp16 matrix products and "
+                  "epilogues need cuBLASLt: " +
+                  deviceError);
   if (arena > 0 && !device->allocate(arena, arenaBase, deviceError))
     return failed(jsonPath + ": the arena of " + std::to_string(arena) +
                   " bytes: " + deviceError);
@@ -701,6 +762,10 @@ bool GpuStep::enqueue(const std::vector<DevicePtr> &addresses,
       call.strideA = op.a.stride;
       call.strideB = op.b.stride;
       call.strideC = op.c.stride;
+      call.epilogue = op.epilogue;
+      if (op.epilogue != GemmEpilogue::None)
+        call.bias = address(op.bias);
+      call.tf32 = tf32 && op.a.dtype == DType::F32;
       ok = device->gemm(call, deviceError, stream);
     }
     if (ok && syncEachOp)
@@ -1041,6 +1106,12 @@ bool GpuStepGradients::scratch(std::vector<DevicePtr> &list, size_t index,
   return true;
 }
 
+void GpuStepGradients::setTf32(bool enable) {
+  step->setTf32(enable);
+  if (forward)
+    forward->setTf32(enable);
+}
+
 void GpuStepGradients::setTokenBatches(std::unique_ptr<TokenBatches> data) {
   batches = std::move(data);
   bool first = true;
@@ -1333,5 +1404,13 @@ std::string GpuStepGradients::describeGraphUse() const {
     text += "; the forward-only step ran " + std::to_string(validationRuns) +
             " validation micro-batches (" +
             std::to_string(forward->graphReplays()) + " as a CUDA graph)";
+  // --tf32 changes the step's numbers, so the run says so.
+  if (step->usesTf32()) {
+    int64_t fp32 = 0;
+    for (const GpuStepOp &op : step->ops())
+      fp32 += op.kind == GpuStepOp::Kind::Gemm && op.a.dtype == DType::F32;
+    text += "; its " + std::to_string(fp32) +
+            " fp32 GEMMs computed in TF32 (--tf32)";
+  }
   return text;
 }

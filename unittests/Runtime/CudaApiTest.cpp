@@ -16,12 +16,14 @@
 
 #include "../../lib/Runtime/CudaApi.h"
 
+#include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda.h>
 #include <nccl.h>
 
 #include "gtest/gtest.h"
 
+#include <cstddef>
 #include <type_traits>
 
 namespace api = mlir::mantissa::rt::cudaapi;
@@ -132,6 +134,8 @@ TEST(CudaApiTest, CublasDeclarationsMatchCublasApiH) {
   EXPECT_EQ(int(api::CUBLAS_OP_T), int(CUBLAS_OP_T));
   EXPECT_EQ(int(api::CUBLAS_DEFAULT_MATH), int(CUBLAS_DEFAULT_MATH));
   EXPECT_EQ(int(api::CUBLAS_COMPUTE_32F), int(CUBLAS_COMPUTE_32F));
+  EXPECT_EQ(int(api::CUBLAS_COMPUTE_32F_FAST_TF32),
+            int(CUBLAS_COMPUTE_32F_FAST_TF32));
   EXPECT_EQ(int(api::CUBLAS_GEMM_DEFAULT), int(CUBLAS_GEMM_DEFAULT));
   EXPECT_EQ(int(api::CUDA_R_32F), int(CUDA_R_32F));
   EXPECT_EQ(int(api::CUDA_R_16F), int(CUDA_R_16F));
@@ -153,6 +157,66 @@ TEST(CudaApiTest, CublasDeclarationsMatchCublasApiH) {
   EXPECT_STREQ(api::cublasStatusName(CUBLAS_STATUS_NOT_SUPPORTED),
                "CUBLAS_STATUS_NOT_SUPPORTED");
   EXPECT_EQ(api::cublasStatusName(12345), nullptr);
+}
+
+TEST(CudaApiTest, CublasLtDeclarationsMatchCublasLtH) {
+  EXPECT_SAME_ABI(cublasLtCreate, cublasLtCreate);
+  EXPECT_SAME_ABI(cublasLtDestroy, cublasLtDestroy);
+  EXPECT_SAME_ABI(cublasLtMatmulDescCreate, cublasLtMatmulDescCreate);
+  EXPECT_SAME_ABI(cublasLtMatmulDescDestroy, cublasLtMatmulDescDestroy);
+  EXPECT_SAME_ABI(cublasLtMatmulDescSetAttribute,
+                  cublasLtMatmulDescSetAttribute);
+  EXPECT_SAME_ABI(cublasLtMatrixLayoutCreate, cublasLtMatrixLayoutCreate);
+  EXPECT_SAME_ABI(cublasLtMatrixLayoutDestroy, cublasLtMatrixLayoutDestroy);
+  EXPECT_SAME_ABI(cublasLtMatrixLayoutSetAttribute,
+                  cublasLtMatrixLayoutSetAttribute);
+  EXPECT_SAME_ABI(cublasLtMatmulPreferenceCreate,
+                  cublasLtMatmulPreferenceCreate);
+  EXPECT_SAME_ABI(cublasLtMatmulPreferenceDestroy,
+                  cublasLtMatmulPreferenceDestroy);
+  EXPECT_SAME_ABI(cublasLtMatmulPreferenceSetAttribute,
+                  cublasLtMatmulPreferenceSetAttribute);
+  EXPECT_SAME_ABI(cublasLtMatmulAlgoGetHeuristic,
+                  cublasLtMatmulAlgoGetHeuristic);
+  EXPECT_SAME_ABI(cublasLtMatmul, cublasLtMatmul);
+  EXPECT_SAME_ABI(cublasLtGetStatusString, cublasLtGetStatusString);
+  EXPECT_TRUE((std::is_same_v<api::cublasLtHandle_t, cublasLtHandle_t>));
+  // Passed by value or as arrays: the same size and layout.
+  EXPECT_EQ(sizeof(api::cublasLtMatmulAlgo_t), sizeof(cublasLtMatmulAlgo_t));
+  EXPECT_EQ(sizeof(api::cublasLtMatmulHeuristicResult_t),
+            sizeof(cublasLtMatmulHeuristicResult_t));
+  EXPECT_EQ(offsetof(api::cublasLtMatmulHeuristicResult_t, state),
+            offsetof(cublasLtMatmulHeuristicResult_t, state));
+  EXPECT_EQ(offsetof(api::cublasLtMatmulHeuristicResult_t, workspaceSize),
+            offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_DESC_TRANSA),
+            int(CUBLASLT_MATMUL_DESC_TRANSA));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_DESC_TRANSB),
+            int(CUBLASLT_MATMUL_DESC_TRANSB));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_DESC_EPILOGUE),
+            int(CUBLASLT_MATMUL_DESC_EPILOGUE));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_DESC_BIAS_POINTER),
+            int(CUBLASLT_MATMUL_DESC_BIAS_POINTER));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE),
+            int(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE));
+  EXPECT_EQ(int(api::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT),
+            int(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT));
+  EXPECT_EQ(int(api::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET),
+            int(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES),
+            int(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES),
+            int(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES),
+            int(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES),
+            int(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES));
+  EXPECT_EQ(int(api::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES),
+            int(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES));
+  EXPECT_EQ(unsigned(api::CUBLASLT_EPILOGUE_DEFAULT),
+            unsigned(CUBLASLT_EPILOGUE_DEFAULT));
+  EXPECT_EQ(unsigned(api::CUBLASLT_EPILOGUE_BIAS),
+            unsigned(CUBLASLT_EPILOGUE_BIAS));
 }
 
 TEST(CudaApiTest, NcclDeclarationsMatchNcclH) {

@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Built three times, as libcuda.so.1, libcublas.so.13 and libnccl.so.2 in a
-// directory of their own, so that a test can put them first on
-// LD_LIBRARY_PATH and drive the runtime's GPU path (--device cuda) on a
+// Built four times, as libcuda.so.1, libcublas.so.13, libcublasLt.so.13 and
+// libnccl.so.2 in a directory of their own, so that a test can put them first
+// on LD_LIBRARY_PATH and drive the runtime's GPU path (--device cuda) on a
 // machine without a GPU: the plumbing (dlopen and symbol names, device
 // buffers, uploads and downloads, pointer biasing, the kernel's argument
 // order and scalars, NCCL, checkpoints from device state) is
@@ -52,7 +52,23 @@
 // with F32 or same-dtype outputs, accumulating in fp32 in increasing k order
 // and rounding bf16/fp16 results to nearest even, so tests can compare
 // against their own reference exactly. It refuses any math mode but
-// CUBLAS_DEFAULT_MATH (the runtime must not ask for TF32).
+// CUBLAS_DEFAULT_MATH; CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 inputs only)
+// rounds each input to TF32 first (10 mantissa bits, to nearest with ties
+// away from zero, as cvt.rna.tf32.f32 does), so that the choice shows in the
+// numbers.
+//
+// cuBLASLt's cublasLtMatmul is implemented by the same definition from its
+// descriptors: the matmul descriptor's compute and scale types (32F or
+// 32F_FAST_TF32, fp32 scalars), TRANSA/TRANSB, the epilogue (DEFAULT, or BIAS:
+// bias[row] added after alpha * product + beta * C, in fp32, before the one
+// rounding into D) with its bias pointer and type (D's), and each matrix
+// layout's type, rows, columns, leading dimension, batch count and strided
+// batch offset. Shapes must agree (op(A) m x k, op(B) k x n, C = D m x n,
+// one batch count), so that a wrong transpose, stride or dtype in the
+// runtime's descriptors fails or computes something else. The heuristic
+// returns one algorithm that records the alignments the preference allowed;
+// cublasLtMatmul refuses operands less aligned than that, as the library's
+// kernels would. Attribute sizes are checked as the library checks them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +119,26 @@ struct ncclComm {
 struct cublasContext {
   cublasMath_t mathMode = CUBLAS_DEFAULT_MATH;
   CUstream stream = nullptr;
+};
+struct cublasLtContext {};
+struct cublasLtMatmulDescOpaque {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType scale = CUDA_R_32F;
+  int32_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  int32_t biasType = -1; // D's
+};
+struct cublasLtMatrixLayoutOpaque {
+  cudaDataType type = CUDA_R_32F;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  int32_t batch = 1;
+  int64_t stride = 0;
+};
+struct cublasLtMatmulPreferenceOpaque {
+  uint64_t workspace = 0;
+  uint32_t alignment[4] = {256, 256, 256, 256};
 };
 /// A stream runs what is queued on it at once (host memory, one thread),
 /// unless it is capturing: then each launch and GEMM is recorded, with
@@ -184,6 +220,27 @@ float halfToFloat(uint16_t bits) {
 }
 uint16_t floatToHalf(float value) {
   return mlir::mantissa::rt::floatToF16Bits(value);
+}
+/// Copies a cuBLASLt attribute's value when its size is the attribute's own.
+template <typename T>
+cublasStatus_t setAttribute(T &field, const void *buf, size_t size) {
+  if (!buf || size != sizeof(T))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(&field, buf, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/// `value` rounded to TF32 as cvt.rna.tf32.f32 does: 10 mantissa bits, to
+/// nearest, ties away from zero.
+float roundToTf32(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7F800000u) != 0x7F800000u) {
+    bits += 0x1000u;
+    bits &= ~0x1FFFu;
+  }
+  std::memcpy(&value, &bits, 4);
+  return value;
 }
 
 } // namespace
@@ -487,9 +544,10 @@ cublasStatus_t cublasGemmStridedBatchedEx(
   auto isFloat = [](cudaDataType type) {
     return type == CUDA_R_32F || type == CUDA_R_16F || type == CUDA_R_16BF;
   };
+  bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
   if (handle->mathMode != CUBLAS_DEFAULT_MATH ||
-      computeType != CUBLAS_COMPUTE_32F || algo != CUBLAS_GEMM_DEFAULT ||
-      !isFloat(aType) || bType != aType ||
+      (computeType != CUBLAS_COMPUTE_32F && !(tf32 && aType == CUDA_R_32F)) ||
+      algo != CUBLAS_GEMM_DEFAULT || !isFloat(aType) || bType != aType ||
       (cType != CUDA_R_32F && cType != aType))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (handle->stream && handle->stream->capturing) {
@@ -530,6 +588,10 @@ cublasStatus_t cublasGemmStridedBatchedEx(
                          i * strideA + (ta ? p + row * lda : row + p * lda));
           float y = load(B, bType,
                          i * strideB + (tb ? col + p * ldb : p + col * ldb));
+          if (tf32) {
+            x = roundToTf32(x);
+            y = roundToTf32(y);
+          }
           float product = x * y;
           sum = sum + product;
         }
@@ -543,6 +605,273 @@ cublasStatus_t cublasGemmStridedBatchedEx(
                                               dtype(cType), value);
       }
   return CUBLAS_STATUS_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// libcublasLt.so.13
+//===----------------------------------------------------------------------===//
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
+  *handle = new cublasLtContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc,
+                                        cublasComputeType_t compute,
+                                        cudaDataType scale) {
+  *desc = new cublasLtMatmulDescOpaque();
+  (*desc)->compute = compute;
+  (*desc)->scale = scale;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete desc;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                               cublasLtMatmulDescAttributes_t attr,
+                               const void *buf, size_t size) {
+  if (!desc)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  switch (attr) {
+  case CUBLASLT_MATMUL_DESC_TRANSA:
+    return setAttribute(desc->transa, buf, size);
+  case CUBLASLT_MATMUL_DESC_TRANSB:
+    return setAttribute(desc->transb, buf, size);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE:
+    return setAttribute(desc->epilogue, buf, size);
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    return setAttribute(desc->bias, buf, size);
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+    return setAttribute(desc->biasType, buf, size);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout,
+                                          cudaDataType type,
+                                          unsigned long long rows,
+                                          unsigned long long cols,
+                                          long long ld) {
+  *layout = new cublasLtMatrixLayoutOpaque();
+  (*layout)->type = type;
+  (*layout)->rows = rows;
+  (*layout)->cols = cols;
+  (*layout)->ld = ld;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete layout;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t
+cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
+                                 cublasLtMatrixLayoutAttribute_t attr,
+                                 const void *buf, size_t size) {
+  if (!layout)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  switch (attr) {
+  case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+    return setAttribute(layout->batch, buf, size);
+  case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+    return setAttribute(layout->stride, buf, size);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t
+cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *preference) {
+  *preference = new cublasLtMatmulPreferenceOpaque();
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t
+cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t preference) {
+  delete preference;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t
+cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t preference,
+                                     cublasLtMatmulPreferenceAttributes_t attr,
+                                     const void *buf, size_t size) {
+  if (!preference)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  switch (attr) {
+  case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+    return setAttribute(preference->workspace, buf, size);
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+  case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+    return setAttribute(
+        preference
+            ->alignment[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES],
+        buf, size);
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+namespace {
+/// The algorithm the stand-in's heuristic returns: a tag, then the
+/// alignments it may assume of A, B, C and D.
+constexpr unsigned long long kFakeAlgoTag = 0x4641'4b45'4c54ull; // "FAKELT"
+
+/// Whether the descriptors describe a problem the stand-in (and cuBLASLt)
+/// accepts: m x n x k from D and A, B agreeing, one batch count, dtypes and
+/// compute type as documented.
+cublasStatus_t checkLtProblem(const cublasLtMatmulDescOpaque &desc,
+                              const cublasLtMatrixLayoutOpaque &a,
+                              const cublasLtMatrixLayoutOpaque &b,
+                              const cublasLtMatrixLayoutOpaque &c,
+                              const cublasLtMatrixLayoutOpaque &d) {
+  auto isOp = [](int32_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T; };
+  auto isFloat = [](cudaDataType type) {
+    return type == CUDA_R_32F || type == CUDA_R_16F || type == CUDA_R_16BF;
+  };
+  if (!isOp(desc.transa) || !isOp(desc.transb) || desc.scale != CUDA_R_32F)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  bool ta = desc.transa == CUBLAS_OP_T, tb = desc.transb == CUBLAS_OP_T;
+  uint64_t m = d.rows, n = d.cols, k = ta ? a.rows : a.cols;
+  if ((ta ? a.cols : a.rows) != m || (tb ? b.rows : b.cols) != n ||
+      (tb ? b.cols : b.rows) != k || c.rows != m || c.cols != n)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  for (const cublasLtMatrixLayoutOpaque *layout : {&a, &b, &c, &d})
+    if (layout->ld < int64_t(std::max<uint64_t>(1, layout->rows)) ||
+        layout->batch < 1 || layout->batch != d.batch)
+      return CUBLAS_STATUS_INVALID_VALUE;
+  if (!isFloat(a.type) || b.type != a.type || c.type != d.type ||
+      (d.type != CUDA_R_32F && d.type != a.type))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.compute != CUBLAS_COMPUTE_32F &&
+      !(desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a.type == CUDA_R_32F))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+      desc.epilogue != CUBLASLT_EPILOGUE_BIAS)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (desc.epilogue == CUBLASLT_EPILOGUE_BIAS && desc.biasType != -1 &&
+      desc.biasType != d.type)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+} // namespace
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+    cublasLtMatmulPreference_t preference, int requested,
+    cublasLtMatmulHeuristicResult_t results[], int *count) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!desc || !a || !b || !c || !d || !preference || requested < 1 ||
+      !results || !count)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *count = 0;
+  if (cublasStatus_t rc = checkLtProblem(*desc, *a, *b, *c, *d))
+    return rc;
+  cublasLtMatmulHeuristicResult_t result{};
+  result.algo.data[0] = kFakeAlgoTag;
+  for (int i = 0; i < 4; ++i)
+    result.algo.data[1 + i] = preference->alignment[i];
+  result.workspaceSize = 0;
+  result.state = CUBLAS_STATUS_SUCCESS;
+  result.wavesCount = 1.0f;
+  results[0] = result;
+  *count = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t descHandle,
+               const void *alpha, const void *A, cublasLtMatrixLayout_t aHandle,
+               const void *B, cublasLtMatrixLayout_t bHandle, const void *beta,
+               const void *C, cublasLtMatrixLayout_t cHandle, void *D,
+               cublasLtMatrixLayout_t dHandle, const cublasLtMatmulAlgo_t *algo,
+               void *workspace, size_t workspaceBytes, CUstream stream) {
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!descHandle || !aHandle || !bHandle || !cHandle || !dHandle || !alpha ||
+      !beta || !algo || algo->data[0] != kFakeAlgoTag ||
+      (workspaceBytes > 0 && !workspace))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  // The descriptors as they are now: the library reads them at the call.
+  cublasLtMatmulDescOpaque desc = *descHandle;
+  cublasLtMatrixLayoutOpaque a = *aHandle, b = *bHandle, c = *cHandle,
+                             d = *dHandle;
+  if (cublasStatus_t rc = checkLtProblem(desc, a, b, c, d))
+    return rc;
+  bool withBias = desc.epilogue == CUBLASLT_EPILOGUE_BIAS;
+  if (withBias && !desc.bias)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const void *pointers[4] = {A, B, C, D};
+  for (int i = 0; i < 4; ++i)
+    if (reinterpret_cast<uintptr_t>(pointers[i]) % algo->data[1 + i] != 0)
+      return CUBLAS_STATUS_INVALID_VALUE; // the algorithm's alignment
+  float alphaValue = *static_cast<const float *>(alpha);
+  float betaValue = *static_cast<const float *>(beta);
+  auto run = [=]() -> int {
+    using mlir::mantissa::rt::DType;
+    auto dtype = [](cudaDataType type) {
+      return type == CUDA_R_32F    ? DType::F32
+             : type == CUDA_R_16BF ? DType::BF16
+                                   : DType::F16;
+    };
+    auto load = [&](const void *base, cudaDataType type, int64_t index) {
+      return mlir::mantissa::rt::loadFloatElement(
+          static_cast<const uint8_t *>(base), index, dtype(type));
+    };
+    bool ta = desc.transa == CUBLAS_OP_T, tb = desc.transb == CUBLAS_OP_T;
+    bool tf32 = desc.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    int64_t m = int64_t(d.rows), n = int64_t(d.cols),
+            k = int64_t(ta ? a.rows : a.cols);
+    for (int64_t i = 0; i < d.batch; ++i)
+      for (int64_t col = 0; col < n; ++col)
+        for (int64_t row = 0; row < m; ++row) {
+          // Separate statements: no fused multiply-add may change a
+          // rounding.
+          float sum = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            float x =
+                load(A, a.type,
+                     i * a.stride + (ta ? p + row * a.ld : row + p * a.ld));
+            float y =
+                load(B, b.type,
+                     i * b.stride + (tb ? col + p * b.ld : p + col * b.ld));
+            if (tf32) {
+              x = roundToTf32(x);
+              y = roundToTf32(y);
+            }
+            float product = x * y;
+            sum = sum + product;
+          }
+          float value = alphaValue * sum;
+          if (betaValue != 0) {
+            float scaled =
+                betaValue * load(C, c.type, i * c.stride + row + col * c.ld);
+            value = value + scaled;
+          }
+          if (withBias) {
+            float addend = load(desc.bias, d.type, row);
+            value = value + addend;
+          }
+          mlir::mantissa::rt::storeFloatElement(static_cast<uint8_t *>(D),
+                                                i * d.stride + row + col * d.ld,
+                                                dtype(d.type), value);
+        }
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  if (stream && stream->capturing) {
+    stream->recorded.push_back(run);
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  return run();
+}
+const char *cublasLtGetStatusString(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS ? "success" : "fake cuBLASLt error";
 }
 
 //===----------------------------------------------------------------------===//

@@ -290,8 +290,8 @@ TEST(GpuStepLoad, FileNamesStayBesideTheProgram) {
 
 TEST(GpuStepLoad, TopLevelFields) {
   ProgramFiles files = baseProgram();
-  files.program["format"] = 2;
-  expectLoadError(files, "unknown format 2 (this runtime reads 1)");
+  files.program["format"] = 3;
+  expectLoadError(files, "unknown format 3 (this runtime reads 1 and 2)");
   files = baseProgram();
   files.program["block_size"] = 2048;
   expectLoadError(files, "'block_size' is 2048, out of range [1, 1024]");
@@ -437,6 +437,55 @@ TEST(GpuStepLoad, GemmOps) {
                   op + "the batch's results overlap (c stride 1)");
   expectLoadError(gemm([](json &g) { g.erase("c"); }),
                   op + "operand c is missing");
+
+  // Format 2: every GEMM says its epilogue; a bias is m elements of c's
+  // dtype inside its buffer. Format 1 has none (its fields are not read).
+  auto format2 = [&](auto &&edit) {
+    ProgramFiles files = gemm(edit);
+    files.program["format"] = 2;
+    return files;
+  };
+  expectLoadError(format2([](json &) {}),
+                  op + "'epilogue' is missing or not a string");
+  expectLoadError(format2([](json &g) { g["epilogue"] = "relu"; }),
+                  op + "unknown epilogue 'relu' (none or bias)");
+  expectLoadError(format2([](json &g) { g["epilogue"] = "bias"; }),
+                  op + "bias is missing");
+  auto withBias = [](json &g) {
+    g["epilogue"] = "bias";
+    g["bias"] = {{"buffer", 7}, {"offset", 2}, {"dtype", "F32"}};
+  };
+  {
+    std::string error;
+    std::unique_ptr<GpuStep> step =
+        GpuStep::load(writeProgram(format2(withBias)), error);
+    ASSERT_NE(step, nullptr) << error;
+    EXPECT_EQ(step->ops()[1].epilogue, GemmEpilogue::Bias);
+    EXPECT_EQ(step->ops()[1].bias.offset, 2);
+    EXPECT_EQ(step->ltGemms(), 1);
+    EXPECT_EQ(step->biasEpilogues(), 1);
+    step = GpuStep::load(writeProgram(gemm(withBias)), error);
+    ASSERT_NE(step, nullptr) << error;
+    EXPECT_EQ(step->ops()[1].epilogue, GemmEpilogue::None);
+    EXPECT_EQ(step->ltGemms(), 0);
+  }
+  expectLoadError(format2([&](json &g) {
+                    withBias(g);
+                    g["bias"]["dtype"] = "BF16";
+                  }),
+                  op + "bias: dtype BF16 is not c's F32");
+  // Buffer 7 has 16 bytes: 2 elements from offset 3 reach byte 20.
+  expectLoadError(format2([&](json &g) {
+                    withBias(g);
+                    g["bias"]["offset"] = 3;
+                  }),
+                  op + "bias: 2 elements from 3 reach past buffer 7, which "
+                       "has 16 bytes");
+  expectLoadError(format2([&](json &g) {
+                    withBias(g);
+                    g["bias"]["buffer"] = 9;
+                  }),
+                  op + "bias: buffer 9 does not exist (8 buffers)");
 }
 
 TEST(GpuStepLoad, GradientSourceArguments) {
@@ -877,7 +926,21 @@ struct GemmCase {
   DType in, out;
   float beta;
   bool broadcastA;
+  /// Format 2's bias epilogue: a vector of m elements in C's dtype.
+  bool bias = false;
+  /// GpuStep::setTf32: the reference rounds fp32 inputs to TF32.
+  bool tf32 = false;
 };
+
+/// `value` rounded to TF32 as cvt.rna.tf32.f32 does (10 mantissa bits, to
+/// nearest, ties away from zero), written out independently of the
+/// stand-in's.
+float tf32Reference(float value) {
+  int exponent = 0;
+  float mantissa = std::frexp(value, &exponent); // |mantissa| in [0.5, 1)
+  float scaled = std::ldexp(mantissa, 11);       // 11 significant bits
+  return std::ldexp(std::round(scaled), exponent - 11); // ties away
+}
 
 std::string name(DType dtype) {
   return std::string(safeTensorsDTypeName(dtype));
@@ -889,13 +952,17 @@ void checkGemm(CudaDevice &device, const GemmCase &c) {
   SCOPED_TRACE(std::string("transa ") + (c.transa ? "T" : "N") + " transb " +
                (c.transb ? "T" : "N") + " " + name(c.in) + " -> " +
                name(c.out) + " beta " + std::to_string(c.beta) +
-               (c.broadcastA ? " broadcast A" : ""));
+               (c.broadcastA ? " broadcast A" : "") + (c.bias ? " bias" : "") +
+               (c.tf32 ? " tf32" : ""));
   const int64_t m = 3, n = 2, k = 5, batch = 3;
   const float alpha = 1.5f;
   // Logical op(A_i) (m x k), op(B_i) (k x n), C_i (m x n), row-major, with
-  // values exact in bf16 and fp16.
-  auto value = [](int64_t seed) {
-    return float((seed * 37 + 11) % 29 - 14) * 0.25f;
+  // values exact in bf16 and fp16 (for TF32, fp32 values with more
+  // mantissa bits than TF32 keeps).
+  auto value = [&](int64_t seed) {
+    float exact = float((seed * 37 + 11) % 29 - 14) * 0.25f;
+    return c.tf32 && c.in == DType::F32 ? exact + float(seed % 7 + 1) * 0x1p-15f
+                                        : exact;
   };
   std::vector<float> opA(batch * m * k), opB(batch * k * n), c0(batch * m * n);
   for (size_t i = 0; i < opA.size(); ++i)
@@ -953,26 +1020,38 @@ void checkGemm(CudaDevice &device, const GemmCase &c) {
                                       : c0[size_t((i * m + row) * n + col)]);
   }
 
+  // The bias (C's dtype), one element in from its buffer's start.
+  std::vector<float> biasValues(m);
+  for (int64_t row = 0; row < m; ++row)
+    biasValues[size_t(row)] = value(row + 3000);
+  std::vector<uint8_t> biasBytes(size_t(m + 1) * outWidth);
+  for (int64_t row = 0; row <= m; ++row)
+    storeFloatElement(biasBytes.data(), row, c.out,
+                      row == 0 ? sentinel : biasValues[size_t(row - 1)]);
+
   ProgramFiles files;
   int64_t bBytes = int64_t(b.size());
   files.constants.assign(256, 0xEE); // B at offset 256
   files.constants.insert(files.constants.end(), b.begin(), b.end());
   files.program = {
-      {"format", 1},
+      {"format", 2},
       {"step", "gemm"},
       {"ptx", "step.ptx"},
       {"block_size", 256},
       {"arena_bytes", 0},
       {"constants", "step.constants.bin"},
       {"arguments",
-       {tensor("a", "user_input", name(c.in), {sizeA}, int64_t(a.size()))}},
+       {tensor("a", "user_input", name(c.in), {sizeA}, int64_t(a.size())),
+        tensor("bias", "user_input", name(c.out), {m + 1},
+               int64_t(biasBytes.size()))}},
       {"results",
        {tensor("c", "user_output", name(c.out), {sizeC},
                int64_t(cBytes.size()))}},
       {"buffers",
        {{{"kind", "argument"}, {"index", 0}},
         {{"kind", "constant"}, {"offset", 256}, {"bytes", bBytes}},
-        {{"kind", "result"}, {"index", 0}}}},
+        {{"kind", "result"}, {"index", 0}},
+        {{"kind", "argument"}, {"index", 1}}}},
       {"ops",
        {{{"kind", "gemm"},
          {"source", "linalg.batch_matmul"},
@@ -1001,32 +1080,54 @@ void checkGemm(CudaDevice &device, const GemmCase &c) {
            {"offset", offsetC},
            {"ld", ldc},
            {"stride", strideC},
-           {"dtype", name(c.out)}}}}}}};
+           {"dtype", name(c.out)}}},
+         {"epilogue", c.bias ? "bias" : "none"}}}}};
+  if (c.bias)
+    files.program["ops"][0]["bias"] = {
+        {"buffer", 3}, {"offset", 1}, {"dtype", name(c.out)}};
   std::string error;
   std::unique_ptr<GpuStep> step = GpuStep::load(writeProgram(files), error);
   ASSERT_NE(step, nullptr) << error;
+  step->setTf32(c.tf32);
   ASSERT_TRUE(step->attach(device, error)) << error;
+  EXPECT_EQ(step->ltGemms(), c.in != DType::F32 || c.bias ? 1 : 0);
   DevicePtr aDevice = upload(device, a.data(), int64_t(a.size()));
+  DevicePtr biasDevice =
+      upload(device, biasBytes.data(), int64_t(biasBytes.size()));
   DevicePtr cDevice = upload(device, cBytes.data(), int64_t(cBytes.size()));
-  ASSERT_TRUE(step->run({aDevice}, {cDevice}, error)) << error;
+  ASSERT_TRUE(step->run({aDevice, biasDevice}, {cDevice}, error)) << error;
   std::vector<uint8_t> got(cBytes.size());
   ASSERT_TRUE(device.download(got.data(), cDevice, int64_t(got.size()), error));
 
-  // The reference: fp32 sums in increasing k, then alpha and beta, rounded
-  // once to the output dtype.
+  // The reference: fp32 sums in increasing k (of TF32-rounded inputs with
+  // tf32), then alpha and beta, then the bias, rounded once to the output
+  // dtype.
+  bool tf32Differs = false;
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t row = 0; row < m; ++row)
       for (int64_t col = 0; col < n; ++col) {
-        float sum = 0;
+        float sum = 0, exactSum = 0;
         for (int64_t p = 0; p < k; ++p) {
-          float product = opA[size_t((i * m + row) * k + p)] *
-                          opB[size_t((i * k + p) * n + col)];
+          float x = opA[size_t((i * m + row) * k + p)];
+          float y = opB[size_t((i * k + p) * n + col)];
+          float exactProduct = x * y;
+          exactSum = exactSum + exactProduct;
+          if (c.tf32 && c.in == DType::F32) {
+            x = tf32Reference(x);
+            y = tf32Reference(y);
+          }
+          float product = x * y;
           sum = sum + product;
         }
+        tf32Differs |= sum != exactSum;
         float expected = alpha * sum;
         if (c.beta != 0) {
           float scaled = c.beta * c0[size_t((i * m + row) * n + col)];
           expected = expected + scaled;
+        }
+        if (c.bias) {
+          float addend = biasValues[size_t(row)];
+          expected = expected + addend;
         }
         uint8_t rounded[4];
         storeFloatElement(rounded, 0, c.out, expected);
@@ -1044,6 +1145,9 @@ void checkGemm(CudaDevice &device, const GemmCase &c) {
   for (int64_t i = 0; i < sizeC; ++i)
     if (!inC[size_t(i)])
       EXPECT_EQ(loadFloatElement(got.data(), i, c.out), sentinel) << i;
+  // The TF32 case means something: its inputs lose bits in TF32.
+  if (c.tf32 && c.in == DType::F32)
+    EXPECT_TRUE(tf32Differs);
 }
 
 TEST(GpuStepDevice, GemmMatchesRowMajorReference) {
@@ -1059,6 +1163,35 @@ TEST(GpuStepDevice, GemmMatchesRowMajorReference) {
         for (float beta : {0.0f, 0.5f})
           checkGemm(*device, {transa, transb, in, out, beta, false});
   checkGemm(*device, {true, false, DType::BF16, DType::F32, 0.5f, true});
+}
+
+TEST(GpuStepDevice, GemmBiasEpilogue) {
+  OPEN_DEVICE_OR_SKIP(device, false);
+  std::pair<DType, DType> types[] = {{DType::F32, DType::F32},
+                                     {DType::BF16, DType::BF16},
+                                     {DType::F16, DType::F16}};
+  for (bool transa : {false, true})
+    for (bool transb : {false, true})
+      for (auto [in, out] : types)
+        for (float beta : {0.0f, 0.5f})
+          checkGemm(*device, {transa, transb, in, out, beta, false, true});
+  checkGemm(*device, {false, true, DType::BF16, DType::BF16, 0.0f, true, true});
+}
+
+TEST(GpuStepDevice, Tf32OnlyForFp32ProductsAndOnlyWhenAsked) {
+  OPEN_DEVICE_OR_SKIP(device, false);
+  // fp32 products in TF32 (the reference rounds the inputs; checkGemm also
+  // checks that this changes the sums), through cuBLAS and, with a bias,
+  // cuBLASLt.
+  for (bool transa : {false, true})
+    for (bool bias : {false, true})
+      checkGemm(*device, {transa, true, DType::F32, DType::F32, 0.5f, false,
+                          bias, true});
+  // bf16 products are not affected by the flag (their reference keeps
+  // every bit: bf16 inputs are exact in TF32 anyway, and the runtime must
+  // not ask cuBLASLt for FAST_TF32 with them, which the stand-in refuses).
+  checkGemm(*device,
+            {false, false, DType::BF16, DType::BF16, 0.0f, false, false, true});
 }
 
 TEST(GpuStepDevice, GemmRoundsBf16OutputsToNearestEven) {

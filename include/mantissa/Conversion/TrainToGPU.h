@@ -81,11 +81,16 @@ struct GpuStepOp {
   /// Threads that do work, and the loop iterations each runs in order (for
   /// reports: a reduction's length, one for elementwise kernels).
   int64_t threads = 1, serialIterations = 1;
-  // Gemm: C = alpha * op(A) * op(B) + beta * C, `batch` times.
+  // Gemm: C = alpha * op(A) * op(B) + beta * C (+ bias), `batch` times,
+  // accumulated in fp32 and rounded once into C's dtype.
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   double alpha = 1.0, beta = 1.0;
   GpuGemmOperand a, b, c;
+  /// The bias epilogue: `bias` (m contiguous elements in C's dtype) added to
+  /// every column before rounding (cuBLASLt's CUBLASLT_EPILOGUE_BIAS).
+  bool hasBias = false;
+  GpuGemmOperand bias;
 };
 
 /// A step compiled for the GPU.
@@ -107,6 +112,9 @@ struct GpuStepProgram {
   std::string toJSON(StringRef ptxFile, StringRef constantsFile) const;
   /// Counts for reports: kernels and GEMMs.
   int64_t countOps(GpuStepOp::Kind kind) const;
+  /// GEMMs whose output (the rounding to a narrow dtype, a bias) took in the
+  /// elementwise op that followed them: kernels the program does not have.
+  int64_t fusedEpilogues = 0;
 };
 
 /// Adds to `hostModule`, for every kernel of `gpuModule` (1-D, no barriers

@@ -10,7 +10,8 @@
 // says which piece is missing. The update path uses the device for resident
 // optimizer state and the generated PTX kernels (kernels.<group>.ptx); the
 // training step on the GPU (GpuStep.h) adds one PTX module of many kernels
-// and cuBLAS (libcublas.so.13, also through dlopen) for its matrix products.
+// and cuBLAS (libcublas.so.13) and cuBLASLt (libcublasLt.so.13), also
+// through dlopen, for its matrix products.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
@@ -32,12 +33,27 @@ namespace mlir::mantissa::rt {
 /// A device address (CUdeviceptr).
 using DevicePtr = uint64_t;
 
-/// One cublasGemmStridedBatchedEx call, column-major as cuBLAS defines it:
-/// for each i < batch, C_i = alpha * op(A_i) * op(B_i) + beta * C_i with
-/// fp32 accumulation (CUBLAS_COMPUTE_32F) and fp32 alpha/beta. `a`, `b`, `c`
-/// are the device addresses of batch 0's first elements; leading dimensions
-/// and strides are in elements. A/B are F32, BF16 or F16 alike; C is F32 or
-/// A's dtype.
+/// What a GEMM adds to its product before rounding into C.
+enum class GemmEpilogue {
+  None,
+  /// C_i(r, c) = alpha * (op(A_i) op(B_i))(r, c) + bias[r], beta 0: the
+  /// bias is a dense vector of m elements in C's dtype
+  /// (CUBLASLT_EPILOGUE_BIAS).
+  Bias
+};
+
+/// One strided-batched GEMM, column-major as cuBLAS defines it: for each
+/// i < batch, C_i = alpha * op(A_i) * op(B_i) + beta * C_i (+ the epilogue)
+/// with fp32 accumulation and fp32 alpha/beta, rounded once into C's dtype.
+/// `a`, `b`, `c` are the device addresses of batch 0's first elements;
+/// leading dimensions and strides are in elements. A/B are F32, BF16 or F16
+/// alike; C is F32 or A's dtype.
+///
+/// Which library runs it: cublasLtMatmul (CUBLAS_COMPUTE_32F) when A/B are
+/// BF16 or F16 (the tensor cores, C written in its dtype directly) or there
+/// is an epilogue; cublasGemmStridedBatchedEx otherwise. `tf32` (fp32
+/// operands only) selects CUBLAS_COMPUTE_32F_FAST_TF32 instead: the library
+/// may round A and B to TF32 first.
 struct GemmCall {
   bool transa = false, transb = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
@@ -46,6 +62,14 @@ struct GemmCall {
   DType aType = DType::F32, bType = DType::F32, cType = DType::F32;
   int64_t lda = 1, ldb = 1, ldc = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  DevicePtr bias = 0;
+  bool tf32 = false;
+
+  /// Whether the call goes to cuBLASLt (see above).
+  bool usesLt() const {
+    return aType != DType::F32 || epilogue != GemmEpilogue::None;
+  }
 };
 
 /// One CUDA device with its primary context current on the calling thread,
@@ -114,8 +138,14 @@ public:
   /// handle is destroyed with the device. On failure: "no cuBLAS:
   /// libcublas.so.13 could not be loaded (...)" or the failing call.
   bool openBlas(std::string &error);
-  /// Queues one GEMM on `stream` (null: the default stream; openBlas
-  /// first).
+  /// Loads cuBLASLt (libcublasLt.so.13, else libcublasLt.so), creates its
+  /// handle and a workspace, once; destroyed with the device. Messages as
+  /// openBlas's ("no cuBLASLt: ...").
+  bool openBlasLt(std::string &error);
+  /// Queues one GEMM on `stream` (null: the default stream) through the
+  /// library GemmCall names (openBlas or openBlasLt first). cuBLASLt's
+  /// descriptors and algorithm are made once per distinct call shape and
+  /// operand alignment, and kept with the device.
   bool gemm(const GemmCall &call, std::string &error, void *stream = nullptr);
   /// A cuBLAS call behind a failure: "call failed: CUBLAS_STATUS_... (text)".
   std::string describeBlas(const char *call, int status) const;
@@ -131,9 +161,17 @@ private:
   CudaDevice() = default;
   struct Api;
   struct BlasApi;
+  struct LtApi;
+  struct LtPlan;
+  bool gemmLt(const GemmCall &call, std::string &error, void *stream);
   std::unique_ptr<Api> api;
   std::unique_ptr<BlasApi> blas;
   void *blasHandle = nullptr;
+  std::unique_ptr<LtApi> lt;
+  void *ltHandle = nullptr;
+  DevicePtr ltWorkspace = 0;
+  /// Per call shape and alignment (a key of its fields), its descriptors.
+  std::map<std::vector<int64_t>, std::unique_ptr<LtPlan>> ltPlans;
   /// The stream the cuBLAS handle queues on.
   void *blasStream = nullptr;
   /// The stream and graph entry points the driver lacks (then graphs are

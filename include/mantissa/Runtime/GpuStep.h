@@ -93,11 +93,16 @@ struct GpuStepOp {
   std::string entry;
   int64_t grid = 1;
   std::vector<int64_t> buffers;
-  // Gemm (column-major, as cuBLAS: C = alpha * op(A) * op(B) + beta * C).
+  // Gemm (column-major, as cuBLAS: C = alpha * op(A) * op(B) + beta * C,
+  // plus the epilogue).
   bool transa = false, transb = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;
   float alpha = 1, beta = 0;
   GpuGemmOperand a, b, c;
+  /// Format 2: `epilogue` "bias" adds `bias` (m elements in c's dtype,
+  /// contiguous from its offset; ld and stride unused) to every column.
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  GpuGemmOperand bias;
 };
 
 /// A training step compiled for the GPU (docs/gpu-step.md).
@@ -121,6 +126,15 @@ public:
   bool attach(CudaDevice &device, std::string &error);
   /// Releases what attach allocated and forgets the device.
   void detach();
+  /// Lets the fp32 GEMMs use TF32 (CUBLAS_COMPUTE_32F_FAST_TF32, --tf32);
+  /// bf16/fp16 GEMMs are unaffected. Off by default: fp32 products stay
+  /// fp32. Set before the first run.
+  void setTf32(bool enable) { tf32 = enable; }
+  bool usesTf32() const { return tf32; }
+  /// GEMMs by library, for reports: those cuBLASLt runs (bf16/fp16
+  /// operands or an epilogue) and those with a bias epilogue.
+  int64_t ltGemms() const;
+  int64_t biasEpilogues() const;
   bool attached() const { return device != nullptr; }
 
   /// Runs the ops in order with argument buffer i bound to `arguments[i]`
@@ -197,6 +211,7 @@ private:
   std::vector<DevicePtr> graphAddresses;
   int64_t runs = 0, replays = 0;
   std::string graphNote;
+  bool tf32 = false;
 };
 
 /// The training step on the GPU in front of the update path: a
@@ -238,6 +253,8 @@ public:
   /// Trains on `batches` (--data): the step's first two user inputs are
   /// its tokens and targets (TokenBatches checked their shapes).
   void setTokenBatches(std::unique_ptr<TokenBatches> batches);
+  /// GpuStep::setTf32 for the joint and the forward program.
+  void setTf32(bool enable);
   bool splitsSteps() const override { return batches != nullptr; }
   bool selectMicroBatch(const MicroBatch &microBatch,
                         std::string &error) override;

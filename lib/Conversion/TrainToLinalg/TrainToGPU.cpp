@@ -198,10 +198,14 @@ struct LoopStrides {
   int64_t offset = 0;
 };
 
-FailureOr<LoopStrides> getLoopStrides(linalg::LinalgOp op, OpOperand &operand) {
+/// `value` stands for the operand (a view of the same shape indexed alike;
+/// null: the operand itself).
+FailureOr<LoopStrides> getLoopStrides(linalg::LinalgOp op, OpOperand &operand,
+                                      Value value = {}) {
   SmallVector<int64_t> viewStrides;
   LoopStrides result;
-  if (failed(getViewLayout(operand.get(), viewStrides, result.offset)))
+  if (failed(getViewLayout(value ? value : operand.get(), viewStrides,
+                           result.offset)))
     return failure();
   result.strides.assign(op.getNumLoops(), 0);
   AffineMap map = op.getMatchingIndexingMap(&operand);
@@ -313,9 +317,14 @@ bool isGemmDType(Type element) {
 /// collapse to one batch, row, column and reduction loop each, every operand
 /// is a column-major matrix (possibly transposed) and the dtypes are ones
 /// cuBLAS multiplies with fp32 accumulation. `getBufferId` names an
-/// operand's base buffer (called only once the op matches).
+/// operand's base buffer (called only once the op matches). `output`, when
+/// given, is written in place of the op's output (a view of the same shape,
+/// in fp32 or the operands' dtype): the GEMM then rounds its fp32 sums into
+/// it directly, which is what the op followed by an elementwise rounding
+/// computes when the op's output starts at zero.
 static std::optional<GpuStepOp>
-matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId) {
+matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId,
+          Value output = {}) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       !op.hasPureBufferSemantics() || !isMultiplyAccumulate(op))
     return std::nullopt;
@@ -323,9 +332,17 @@ matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId) {
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->k.empty())
     return std::nullopt;
+  SmallVector<Value> values(op->getOperands());
+  if (output) {
+    if (cast<MemRefType>(output.getType()).getShape() !=
+        cast<MemRefType>(values[2].getType()).getShape())
+      return std::nullopt;
+    values[2] = output;
+  }
   SmallVector<LoopStrides> operands;
   for (OpOperand &operand : op->getOpOperands()) {
-    FailureOr<LoopStrides> strides = getLoopStrides(op, operand);
+    FailureOr<LoopStrides> strides =
+        getLoopStrides(op, operand, values[operand.getOperandNumber()]);
     if (failed(strides))
       return std::nullopt;
     operands.push_back(*strides);
@@ -344,10 +361,13 @@ matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId) {
 
   Type aType = getElementTypeOrSelf(op.getDpsInputOperand(0)->get().getType());
   Type bType = getElementTypeOrSelf(op.getDpsInputOperand(1)->get().getType());
-  Type cType = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
+  Type accType = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
+  Type cType = getElementTypeOrSelf(values[2].getType());
   // A narrow accumulator would round after every product, which cuBLAS
-  // (accumulating in fp32) does not reproduce.
-  if (aType != bType || !isGemmDType(aType) || !cType.isF32())
+  // (accumulating in fp32) does not reproduce; a narrow output is only the
+  // one rounding at the end.
+  if (aType != bType || !isGemmDType(aType) || !accType.isF32() ||
+      (!cType.isF32() && cType != aType))
     return std::nullopt;
 
   int64_t M = rows->size, N = cols->size, K = inner->size;
@@ -385,7 +405,7 @@ matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId) {
   gemm.transB = secondLayout->transposed;
   auto describe = [&](unsigned operand, const MatrixLayout &matrix) {
     GpuGemmOperand result;
-    Value value = op->getOperand(operand);
+    Value value = values[operand];
     result.buffer = getBufferId(getBaseBuffer(value));
     result.offset = operands[operand].offset;
     result.ld = matrix.ld;
@@ -398,6 +418,96 @@ matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId) {
   gemm.c = describe(C, *cLayout);
   gemm.source = describeOp(op);
   return gemm;
+}
+
+/// What an elementwise op does to a GEMM's fp32 result that cuBLASLt can do
+/// in the GEMM's epilogue instead: round it once into `output` (fp32, or the
+/// operands' narrow dtype), after adding `bias` (an input in the output's
+/// dtype, widened to fp32) when there is one.
+struct GemmEpilogueMatch {
+  Value output;
+  OpOperand *bias = nullptr;
+};
+
+/// Whether `op` is `output = round(gemmOutput)` or `output = round(widen(bias)
+/// + gemmOutput)` (either order) over the same elements, identity-indexed
+/// but for the bias: the lowering of mm/bmm (the cast of the result) and of
+/// addmm with alpha = beta = 1.
+static std::optional<GemmEpilogueMatch> matchGemmEpilogue(linalg::LinalgOp op,
+                                                          Value gemmOutput) {
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic || !generic.hasPureBufferSemantics() ||
+      generic.getNumDpsInits() != 1 || generic.getNumDpsInputs() < 1 ||
+      generic.getNumDpsInputs() > 2 ||
+      generic.getNumLoops() != generic.getNumParallelLoops())
+    return std::nullopt;
+  OpOperand *init = generic.getDpsInitOperand(0);
+  if (!generic.getMatchingIndexingMap(init).isIdentity())
+    return std::nullopt;
+  Type outputType = getElementTypeOrSelf(init->get().getType());
+  if (!isGemmDType(outputType))
+    return std::nullopt;
+  OpOperand *product = nullptr, *bias = nullptr;
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    bool isProduct = !product &&
+                     getBaseBuffer(input->get()) == getBaseBuffer(gemmOutput) &&
+                     input->get().getType() == gemmOutput.getType() &&
+                     generic.getMatchingIndexingMap(input).isIdentity();
+    (isProduct ? product : bias) = input;
+  }
+  if (!product ||
+      (bias && getElementTypeOrSelf(bias->get().getType()) != outputType))
+    return std::nullopt;
+  Block *body = generic.getBlock();
+  auto isArgument = [&](Value value, OpOperand *operand) {
+    auto argument = dyn_cast<BlockArgument>(value);
+    return argument && argument.getOwner() == body &&
+           argument.getArgNumber() == operand->getOperandNumber();
+  };
+  Value result = cast<linalg::YieldOp>(body->getTerminator()).getOperand(0);
+  if (!outputType.isF32()) {
+    auto truncate = result.getDefiningOp<arith::TruncFOp>();
+    if (!truncate || truncate->getBlock() != body)
+      return std::nullopt;
+    result = truncate.getIn();
+  }
+  if (!result.getType().isF32())
+    return std::nullopt;
+  if (!bias)
+    return isArgument(result, product)
+               ? std::optional(GemmEpilogueMatch{init->get(), nullptr})
+               : std::nullopt;
+  auto add = result.getDefiningOp<arith::AddFOp>();
+  if (!add || add->getBlock() != body)
+    return std::nullopt;
+  for (int first = 0; first < 2; ++first) {
+    Value sum = add->getOperand(first), addend = add->getOperand(1 - first);
+    if (auto widen = addend.getDefiningOp<arith::ExtFOp>())
+      addend = widen.getIn();
+    if (isArgument(sum, product) && isArgument(addend, bias))
+      return GemmEpilogueMatch{init->get(), bias};
+  }
+  return std::nullopt;
+}
+
+/// Whether every use of the temporary `base` (through views) is one of
+/// `allowed` or its deallocation.
+static bool isOnlyUsedBy(Value base, ArrayRef<Operation *> allowed) {
+  SmallVector<Value> worklist = {base};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (isa<memref::DeallocOp>(user) || llvm::is_contained(allowed, user))
+        continue;
+      if (isa<ViewLikeOpInterface, memref::CastOp, memref::TransposeOp>(user) &&
+          user->getNumResults() == 1) {
+        worklist.push_back(user->getResult(0));
+        continue;
+      }
+      return false;
+    }
+  }
+  return true;
 }
 
 /// Every view of `base` that `op` (or an op nested in it) writes.
@@ -512,6 +622,7 @@ private:
   int64_t getBufferId(Value base);
   LogicalResult addConstant(memref::GetGlobalOp getGlobal);
   LogicalResult addKernel(Operation *op);
+  LogicalResult fuseGemmEpilogue(linalg::LinalgOp op);
   void packArena();
 
   func::FuncOp function;
@@ -531,8 +642,16 @@ private:
     Value output;
     size_t op;
     func::FuncOp kernel;
+    Operation *fill;
   };
   std::optional<ZeroFill> lastZeroFill;
+  /// The last op, if it is a GEMM: its linalg op and the zero fill merged
+  /// into it (beta = 0), if any.
+  struct LastGemm {
+    linalg::LinalgOp op;
+    Operation *fill;
+  };
+  std::optional<LastGemm> lastGemm;
 };
 
 } // namespace
@@ -719,19 +838,27 @@ LogicalResult GpuProgramBuilder::visit(Operation *op) {
             linalgOp, [&](Value base) { return getBufferId(base); })) {
       // C = A * B + 0 right after C was zeroed: one GEMM with beta = 0.
       Value output = linalgOp.getDpsInitOperand(0)->get();
+      Operation *fill = nullptr;
       if (lastZeroFill && lastZeroFill->output == output &&
           lastZeroFill->op + 1 == program.ops.size()) {
+        fill = lastZeroFill->fill;
         lastZeroFill->kernel.erase();
         program.ops.pop_back();
         gemm->beta = 0.0;
       }
       lastZeroFill.reset();
       program.ops.push_back(std::move(*gemm));
+      lastGemm = LastGemm{linalgOp, fill};
       return success();
     }
     lastZeroFill.reset();
+    if (lastGemm && succeeded(fuseGemmEpilogue(linalgOp))) {
+      lastGemm.reset();
+      return success();
+    }
+    lastGemm.reset();
     if (Value output = getZeroFilledOutput(op))
-      lastZeroFill = ZeroFill{output, program.ops.size(), {}};
+      lastZeroFill = ZeroFill{output, program.ops.size(), {}, op};
     if (failed(addKernel(op)))
       return failure();
     if (lastZeroFill)
@@ -739,9 +866,68 @@ LogicalResult GpuProgramBuilder::visit(Operation *op) {
     return success();
   }
   lastZeroFill.reset();
+  lastGemm.reset();
   if (isa<scf::ForOp>(op))
     return addKernel(op);
   return op->emitOpError() << "has no lowering to the GPU program";
+}
+
+/// Folds `op` into the GEMM just before it when it only rounds the GEMM's
+/// fp32 result (a temporary nothing else reads) into its output, adding a
+/// bias first or not (matchGemmEpilogue): the GEMM then writes that output
+/// in its dtype, with cuBLASLt's bias epilogue, so neither the kernel nor
+/// the fp32 temporary's traffic remain. The GEMM must start from zero (beta
+/// = 0): the fold adds nothing then but moves the one rounding, which the
+/// elementwise op did, into the GEMM.
+LogicalResult GpuProgramBuilder::fuseGemmEpilogue(linalg::LinalgOp op) {
+  GpuStepOp &gemm = program.ops.back();
+  if (gemm.kind != GpuStepOp::Kind::Gemm || gemm.beta != 0.0 || gemm.hasBias)
+    return failure();
+  linalg::LinalgOp producer = lastGemm->op;
+  Value product = producer.getDpsInitOperand(0)->get();
+  std::optional<GemmEpilogueMatch> match = matchGemmEpilogue(op, product);
+  if (!match)
+    return failure();
+  Value temporary = getBaseBuffer(product);
+  auto alloc = temporary.getDefiningOp<memref::AllocOp>();
+  SmallVector<Operation *> allowed = {producer, op};
+  if (lastGemm->fill)
+    allowed.push_back(lastGemm->fill);
+  if (!alloc || !isOnlyUsedBy(temporary, allowed))
+    return failure();
+  std::optional<GpuStepOp> fused = matchGemm(
+      producer, [&](Value base) { return getBufferId(base); }, match->output);
+  if (!fused)
+    return failure();
+  if (match->bias) {
+    // cuBLASLt adds bias[r] to row r of every column of every batch: the
+    // bias must step with the output's rows (the loops whose output stride
+    // is below m) and stay put along the rest.
+    FailureOr<LoopStrides> biasStrides = getLoopStrides(op, *match->bias);
+    FailureOr<LoopStrides> outputStrides =
+        getLoopStrides(op, *op.getDpsInitOperand(0));
+    if (failed(biasStrides) || failed(outputStrides))
+      return failure();
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    for (auto [loop, range] : llvm::enumerate(ranges)) {
+      if (range == 1)
+        continue;
+      int64_t outputStride = outputStrides->strides[loop];
+      int64_t expected = outputStride < fused->m ? outputStride : 0;
+      if (biasStrides->strides[loop] != expected)
+        return failure();
+    }
+    Value bias = match->bias->get();
+    fused->hasBias = true;
+    fused->bias.buffer = getBufferId(getBaseBuffer(bias));
+    fused->bias.offset = biasStrides->offset;
+    fused->bias.dtype = getDTypeName(getElementTypeOrSelf(bias.getType()));
+  }
+  fused->beta = 0.0;
+  fused->alpha = gemm.alpha;
+  gemm = std::move(*fused);
+  ++program.fusedEpilogues;
+  return success();
 }
 
 /// First fit: each temporary takes the lowest offset that no temporary
@@ -1363,21 +1549,22 @@ std::string GpuStepProgram::toJSON(StringRef ptxFile,
                              {"source", op.source}});
       continue;
     }
-    opArray.push_back(llvm::json::Object{{"kind", "gemm"},
-                                         {"source", op.source},
-                                         {"transa", op.transA},
-                                         {"transb", op.transB},
-                                         {"m", op.m},
-                                         {"n", op.n},
-                                         {"k", op.k},
-                                         {"batch", op.batch},
-                                         {"alpha", op.alpha},
-                                         {"beta", op.beta},
-                                         {"a", operand(op.a)},
-                                         {"b", operand(op.b)},
-                                         {"c", operand(op.c)}});
+    llvm::json::Object gemm{
+        {"kind", "gemm"},      {"source", op.source},
+        {"transa", op.transA}, {"transb", op.transB},
+        {"m", op.m},           {"n", op.n},
+        {"k", op.k},           {"batch", op.batch},
+        {"alpha", op.alpha},   {"beta", op.beta},
+        {"a", operand(op.a)},  {"b", operand(op.b)},
+        {"c", operand(op.c)},  {"epilogue", op.hasBias ? "bias" : "none"}};
+    if (op.hasBias)
+      gemm["bias"] = llvm::json::Object{{"buffer", op.bias.buffer},
+                                        {"offset", op.bias.offset},
+                                        {"dtype", op.bias.dtype}};
+    opArray.push_back(std::move(gemm));
   }
-  llvm::json::Object root{{"format", 1},
+  // Format 2: GEMM epilogues (docs/gpu-step.md).
+  llvm::json::Object root{{"format", 2},
                           {"step", stepName},
                           {"ptx", ptxFile},
                           {"block_size", blockSize},
