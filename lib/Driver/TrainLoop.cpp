@@ -357,6 +357,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
                                               options.inputsPath);
     if (!gpuGradients)
       return llvm::createStringError(error);
+    gpuGradients->setTf32(options.tf32);
     const rt::GpuStep &program = gpuGradients->program();
     if (communicator.rank() == 0 && gpuGradients->forwardProgram() &&
         !options.valDataPaths.empty())

@@ -331,6 +331,7 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
       programPath, std::move(arguments), error, options.inputsPath);
   if (!source)
     return nullptr;
+  source->setTf32(options.tf32);
   source->setTokensPerMicroBatch(tokensPerStep);
   if (!options.dataPaths.empty()) {
     std::unique_ptr<TokenBatches> batches = CpuStepGradients::openTokenData(

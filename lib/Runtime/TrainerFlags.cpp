@@ -128,6 +128,12 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     options.allowPartialWeights = true;
     return true;
   }
+  // A run-time choice, as torch's allow_tf32: the same artifact runs both
+  // ways, and only the GPU's fp32 products change (docs/gpu-step.md).
+  if (flag == "--tf32") {
+    options.tf32 = true;
+    return true;
+  }
   if (flag == "--steps")
     return count(options.steps);
   if (flag == "--save-every")
@@ -204,6 +210,9 @@ bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
   if (options.steps < 1)
     return bad("--steps: expected N >= 1, got " +
                std::to_string(options.steps));
+  if (options.tf32 && options.device != "cuda" && options.device != "gpu")
+    return bad("--tf32 lets the GPU step's fp32 matrix products use TF32; it "
+               "needs --device cuda");
   if (!validateLrSchedule(options.lrSchedule(), error))
     return false;
   for (auto [flag, beta] :

@@ -285,8 +285,9 @@ protected:
     dlclose(handle);
   }
 
-  /// C = alpha * op(A) op(B) + beta * C for each batch, column-major with
-  /// leading dimensions (cuBLAS's definition), accumulating in fp32.
+  /// C = alpha * op(A) op(B) + beta * C (+ bias) for each batch,
+  /// column-major with leading dimensions (cuBLAS's definition),
+  /// accumulating in fp32 and rounding once into C's dtype.
   static void runGemmOnHost(const GpuStepOp &op,
                             ArrayRef<uint8_t *> addresses) {
     auto dtypeOf = [](const GpuGemmOperand &operand) {
@@ -315,6 +316,10 @@ protected:
             value +=
                 float(op.beta) *
                 rt::loadFloatElement(addresses[op.c.buffer], z, dtypeOf(op.c));
+          // The bias epilogue: bias[i] (C's dtype), before the one rounding.
+          if (op.hasBias)
+            value += rt::loadFloatElement(addresses[op.bias.buffer],
+                                          op.bias.offset + i, dtypeOf(op.bias));
           rt::storeFloatElement(addresses[op.c.buffer], z, dtypeOf(op.c),
                                 value);
         }
@@ -563,6 +568,55 @@ TEST_F(TrainToLinalgTest, MatrixProducts) {
               t("5x3", e),
           {{"r", t("5x3", e)}, {"s", t("5x3", e)}});
   }
+}
+
+/// bf16 products as the GPU program records them: the rounding of the fp32
+/// sums into the bf16 result, and addmm's bias, taken into the GEMM (format
+/// 2's fused output dtype and bias epilogue), so no kernel follows them;
+/// addmm with alpha or beta other than 1 keeps its elementwise kernel. The
+/// numbers are checked against the interpreter by MatrixProducts.
+TEST_F(TrainToLinalgTest, GpuProgramFusesBf16GemmOutputsAndBias) {
+  std::string bf = "bf16";
+  std::string source = buildStep(
+      {{"c", t("3", bf)}, {"a", t("5x7", bf)}, {"b", t("7x3", bf)}},
+      "  %r = train.mm %a, %b : " + t("5x7", bf) + ", " + t("7x3", bf) +
+          " -> " + t("5x3", bf) +
+          "\n  %s = train.addmm %c, %a, %b : " + t("3", bf) + ", " +
+          t("5x7", bf) + ", " + t("7x3", bf) + " -> " + t("5x3", bf) +
+          "\n  %u = train.addmm %c, %a, %b {alpha = 2.0 : f64} : " +
+          t("3", bf) + ", " + t("5x7", bf) + ", " + t("7x3", bf) + " -> " +
+          t("5x3", bf),
+      {{"r", t("5x3", bf)}, {"s", t("5x3", bf)}, {"u", t("5x3", bf)}});
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module) << diagnostics;
+  auto step = *module->getOps<train::StepOp>().begin();
+  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(step);
+  ASSERT_TRUE(succeeded(program)) << diagnostics;
+  SmallVector<const GpuStepOp *> gemms;
+  for (const GpuStepOp &op : program->ops)
+    if (op.kind == GpuStepOp::Kind::Gemm)
+      gemms.push_back(&op);
+  ASSERT_EQ(gemms.size(), 3u);
+  // mm: bf16 operands, the bf16 result written by the GEMM.
+  EXPECT_EQ(gemms[0]->a.dtype, "BF16");
+  EXPECT_EQ(gemms[0]->c.dtype, "BF16");
+  EXPECT_FALSE(gemms[0]->hasBias);
+  EXPECT_EQ(gemms[0]->beta, 0.0);
+  // addmm: the bias vector (3 elements, one per output column of the
+  // row-major 5x3 result, i.e. per row m of the column-major GEMM).
+  EXPECT_EQ(gemms[1]->c.dtype, "BF16");
+  EXPECT_TRUE(gemms[1]->hasBias);
+  EXPECT_EQ(gemms[1]->m, 3);
+  EXPECT_EQ(gemms[1]->bias.dtype, "BF16");
+  const GpuStepBuffer &bias = program->buffers[gemms[1]->bias.buffer];
+  EXPECT_EQ(bias.kind, GpuStepBuffer::Kind::Argument);
+  EXPECT_EQ(bias.index, 0) << "the bias is argument c";
+  EXPECT_EQ(gemms[1]->bias.offset, 0);
+  // alpha = 2: the GEMM keeps its fp32 temporary and a kernel follows.
+  EXPECT_EQ(gemms[2]->c.dtype, "F32");
+  EXPECT_FALSE(gemms[2]->hasBias);
+  EXPECT_EQ(program->fusedEpilogues, 2);
 }
 
 TEST_F(TrainToLinalgTest, Gathers) {

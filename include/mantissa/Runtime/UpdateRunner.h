@@ -163,6 +163,9 @@ struct UpdateOptions {
   std::string verifyCheckpointDir;
   /// "cpu" or "cuda" ("gpu" is accepted for "cuda").
   std::string device = "cpu";
+  /// --tf32: the GPU step's fp32 matrix products may use TF32
+  /// (GpuStep::setTf32); off, they stay fp32.
+  bool tf32 = false;
   int64_t steps = 1;
   int64_t saveEvery = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
