@@ -631,9 +631,9 @@ bool CudaDevice::gemmLt(const GemmCall &call, std::string &error,
     return false;
   }
   bool bias = call.epilogue == GemmEpilogue::Bias;
-  // The heuristic's choice depends on the operands' alignment, so that is
-  // part of the key; the addresses themselves are not (they are arguments
-  // of each call).
+  // The heuristic's choice depends on the operands' alignment (the bias's
+  // too), so that is part of the key; the addresses themselves are not
+  // (they are arguments of each call, the bias pointer set before each).
   std::vector<int64_t> key = {call.transa,
                               call.transb,
                               call.m,
@@ -653,7 +653,8 @@ bool CudaDevice::gemmLt(const GemmCall &call, std::string &error,
                               call.beta != 0,
                               alignmentOf(call.a),
                               alignmentOf(call.b),
-                              alignmentOf(call.c)};
+                              alignmentOf(call.c),
+                              bias ? alignmentOf(call.bias) : 0};
   std::unique_ptr<LtPlan> &plan = ltPlans[key];
   auto check = [&](const char *what, cublasStatus_t rc) {
     if (rc == CUBLAS_STATUS_SUCCESS)
@@ -679,6 +680,7 @@ bool CudaDevice::gemmLt(const GemmCall &call, std::string &error,
         bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     int32_t biasType = cType;
     int32_t batch = int32_t(call.batch);
+    void *biasPointer = reinterpret_cast<void *>(uintptr_t(call.bias));
     // The stored (untransposed) shapes: op(A) is m x k, op(B) k x n.
     auto layout = [&](cublasLtMatrixLayout_t &out, cudaDataType type,
                       int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
@@ -713,6 +715,11 @@ bool CudaDevice::gemmLt(const GemmCall &call, std::string &error,
                         lt->descSetAttribute(
                             made->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                             &biasType, sizeof(biasType)))) &&
+        // The heuristic reads the bias pointer's alignment (not its data).
+        (!bias || check("cublasLtMatmulDescSetAttribute",
+                        lt->descSetAttribute(
+                            made->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                            &biasPointer, sizeof(biasPointer)))) &&
         layout(made->a, aType, call.transa ? call.k : call.m,
                call.transa ? call.m : call.k, call.lda, call.strideA) &&
         layout(made->b, bType, call.transb ? call.n : call.k,

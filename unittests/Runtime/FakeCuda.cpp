@@ -66,7 +66,8 @@
 // batch offset. Shapes must agree (op(A) m x k, op(B) k x n, C = D m x n,
 // one batch count), so that a wrong transpose, stride or dtype in the
 // runtime's descriptors fails or computes something else. The heuristic
-// returns one algorithm that records the alignments the preference allowed;
+// returns one algorithm that records the alignments the preference allowed
+// and the bias pointer's (the heuristic reads the pointer's alignment);
 // cublasLtMatmul refuses operands less aligned than that, as the library's
 // kernels would. Attribute sizes are checked as the library checks them.
 //
@@ -777,6 +778,13 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   result.algo.data[0] = kFakeAlgoTag;
   for (int i = 0; i < 4; ++i)
     result.algo.data[1 + i] = preference->alignment[i];
+  // The bias pointer is not read here, but its alignment is (as the
+  // library's heuristic does): a null one allows none but the strictest.
+  uintptr_t bias = reinterpret_cast<uintptr_t>(desc->bias);
+  unsigned long long biasAlignment = 256;
+  while (biasAlignment > 1 && bias % biasAlignment != 0)
+    biasAlignment /= 2;
+  result.algo.data[5] = biasAlignment;
   result.workspaceSize = 0;
   result.state = CUBLAS_STATUS_SUCCESS;
   result.wavesCount = 1.0f;
@@ -807,8 +815,8 @@ cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t descHandle,
   bool withBias = desc.epilogue == CUBLASLT_EPILOGUE_BIAS;
   if (withBias && !desc.bias)
     return CUBLAS_STATUS_INVALID_VALUE;
-  const void *pointers[4] = {A, B, C, D};
-  for (int i = 0; i < 4; ++i)
+  const void *pointers[5] = {A, B, C, D, withBias ? desc.bias : nullptr};
+  for (int i = 0; i < 5; ++i)
     if (reinterpret_cast<uintptr_t>(pointers[i]) % algo->data[1 + i] != 0)
       return CUBLAS_STATUS_INVALID_VALUE; // the algorithm's alignment
   float alphaValue = *static_cast<const float *>(alpha);
