@@ -526,6 +526,87 @@ static bool writesBuffer(Operation *op, Value base) {
   return writes;
 }
 
+/// Undoes, for the GPU, the fusion of an operand's cast into a contraction:
+/// elementwise fusion folds `truncf` of an fp32 operand (the compute dtype's
+/// cast that autocast inserts) into the contraction's body, which then reads
+/// fp32 and rounds every element again for every product it enters, and no
+/// longer fits a bf16 GEMM. Where the contraction would be a GEMM with the
+/// rounded operand, the rounding moves back into an elementwise op writing a
+/// bf16 (fp16) temporary that the GEMM reads: the same numbers, with the
+/// products on the tensor cores instead of in a loop kernel.
+static void materializeOperandCasts(func::FuncOp function) {
+  Block &body = function.getBody().front();
+  SmallVector<linalg::GenericOp> contractions;
+  for (Operation &op : body)
+    if (auto generic = dyn_cast<linalg::GenericOp>(op))
+      if (generic.getNumDpsInputs() == 2 && generic.getNumDpsInits() == 1 &&
+          generic.getNumReductionLoops() > 0 &&
+          generic.hasPureBufferSemantics())
+        contractions.push_back(generic);
+  auto anyBuffer = [](Value) -> int64_t { return 0; };
+  for (linalg::GenericOp contraction : contractions) {
+    Block *inner = contraction.getBlock();
+    struct Change {
+      unsigned input;
+      Value operand;
+      arith::TruncFOp truncate;
+      memref::AllocOp alloc;
+      linalg::GenericOp cast;
+    };
+    SmallVector<Change> changes;
+    for (unsigned input = 0; input < 2; ++input) {
+      BlockArgument argument = inner->getArgument(input);
+      if (!argument.getType().isF32() || !argument.hasOneUse())
+        continue;
+      auto truncate = dyn_cast<arith::TruncFOp>(*argument.getUsers().begin());
+      if (!truncate ||
+          !(truncate.getType().isBF16() || truncate.getType().isF16()))
+        continue;
+      OpOperand *operand = contraction.getDpsInputOperand(input);
+      auto viewType = cast<MemRefType>(operand->get().getType());
+      if (!viewType.hasStaticShape())
+        continue;
+      Type narrow = truncate.getType();
+      Location loc = contraction.getLoc();
+      OpBuilder builder(contraction);
+      auto alloc = builder.create<memref::AllocOp>(
+          loc, MemRefType::get(viewType.getShape(), narrow));
+      AffineMap identity = builder.getMultiDimIdentityMap(viewType.getRank());
+      auto cast = builder.create<linalg::GenericOp>(
+          loc, ValueRange{operand->get()}, ValueRange{alloc.getResult()},
+          ArrayRef<AffineMap>{identity, identity},
+          SmallVector<utils::IteratorType>(viewType.getRank(),
+                                           utils::IteratorType::parallel),
+          [&](OpBuilder &nested, Location l, ValueRange arguments) {
+            nested.create<linalg::YieldOp>(
+                l, nested.create<arith::TruncFOp>(l, narrow, arguments[0])
+                       .getResult());
+          });
+      changes.push_back({input, operand->get(), truncate, alloc, cast});
+      operand->set(alloc.getResult());
+      argument.setType(narrow);
+      truncate.getResult().replaceAllUsesWith(argument);
+    }
+    if (changes.empty())
+      continue;
+    if (matchGemm(contraction, anyBuffer)) {
+      for (Change &change : changes)
+        change.truncate.erase();
+      continue;
+    }
+    // Not a GEMM even so: as it was.
+    for (Change &change : changes) {
+      BlockArgument argument = inner->getArgument(change.input);
+      argument.replaceAllUsesExcept(change.truncate.getResult(),
+                                    change.truncate);
+      argument.setType(FloatType::getF32(function.getContext()));
+      contraction.getDpsInputOperand(change.input)->set(change.operand);
+      change.cast.erase();
+      change.alloc.erase();
+    }
+  }
+}
+
 /// Replaces each linalg.transpose into a temporary by a memref.transpose
 /// view of its input, when the temporary is only read afterwards (by linalg
 /// ops) and nothing writes the input's buffer after the transpose: the copy
@@ -1324,6 +1405,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   if (!function)
     return step.emitOpError() << "did not lower to a function";
 
+  materializeOperandCasts(function);
   foldTransposesIntoViews(function);
   if (failed(function.verify()))
     return failure();
