@@ -14,6 +14,8 @@
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/ArtifactWriter.h"
+#include "mantissa/Driver/GpuCostModel.h"
+#include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
@@ -23,9 +25,11 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -77,6 +81,103 @@ static int writeOutputs(llvm::StringRef text, llvm::StringRef outputPath,
     return reportError(outputPath + ": " + llvm::toString(std::move(error)));
   }
   return 0;
+}
+
+/// Bytes of one element of `dtype`.
+static double dtypeBytes(train::DType dtype) {
+  return dtype == train::DType::fp32 ? 4 : 2;
+}
+
+/// What the fused AdamW update moves per step for `step`'s parameters under
+/// their plans (exported dtypes where there is none): the gradient read, the
+/// master and both moments read and written, the parameter copy written
+/// where it is not the master; one launch per shard group.
+static UpdateTraffic getUpdateTraffic(train::StepOp step) {
+  UpdateTraffic update;
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    train::TensorInfoAttr info = step.getTensorInfo(index);
+    if (!info || info.getKind() != train::TensorKind::parameter)
+      continue;
+    double elements = 1;
+    for (int64_t size : info.getShape().asArrayRef())
+      elements *= double(size);
+    std::optional<train::DType> exported = train::getDTypeOf(info.getDtype());
+    train::DType master = exported.value_or(train::DType::fp32);
+    train::DType gather = master, reduce = master, moments = train::DType::fp32;
+    bool split = false;
+    if (train::PrecisionPlanAttr plan = step.getPlan(index)) {
+      master = plan.getMaster(), gather = plan.getGather();
+      reduce = plan.getReduce().value_or(gather);
+      moments = plan.getMoments().value_or(train::DType::fp32);
+      split = plan.getMasterSplit();
+    }
+    // A split master is the bf16 copy plus a 16-bit remainder.
+    double masterBytes = split ? 4 : dtypeBytes(master);
+    double copyBytes = (split || gather == master) ? 0 : dtypeBytes(gather);
+    update.bytes += elements * (dtypeBytes(reduce) + 2 * masterBytes +
+                                4 * dtypeBytes(moments) + copyBytes);
+  }
+  int64_t groups = 0;
+  step.walk([&](train::ShardGroupOp) { ++groups; });
+  update.kernels = std::max<int64_t>(groups, 1);
+  return update;
+}
+
+static llvm::Expected<llvm::json::Value> readJsonFile(llvm::StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(),
+                                   path + ": " + buffer.getError().message());
+  llvm::Expected<llvm::json::Value> value =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!value)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": " +
+                                       llvm::toString(value.takeError()));
+  return value;
+}
+
+/// Prints the cost model's prediction of `program` (a step.gpu.json).
+static int printGpuCost(const llvm::json::Value &program, llvm::StringRef path,
+                        const GpuDeviceModel &device,
+                        const UpdateTraffic &update, ReportKind kind) {
+  const llvm::json::Object *object = program.getAsObject();
+  if (!object)
+    return reportError(path + ": not a GPU program (a JSON object)");
+  llvm::Expected<StepCost> cost = predictGpuStep(*object, device, update);
+  if (!cost)
+    return reportError(path + ": " + llvm::toString(cost.takeError()));
+  if (kind == ReportKind::Json)
+    printCostJson(*cost, llvm::outs());
+  else
+    printCostTable(*cost, llvm::outs());
+  return 0;
+}
+
+/// Compiles `step` for the GPU into a scratch directory and prints the cost
+/// model's prediction of the program and its update.
+static int reportGpuCost(train::StepOp step, const GpuDeviceModel &device,
+                         ReportKind kind) {
+  llvm::SmallString<256> scratch;
+  if (std::error_code error =
+          llvm::sys::fs::createUniqueDirectory("mantissa-cost", scratch))
+    return reportError("cannot create a scratch directory: " + error.message());
+  auto cleanup = llvm::make_scope_exit(
+      [&] { llvm::sys::fs::remove_directories(scratch); });
+  llvm::Expected<GpuStepFiles> files =
+      writeGpuStep(step, scratch, /*updateGroups=*/{}, /*tileSize=*/4096);
+  if (!files)
+    return reportError("--cost-report: the step does not compile for the "
+                       "GPU: " +
+                       llvm::toString(files.takeError()));
+  llvm::SmallString<256> path(scratch);
+  llvm::sys::path::append(path, "step.gpu.json");
+  llvm::Expected<llvm::json::Value> program = readJsonFile(path);
+  if (!program)
+    return reportError(llvm::toString(program.takeError()));
+  return printGpuCost(*program, "the step's GPU program", device,
+                      getUpdateTraffic(step), kind);
 }
 
 int mlir::mantissa::compileMain(int argc, char **argv) {
@@ -139,10 +240,37 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
                  clEnumValN(ReportKind::Table, "table", "a table"),
                  clEnumValN(ReportKind::Json, "json", "JSON for tools")),
       cl::cat(precisionCategory));
-  cl::HideUnrelatedOptions({&category, &precisionCategory});
+  cl::OptionCategory costCategory("cost model options");
+  cl::opt<ReportKind> costReport(
+      "cost-report",
+      cl::desc("Print the GPU cost model's prediction of the step (every "
+               "kernel and GEMM, the update, the step) to stdout; the input "
+               "may also be a step.gpu.json"),
+      cl::ValueOptional, cl::init(ReportKind::None),
+      cl::values(clEnumValN(ReportKind::Table, "", "a table (the default)"),
+                 clEnumValN(ReportKind::Table, "table", "a table"),
+                 clEnumValN(ReportKind::Json, "json", "JSON for tools")),
+      cl::cat(costCategory));
+  cl::opt<std::string> costDevice(
+      "cost-device", cl::desc("The device the cost model predicts (h200)"),
+      cl::init("h200"), cl::value_desc("name"), cl::cat(costCategory));
+  cl::HideUnrelatedOptions({&category, &precisionCategory, &costCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
       "Mantissa compiler: imports a torch.export training program (.pt2)\n");
+
+  std::optional<GpuDeviceModel> device = lookupGpuDevice(costDevice);
+  if (!device)
+    return reportError("--cost-device: unknown device '" + costDevice +
+                       "'; the cost model knows " + listGpuDevices());
+  if (costReport != ReportKind::None &&
+      llvm::sys::path::extension(inputPath) == ".json") {
+    llvm::Expected<llvm::json::Value> program = readJsonFile(inputPath);
+    if (!program)
+      return reportError(llvm::toString(program.takeError()));
+    return printGpuCost(*program, inputPath, *device, UpdateTraffic(),
+                        costReport);
+  }
 
   bool precisionRequested =
       !specPath.empty() || !flagRules.empty() ||
@@ -157,11 +285,17 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
     emit = EmitKind::PlanMlir;
   if (emit == EmitKind::Artifact && !outputIsDirectory)
     return reportError("--emit=artifact needs -o DIR (a directory path)");
-  bool writeIR = report == ReportKind::None || outputPath.getNumOccurrences();
+  bool writeIR =
+      (report == ReportKind::None && costReport == ReportKind::None) ||
+      outputPath.getNumOccurrences();
   if (report != ReportKind::None && outputPath == "-" &&
       outputPath.getNumOccurrences())
     return reportError("--precision-report prints to stdout; write the IR to "
                        "a file with -o FILE");
+  if (costReport != ReportKind::None && outputPath == "-" &&
+      outputPath.getNumOccurrences())
+    return reportError("--cost-report prints to stdout; write the IR to a "
+                       "file with -o FILE");
 
   // The output location is checked before any work is done.
   if (emit == EmitKind::Artifact)
@@ -211,6 +345,14 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
       precision::printReportJson(*plan, llvm::outs());
     if (emit == EmitKind::PlanMlir)
       text = printModule();
+  }
+
+  if (costReport != ReportKind::None) {
+    auto steps = (**module).getOps<train::StepOp>();
+    if (steps.empty())
+      return reportError(inputPath + ": no train.step to predict");
+    if (int status = reportGpuCost(*steps.begin(), *device, costReport))
+      return status;
   }
 
   if (emit == EmitKind::Artifact) {

@@ -1,0 +1,362 @@
+//===- GpuCostModel.cpp - Predicted cost of a step's GPU program ----------===//
+//
+// Each op of step.gpu.json gets the larger of the times its limits allow,
+// plus the cost of launching it inside the step's CUDA graph:
+//
+// - a kernel moves the bytes of the buffers it names (an upper bound: a
+//   kernel that touches a slice is charged the whole buffer) at the
+//   bandwidth its parallelism sustains: with one scalar access in flight
+//   per thread, min(threads, resident threads) * bytes per thread-iteration
+//   / latency, at most the copy bandwidth; a kernel whose threads each run
+//   `serial_iterations` in order also takes that many loop iterations one
+//   after the other, per wave of resident threads;
+// - a GEMM does 2 m n k flops per batch element at its operands' peak, in
+//   waves of output tiles over the multiprocessors (a 128x128 tile per
+//   block: a small product leaves most of the chip idle), and moves its
+//   operands and result once;
+// - the update is one memory-bound pass over the optimizer state.
+//
+// The device figures are first principles and this project's own
+// measurements (../shared/TOOLCHAIN.md); docs/gpu-cost-model.md lists them
+// and how to calibrate them against a measured step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Driver/GpuCostModel.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace mlir::mantissa;
+using llvm::StringRef;
+
+std::optional<GpuDeviceModel> mlir::mantissa::lookupGpuDevice(StringRef name) {
+  if (name != "h200")
+    return std::nullopt;
+  GpuDeviceModel device;
+  device.name = "h200";
+  device.description = "NVIDIA H200 (SXM, 132 SMs, HBM3e)";
+  // Measured here: device-to-device copy 4182-4245 GB/s (TOOLCHAIN.md).
+  device.copyBandwidth = 4.2e12;
+  // Dense peaks (no sparsity) from the H100/H200 SXM data sheet.
+  device.bf16Flops = 989e12;
+  device.tf32Flops = 494e12;
+  device.fp32Flops = 67e12;
+  device.streamingMultiprocessors = 132;
+  device.maxThreadsPerMultiprocessor = 2048;
+  // A kernel node after another inside a CUDA graph.
+  device.launchSeconds = 2.0e-6;
+  // Calibrated so that a scalar-load kernel at full occupancy moving 6 B per
+  // element reaches the 2195 GB/s measured on the H200 (TOOLCHAIN.md):
+  // 270336 threads * 6 B / 2.195e12 B/s = 739 ns.
+  device.memoryLatency = 739e-9;
+  // A dependent global load/store round trip per iteration (L1/L2 hits).
+  device.serialIterationSeconds = 40e-9;
+  device.gemmTile = 128;
+  return device;
+}
+
+std::string mlir::mantissa::listGpuDevices() { return "h200"; }
+
+namespace {
+/// The unit of global memory transactions.
+constexpr int64_t kSectorBytes = 32;
+
+/// The element size of a safetensors dtype name.
+int64_t elementBytes(StringRef dtype) {
+  if (dtype == "F64" || dtype == "I64")
+    return 8;
+  if (dtype == "F32" || dtype == "I32")
+    return 4;
+  if (dtype == "BF16" || dtype == "F16")
+    return 2;
+  return 1;
+}
+
+llvm::Error programError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "step.gpu.json: " + message);
+}
+
+/// Bytes of every buffer of the program, by id.
+llvm::Expected<std::vector<double>>
+readBufferBytes(const llvm::json::Object &program) {
+  auto tensorBytes = [&](StringRef list,
+                         int64_t index) -> std::optional<double> {
+    const llvm::json::Array *tensors = program.getArray(list);
+    if (!tensors || index < 0 || size_t(index) >= tensors->size())
+      return std::nullopt;
+    const llvm::json::Object *tensor = (*tensors)[index].getAsObject();
+    if (!tensor)
+      return std::nullopt;
+    std::optional<int64_t> bytes = tensor->getInteger("bytes");
+    return bytes ? std::optional<double>(double(*bytes)) : std::nullopt;
+  };
+  const llvm::json::Array *buffers = program.getArray("buffers");
+  if (!buffers)
+    return programError("no 'buffers'");
+  std::vector<double> bytes;
+  for (auto [id, value] : llvm::enumerate(*buffers)) {
+    const llvm::json::Object *buffer = value.getAsObject();
+    std::optional<StringRef> kind =
+        buffer ? buffer->getString("kind") : std::nullopt;
+    std::optional<double> size;
+    if (kind && (*kind == "argument" || *kind == "result"))
+      size = tensorBytes(*kind == "argument" ? "arguments" : "results",
+                         buffer->getInteger("index").value_or(-1));
+    else if (buffer)
+      if (std::optional<int64_t> own = buffer->getInteger("bytes"))
+        size = double(*own);
+    if (!size)
+      return programError(llvm::formatv("buffer {0} has no size", id));
+    bytes.push_back(*size);
+  }
+  return bytes;
+}
+
+/// A GEMM operand's bytes: `rows x columns` per batch element.
+double operandBytes(const llvm::json::Object *operand, double elements) {
+  StringRef dtype =
+      operand ? operand->getString("dtype").value_or("F32") : "F32";
+  return elements * double(elementBytes(dtype));
+}
+
+/// One line of a time decision: the largest limit wins.
+void decide(OpCost &op, double launch,
+            std::initializer_list<std::pair<double, StringRef>> limits) {
+  double longest = 0;
+  StringRef bound = "launch";
+  for (auto [seconds, name] : limits)
+    if (seconds > longest)
+      longest = seconds, bound = name;
+  op.predictedSeconds = longest + launch;
+  op.boundBy = longest > launch ? bound.str() : "launch";
+}
+
+OpCost predictKernel(const llvm::json::Object &op,
+                     const std::vector<double> &bufferBytes,
+                     const GpuDeviceModel &device) {
+  OpCost cost;
+  cost.kind = "kernel";
+  cost.name = op.getString("entry").value_or("kernel").str();
+  cost.source = op.getString("source").value_or("").str();
+  double threads = double(op.getInteger("threads").value_or(
+      op.getInteger("grid").value_or(1) * 256));
+  double serial = double(op.getInteger("serial_iterations").value_or(1));
+  std::vector<int64_t> seen;
+  if (const llvm::json::Array *buffers = op.getArray("buffers"))
+    for (const llvm::json::Value &id : *buffers)
+      if (std::optional<int64_t> index = id.getAsInteger())
+        if (*index >= 0 && size_t(*index) < bufferBytes.size() &&
+            !llvm::is_contained(seen, *index)) {
+          seen.push_back(*index);
+          cost.bytes += bufferBytes[*index];
+        }
+  // One operation per thread-iteration: the kernels' bodies are short
+  // elementwise or accumulate steps.
+  cost.flops = threads * serial;
+  cost.costClass = serial > 1 ? "serial loop" : "elementwise";
+
+  double resident = double(device.streamingMultiprocessors) *
+                    device.maxThreadsPerMultiprocessor;
+  double active = std::min(threads, resident);
+  // Bytes a thread has in flight: its scalar accesses of one iteration, or,
+  // walking a row in order, the 32-byte sector that serves the next few.
+  double inFlight =
+      serial > 1 ? double(kSectorBytes) : cost.bytes / std::max(1.0, threads);
+  double bandwidth =
+      std::min(device.copyBandwidth, active * inFlight / device.memoryLatency);
+  double memory = bandwidth > 0 ? cost.bytes / bandwidth : 0;
+  double waves = std::ceil(threads / resident);
+  double latency =
+      serial > 1 ? waves * serial * device.serialIterationSeconds : 0;
+  double compute = cost.flops / device.fp32Flops;
+  decide(cost, device.launchSeconds,
+         {{memory, "memory"}, {latency, "latency"}, {compute, "compute"}});
+  return cost;
+}
+
+OpCost predictGemm(const llvm::json::Object &op, const GpuDeviceModel &device) {
+  OpCost cost;
+  cost.kind = "gemm";
+  cost.source = op.getString("source").value_or("").str();
+  double m = double(op.getInteger("m").value_or(1));
+  double n = double(op.getInteger("n").value_or(1));
+  double k = double(op.getInteger("k").value_or(1));
+  double batch = double(op.getInteger("batch").value_or(1));
+  const llvm::json::Object *a = op.getObject("a"), *b = op.getObject("b"),
+                           *c = op.getObject("c");
+  StringRef dtype = a ? a->getString("dtype").value_or("F32") : "F32";
+  StringRef outType = c ? c->getString("dtype").value_or("F32") : "F32";
+  cost.name =
+      llvm::formatv("gemm {0}x{1}x{2}{3} {4}->{5}", int64_t(m), int64_t(n),
+                    int64_t(k),
+                    batch > 1 ? llvm::formatv(" x{0}", int64_t(batch)).str()
+                              : std::string(),
+                    dtype, outType)
+          .str();
+  cost.flops = 2 * m * n * k * batch;
+  double beta = op.getNumber("beta").value_or(0);
+  cost.bytes = batch * (operandBytes(a, m * k) + operandBytes(b, k * n) +
+                        operandBytes(c, m * n) * (beta != 0 ? 2 : 1));
+  if (op.getString("epilogue").value_or("none") == "bias")
+    cost.bytes += m * double(elementBytes(outType));
+  bool lowPrecision = dtype == "BF16" || dtype == "F16";
+  // fp32 products as the runtime runs them by default (no TF32).
+  double peak = lowPrecision ? device.bf16Flops : device.fp32Flops;
+  cost.costClass = lowPrecision ? "gemm bf16/fp16" : "gemm fp32";
+  double tile = double(device.gemmTile);
+  double tiles = std::ceil(m / tile) * std::ceil(n / tile) * batch;
+  double waves = std::ceil(tiles / device.streamingMultiprocessors);
+  // A wave runs one tile per multiprocessor at 1/SMs of the peak.
+  double compute =
+      waves * 2 * tile * tile * k / (peak / device.streamingMultiprocessors);
+  double memory = cost.bytes / device.copyBandwidth;
+  decide(cost, device.launchSeconds,
+         {{memory, "memory"}, {compute, "compute"}});
+  return cost;
+}
+} // namespace
+
+llvm::Expected<StepCost>
+mlir::mantissa::predictGpuStep(const llvm::json::Object &program,
+                               const GpuDeviceModel &device,
+                               const UpdateTraffic &update) {
+  StepCost cost;
+  cost.device = device;
+  cost.step = program.getString("step").value_or("").str();
+  llvm::Expected<std::vector<double>> bufferBytes = readBufferBytes(program);
+  if (!bufferBytes)
+    return bufferBytes.takeError();
+  const llvm::json::Array *ops = program.getArray("ops");
+  if (!ops)
+    return programError("no 'ops'");
+  for (auto [index, value] : llvm::enumerate(*ops)) {
+    const llvm::json::Object *op = value.getAsObject();
+    std::optional<StringRef> kind = op ? op->getString("kind") : std::nullopt;
+    if (kind == "kernel") {
+      cost.ops.push_back(predictKernel(*op, *bufferBytes, device));
+      ++cost.kernels;
+    } else if (kind == "gemm") {
+      cost.ops.push_back(predictGemm(*op, device));
+      ++cost.gemms;
+    } else {
+      return programError(
+          llvm::formatv("op {0} is neither a kernel nor a gemm", index));
+    }
+  }
+  if (update.kernels > 0) {
+    OpCost op;
+    op.kind = "update";
+    op.costClass = "update";
+    op.name = "adamw update";
+    op.source = "the fused AdamW kernels of every shard group";
+    op.bytes = update.bytes;
+    decide(op, update.kernels * device.launchSeconds,
+           {{update.bytes / device.copyBandwidth, "memory"}});
+    cost.ops.push_back(op);
+  }
+  for (const OpCost &op : cost.ops)
+    cost.predictedSeconds += op.predictedSeconds;
+  return cost;
+}
+
+namespace {
+struct ClassTotal {
+  int64_t count = 0;
+  double bytes = 0, flops = 0, seconds = 0;
+};
+
+std::map<std::string, ClassTotal> totalsByClass(const StepCost &cost) {
+  std::map<std::string, ClassTotal> totals;
+  for (const OpCost &op : cost.ops) {
+    ClassTotal &total = totals[op.costClass];
+    ++total.count;
+    total.bytes += op.bytes;
+    total.flops += op.flops;
+    total.seconds += op.predictedSeconds;
+  }
+  return totals;
+}
+} // namespace
+
+void mlir::mantissa::printCostTable(const StepCost &cost,
+                                    llvm::raw_ostream &os) {
+  const GpuDeviceModel &d = cost.device;
+  os << "Predicted GPU step @" << cost.step << " on " << d.description << "\n";
+  os << llvm::formatv("  copy {0:f0} GB/s, bf16 {1:f0} / tf32 {2:f0} / fp32 "
+                      "{3:f0} TFLOP/s, {4:f1} us per launch in a CUDA graph\n",
+                      d.copyBandwidth / 1e9, d.bf16Flops / 1e12,
+                      d.tf32Flops / 1e12, d.fp32Flops / 1e12,
+                      d.launchSeconds * 1e6);
+  os << llvm::formatv("predicted step: {0:f3} ms ({1} kernels, {2} GEMMs)\n\n",
+                      cost.predictedSeconds * 1e3, cost.kernels, cost.gemms);
+  os << "class             ops     MB       GFLOP    predicted us  share\n";
+  for (const auto &[name, total] : totalsByClass(cost))
+    os << llvm::formatv(
+        "{0,-16} {1,5} {2,8:f2} {3,10:f3} {4,14:f1} {5,6:f1}%\n", name,
+        total.count, total.bytes / 1e6, total.flops / 1e9, total.seconds * 1e6,
+        100 * total.seconds / std::max(cost.predictedSeconds, 1e-30));
+  std::vector<const OpCost *> sorted;
+  for (const OpCost &op : cost.ops)
+    sorted.push_back(&op);
+  llvm::stable_sort(sorted, [](const OpCost *a, const OpCost *b) {
+    return a->predictedSeconds > b->predictedSeconds;
+  });
+  os << "\ncostliest ops                         predicted us  bound by  MB\n";
+  for (const OpCost *op : llvm::ArrayRef(sorted).take_front(15))
+    os << llvm::formatv("{0,-36} {1,12:f1}  {2,-8}  {3:f3}  {4}\n", op->name,
+                        op->predictedSeconds * 1e6, op->boundBy,
+                        op->bytes / 1e6, op->source);
+}
+
+void mlir::mantissa::printCostJson(const StepCost &cost,
+                                   llvm::raw_ostream &os) {
+  llvm::json::OStream json(os, /*IndentSize=*/1);
+  const GpuDeviceModel &d = cost.device;
+  json.object([&] {
+    json.attributeObject("device", [&] {
+      json.attribute("name", d.name);
+      json.attribute("description", d.description);
+      json.attribute("copy_bandwidth_gbs", d.copyBandwidth / 1e9);
+      json.attribute("bf16_tflops", d.bf16Flops / 1e12);
+      json.attribute("tf32_tflops", d.tf32Flops / 1e12);
+      json.attribute("fp32_tflops", d.fp32Flops / 1e12);
+      json.attribute("launch_us", d.launchSeconds * 1e6);
+      json.attribute("memory_latency_ns", d.memoryLatency * 1e9);
+      json.attribute("serial_iteration_ns", d.serialIterationSeconds * 1e9);
+    });
+    json.attribute("step", cost.step);
+    json.attribute("predicted_step_ms", cost.predictedSeconds * 1e3);
+    json.attribute("kernel_count", cost.kernels);
+    json.attribute("gemm_count", cost.gemms);
+    json.attributeObject("classes", [&] {
+      for (const auto &[name, total] : totalsByClass(cost))
+        json.attributeObject(name, [&] {
+          json.attribute("ops", total.count);
+          json.attribute("bytes", total.bytes);
+          json.attribute("flops", total.flops);
+          json.attribute("predicted_us", total.seconds * 1e6);
+        });
+    });
+    json.attributeArray("kernels", [&] {
+      for (const OpCost &op : cost.ops)
+        json.object([&] {
+          json.attribute("name", op.name);
+          json.attribute("kind", op.kind);
+          json.attribute("class", op.costClass);
+          json.attribute("bytes", op.bytes);
+          json.attribute("flops", op.flops);
+          json.attribute("predicted_us", op.predictedSeconds * 1e6);
+          json.attribute("bound_by", op.boundBy);
+          json.attribute("source", op.source);
+        });
+    });
+  });
+  os << "\n";
+}
