@@ -139,6 +139,13 @@ bool Runner::openDevice() {
                                          ? "another rank has no GPU"
                                          : deviceError));
   }
+  // One rank holds every shard: the only collective, the all-gather of the
+  // updated parameters, is in place and moves nothing, so no NCCL is
+  // loaded or initialised (a machine without it still trains on its GPU).
+  if (comm.worldSize() == 1) {
+    deviceComm = createSingleRankCommunicator();
+    return true;
+  }
   deviceComm = createNCCLCommunicator(comm, *cuda, deviceError);
   if (!deviceComm) {
     cuda.reset();

@@ -596,9 +596,11 @@ void Runner::reportMemory() {
               (long long)usage.ru_maxrss);
   if (cuda)
     std::printf("device: rank %d/%d cuda:%d %s, peak device memory %lld "
-                "bytes, collectives over %s\n",
+                "bytes, %s\n",
                 rank, world, cuda->ordinal(), cuda->name().c_str(),
-                (long long)cuda->peakBytes(), deviceComm->name().c_str());
+                (long long)cuda->peakBytes(),
+                world == 1 ? "no collectives (one rank)"
+                           : ("collectives over " + deviceComm->name()).c_str());
   if (stepsRun)
     std::printf("time: rank %d/%d %lld %s steps on the %s in %.3f ms "
                 "(%.3f ms per step)\n",
