@@ -8,6 +8,7 @@ packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools clang-19 libclang-rt-19-dev
   libzip-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  libdnnl-dev
 )
 
 missing=()

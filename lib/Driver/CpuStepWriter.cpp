@@ -8,6 +8,7 @@
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Reference/Tensor.h"
+#include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -195,7 +196,10 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
   std::string entryName = (step.getSymName() + "_packed").str();
   llvm::json::Object program{
       {"format", "mantissa-cpu-step"},
-      {"version", 1},
+      // Version 2: the libraries' matrix products call the runtime's
+      // (CpuGemm.h) with descriptors of version cpu_gemm_abi.
+      {"version", 2},
+      {"cpu_gemm_abi", rt::kCpuGemmAbi},
       {"target_cpu", llvm::sys::getHostCPUName()},
       {"target_features", llvm::json::Array(getHostCpuFeatureFlags())},
       {"arguments", std::move(arguments)},

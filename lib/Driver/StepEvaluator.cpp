@@ -6,6 +6,7 @@
 #include "mantissa/Driver/DiagnosticCollector.h"
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/CpuGemm.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -272,7 +273,11 @@ llvm::Expected<std::unique_ptr<StepEvaluator>>
 mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                         CompileCacheReport *report) {
   // The host CPU the code is tuned for (-march=native) is part of the key.
-  std::string hash = hashPlannedStep(step, llvm::sys::getHostCPUName());
+  // So is how its matrix products are computed (MANTISSA_CPU_GEMM).
+  std::string hash =
+      hashPlannedStep(step, (llvm::sys::getHostCPUName() +
+                             " gemm=" + stringifyCpuGemmMode(getCpuGemmMode()))
+                                .str());
   std::string cacheDirectory = getUsableCompileCacheDirectory();
   SmallString<256> libraryPath;
   bool cached = false;
@@ -317,6 +322,8 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
   if (!library)
     return llvm::createStringError("cannot load the compiled step " +
                                    libraryPath + ": " + dlerror());
+  // Its matrix products call the runtime's (CpuGemm.h).
+  rt::bindCpuGemm(library);
   std::string entryName = (step.getSymName() + "_packed").str();
   auto entry = reinterpret_cast<CompiledEvaluator::Entry>(
       dlsym(library, entryName.c_str()));

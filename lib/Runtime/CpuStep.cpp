@@ -7,6 +7,7 @@
 #include "mantissa/Runtime/CpuStep.h"
 #include "StepTensorJson.h"
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Runtime/HostCpu.h"
 
 #include <dlfcn.h>
@@ -36,9 +37,12 @@ const json &arrayField(const json &object, const char *key,
   return object[key];
 }
 
-/// Loads one library of the program: `entry` of `directory/library`.
+/// Loads one library of the program: `entry` of `directory/library`, its
+/// matrix products bound to the runtime's (CpuGemm.h) when it calls them;
+/// `gemmAbi` is the program's cpu_gemm_abi (0: a version 1 program, whose
+/// libraries have no products to bind).
 CpuStep::Library loadLibrary(const json &object, const std::string &directory,
-                             const std::string &what) {
+                             const std::string &what, int64_t gemmAbi) {
   CpuStep::Library library;
   std::string path = directory + "/" + stringField(object, "library", what);
   std::string entry = stringField(object, "entry", what);
@@ -47,6 +51,13 @@ CpuStep::Library loadLibrary(const json &object, const std::string &directory,
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle)
     throw ProgramError{what + ": cannot load " + path + ": " + dlerror()};
+  if (bindCpuGemm(handle) && gemmAbi != kCpuGemmAbi)
+    throw ProgramError{what + ": " + path +
+                       " calls the runtime's matrix products with version " +
+                       std::to_string(gemmAbi) +
+                       " descriptors; this runtime "
+                       "reads version " +
+                       std::to_string(kCpuGemmAbi)};
   library.entry =
       reinterpret_cast<void (*)(void **)>(dlsym(handle, entry.c_str()));
   if (!library.entry)
@@ -82,9 +93,19 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
     json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (root.is_discarded() || !root.is_object())
       throw ProgramError{"not a JSON object"};
+    // Version 2 adds cpu_gemm_abi: the libraries' matrix products call the
+    // runtime (CpuGemm.h) with descriptors of that version.
+    int version = root.value("version", 0);
     if (root.value("format", "") != "mantissa-cpu-step" ||
-        root.value("version", 0) != 1)
-      throw ProgramError{"not a version 1 mantissa-cpu-step program"};
+        (version != 1 && version != 2))
+      throw ProgramError{"not a version 1 or 2 mantissa-cpu-step program"};
+    int64_t gemmAbi = 0;
+    if (version == 2) {
+      if (!root.contains("cpu_gemm_abi") ||
+          !root["cpu_gemm_abi"].is_number_integer())
+        throw ProgramError{"'cpu_gemm_abi' is missing or not an integer"};
+      gemmAbi = root["cpu_gemm_abi"].get<int64_t>();
+    }
     step->cpu = root.value("target_cpu", "");
     // The libraries are compiled for the compiling machine (-march=native):
     // refuse them here, before dlopen, rather than die of SIGILL mid-step.
@@ -99,10 +120,10 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
     }
     if (!root.contains("step"))
       throw ProgramError{"'step' is missing"};
-    step->jointStep = loadLibrary(root["step"], directory, "the step");
+    step->jointStep = loadLibrary(root["step"], directory, "the step", gemmAbi);
     if (root.contains("forward"))
-      step->forwardStep =
-          loadLibrary(root["forward"], directory, "the forward-only step");
+      step->forwardStep = loadLibrary(root["forward"], directory,
+                                      "the forward-only step", gemmAbi);
   } catch (const ProgramError &problem) {
     error = jsonPath + ": " + problem.message;
     return nullptr;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/TrainToLLVM.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,6 +26,9 @@ int main(int argc, char **argv) {
   mlir::registerSymbolDCEPass();
   mlir::mantissa::registerTransformsPasses();
   mlir::mantissa::registerConversionPasses();
+  // Mantissa's lowering passes, mantissa-train-cpu-pipeline and the upstream
+  // passes it names, so that each of its stages runs here.
+  mlir::mantissa::registerTrainCpuPipelinePasses();
 
   mlir::DialectRegistry registry;
   registry
@@ -34,6 +38,9 @@ int main(int argc, char **argv) {
   registry.insert<mlir::arith::ArithDialect, mlir::linalg::LinalgDialect,
                   mlir::math::MathDialect, mlir::scf::SCFDialect,
                   mlir::tensor::TensorDialect>();
+  // And what the CPU pipeline's later stages read and produce (buffers,
+  // OpenMP, the LLVM dialect).
+  mlir::mantissa::registerTrainToLLVMDialects(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Mantissa optimizer driver\n", registry));
 }

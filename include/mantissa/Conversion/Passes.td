@@ -147,4 +147,212 @@ def LowerTrainToLinalgPass
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// The stages of mantissa-train-cpu-pipeline that are Mantissa's own
+// (TrainToLLVM.cpp, CallGemmLibrary.cpp), in the order it runs them.
+//===----------------------------------------------------------------------===//
+
+def MarkArgumentsReadOnlyPass
+    : Pass<"mantissa-mark-arguments-read-only", "::mlir::func::FuncOp"> {
+  let summary = "Mark every argument of a lowered step read-only for bufferization";
+  let description = [{
+    Sets `bufferization.writable = false` on every argument of each
+    function. The step's arguments are read-only: parameters are the update
+    path's own memory and the batch is reused every step. Without this,
+    one-shot bufferization writes results such as an in-place scatter into
+    the argument's buffer.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
+def ComputeResultsInPlacePass
+    : Pass<"mantissa-compute-results-in-place", "::mlir::func::FuncOp"> {
+  let summary = "Compute results in their out-parameters instead of copying a temporary";
+  let description = [{
+    After `buffer-results-to-out-params`, bufferization computes each result
+    into a temporary and copies it into the out-parameter at the end. This
+    pass makes the ops write the out-parameter directly where that is
+    equivalent: a temporary (`memref.alloc`) of the out-parameter's very
+    type, used only by ops of the function body before the copy (and its
+    `memref.dealloc`), copied into a block argument nothing else touches.
+    Each result then costs no copy (every gradient of a step).
+
+    Before:
+    ```mlir
+    %t = memref.alloc() : memref<4xf32>
+    linalg.fill ins(%c : f32) outs(%t : memref<4xf32>)
+    memref.copy %t, %out : memref<4xf32> to memref<4xf32>
+    memref.dealloc %t : memref<4xf32>
+    ```
+    After:
+    ```mlir
+    linalg.fill ins(%c : f32) outs(%out : memref<4xf32>)
+    ```
+  }];
+}
+
+def ConvertCopiesToLinalgPass
+    : Pass<"mantissa-convert-copies-to-linalg", "::mlir::ModuleOp"> {
+  let summary = "Turn memref.copy into linalg.copy";
+  let description = [{
+    Copies between strided views would call the `memrefCopy` runtime
+    function, which the step libraries do not link; as `linalg.copy` they
+    become loops like every other op.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def CallGemmLibraryPass
+    : Pass<"mantissa-call-gemm-library", "::mlir::ModuleOp"> {
+  let summary = "Compute matrix products by calling the runtime's GEMM (oneDNN)";
+  let description = [{
+    Replaces every linalg contraction on buffers that is a (batched) matrix
+    product the runtime's GEMM computes (include/mantissa/Runtime/CpuGemm.h)
+    by a call to `@mantissa_cpu_gemm`: `linalg.matmul`, `linalg.batch_matmul`
+    and the `linalg.generic`s that elementwise fusion makes of them, whose
+    body is `out + in0 * in1` with both inputs f32 or both bf16 (extended to
+    f32 in the body, as the named ops and mantissa-lower-train-to-linalg
+    write them) and an f32 output: fp32 accumulation either way.
+
+    The op's loops are grouped into batch, M, N and K dimensions
+    (`linalg::inferContractionDims`); each group must collapse to one stride
+    in every operand (as a reshape of the buffer would), the output must be
+    contiguous along N and each input along one of its two matrix
+    dimensions, all strides and offsets static. The shape, element types
+    and strides go into a constant descriptor (`memref.global`, the layout
+    of CpuGemm.h, version in its first element); the call passes the
+    descriptor's and the operands' addresses as `index` values. Other
+    contractions are left to the loops, unchanged.
+
+    The library adds its sum to the output, as the op does, but in its own
+    order (blocked, FMA), so results differ from the loops by fp32
+    accumulation-order rounding. mantissa-train-cpu-pipeline runs this pass
+    unless `gemm=loops`.
+
+    Before:
+    ```mlir
+    linalg.matmul ins(%a, %b : memref<128x64xbf16>, memref<64x32xbf16>)
+                  outs(%c : memref<128x32xf32>)
+    ```
+    After:
+    ```mlir
+    memref.global "private" constant @__mantissa_gemm_0 : memref<17xi64> =
+        dense<[1, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1]>
+    ...
+    %d = memref.get_global @__mantissa_gemm_0 : memref<17xi64>
+    %dp = memref.extract_aligned_pointer_as_index %d : memref<17xi64> -> index
+    %ap = memref.extract_aligned_pointer_as_index %a : memref<128x64xbf16> -> index
+    ...
+    call @mantissa_cpu_gemm(%dp, %ap, %bp, %cp) : (index, index, index, index) -> ()
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def InterchangeReductionsOutwardPass
+    : Pass<"mantissa-interchange-reductions-outward", "::mlir::ModuleOp"> {
+  let summary = "Move a contiguous parallel loop innermost in ops that end in a reduction";
+  let description = [{
+    In linalg ops on buffers whose innermost loop is a reduction (matrix
+    products left to the loops, column sums), puts a parallel loop that
+    every operand walks contiguously innermost, so that LLVM vectorizes it,
+    first giving inputs that read the output's last index along another
+    dimension a transposed copy (`x @ w^T`, `q @ k^T`). Each output element
+    still accumulates over the reduction loops in the same order: only a
+    parallel loop moves, so the results are bit-identical.
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def OutlineLinalgOpsPass
+    : Pass<"mantissa-outline-linalg-ops", "::mlir::ModuleOp"> {
+  let summary = "Move each linalg op on buffers into a private function of its own";
+  let description = [{
+    Moves every linalg op on buffers of each function into a private
+    function named `<function>__<index>_<op>`, called in its place; its
+    operands and the values its body captures become arguments, except
+    constants, which are cloned so that they still fold. A whole step as
+    one function holds thousands of loop nests, and LLVM's scalar evolution
+    analysis is quadratic in them (most of a minute for llama_medium); one
+    function per op keeps every analysis local, and profiles name the op.
+
+    Ops with enough work (2^18 iterations or more) whose outermost loop is
+    parallel and indexes every output get the `mantissa.parallel_outer_loop`
+    attribute on their function, which mantissa-parallelize-outer-loops
+    reads.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def ParallelizeOuterLoopsPass
+    : Pass<"mantissa-parallelize-outer-loops", "::mlir::ModuleOp"> {
+  let summary = "Turn the outer scf.for of marked functions into scf.parallel";
+  let description = [{
+    In each function marked `mantissa.parallel_outer_loop` (by
+    mantissa-outline-linalg-ops), turns the outermost `scf.for` into an
+    `scf.parallel`, which `convert-scf-to-openmp` distributes over the
+    OpenMP threads, and removes the mark. Every output element is still
+    computed by one thread in the same order, so results do not change.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+def InlineAllocaScopesPass
+    : Pass<"mantissa-inline-alloca-scopes", "::mlir::ModuleOp"> {
+  let summary = "Inline the memref.alloca_scope bodies convert-scf-to-openmp makes";
+  let description = [{
+    `convert-scf-to-openmp` wraps each loop body in a `memref.alloca_scope`,
+    which must stay one block; the bodies allocate nothing on the stack, so
+    the scopes (without results) are inlined before the loops inside them
+    become branches.
+  }];
+}
+
+def ApproximateMathPass : Pass<"mantissa-approximate-math", "::mlir::ModuleOp"> {
+  let summary = "Replace math functions by MLIR's polynomial approximations";
+  let description = [{
+    tanh and erf (and the other functions MLIR approximates) have no LLVM
+    lowering without libm, which the step libraries do not link; the f32
+    polynomial approximations need none.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def RouteGemmCallsThroughHookPass
+    : Pass<"mantissa-route-gemm-calls-through-hook", "::mlir::ModuleOp"> {
+  let summary = "Call the runtime's GEMM through a pointer the loader sets";
+  let description = [{
+    On the LLVM dialect: replaces every call of the external
+    `@mantissa_cpu_gemm` by an indirect call through the exported global
+    `@mantissa_cpu_gemm_hook` (a null pointer until the loader stores the
+    runtime's `mantissa_rt_cpu_gemm` there, CpuGemm.h), and removes the
+    declaration. The step library then has no undefined symbol to resolve
+    and no path to a library: libmantissa_rt, the compiler's evaluators and
+    the tests bind it the same way after dlopen. Modules without such calls
+    are left unchanged (no hook).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def MarkOutlinedNoInlinePass
+    : Pass<"mantissa-mark-outlined-noinline", "::mlir::ModuleOp"> {
+  let summary = "Keep the outlined ops out of line in LLVM";
+  let description = [{
+    Marks every private LLVM function with a body `noinline`: inlining the
+    outlined ops back (each has one caller) would undo
+    mantissa-outline-linalg-ops.
+  }];
+}
+
 #endif // MANTISSA_CONVERSION_PASSES_TD

@@ -11,6 +11,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include <optional>
+
 namespace mlir {
 class DialectRegistry;
 } // namespace mlir
@@ -26,11 +28,36 @@ LogicalResult runPassPipeline(ModuleOp module, StringRef pipeline);
 /// that lowerTrainStepsToLLVM needs.
 void registerTrainToLLVMDialects(DialectRegistry &registry);
 
+/// Registers mantissa-train-cpu-pipeline and every pass it names (Mantissa's
+/// and the upstream ones), once per process.
+void registerTrainCpuPipelinePasses();
+
+/// Registers the pipeline `mantissa-train-cpu-pipeline{gemm=library|loops}`:
+/// lowerTrainStepsToLLVM as one pipeline of registered passes.
+void registerTrainCpuPipeline();
+
+/// How the CPU step computes matrix products: calls of the runtime's GEMM
+/// (oneDNN; fp32 accumulation in the library's order), or generated loops
+/// (bit-identical to the reference interpreter).
+enum class CpuGemmMode { Library, Loops };
+
+/// "library" or "loops".
+std::optional<CpuGemmMode> parseCpuGemmMode(StringRef text);
+StringRef stringifyCpuGemmMode(CpuGemmMode mode);
+
+/// The mode the environment asks for: MANTISSA_CPU_GEMM=library (the
+/// default when unset) or loops. Any other value is reported and exits 1.
+CpuGemmMode getCpuGemmMode();
+
 /// Lowers every train.step of `module` to an LLVM-dialect function of the
 /// same name with the bare-pointer calling convention: one pointer per
 /// argument (row-major, dense), then one pointer per result, which the
-/// function fills. bf16 rounds to nearest even without runtime calls.
-LogicalResult lowerTrainStepsToLLVM(ModuleOp module);
+/// function fills. bf16 rounds to nearest even without runtime calls. Runs
+/// mantissa-train-cpu-pipeline{gemm=`gemm`}; with the library, the module
+/// exports `mantissa_cpu_gemm_hook`, which the loader must bind
+/// (mantissa/Runtime/CpuGemm.h) before calling the step.
+LogicalResult lowerTrainStepsToLLVM(ModuleOp module,
+                                    CpuGemmMode gemm = getCpuGemmMode());
 
 /// The first half of lowerTrainStepsToLLVM, shared with the GPU: lowers
 /// every train.step to a func.func on memrefs (linalg ops on buffers,

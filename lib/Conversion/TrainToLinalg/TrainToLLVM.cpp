@@ -1,10 +1,12 @@
 //===- TrainToLLVM.cpp - train.step to LLVM-dialect CPU code --------------===//
 //
-// mantissa-lower-train-to-linalg, then one-shot bufferization with results
-// turned into out-parameters and temporaries freed, linalg to loops, polynomial
-// approximations of the math functions LLVM has no inline lowering for, and the
-// verified CPU pipeline of TOOLCHAIN.md (bf16 emulated in f32, truncf as
-// integer code).
+// mantissa-train-cpu-pipeline: mantissa-lower-train-to-linalg, then one-shot
+// bufferization with results turned into out-parameters and temporaries
+// freed, matrix products as calls of the runtime's GEMM
+// (CallGemmLibrary.cpp), linalg to loops, polynomial approximations of the
+// math functions LLVM has no inline lowering for, and the verified CPU
+// pipeline of TOOLCHAIN.md (bf16 emulated in f32, truncf as integer code).
+// Mantissa's own stages are the passes below.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +44,7 @@
 #include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -53,9 +56,23 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdlib>
 #include <mutex>
 
 using namespace mlir;
+
+namespace mlir::mantissa {
+#define GEN_PASS_DEF_MARKARGUMENTSREADONLYPASS
+#define GEN_PASS_DEF_COMPUTERESULTSINPLACEPASS
+#define GEN_PASS_DEF_CONVERTCOPIESTOLINALGPASS
+#define GEN_PASS_DEF_INTERCHANGEREDUCTIONSOUTWARDPASS
+#define GEN_PASS_DEF_OUTLINELINALGOPSPASS
+#define GEN_PASS_DEF_PARALLELIZEOUTERLOOPSPASS
+#define GEN_PASS_DEF_INLINEALLOCASCOPESPASS
+#define GEN_PASS_DEF_APPROXIMATEMATHPASS
+#define GEN_PASS_DEF_MARKOUTLINEDNOINLINEPASS
+#include "mantissa/Conversion/Passes.h.inc"
+} // namespace mlir::mantissa
 
 void mlir::mantissa::registerTrainToLLVMDialects(DialectRegistry &registry) {
   registry
@@ -63,7 +80,7 @@ void mlir::mantissa::registerTrainToLLVMDialects(DialectRegistry &registry) {
               bufferization::BufferizationDialect, cf::ControlFlowDialect,
               func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
               math::MathDialect, memref::MemRefDialect, omp::OpenMPDialect,
-              scf::SCFDialect, tensor::TensorDialect>();
+              scf::SCFDialect, tensor::TensorDialect, vector::VectorDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
@@ -79,8 +96,7 @@ void mlir::mantissa::registerTrainToLLVMDialects(DialectRegistry &registry) {
   registerOpenMPDialectTranslation(registry);
 }
 
-LogicalResult mlir::mantissa::runPassPipeline(ModuleOp module,
-                                              StringRef pipeline) {
+void mlir::mantissa::registerTrainCpuPipelinePasses() {
   static std::once_flag registered;
   std::call_once(registered, [] {
     ::mlir::registerConversionPasses();
@@ -92,7 +108,24 @@ LogicalResult mlir::mantissa::runPassPipeline(ModuleOp module,
     registerCanonicalizerPass();
     registerCSEPass();
     mantissa::registerLowerTrainToLinalgPass();
+    mantissa::registerMarkArgumentsReadOnlyPass();
+    mantissa::registerComputeResultsInPlacePass();
+    mantissa::registerConvertCopiesToLinalgPass();
+    mantissa::registerCallGemmLibraryPass();
+    mantissa::registerInterchangeReductionsOutwardPass();
+    mantissa::registerOutlineLinalgOpsPass();
+    mantissa::registerParallelizeOuterLoopsPass();
+    mantissa::registerInlineAllocaScopesPass();
+    mantissa::registerApproximateMathPass();
+    mantissa::registerRouteGemmCallsThroughHookPass();
+    mantissa::registerMarkOutlinedNoInlinePass();
+    registerTrainCpuPipeline();
   });
+}
+
+LogicalResult mlir::mantissa::runPassPipeline(ModuleOp module,
+                                              StringRef pipeline) {
+  registerTrainCpuPipelinePasses();
   FailureOr<OpPassManager> parsed = parsePassPipeline(pipeline);
   if (failed(parsed))
     return module.emitError() << "bad pass pipeline: " << pipeline;
@@ -398,98 +431,205 @@ static void computeResultsInPlace(func::FuncOp function) {
   }
 }
 
-LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
-  if (failed(runPassPipeline(module,
-                             "builtin.module(mantissa-lower-train-to-linalg)")))
-    return failure();
-  // The step's arguments are read-only: parameters are the update path's
-  // own memory and the batch is reused every step. Without this, one-shot
-  // bufferization writes results such as an in-place scatter into the
-  // argument's buffer.
-  MLIRContext *context = module.getContext();
-  for (auto function : module.getOps<func::FuncOp>())
+namespace {
+
+struct MarkArgumentsReadOnlyPass
+    : mantissa::impl::MarkArgumentsReadOnlyPassBase<MarkArgumentsReadOnlyPass> {
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
     for (unsigned index = 0, e = function.getNumArguments(); index < e; ++index)
       function.setArgAttr(
           index, bufferization::BufferizationDialect::kWritableAttrName,
-          BoolAttr::get(context, false));
-  if (failed(runPassPipeline(
-          module, "builtin.module("
-                  "linalg-fuse-elementwise-ops,"
-                  "empty-tensor-to-alloc-tensor,"
-                  "one-shot-bufferize{bufferize-function-boundaries "
-                  "function-boundary-type-conversion=identity-layout-map},"
-                  "buffer-results-to-out-params,"
-                  // Frees every temporary before the function returns.
-                  "ownership-based-buffer-deallocation,canonicalize,"
-                  "buffer-deallocation-simplification,"
-                  "bufferization-lower-deallocations,canonicalize)")))
-    return failure();
-  for (auto function : module.getOps<func::FuncOp>())
-    computeResultsInPlace(function);
-  // Copies between strided views would call the `memrefCopy` runtime
-  // function; as linalg.copy they become loops.
-  module.walk([](memref::CopyOp copy) {
-    OpBuilder b(copy);
-    b.create<linalg::CopyOp>(copy.getLoc(), copy.getSource(), copy.getTarget());
-    copy.erase();
-  });
-  return success();
+          BoolAttr::get(&getContext(), false));
+  }
+};
+
+struct ComputeResultsInPlacePass
+    : mantissa::impl::ComputeResultsInPlacePassBase<ComputeResultsInPlacePass> {
+  void runOnOperation() override {
+    if (!getOperation().getBody().empty())
+      computeResultsInPlace(getOperation());
+  }
+};
+
+struct ConvertCopiesToLinalgPass
+    : mantissa::impl::ConvertCopiesToLinalgPassBase<ConvertCopiesToLinalgPass> {
+  void runOnOperation() override {
+    getOperation().walk([](memref::CopyOp copy) {
+      OpBuilder b(copy);
+      b.create<linalg::CopyOp>(copy.getLoc(), copy.getSource(),
+                               copy.getTarget());
+      copy.erase();
+    });
+  }
+};
+
+struct InterchangeReductionsOutwardPass
+    : mantissa::impl::InterchangeReductionsOutwardPassBase<
+          InterchangeReductionsOutwardPass> {
+  void runOnOperation() override {
+    interchangeReductionsOutward(getOperation());
+  }
+};
+
+struct OutlineLinalgOpsPass
+    : mantissa::impl::OutlineLinalgOpsPassBase<OutlineLinalgOpsPass> {
+  void runOnOperation() override { outlineLinalgOps(getOperation()); }
+};
+
+struct ParallelizeOuterLoopsPass
+    : mantissa::impl::ParallelizeOuterLoopsPassBase<ParallelizeOuterLoopsPass> {
+  void runOnOperation() override { parallelizeOuterLoops(getOperation()); }
+};
+
+struct InlineAllocaScopesPass
+    : mantissa::impl::InlineAllocaScopesPassBase<InlineAllocaScopesPass> {
+  void runOnOperation() override {
+    SmallVector<memref::AllocaScopeOp> scopes;
+    getOperation().walk(
+        [&](memref::AllocaScopeOp scope) { scopes.push_back(scope); });
+    IRRewriter rewriter(&getContext());
+    for (memref::AllocaScopeOp scope : scopes) {
+      if (scope.getNumResults() != 0)
+        continue;
+      Block *body = &scope.getBodyRegion().front();
+      rewriter.eraseOp(body->getTerminator());
+      rewriter.inlineBlockBefore(body, scope);
+      rewriter.eraseOp(scope);
+    }
+  }
+};
+
+struct ApproximateMathPass
+    : mantissa::impl::ApproximateMathPassBase<ApproximateMathPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateMathPolynomialApproximationPatterns(patterns);
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+struct MarkOutlinedNoInlinePass
+    : mantissa::impl::MarkOutlinedNoInlinePassBase<MarkOutlinedNoInlinePass> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    for (auto function : getOperation().getOps<LLVM::LLVMFuncOp>())
+      if (function.isPrivate() && !function.isExternal())
+        function.setPassthroughAttr(
+            ArrayAttr::get(context, {StringAttr::get(context, "noinline")}));
+  }
+};
+
+/// bufferizeTrainSteps as pipeline text.
+constexpr llvm::StringLiteral kBufferizeStages =
+    "mantissa-lower-train-to-linalg,"
+    "func.func(mantissa-mark-arguments-read-only),"
+    "linalg-fuse-elementwise-ops,"
+    "empty-tensor-to-alloc-tensor,"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-results-to-out-params,"
+    // Frees every temporary before the function returns.
+    "ownership-based-buffer-deallocation,canonicalize,"
+    "buffer-deallocation-simplification,"
+    "bufferization-lower-deallocations,canonicalize,"
+    "func.func(mantissa-compute-results-in-place),"
+    "mantissa-convert-copies-to-linalg";
+
+/// lowerBufferizedToLLVM as pipeline text.
+constexpr llvm::StringLiteral kLowerBufferizedStages =
+    "func.func(convert-linalg-to-loops),expand-strided-metadata,lower-affine,"
+    "mantissa-parallelize-outer-loops,convert-scf-to-openmp,"
+    "mantissa-inline-alloca-scopes,mantissa-approximate-math,"
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
+    "arith-expand{include-bf16=true},convert-scf-to-cf,"
+    "convert-math-to-llvm,convert-arith-to-llvm,finalize-memref-to-llvm,"
+    "convert-vector-to-llvm,"
+    "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
+    "convert-cf-to-llvm,convert-openmp-to-llvm,"
+    "reconcile-unrealized-casts,"
+    "mantissa-route-gemm-calls-through-hook,mantissa-mark-outlined-noinline";
+
+struct TrainCpuPipelineOptions
+    : public PassPipelineOptions<TrainCpuPipelineOptions> {
+  Option<mantissa::CpuGemmMode> gemm{
+      *this, "gemm",
+      llvm::cl::desc("How matrix products are computed: 'library' (the "
+                     "runtime's oneDNN GEMM) or 'loops' (generated loops, "
+                     "the interpreter's accumulation order)"),
+      llvm::cl::init(mantissa::CpuGemmMode::Library),
+      llvm::cl::values(
+          clEnumValN(mantissa::CpuGemmMode::Library, "library",
+                     "call the runtime's GEMM (oneDNN)"),
+          clEnumValN(mantissa::CpuGemmMode::Loops, "loops",
+                     "generated loops, bit-identical to the interpreter"))};
+};
+
+std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm) {
+  std::string text = kBufferizeStages.str();
+  if (gemm == mantissa::CpuGemmMode::Library)
+    text += ",mantissa-call-gemm-library";
+  text +=
+      ",mantissa-interchange-reductions-outward,mantissa-outline-linalg-ops,";
+  text += kLowerBufferizedStages;
+  return text;
 }
 
-LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module) {
-  if (failed(bufferizeTrainSteps(module)))
-    return failure();
-  interchangeReductionsOutward(module);
-  outlineLinalgOps(module);
-  return lowerBufferizedToLLVM(module);
+} // namespace
+
+void mlir::mantissa::registerTrainCpuPipeline() {
+  PassPipelineRegistration<TrainCpuPipelineOptions>(
+      "mantissa-train-cpu-pipeline",
+      "Lower train.step to LLVM-dialect CPU code (the step libraries' "
+      "pipeline)",
+      [](OpPassManager &pm, const TrainCpuPipelineOptions &options) {
+        if (failed(parsePassPipeline(trainCpuPipelineText(options.gemm), pm)))
+          llvm::report_fatal_error("mantissa-train-cpu-pipeline is malformed");
+      });
+}
+
+std::optional<mantissa::CpuGemmMode>
+mlir::mantissa::parseCpuGemmMode(StringRef text) {
+  if (text == "library")
+    return CpuGemmMode::Library;
+  if (text == "loops")
+    return CpuGemmMode::Loops;
+  return std::nullopt;
+}
+
+StringRef mlir::mantissa::stringifyCpuGemmMode(CpuGemmMode mode) {
+  return mode == CpuGemmMode::Library ? "library" : "loops";
+}
+
+mantissa::CpuGemmMode mlir::mantissa::getCpuGemmMode() {
+  const char *text = std::getenv("MANTISSA_CPU_GEMM");
+  if (!text || !*text)
+    return CpuGemmMode::Library;
+  if (std::optional<CpuGemmMode> mode = parseCpuGemmMode(text))
+    return *mode;
+  llvm::errs() << "mantissa: error: MANTISSA_CPU_GEMM is '" << text
+               << "'; expected 'library' (oneDNN, the default) or 'loops'\n";
+  std::exit(1);
+}
+
+LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
+  return runPassPipeline(module,
+                         ("builtin.module(" + kBufferizeStages + ")").str());
+}
+
+LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module,
+                                                    CpuGemmMode gemm) {
+  return runPassPipeline(module,
+                         ("builtin.module(mantissa-train-cpu-pipeline{gemm=" +
+                          stringifyCpuGemmMode(gemm) + "})")
+                             .str());
 }
 
 LogicalResult mlir::mantissa::lowerBufferizedToLLVM(ModuleOp module) {
-  if (failed(runPassPipeline(
-          module, "builtin.module(func.func(convert-linalg-to-loops),"
-                  "expand-strided-metadata,lower-affine)")))
-    return failure();
-  parallelizeOuterLoops(module);
-  if (failed(runPassPipeline(module, "builtin.module(convert-scf-to-openmp)")))
-    return failure();
-  // convert-scf-to-openmp wraps each loop body in a memref.alloca_scope,
-  // which must stay one block; the bodies allocate nothing on the stack, so
-  // the scopes are inlined before the loops inside them become branches.
-  SmallVector<memref::AllocaScopeOp> scopes;
-  module.walk([&](memref::AllocaScopeOp scope) { scopes.push_back(scope); });
-  IRRewriter rewriter(module.getContext());
-  for (memref::AllocaScopeOp scope : scopes) {
-    if (scope.getNumResults() != 0)
-      continue;
-    Block *body = &scope.getBodyRegion().front();
-    rewriter.eraseOp(body->getTerminator());
-    rewriter.inlineBlockBefore(body, scope);
-    rewriter.eraseOp(scope);
-  }
-  // tanh and erf have no LLVM lowering without libm; the polynomial
-  // approximations (f32) need none.
-  RewritePatternSet patterns(module.getContext());
-  populateMathPolynomialApproximationPatterns(patterns);
-  if (failed(applyPatternsAndFoldGreedily(module, std::move(patterns))))
-    return failure();
-  if (failed(runPassPipeline(
-          module,
-          "builtin.module(arith-emulate-unsupported-floats{source-types=bf16 "
-          "target-type=f32},arith-expand{include-bf16=true},convert-scf-to-cf,"
-          "convert-math-to-llvm,convert-arith-to-llvm,finalize-memref-to-llvm,"
-          "convert-vector-to-llvm,"
-          "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
-          "convert-cf-to-llvm,convert-openmp-to-llvm,"
-          "reconcile-unrealized-casts)")))
-    return failure();
-  // Inlining the outlined ops back (each has one caller) would undo the
-  // outlining.
-  MLIRContext *context = module.getContext();
-  for (auto function : module.getOps<LLVM::LLVMFuncOp>())
-    if (function.isPrivate() && !function.isExternal())
-      function.setPassthroughAttr(
-          ArrayAttr::get(context, {StringAttr::get(context, "noinline")}));
-  return success();
+  return runPassPipeline(
+      module, ("builtin.module(" + kLowerBufferizedStages + ")").str());
 }
 
 void mlir::mantissa::addPackedEntry(ModuleOp module, StringRef callee,

@@ -1,0 +1,340 @@
+//===- CallGemmLibrary.cpp - Matrix products as calls of the runtime's GEMM
+//===//
+//
+// mantissa-call-gemm-library (linalg contractions on buffers become calls of
+// @mantissa_cpu_gemm with a constant descriptor) and
+// mantissa-route-gemm-calls-through-hook (on the LLVM dialect, those calls
+// go through the exported pointer the loader sets). The descriptor's layout
+// is the runtime's (mantissa/Runtime/CpuGemm.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Conversion/Passes.h"
+#include "mantissa/Runtime/CpuGemm.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <array>
+#include <map>
+
+using namespace mlir;
+
+namespace mlir::mantissa {
+#define GEN_PASS_DEF_CALLGEMMLIBRARYPASS
+#define GEN_PASS_DEF_ROUTEGEMMCALLSTHROUGHHOOKPASS
+#include "mantissa/Conversion/Passes.h.inc"
+} // namespace mlir::mantissa
+
+namespace {
+
+constexpr llvm::StringLiteral kGemmFunction = "mantissa_cpu_gemm";
+
+using Descriptor = std::array<int64_t, kGemmFieldCount>;
+
+/// The descriptor's element type code, if the library takes `type`.
+std::optional<int64_t> gemmType(Type type) {
+  if (type.isF32())
+    return kGemmF32;
+  if (type.isBF16())
+    return kGemmBF16;
+  return std::nullopt;
+}
+
+/// `value`, seen through an arith.extf to f32 (how the named ops and the
+/// lowering widen bf16 operands).
+Value skipExtension(Value value) {
+  if (auto extension = value.getDefiningOp<arith::ExtFOp>())
+    return extension.getIn();
+  return value;
+}
+
+/// Whether the body of `op` is `yield out + ext(in0) * ext(in1)` in f32.
+bool isMultiplyAccumulateBody(linalg::LinalgOp op) {
+  Block *body = op.getBlock();
+  if (body->getNumArguments() != 3)
+    return false;
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  if (yield.getNumOperands() != 1)
+    return false;
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || !add.getType().isF32())
+    return false;
+  Value out = body->getArgument(2);
+  Value product = add.getLhs() == out   ? add.getRhs()
+                  : add.getRhs() == out ? add.getLhs()
+                                        : Value();
+  auto multiply = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!multiply)
+    return false;
+  Value lhs = skipExtension(multiply.getLhs());
+  Value rhs = skipExtension(multiply.getRhs());
+  Value in0 = body->getArgument(0), in1 = body->getArgument(1);
+  if (!((lhs == in0 && rhs == in1) || (lhs == in1 && rhs == in0)))
+    return false;
+  // Nothing else in the body (index ops, other uses of the arguments).
+  size_t expected = 3 + (lhs != multiply.getLhs()) + (rhs != multiply.getRhs());
+  return body->getOperations().size() == expected;
+}
+
+/// One operand's static strides per loop dimension (0 for loops it does not
+/// index), its offset, or nothing for dynamic layouts and non-permutations.
+struct OperandLayout {
+  SmallVector<int64_t> loopStrides;
+  int64_t offset = 0;
+};
+
+std::optional<OperandLayout> layoutOf(linalg::LinalgOp op, OpOperand &operand) {
+  auto type = dyn_cast<MemRefType>(operand.get().getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getStridesAndOffset(type, strides, offset)) ||
+      ShapedType::isDynamic(offset) ||
+      llvm::any_of(strides, ShapedType::isDynamic))
+    return std::nullopt;
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  if (!map.isProjectedPermutation(/*allowZeroInResults=*/false))
+    return std::nullopt;
+  OperandLayout layout;
+  layout.loopStrides.assign(op.getNumLoops(), 0);
+  layout.offset = offset;
+  for (auto [position, result] : llvm::enumerate(map.getResults()))
+    layout.loopStrides[cast<AffineDimExpr>(result).getPosition()] =
+        strides[position];
+  return layout;
+}
+
+/// The size and stride of one group of loops (batch, M, N or K) collapsed
+/// into one dimension in each of `layouts`, or nothing when some operand
+/// does not lay the group out as one strided dimension in a common order.
+struct Collapsed {
+  int64_t size = 1;
+  SmallVector<int64_t> strides; // per operand of `layouts`; 0: size 1
+};
+
+std::optional<Collapsed> collapse(ArrayRef<unsigned> loops,
+                                  ArrayRef<int64_t> ranges,
+                                  ArrayRef<const OperandLayout *> layouts) {
+  SmallVector<unsigned> kept;
+  for (unsigned loop : loops)
+    if (ranges[loop] != 1)
+      kept.push_back(loop);
+  Collapsed result;
+  result.strides.assign(layouts.size(), 0);
+  if (kept.empty())
+    return result;
+  // Outermost first, by the first operand's strides.
+  llvm::sort(kept, [&](unsigned x, unsigned y) {
+    return layouts[0]->loopStrides[x] > layouts[0]->loopStrides[y];
+  });
+  for (auto [index, layout] : llvm::enumerate(layouts)) {
+    for (size_t i = 0; i + 1 < kept.size(); ++i)
+      if (layout->loopStrides[kept[i]] !=
+          layout->loopStrides[kept[i + 1]] * ranges[kept[i + 1]])
+        return std::nullopt;
+    result.strides[index] = layout->loopStrides[kept.back()];
+  }
+  for (unsigned loop : kept)
+    result.size *= ranges[loop];
+  return result;
+}
+
+/// The descriptor of `op` if the runtime's GEMM computes it.
+std::optional<Descriptor> describeProduct(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op) ||
+      !isMultiplyAccumulateBody(op))
+    return std::nullopt;
+  OpOperand *a = op.getDpsInputOperand(0), *b = op.getDpsInputOperand(1);
+  OpOperand *c = op.getDpsInitOperand(0);
+  auto elementOf = [](OpOperand *operand) {
+    return cast<MemRefType>(operand->get().getType()).getElementType();
+  };
+  std::optional<int64_t> typeA = gemmType(elementOf(a));
+  std::optional<int64_t> typeB = gemmType(elementOf(b));
+  // A bf16 output would be a bf16 accumulation: left to the loops.
+  if (!typeA || !typeB || *typeA != *typeB || !elementOf(c).isF32())
+    return std::nullopt;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->k.empty())
+    return std::nullopt;
+  std::optional<OperandLayout> layoutA = layoutOf(op, *a);
+  std::optional<OperandLayout> layoutB = layoutOf(op, *b);
+  std::optional<OperandLayout> layoutC = layoutOf(op, *c);
+  if (!layoutA || !layoutB || !layoutC)
+    return std::nullopt;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  std::optional<Collapsed> batch =
+      collapse(dims->batch, ranges, {&*layoutA, &*layoutB, &*layoutC});
+  std::optional<Collapsed> m =
+      collapse(dims->m, ranges, {&*layoutA, &*layoutC});
+  std::optional<Collapsed> n =
+      collapse(dims->n, ranges, {&*layoutB, &*layoutC});
+  std::optional<Collapsed> k =
+      collapse(dims->k, ranges, {&*layoutA, &*layoutB});
+  if (!batch || !m || !n || !k)
+    return std::nullopt;
+  // A dimension of size one gets the stride a dense row-major matrix
+  // would give it, which every kernel accepts.
+  int64_t strideAK = k->strides[0] ? k->strides[0] : 1;
+  int64_t strideAM = m->strides[0] ? m->strides[0] : k->size * strideAK;
+  int64_t strideBN = n->strides[0] ? n->strides[0] : 1;
+  int64_t strideBK = k->strides[1] ? k->strides[1] : n->size * strideBN;
+  int64_t strideCN = n->strides[1] ? n->strides[1] : 1;
+  int64_t strideCM = m->strides[1] ? m->strides[1] : n->size * strideCN;
+  // The kernels' layouts: C contiguous along N, A and B contiguous along
+  // one of their two dimensions.
+  if (strideCN != 1 || (strideAK != 1 && strideAM != 1) ||
+      (strideBN != 1 && strideBK != 1))
+    return std::nullopt;
+  auto batchStride = [&](unsigned operand, int64_t matrixEnd) {
+    return batch->strides[operand] ? batch->strides[operand] : matrixEnd;
+  };
+  Descriptor d;
+  d[kGemmAbi] = mantissa::rt::kCpuGemmAbi;
+  d[kGemmTypeA] = *typeA;
+  d[kGemmTypeB] = *typeB;
+  d[kGemmTypeC] = kGemmF32;
+  d[kGemmBatch] = batch->size;
+  d[kGemmM] = m->size;
+  d[kGemmN] = n->size;
+  d[kGemmK] = k->size;
+  d[kGemmStrideABatch] =
+      batchStride(0, std::max(m->size * strideAM, k->size * strideAK));
+  d[kGemmStrideAM] = strideAM;
+  d[kGemmStrideAK] = strideAK;
+  d[kGemmStrideBBatch] =
+      batchStride(1, std::max(k->size * strideBK, n->size * strideBN));
+  d[kGemmStrideBK] = strideBK;
+  d[kGemmStrideBN] = strideBN;
+  d[kGemmStrideCBatch] = batchStride(2, m->size * strideCM);
+  d[kGemmStrideCM] = strideCM;
+  d[kGemmStrideCN] = strideCN;
+  return d;
+}
+
+struct CallGemmLibraryPass
+    : mantissa::impl::CallGemmLibraryPassBase<CallGemmLibraryPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<std::pair<linalg::LinalgOp, Descriptor>> products;
+    module.walk([&](linalg::LinalgOp op) {
+      if (std::optional<Descriptor> d = describeProduct(op))
+        products.emplace_back(op, *d);
+    });
+    if (products.empty())
+      return;
+    OpBuilder moduleBuilder = OpBuilder::atBlockBegin(module.getBody());
+    Type index = moduleBuilder.getIndexType();
+    auto callee = module.lookupSymbol<func::FuncOp>(kGemmFunction);
+    if (!callee) {
+      callee = moduleBuilder.create<func::FuncOp>(
+          module.getLoc(), kGemmFunction,
+          moduleBuilder.getFunctionType({index, index, index, index}, {}));
+      callee.setPrivate();
+    }
+    auto descriptorType =
+        MemRefType::get({kGemmFieldCount}, moduleBuilder.getI64Type());
+    std::map<Descriptor, memref::GlobalOp> globals;
+    for (auto [op, d] : products) {
+      memref::GlobalOp &global = globals[d];
+      if (!global) {
+        global = moduleBuilder.create<memref::GlobalOp>(
+            module.getLoc(),
+            llvm::formatv("__mantissa_gemm_{0}", globals.size() - 1).str(),
+            moduleBuilder.getStringAttr("private"), descriptorType,
+            DenseIntElementsAttr::get(
+                RankedTensorType::get({kGemmFieldCount},
+                                      moduleBuilder.getI64Type()),
+                ArrayRef<int64_t>(d)),
+            /*constant=*/true, /*alignment=*/nullptr);
+      }
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      auto addressOf = [&](Value buffer) -> Value {
+        Value aligned =
+            b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, buffer);
+        auto type = cast<MemRefType>(buffer.getType());
+        SmallVector<int64_t> strides;
+        int64_t offset = 0;
+        (void)getStridesAndOffset(type, strides, offset);
+        int64_t bytes = type.getElementTypeBitWidth() / 8;
+        if (offset == 0)
+          return aligned;
+        return b.create<arith::AddIOp>(
+            loc, aligned,
+            b.create<arith::ConstantIndexOp>(loc, offset * bytes));
+      };
+      Value descriptor = b.create<memref::GetGlobalOp>(loc, descriptorType,
+                                                       global.getSymName());
+      b.create<func::CallOp>(
+          loc, callee,
+          ValueRange{
+              b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, descriptor),
+              addressOf(op.getDpsInputOperand(0)->get()),
+              addressOf(op.getDpsInputOperand(1)->get()),
+              addressOf(op.getDpsInitOperand(0)->get())});
+      op->erase();
+    }
+  }
+};
+
+struct RouteGemmCallsThroughHookPass
+    : mantissa::impl::RouteGemmCallsThroughHookPassBase<
+          RouteGemmCallsThroughHookPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto declaration = module.lookupSymbol<LLVM::LLVMFuncOp>(kGemmFunction);
+    if (!declaration)
+      return;
+    if (!declaration.isExternal()) {
+      declaration.emitError()
+          << "@" << kGemmFunction
+          << " is the runtime's; the step must not define it";
+      return signalPassFailure();
+    }
+    MLIRContext *context = &getContext();
+    auto pointer = LLVM::LLVMPointerType::get(context);
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    auto hook = b.create<LLVM::GlobalOp>(
+        module.getLoc(), pointer, /*isConstant=*/false, LLVM::Linkage::External,
+        mantissa::rt::kCpuGemmHookSymbol, Attribute());
+    {
+      Block *init = b.createBlock(&hook.getInitializerRegion());
+      b.setInsertionPointToStart(init);
+      b.create<LLVM::ReturnOp>(
+          module.getLoc(),
+          b.create<LLVM::ZeroOp>(module.getLoc(), pointer).getResult());
+    }
+    SmallVector<LLVM::CallOp> calls;
+    module.walk([&](LLVM::CallOp call) {
+      if (call.getCallee() == kGemmFunction)
+        calls.push_back(call);
+    });
+    LLVM::LLVMFunctionType type = declaration.getFunctionType();
+    for (LLVM::CallOp call : calls) {
+      OpBuilder cb(call);
+      Location loc = call.getLoc();
+      Value address = cb.create<LLVM::AddressOfOp>(loc, hook);
+      Value function = cb.create<LLVM::LoadOp>(loc, pointer, address);
+      SmallVector<Value> operands = {function};
+      llvm::append_range(operands, call.getArgOperands());
+      cb.create<LLVM::CallOp>(loc, type, operands);
+      call.erase();
+    }
+    declaration.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,38 @@
+// RUN: mantissa-opt %s --pass-pipeline='builtin.module(mantissa-train-cpu-pipeline)' | FileCheck %s --check-prefix=LIBRARY
+// RUN: mantissa-opt %s --pass-pipeline='builtin.module(mantissa-train-cpu-pipeline{gemm=loops})' | FileCheck %s --check-prefix=LOOPS
+// RUN: not mantissa-opt %s --pass-pipeline='builtin.module(mantissa-train-cpu-pipeline{gemm=blas})' 2>&1 | FileCheck %s --check-prefix=BAD
+
+// The whole CPU pipeline on a bf16 product (bf16 operands, fp32
+// accumulation, rounded once to the bf16 result): with the library, the
+// product is an indirect call through the exported hook the loader binds
+// (CpuGemm.h), its descriptor a constant, and the rounding an outlined
+// elementwise op; with gemm=loops there is no hook and the product is an
+// outlined loop nest.
+
+// LIBRARY: llvm.mlir.global external @mantissa_cpu_gemm_hook() {{.*}} : !llvm.ptr {
+// LIBRARY: llvm.mlir.zero : !llvm.ptr
+// LIBRARY: llvm.mlir.global private constant @__mantissa_gemm_0(dense<[1, 1, 1, 0, 1, 2, 3, 4, 8, 4, 1, 12, 3, 1, 6, 3, 1]> : tensor<17xi64>)
+// LIBRARY-NOT: llvm.func @mantissa_cpu_gemm(
+// LIBRARY-LABEL: llvm.func @mm_bf16(
+// LIBRARY: %[[HOOK:.*]] = llvm.mlir.addressof @mantissa_cpu_gemm_hook : !llvm.ptr
+// LIBRARY: %[[FUNCTION:.*]] = llvm.load %[[HOOK]] : !llvm.ptr -> !llvm.ptr
+// LIBRARY: llvm.call %[[FUNCTION]](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : !llvm.ptr, (i64, i64, i64, i64) -> ()
+// LIBRARY: llvm.call @mm_bf16__{{[0-9]+}}_generic(
+// LIBRARY: llvm.func @mm_bf16__{{[0-9]+}}_generic({{.*}}) attributes {passthrough = ["noinline"], sym_visibility = "private"}
+
+// LOOPS-NOT: mantissa_cpu_gemm
+// LOOPS-LABEL: llvm.func @mm_bf16(
+// LOOPS: llvm.call @mm_bf16__{{[0-9]+}}_generic(
+// LOOPS: llvm.call @mm_bf16__{{[0-9]+}}_generic(
+// LOOPS-NOT: mantissa_cpu_gemm
+
+// BAD: for the --gemm option: Cannot find option named 'blas'!
+// BAD: failed to add `mantissa-train-cpu-pipeline` with options `gemm=blas`
+
+train.step @mm_bf16(%a: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "a", module = "", shape = [2, 4], dtype = bf16>},
+    %b: tensor<4x3xbf16> {train.tensor = #train.tensor<user_input, fqn = "b", module = "", shape = [4, 3], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x3xbf16> {train.result = #train.result<user_output>}) {
+  %0 = train.mm %a, %b : tensor<2x4xbf16>, tensor<4x3xbf16> -> tensor<2x3xbf16>
+  train.return %loss, %0 : tensor<f32>, tensor<2x3xbf16>
+}

@@ -1,0 +1,187 @@
+//===- CpuGemmTest.cpp - The compiled CPU step's matrix products ----------===//
+//
+// Part of the Mantissa project.
+//
+// mantissa_rt_cpu_gemm against a double-precision reference, on the
+// products of llama_medium's step (the shapes and strides the compiler's
+// mantissa-call-gemm-library gives them) and on bf16 operands; and the
+// determinism the trainer relies on: the same bits at every thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/CpuGemm.h"
+
+#include "gtest/gtest.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace mlir::mantissa::rt;
+
+namespace {
+
+struct Product {
+  int64_t batch, m, n, k;
+  bool transposedB; // B read as w^T: unit stride along K
+  int64_t type;     // kGemmF32 or kGemmBF16 operands
+};
+
+uint16_t toBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return uint16_t(bits >> 16); // truncation: any bf16 value will do
+}
+
+float fromBF16(uint16_t value) {
+  uint32_t bits = uint32_t(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+/// Operands, a descriptor and the result of one product, C starting from
+/// `initial` (the op accumulates into its output).
+struct Problem {
+  std::vector<int64_t> descriptor;
+  std::vector<float> a, b; // values (exactly representable in the type)
+  std::vector<uint8_t> aBytes, bBytes;
+  std::vector<float> c;
+  Product shape;
+
+  Problem(const Product &p, unsigned seed, float initial) : shape(p) {
+    std::mt19937 random(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    int64_t bytes = p.type == kGemmBF16 ? 2 : 4;
+    a.resize(p.batch * p.m * p.k);
+    b.resize(p.batch * p.k * p.n);
+    for (float &x : a)
+      x = p.type == kGemmBF16 ? fromBF16(toBF16(uniform(random)))
+                              : uniform(random);
+    for (float &x : b)
+      x = p.type == kGemmBF16 ? fromBF16(toBF16(uniform(random)))
+                              : uniform(random);
+    auto pack = [&](const std::vector<float> &values) {
+      std::vector<uint8_t> out(values.size() * bytes);
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (p.type == kGemmBF16) {
+          uint16_t v = toBF16(values[i]);
+          std::memcpy(&out[i * 2], &v, 2);
+        } else {
+          std::memcpy(&out[i * 4], &values[i], 4);
+        }
+      }
+      return out;
+    };
+    aBytes = pack(a);
+    bBytes = pack(b);
+    c.assign(p.batch * p.m * p.n, initial);
+    descriptor.assign(kGemmFieldCount, 0);
+    descriptor[kGemmAbi] = kCpuGemmAbi;
+    descriptor[kGemmTypeA] = descriptor[kGemmTypeB] = p.type;
+    descriptor[kGemmTypeC] = kGemmF32;
+    descriptor[kGemmBatch] = p.batch;
+    descriptor[kGemmM] = p.m;
+    descriptor[kGemmN] = p.n;
+    descriptor[kGemmK] = p.k;
+    descriptor[kGemmStrideABatch] = p.m * p.k;
+    descriptor[kGemmStrideAM] = p.k;
+    descriptor[kGemmStrideAK] = 1;
+    descriptor[kGemmStrideBBatch] = p.k * p.n;
+    // B[k][n] at k + n * K when transposed (w stored [N][K]).
+    descriptor[kGemmStrideBK] = p.transposedB ? 1 : p.n;
+    descriptor[kGemmStrideBN] = p.transposedB ? p.k : 1;
+    descriptor[kGemmStrideCBatch] = p.m * p.n;
+    descriptor[kGemmStrideCM] = p.n;
+    descriptor[kGemmStrideCN] = 1;
+  }
+
+  float bAt(int64_t batch, int64_t k, int64_t n) const {
+    return b[batch * shape.k * shape.n + k * descriptor[kGemmStrideBK] +
+             n * descriptor[kGemmStrideBN]];
+  }
+
+  std::vector<float> run() const {
+    std::vector<float> out = c;
+    mantissa_rt_cpu_gemm(reinterpret_cast<uintptr_t>(descriptor.data()),
+                         reinterpret_cast<uintptr_t>(aBytes.data()),
+                         reinterpret_cast<uintptr_t>(bBytes.data()),
+                         reinterpret_cast<uintptr_t>(out.data()));
+    return out;
+  }
+};
+
+class CpuGemmTest : public ::testing::TestWithParam<Product> {};
+
+/// Within fp32's accumulation error of the exact sum: K products summed in
+/// any order are off by at most about K * 2^-24 times the sum of their
+/// magnitudes (the library blocks and fuses differently from the loops).
+TEST_P(CpuGemmTest, MatchesTheExactSumWithinFp32AccumulationError) {
+  const Product &p = GetParam();
+  Problem problem(p, 7, 0.25f);
+  std::vector<float> result = problem.run();
+  int64_t checked = 0;
+  for (int64_t batch = 0; batch < p.batch; ++batch)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        double exact = 0.25, magnitude = 0.25;
+        for (int64_t k = 0; k < p.k; ++k) {
+          double term = double(problem.a[(batch * p.m + i) * p.k + k]) *
+                        problem.bAt(batch, k, j);
+          exact += term;
+          magnitude += std::fabs(term);
+        }
+        double bound = (p.k + 2) * std::ldexp(1.0, -24) * magnitude;
+        float got = result[(batch * p.m + i) * p.n + j];
+        ASSERT_LE(std::fabs(got - exact), bound)
+            << "at [" << batch << "][" << i << "][" << j << "]";
+        ++checked;
+      }
+  EXPECT_EQ(checked, p.batch * p.m * p.n);
+}
+
+/// The trainer's promise: any split into ranks (and so any thread count per
+/// rank) gives the same bits.
+TEST_P(CpuGemmTest, SameBitsAtEveryThreadCount) {
+  Problem problem(GetParam(), 11, 0.0f);
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::vector<float> one = problem.run();
+  for (int threads : {2, 3, 4}) {
+    omp_set_num_threads(threads);
+    std::vector<float> many = problem.run();
+    EXPECT_EQ(0,
+              std::memcmp(one.data(), many.data(), one.size() * sizeof(float)))
+        << threads << " threads";
+  }
+  omp_set_num_threads(saved);
+}
+
+// llama_medium's products (4 x 32 tokens, d = 128, f = 344, 512 tokens of
+// vocabulary, 4 heads of 32), and bf16 operands.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuGemmTest,
+    ::testing::Values(Product{1, 128, 128, 128, true, kGemmF32},
+                      Product{1, 128, 344, 128, true, kGemmF32},
+                      Product{1, 128, 128, 344, true, kGemmF32},
+                      Product{1, 344, 128, 128, false, kGemmF32},
+                      Product{1, 128, 512, 128, true, kGemmF32},
+                      Product{16, 32, 32, 32, true, kGemmF32},
+                      Product{16, 32, 32, 32, false, kGemmF32},
+                      Product{3, 5, 7, 9, false, kGemmF32},
+                      Product{1, 128, 344, 128, true, kGemmBF16},
+                      Product{16, 32, 32, 32, false, kGemmBF16},
+                      Product{1, 200, 72, 40, false, kGemmBF16}));
+
+/// oneDNN must run on LLVM's OpenMP runtime (the step's), not on GNU's: the
+/// tiles' one-thread primitives rely on it (CpuGemm.cpp).
+TEST(CpuGemmLibraryTest, RunsOnOneOpenMPRuntime) {
+  std::string description = describeCpuGemmLibrary();
+  EXPECT_NE(description.find("oneDNN"), std::string::npos) << description;
+  EXPECT_NE(description.find("libomp"), std::string::npos) << description;
+}
+
+} // namespace
