@@ -309,7 +309,7 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     // Inside the region oneDNN runs on this thread; the count of one also
     // covers a GNU OpenMP runtime that does not see this region.
     omp_set_num_threads(1);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int64_t tile = 0; tile < tiles; ++tile)
       runTile(tile);
   }

@@ -183,7 +183,9 @@ std::optional<Descriptor> describeProduct(linalg::LinalgOp op) {
       collapse(dims->n, ranges, {&*layoutB, &*layoutC});
   std::optional<Collapsed> k =
       collapse(dims->k, ranges, {&*layoutA, &*layoutB});
-  if (!batch || !m || !n || !k)
+  // Dot products (M = N = 1, such as a norm gain's gradient summed over
+  // tokens) gain nothing from a GEMM kernel; the loops vectorise them.
+  if (!batch || !m || !n || !k || (m->size == 1 && n->size == 1))
     return std::nullopt;
   // A dimension of size one gets the stride a dense row-major matrix
   // would give it, which every kernel accepts.

@@ -84,18 +84,23 @@ func.func @fused(%x: memref<4x32x128xf32>, %w: memref<128x128xf32>, %y: memref<4
 
 // Left to the loops: a bf16 output (a bf16 accumulation), mixed operand
 // types, an output not contiguous along N, a body that is not a
-// multiply-accumulate.
+// multiply-accumulate, and a dot product (M = N = 1, batched over columns:
+// a norm gain's gradient).
 
 // CHECK-LABEL: func.func @unchanged
 // CHECK-NOT: mantissa_cpu_gemm
 // CHECK-COUNT-4: linalg.matmul
 // CHECK: linalg.generic
+// CHECK: linalg.generic
 // CHECK-NOT: mantissa_cpu_gemm
 #ma = affine_map<(d0, d1, d2) -> (d0, d2)>
 #mb = affine_map<(d0, d1, d2) -> (d2, d1)>
 #mc = affine_map<(d0, d1, d2) -> (d0, d1)>
+#dx = affine_map<(d0, d1) -> (d0, d1)>
+#dy = affine_map<(d0, d1) -> (d1)>
 func.func @unchanged(%a: memref<8x4xbf16>, %b: memref<4x8xbf16>, %cb: memref<8x8xbf16>,
-                     %af: memref<8x4xf32>, %bf: memref<4x8xf32>, %c: memref<8x8xf32>, %ct: memref<8x8xf32, strided<[1, 8]>>) {
+                     %af: memref<8x4xf32>, %bf: memref<4x8xf32>, %c: memref<8x8xf32>, %ct: memref<8x8xf32, strided<[1, 8]>>,
+                     %x: memref<16x8xf32>, %g: memref<8xf32>) {
   linalg.matmul ins(%a, %b : memref<8x4xbf16>, memref<4x8xbf16>) outs(%cb : memref<8x8xbf16>)
   linalg.matmul ins(%af, %b : memref<8x4xf32>, memref<4x8xbf16>) outs(%c : memref<8x8xf32>)
   linalg.matmul ins(%af, %bf : memref<8x4xf32>, memref<4x8xf32>) outs(%ct : memref<8x8xf32, strided<[1, 8]>>)
@@ -105,6 +110,13 @@ func.func @unchanged(%a: memref<8x4xbf16>, %b: memref<4x8xbf16>, %cb: memref<8x8
   ^bb0(%in: f32, %in_0: f32, %out: f32):
     %0 = arith.mulf %in, %in_0 : f32
     %1 = arith.maximumf %out, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#dx, #dx, #dy], iterator_types = ["reduction", "parallel"]}
+      ins(%x, %x : memref<16x8xf32>, memref<16x8xf32>) outs(%g : memref<8xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %0 = arith.mulf %in, %in_0 : f32
+    %1 = arith.addf %out, %0 : f32
     linalg.yield %1 : f32
   }
   return
