@@ -21,6 +21,10 @@
 #   loops     Mantissa with its products as generated loops
 #             (MANTISSA_CPU_GEMM=loops, the interpreter's summation order)
 #   library   Mantissa with its products through oneDNN (the default)
+#   autocast  (AUTOCAST=1, the default) torch's forward under
+#             torch.autocast("cpu", bfloat16) (bf16 products through oneDNN),
+#             against Mantissa's `compute: bf16` (bf16 products through
+#             oneDNN, fp32 accumulation; test/e2e/Inputs/compute_bf16.yaml)
 # A Mantissa step time is the runtime's mean over the steps after the first
 # two (compilation excluded: the library is cached); torch's is its median
 # after two warm-up steps.
@@ -55,14 +59,14 @@ refblas=/usr/lib/x86_64-linux-gnu/blas
 [[ -f $refblas/libblas.so.3 && $blas == *openblas* && -z ${TORCH_LD_LIBRARY_PATH:-} ]] || refblas=""
 
 median() { python3 -c 'import sys; v=sorted(float(x) for x in sys.argv[1:]); print(v[len(v)//2] if v else "n/a")' "$@"; }
-torch_ms() { # LD_LIBRARY_PATH MODEL
+torch_ms() { # LD_LIBRARY_PATH MODEL [MODE]
   LD_LIBRARY_PATH=$1 OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 \
-    "$root/bench/step/torch_cpu_step.py" "$corpus" "$2" "$steps" "$threads" 2>/dev/null |
+    "$root/bench/step/torch_cpu_step.py" "$corpus" "$2" "$steps" "$threads" "${3:-fp32}" 2>/dev/null |
     python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["median_step_ms"])' 2>/dev/null || true
 }
-mantissa_ms() { # MODE MODEL
+mantissa_ms() { # MODE MODEL [mantissa-run flags]
   MANTISSA_CPU_GEMM=$1 "$bin/mantissa-run" "$corpus/$2.pt2" --inputs "$corpus/$2.inputs.safetensors" \
-    --weights "$corpus/$2.init.safetensors" --steps "$steps" --no-memory-report 2>/dev/null |
+    --weights "$corpus/$2.init.safetensors" --steps "$steps" --no-memory-report "${@:3}" 2>/dev/null |
     sed -nE 's/^trained .*; ([0-9.]+) ms per step.*$/\1/p'
 }
 
@@ -81,14 +85,23 @@ calls = collections.Counter(re.findall(r'memref\.get_global @(__mantissa_gemm_\d
 for name, values in descriptors.items():
     print(calls[name], values.replace(",", ""))
 EOF
-  t=(); r=(); l=(); g=()
+  t=(); r=(); l=(); g=(); ta=(); ma=()
   for ((i = 0; i < repeats; i++)); do
     t+=($(torch_ms "${TORCH_LD_LIBRARY_PATH:-}" "$model"))
     [[ -n $refblas ]] && r+=($(torch_ms "$refblas" "$model"))
     l+=($(mantissa_ms loops "$model"))
     g+=($(mantissa_ms library "$model"))
+    if [[ ${AUTOCAST:-1} == 1 ]]; then
+      ta+=($(torch_ms "${TORCH_LD_LIBRARY_PATH:-}" "$model" autocast))
+      ma+=($(mantissa_ms library "$model" --precision "$root/test/e2e/Inputs/compute_bf16.yaml"))
+    fi
   done
   echo "$model runs (ms): torch ${t[*]:-n/a} | torch-ref ${r[*]:-n/a} | loops ${l[*]} | library ${g[*]}" >&2
+  if [[ ${AUTOCAST:-1} == 1 ]]; then
+    tam=$(median "${ta[@]}"); mam=$(median "${ma[@]}")
+    echo "$model autocast runs (ms): torch ${ta[*]:-n/a} | mantissa compute bf16 ${ma[*]:-n/a}" >&2
+    autocast_line="$model autocast: torch $tam ms, mantissa compute: bf16 $mam ms, torch/mantissa $(python3 -c "import sys; a,b=sys.argv[1:]; print(round(float(a)/float(b),2) if a!='n/a' and b!='n/a' else 'n/a')" "$tam" "$mam")"
+  fi
   tm=$(median "${t[@]}"); rm_=$(median "${r[@]}"); lm=$(median "${l[@]}"); gm=$(median "${g[@]}")
   if [[ -s "$work/$model.products" ]]; then
     gemm=$("$bin/mantissa-bench-cpu-gemm" "$work/$model.products" 30)
@@ -111,6 +124,8 @@ print(f"{model:13s} {fmt(tm):>9s} {fmt(rm):>9s} {fmt(lm):>9s} {fmt(gm):>9s} {rat
       f"{fmt(gms):>8s} {fmt(gfs):>9s} {fmt(pf):>9s} {fmt(pb):>9s} "
       f"{(f'{100 * gfs / pf:.0f}' if gfs and pf else 'n/a'):>6s} {(f'{100 * gms / gm:.0f}' if gms and gm else 'n/a'):>6s}")
 EOF
+  [[ -n ${autocast_line:-} ]] && echo "$autocast_line"
+  autocast_line=""
 done
 echo "lib/loop: library step speed-up over the loops; torch/lib: over torch; gemm_ms and gemm_GF/s: the step's products"
 echo "alone through the runtime's entry; %peak: of oneDNN's fp32 1024^3 peak; %step: their share of the library step."

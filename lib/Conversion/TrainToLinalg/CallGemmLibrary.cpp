@@ -48,10 +48,19 @@ std::optional<int64_t> gemmType(Type type) {
 }
 
 /// `value`, seen through an arith.extf to f32 (how the named ops and the
-/// lowering widen bf16 operands).
-Value skipExtension(Value value) {
-  if (auto extension = value.getDefiningOp<arith::ExtFOp>())
-    return extension.getIn();
+/// lowering widen bf16 operands) and an arith.truncf to bf16 before it (a
+/// cast to bf16 that elementwise fusion moved into the product).
+Value skipConversions(Value value, int &ops) {
+  if (auto extension = value.getDefiningOp<arith::ExtFOp>()) {
+    value = extension.getIn();
+    ++ops;
+    if (auto rounding = value.getDefiningOp<arith::TruncFOp>();
+        rounding && rounding.getType().isBF16() &&
+        rounding.getIn().getType().isF32()) {
+      value = rounding.getIn();
+      ++ops;
+    }
+  }
   return value;
 }
 
@@ -73,14 +82,23 @@ bool isMultiplyAccumulateBody(linalg::LinalgOp op) {
   auto multiply = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
   if (!multiply)
     return false;
-  Value lhs = skipExtension(multiply.getLhs());
-  Value rhs = skipExtension(multiply.getRhs());
+  int conversions = 0;
+  Value lhs = skipConversions(multiply.getLhs(), conversions);
+  Value rhs = skipConversions(multiply.getRhs(), conversions);
   Value in0 = body->getArgument(0), in1 = body->getArgument(1);
   if (!((lhs == in0 && rhs == in1) || (lhs == in1 && rhs == in0)))
     return false;
   // Nothing else in the body (index ops, other uses of the arguments).
-  size_t expected = 3 + (lhs != multiply.getLhs()) + (rhs != multiply.getRhs());
-  return body->getOperations().size() == expected;
+  return body->getOperations().size() == size_t(3 + conversions);
+}
+
+/// The rounding to bf16 of input `index` of a multiply-accumulate body, if
+/// it has one: the input is f32 in memory and the product reads it rounded.
+arith::TruncFOp roundingOf(linalg::LinalgOp op, unsigned index) {
+  BlockArgument argument = op.getBlock()->getArgument(index);
+  if (!argument.hasOneUse())
+    return nullptr;
+  return dyn_cast<arith::TruncFOp>(*argument.getUsers().begin());
 }
 
 /// One operand's static strides per loop dimension (0 for loops it does not
@@ -90,10 +108,14 @@ struct OperandLayout {
   int64_t offset = 0;
 };
 
-std::optional<OperandLayout> layoutOf(linalg::LinalgOp op, OpOperand &operand) {
+/// With `dense`, as the operand's row-major bf16 copy will be laid out.
+std::optional<OperandLayout> layoutOf(linalg::LinalgOp op, OpOperand &operand,
+                                      bool dense = false) {
   auto type = dyn_cast<MemRefType>(operand.get().getType());
   if (!type || !type.hasStaticShape())
     return std::nullopt;
+  if (dense)
+    type = MemRefType::get(type.getShape(), type.getElementType());
   SmallVector<int64_t> strides;
   int64_t offset;
   if (failed(getStridesAndOffset(type, strides, offset)) ||
@@ -155,7 +177,13 @@ std::optional<Descriptor> describeProduct(linalg::LinalgOp op) {
     return std::nullopt;
   OpOperand *a = op.getDpsInputOperand(0), *b = op.getDpsInputOperand(1);
   OpOperand *c = op.getDpsInitOperand(0);
-  auto elementOf = [](OpOperand *operand) {
+  // An input the body rounds to bf16 is given to the library as a bf16
+  // copy (materializeRoundings).
+  bool roundA = roundingOf(op, 0) != nullptr;
+  bool roundB = roundingOf(op, 1) != nullptr;
+  auto elementOf = [&](OpOperand *operand) -> Type {
+    if ((operand == a && roundA) || (operand == b && roundB))
+      return BFloat16Type::get(op.getContext());
     return cast<MemRefType>(operand->get().getType()).getElementType();
   };
   std::optional<int64_t> typeA = gemmType(elementOf(a));
@@ -167,8 +195,8 @@ std::optional<Descriptor> describeProduct(linalg::LinalgOp op) {
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->k.empty())
     return std::nullopt;
-  std::optional<OperandLayout> layoutA = layoutOf(op, *a);
-  std::optional<OperandLayout> layoutB = layoutOf(op, *b);
+  std::optional<OperandLayout> layoutA = layoutOf(op, *a, roundA);
+  std::optional<OperandLayout> layoutB = layoutOf(op, *b, roundB);
   std::optional<OperandLayout> layoutC = layoutOf(op, *c);
   if (!layoutA || !layoutB || !layoutC)
     return std::nullopt;
@@ -226,6 +254,34 @@ std::optional<Descriptor> describeProduct(linalg::LinalgOp op) {
   return d;
 }
 
+/// Replaces each input of `op` that its body rounds to bf16 (an f32 buffer)
+/// by a bf16 copy made just before: the same rounding (arith.truncf, to
+/// nearest even), done once per element instead of once per use, in a
+/// layout the library reads. The caller frees the copies.
+void materializeRoundings(OpBuilder &b, linalg::LinalgOp op,
+                          SmallVector<Value> &inputs) {
+  for (unsigned index = 0; index < 2; ++index) {
+    if (!roundingOf(op, index))
+      continue;
+    Location loc = op.getLoc();
+    auto type = cast<MemRefType>(inputs[index].getType());
+    auto copyType = MemRefType::get(type.getShape(), b.getBF16Type());
+    Value copy =
+        b.create<memref::AllocOp>(loc, copyType, b.getI64IntegerAttr(64));
+    AffineMap identity = b.getMultiDimIdentityMap(type.getRank());
+    b.create<linalg::GenericOp>(
+        loc, ValueRange{inputs[index]}, ValueRange{copy},
+        ArrayRef<AffineMap>{identity, identity},
+        SmallVector<utils::IteratorType>(type.getRank(),
+                                         utils::IteratorType::parallel),
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          nb.create<linalg::YieldOp>(l, ValueRange{nb.create<arith::TruncFOp>(
+                                            l, nb.getBF16Type(), args[0])});
+        });
+    inputs[index] = copy;
+  }
+}
+
 struct CallGemmLibraryPass
     : mantissa::impl::CallGemmLibraryPassBase<CallGemmLibraryPass> {
   void runOnOperation() override {
@@ -264,6 +320,9 @@ struct CallGemmLibraryPass
       }
       OpBuilder b(op);
       Location loc = op.getLoc();
+      SmallVector<Value> inputs = {op.getDpsInputOperand(0)->get(),
+                                   op.getDpsInputOperand(1)->get()};
+      materializeRoundings(b, op, inputs);
       auto addressOf = [&](Value buffer) -> Value {
         Value aligned =
             b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, buffer);
@@ -284,9 +343,13 @@ struct CallGemmLibraryPass
           loc, callee,
           ValueRange{
               b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, descriptor),
-              addressOf(op.getDpsInputOperand(0)->get()),
-              addressOf(op.getDpsInputOperand(1)->get()),
+              addressOf(inputs[0]), addressOf(inputs[1]),
               addressOf(op.getDpsInitOperand(0)->get())});
+      OpBuilder after(op);
+      after.setInsertionPointAfter(op);
+      for (auto [index, input] : llvm::enumerate(inputs))
+        if (input != op.getDpsInputOperand(index)->get())
+          after.create<memref::DeallocOp>(loc, input);
       op->erase();
     }
   }

@@ -82,6 +82,39 @@ func.func @fused(%x: memref<4x32x128xf32>, %w: memref<128x128xf32>, %y: memref<4
 
 // -----
 
+// compute: bf16 on an fp32 weight: elementwise fusion moved the weight's
+// cast to bf16 into the product. The weight is rounded once into a bf16
+// copy (the same truncf), which the library reads as a dense bf16 operand
+// and which is freed after the call.
+
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<17xi64> = dense<[1, 1, 1, 0, 1, 8, 16, 4, 32, 4, 1, 64, 16, 1, 128, 16, 1]>
+// CHECK-LABEL: func.func @rounded_weight
+// CHECK-SAME: (%[[A:.*]]: memref<8x4xbf16>, %[[W:.*]]: memref<4x16xf32>, %[[C:.*]]: memref<8x16xf32>)
+// CHECK: %[[COPY:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x16xbf16>
+// CHECK: linalg.generic {{.*}} ins(%[[W]] : memref<4x16xf32>) outs(%[[COPY]] : memref<4x16xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: %[[CP:.*]] = memref.extract_aligned_pointer_as_index %[[COPY]]
+// CHECK: call @mantissa_cpu_gemm(%{{.*}}, %{{.*}}, %[[CP]], %{{.*}})
+// CHECK-NEXT: memref.dealloc %[[COPY]]
+#ra = affine_map<(d0, d1, d2) -> (d0, d2)>
+#rb = affine_map<(d0, d1, d2) -> (d2, d1)>
+#rc = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @rounded_weight(%a: memref<8x4xbf16>, %w: memref<4x16xf32>, %c: memref<8x16xf32>) {
+  linalg.generic {indexing_maps = [#ra, #rb, #rc], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %w : memref<8x4xbf16>, memref<4x16xf32>) outs(%c : memref<8x16xf32>) {
+  ^bb0(%in: bf16, %in_0: f32, %out: f32):
+    %0 = arith.truncf %in_0 : f32 to bf16
+    %1 = arith.extf %in : bf16 to f32
+    %2 = arith.extf %0 : bf16 to f32
+    %3 = arith.mulf %1, %2 : f32
+    %4 = arith.addf %out, %3 : f32
+    linalg.yield %4 : f32
+  }
+  return
+}
+
+// -----
+
 // Left to the loops: a bf16 output (a bf16 accumulation), mixed operand
 // types, an output not contiguous along N, a body that is not a
 // multiply-accumulate, and a dot product (M = N = 1, batched over columns:
