@@ -24,13 +24,21 @@ else
   tail -5 "$log" >&2 || true
   mkdir -p "$build"
   # Every runtime source but the MPI transport (which needs mpi.h).
+  # oneDNN where the machine has it, else the runtime without it.
+  skip=CpuGemm.cpp libs=()
+  if [[ -f /usr/include/oneapi/dnnl/dnnl.hpp ]]; then
+    skip=CpuGemmUnavailable.cpp libs=(-fopenmp -ldnnl)
+  fi
   sources=()
   for source in "$repo"/lib/Runtime/*.cpp; do
-    [[ $(basename "$source") == CommunicatorMPI.cpp ]] || sources+=("$source")
+    case $(basename "$source") in
+    CommunicatorMPI.cpp | "$skip") ;;
+    *) sources+=("$source") ;;
+    esac
   done
   c++ -O2 -std=c++17 -fexceptions -I"$repo/include" -I"$deps/include" \
     "${sources[@]}" "$repo/tools/mantissa-run/mantissa-run-runtime.cpp" \
-    -ldl -o "$build/mantissa-run-direct" >> "$log" 2>&1
+    -ldl "${libs[@]}" -o "$build/mantissa-run-direct" >> "$log" 2>&1
   runner="$build/mantissa-run-direct"
 fi
 if ldd "$runner" | grep -Ei 'libcuda\.|libnccl|libcublas|libLLVM|libMLIR' >&2; then

@@ -315,6 +315,8 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
   }
 }
 
+bool mlir::mantissa::rt::cpuGemmAvailable() { return true; }
+
 bool mlir::mantissa::rt::bindCpuGemm(void *library) {
   auto *hook = static_cast<MantissaCpuGemmFunction *>(
       dlsym(library, kCpuGemmHookSymbol));

@@ -51,7 +51,10 @@ CpuStep::Library loadLibrary(const json &object, const std::string &directory,
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle)
     throw ProgramError{what + ": cannot load " + path + ": " + dlerror()};
-  if (bindCpuGemm(handle) && gemmAbi != kCpuGemmAbi)
+  bool callsProducts = bindCpuGemm(handle);
+  if (callsProducts && !cpuGemmAvailable())
+    throw ProgramError{what + ": " + path + ": " + kCpuGemmUnavailableMessage};
+  if (callsProducts && gemmAbi != kCpuGemmAbi)
     throw ProgramError{what + ": " + path +
                        " calls the runtime's matrix products with version " +
                        std::to_string(gemmAbi) +

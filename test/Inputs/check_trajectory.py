@@ -2,12 +2,13 @@
 """Compares a training run with torch's trajectory of the same arm.
 
 usage: check_trajectory.py LOSSES.json TRAJ.json ARM --loss-tol T
-           [--final FINAL.safetensors --init INIT.safetensors]
+           [--final FINAL.safetensors --init INIT.safetensors] [--first N]
 
 Prints the worst relative loss difference over the steps (|a - b| / |b|)
 and fails above T. With --final and --init, also counts, per norm weight
 (FQNs containing "norm"), how many elements moved from their initial value,
-next to torch's count for the arm, and prints the totals.
+next to torch's count for the arm, and prints the totals. With --first N,
+a run of N steps is compared with torch's first N.
 """
 import argparse
 import json
@@ -25,10 +26,11 @@ def main():
     parser.add_argument("--loss-tol", type=float, required=True)
     parser.add_argument("--final")
     parser.add_argument("--init")
+    parser.add_argument("--first", type=int, default=0)
     args = parser.parse_args()
     ours = json.load(open(args.losses))["losses"]
     arm = json.load(open(args.traj))["arms"][args.arm]
-    theirs = arm["losses"]
+    theirs = arm["losses"][:args.first] if args.first else arm["losses"]
     if len(ours) != len(theirs):
         print(f"FAIL: {len(ours)} losses, torch has {len(theirs)}")
         sys.exit(1)

@@ -4,7 +4,9 @@
 #   fp32    everything fp32, torch.optim.AdamW (foreach, torch's default);
 #   master  bf16 parameters and gradients, fp32 master weights and moments,
 #           the usual torch way: grad.float() into the masters, fused AdamW on
-#           the masters, copy back to bf16.
+#           the masters, copy back to bf16;
+#   autocast fp32 parameters and AdamW (fused), the forward under
+#           torch.autocast(bfloat16): what Mantissa's `compute: bf16` runs.
 # Usage: python3 torch_gpu_step.py CORPUS_DIR MODEL ARM STEPS OUT.json
 # Writes {"losses": [...], "median_step_ms": ..., "mean_step_ms": ...}.
 import json, os, sys, time
@@ -64,6 +66,18 @@ elif arm == "master":
         with torch.no_grad():
             for p, m in zip(params, masters):
                 p.copy_(m)
+        return loss
+elif arm == "autocast":
+    params = list(model.parameters())
+    optimizer = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01,
+                                  **({"fused": True} if on_gpu else {}))
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = model(*args)
+        loss.backward()
+        optimizer.step()
         return loss
 else:
     raise SystemExit(f"unknown arm {arm}")

@@ -80,6 +80,15 @@ bool bindCpuGemm(void *library);
 /// to), for benchmarks and logs.
 std::string describeCpuGemmLibrary();
 
+/// Whether this runtime was built with oneDNN (CpuGemm.cpp) rather than
+/// without (CpuGemmUnavailable.cpp: a step whose products call the library
+/// is refused with kCpuGemmUnavailableMessage).
+bool cpuGemmAvailable();
+inline constexpr const char *kCpuGemmUnavailableMessage =
+    "this runtime was built without oneDNN (libdnnl-dev), which the CPU "
+    "step's matrix products call; rebuild the runtime with it, or compile "
+    "the artifact with MANTISSA_CPU_GEMM=loops";
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_CPUGEMM_H

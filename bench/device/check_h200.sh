@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Every device check in one script, for a session that is lent an H200 for
+# 15 minutes (start-up included): each stage runs under its own time limit
+# and the whole run under $BUDGET_S (default 300 s), so that a failed first
+# run leaves room for a rerun.
+#
+#   bench/device/check_h200.sh prepare [DIR]  here, where LLVM/MLIR is:
+#       the artifacts, PTX, batches, torch's numbers and the cost model's
+#       predictions every stage needs, into DIR (default build/device-check;
+#       carry it: run --carry build/device-check);
+#   bench/device/check_h200.sh run [DIR]      on the device machine (no
+#       LLVM, cmake and ninja only in /opt/torch/.venv/bin, cuBLAS in
+#       /usr/local/cuda/lib64, NCCL in the system's libraries, GoogleTest
+#       perhaps missing): builds the runtime alone once, then the stages
+#         step    the whole training step of llama and llama_medium (fp32,
+#                 bf16 + fp32 masters, compute: bf16) against torch eager,
+#                 with the cost model's prediction beside the measurement
+#                 (bench/step/gpu/run_step_h200.sh);
+#         adamw   the fused AdamW kernels against torch's golden vectors and
+#                 their bandwidth (bench/adamw/gpu/run_h200.sh);
+#         update  the runtime's GPU update path against the CPU's bits,
+#                 checkpoints across devices (bench/adamw/gpu/run_update_h200.sh);
+#       and prints one line per stage (PASS, FAIL or TIMEOUT, seconds) and
+#       writes the logs into $OUT (the device tool's returned folder) when
+#       it is set;
+#   bench/device/check_h200.sh dry-run [DIR]  here: prepare and run the step
+#       stage on the stand-in driver (unittests/Runtime/FakeCuda.cpp) and
+#       torch on the CPU, for llama and 6 steps, to check the script itself
+#       (not speed: the stand-in runs kernels thread by thread); the adamw and update
+#       stages need a GPU (nvcc-built host program, real kernels) and are
+#       listed as skipped.
+#
+# STAGES (default "step adamw update") and STEPS (default 20) select less.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+command="${1:-}"
+dir="${2:-$repo/build/device-check}"
+stages=${STAGES:-step adamw update}
+export STEPS=${STEPS:-20}
+budget=${BUDGET_S:-300}
+
+prepare() {
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  for stage in $stages; do
+    case "$stage" in
+    step) bash "$repo/bench/step/gpu/run_step_h200.sh" prepare "$dir/step" ;;
+    adamw) bash "$repo/bench/adamw/gpu/run_h200.sh" prepare "$dir/adamw" ;;
+    update) bash "$repo/bench/adamw/gpu/run_update_h200.sh" prepare "$dir/update" ;;
+    *) echo "unknown stage '$stage' (step, adamw, update)" >&2; exit 2 ;;
+    esac
+  done
+  "$repo/bench/gpu/carry_deps.sh" "$dir/deps"
+  du -sh "$dir"
+}
+
+# run_stage NAME LIMIT COMMAND...: one line of the summary.
+summary=()
+status=0
+started=0
+run_stage() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((budget - ($(date +%s) - started)))
+  ((limit > left)) && limit=$left
+  if ((limit <= 0)); then
+    summary+=("$(printf '%-8s SKIPPED (the budget of %s s is spent)' "$name" "$budget")")
+    status=1
+    return
+  fi
+  local begin log=${OUT:-$dir}/$name.log
+  begin=$(date +%s)
+  echo "== $name (at most $limit s)"
+  local rc=0
+  timeout --kill-after=10 "$limit" "$@" > "$log" 2>&1 || rc=$?
+  local took=$(($(date +%s) - begin))
+  tail -20 "$log"
+  if ((rc == 0)); then
+    summary+=("$(printf '%-8s PASS     %4d s' "$name" "$took")")
+  elif ((rc == 124 || rc == 137)); then
+    summary+=("$(printf '%-8s TIMEOUT  %4d s (limit %s s; log %s)' "$name" "$took" "$limit" "$log")")
+    status=1
+  else
+    summary+=("$(printf '%-8s FAIL     %4d s (exit %d; log %s)' "$name" "$took" "$rc" "$log")")
+    status=1
+  fi
+}
+
+run() {
+  started=$(date +%s)
+  local dry=${DRY_RUN:-0}
+  if [[ $dry != 1 ]]; then
+    export PATH="/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH"
+    export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+  fi
+  # One runtime build serves every stage (the stages' scripts reuse it).
+  export RUNTIME_BUILD_DIR="${RUNTIME_BUILD_DIR:-$dir/build-runtime}"
+  run_stage build 150 "$repo/bench/gpu/build_runtime.sh" "$RUNTIME_BUILD_DIR" "$dir/deps" \
+    "${OUT:-$dir}/cmake.log"
+  for stage in $stages; do
+    case "$stage" in
+    step) run_stage step 120 bash "$repo/bench/step/gpu/run_step_h200.sh" run "$dir/step" ;;
+    adamw)
+      if [[ $dry == 1 ]]; then
+        summary+=("$(printf '%-8s SKIPPED (dry run: needs a GPU)' adamw)")
+      else
+        run_stage adamw 60 bash "$repo/bench/adamw/gpu/run_h200.sh" run "$dir/adamw"
+      fi ;;
+    update)
+      if [[ $dry == 1 ]]; then
+        summary+=("$(printf '%-8s SKIPPED (dry run: needs a GPU)' update)")
+      else
+        run_stage update 90 bash "$repo/bench/adamw/gpu/run_update_h200.sh" run "$dir/update"
+      fi ;;
+    esac
+  done
+  echo
+  echo "== summary ($(($(date +%s) - started)) s of a $budget s budget)"
+  printf '%s\n' "${summary[@]}" | tee "${OUT:-$dir}/summary.txt"
+  exit $status
+}
+
+case "$command" in
+prepare) prepare ;;
+run) run ;;
+dry-run)
+  # The stand-in runs every kernel thread by thread on the host: llama only,
+  # a few steps.
+  export DRY_RUN=1 MODELS=${MODELS:-llama} STEPS=${DRY_STEPS:-6}
+  stages=step
+  prepare
+  stages="step adamw update"
+  run
+  ;;
+*)
+  echo "usage: $0 prepare|run|dry-run [DIR]" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,37 @@
+//===- CpuGemmUnavailable.cpp - The CPU step's products without oneDNN ----===//
+//
+// The runtime built without oneDNN (a GPU machine's runtime-only build, the
+// fuzzers' copy of the readers): CpuGemm.h's entry points exist, say that
+// the library is missing, and the CPU step's loader refuses a step whose
+// products call it (CpuStep.cpp), before anything runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/CpuGemm.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+
+extern "C" void mantissa_rt_cpu_gemm(uintptr_t, uintptr_t, uintptr_t,
+                                     uintptr_t) {
+  // Unreachable through CpuStep::load, which refuses such a step first.
+  std::fprintf(stderr, "mantissa: %s\n",
+               mlir::mantissa::rt::kCpuGemmUnavailableMessage);
+  std::abort();
+}
+
+bool mlir::mantissa::rt::cpuGemmAvailable() { return false; }
+
+bool mlir::mantissa::rt::bindCpuGemm(void *library) {
+  auto *hook = static_cast<MantissaCpuGemmFunction *>(
+      dlsym(library, kCpuGemmHookSymbol));
+  if (!hook)
+    return false;
+  *hook = &mantissa_rt_cpu_gemm;
+  return true;
+}
+
+std::string mlir::mantissa::rt::describeCpuGemmLibrary() {
+  return "none (this runtime was built without oneDNN)";
+}
