@@ -317,15 +317,6 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
 
 bool mlir::mantissa::rt::cpuGemmAvailable() { return true; }
 
-bool mlir::mantissa::rt::bindCpuGemm(void *library) {
-  auto *hook = static_cast<MantissaCpuGemmFunction *>(
-      dlsym(library, kCpuGemmHookSymbol));
-  if (!hook)
-    return false;
-  *hook = &mantissa_rt_cpu_gemm;
-  return true;
-}
-
 std::string mlir::mantissa::rt::describeCpuGemmLibrary() {
   const dnnl_version_t *version = dnnl_version();
   Dl_info info{};

@@ -11,7 +11,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <dlfcn.h>
 
 extern "C" void mantissa_rt_cpu_gemm(uintptr_t, uintptr_t, uintptr_t,
                                      uintptr_t) {
@@ -22,15 +21,6 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t, uintptr_t, uintptr_t,
 }
 
 bool mlir::mantissa::rt::cpuGemmAvailable() { return false; }
-
-bool mlir::mantissa::rt::bindCpuGemm(void *library) {
-  auto *hook = static_cast<MantissaCpuGemmFunction *>(
-      dlsym(library, kCpuGemmHookSymbol));
-  if (!hook)
-    return false;
-  *hook = &mantissa_rt_cpu_gemm;
-  return true;
-}
 
 std::string mlir::mantissa::rt::describeCpuGemmLibrary() {
   return "none (this runtime was built without oneDNN)";

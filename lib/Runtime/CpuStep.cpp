@@ -37,6 +37,18 @@ const json &arrayField(const json &object, const char *key,
   return object[key];
 }
 
+} // namespace
+
+bool mlir::mantissa::rt::bindCpuGemm(void *library) {
+  auto *hook = static_cast<MantissaCpuGemmFunction *>(
+      dlsym(library, kCpuGemmHookSymbol));
+  if (!hook)
+    return false;
+  *hook = &mantissa_rt_cpu_gemm;
+  return true;
+}
+
+namespace {
 /// Loads one library of the program: `entry` of `directory/library`, its
 /// matrix products bound to the runtime's (CpuGemm.h) when it calls them;
 /// `gemmAbi` is the program's cpu_gemm_abi (0: a version 1 program, whose

@@ -516,6 +516,39 @@ bool precision::parseFlagRule(StringRef text, unsigned index, Spec &spec,
   return true;
 }
 
+/// A dtype given by `flag` (`value`; empty: not given) for the spec's `key`:
+/// taken when the file sets none, accepted when it agrees, else an error.
+static void mergeFlagDType(StringRef flag, StringRef key, StringRef what,
+                           StringRef value, std::optional<DType> &target,
+                           std::string &origin,
+                           std::vector<Problem> &problems) {
+  if (value.empty())
+    return;
+  std::optional<DType> dtype = train::parseDTypeName(value);
+  if (!dtype) {
+    problems.push_back(
+        {llvm::formatv("unknown dtype '{0}' in {1}", value, flag).str(),
+         kExpectedDTypes.str(),
+         {},
+         {}});
+  } else if (target && *target != *dtype) {
+    StringRef set = train::stringifyDType(*target);
+    problems.push_back(
+        {llvm::formatv("{0}={1} conflicts with {2}: {3} at {4}", flag, value,
+                       key, set, origin)
+             .str(),
+         llvm::formatv("{0} sets {1}: {2}; give the {3} once, or the same "
+                       "value in both places",
+                       origin, key, set, what)
+             .str(),
+         {},
+         {}});
+  } else if (!target) {
+    target = dtype;
+    origin = flag.str();
+  }
+}
+
 bool precision::buildSpec(const SpecOptions &options, Spec &spec,
                           std::vector<Problem> &problems) {
   size_t problemsBefore = problems.size();
@@ -556,66 +589,11 @@ bool precision::buildSpec(const SpecOptions &options, Spec &spec,
   for (auto [index, text] : llvm::enumerate(options.flagRules))
     parseFlagRule(text, index, spec, problems);
 
-  if (!options.defaultDtype.empty()) {
-    std::optional<DType> dtype = train::parseDTypeName(options.defaultDtype);
-    if (!dtype) {
-      problems.push_back({llvm::formatv("unknown dtype '{0}' in "
-                                        "--precision-default-dtype",
-                                        options.defaultDtype)
-                              .str(),
-                          kExpectedDTypes.str(),
-                          {},
-                          {}});
-    } else if (spec.defaultDtype && *spec.defaultDtype != *dtype) {
-      problems.push_back(
-          {llvm::formatv("--precision-default-dtype={0} conflicts with "
-                         "default_dtype: {1} at {2}",
-                         options.defaultDtype,
-                         train::stringifyDType(*spec.defaultDtype),
-                         spec.defaultDtypeOrigin)
-               .str(),
-           llvm::formatv("{0} sets default_dtype: {1}; give the default dtype "
-                         "once, or the same value in both places",
-                         spec.defaultDtypeOrigin,
-                         train::stringifyDType(*spec.defaultDtype))
-               .str(),
-           {},
-           {}});
-    } else if (!spec.defaultDtype) {
-      spec.defaultDtype = dtype;
-      spec.defaultDtypeOrigin = "--precision-default-dtype";
-    }
-  }
-
-  if (!options.compute.empty()) {
-    std::optional<DType> dtype = train::parseDTypeName(options.compute);
-    if (!dtype) {
-      problems.push_back(
-          {llvm::formatv("unknown dtype '{0}' in --precision-compute",
-                         options.compute)
-               .str(),
-           kExpectedDTypes.str(),
-           {},
-           {}});
-    } else if (spec.compute && *spec.compute != *dtype) {
-      problems.push_back(
-          {llvm::formatv("--precision-compute={0} conflicts with compute: {1} "
-                         "at {2}",
-                         options.compute, train::stringifyDType(*spec.compute),
-                         spec.computeOrigin)
-               .str(),
-           llvm::formatv("{0} sets compute: {1}; give the compute dtype once, "
-                         "or the same value in both places",
-                         spec.computeOrigin,
-                         train::stringifyDType(*spec.compute))
-               .str(),
-           {},
-           {}});
-    } else if (!spec.compute) {
-      spec.compute = dtype;
-      spec.computeOrigin = "--precision-compute";
-    }
-  }
+  mergeFlagDType("--precision-default-dtype", "default_dtype", "default dtype",
+                 options.defaultDtype, spec.defaultDtype,
+                 spec.defaultDtypeOrigin, problems);
+  mergeFlagDType("--precision-compute", "compute", "compute dtype",
+                 options.compute, spec.compute, spec.computeOrigin, problems);
   return problems.size() == problemsBefore;
 }
 
