@@ -56,9 +56,9 @@ template <typename Body> double medianSeconds(int repeats, Body body) {
   for (int i = 0; i < repeats; ++i) {
     auto start = std::chrono::steady_clock::now();
     body();
-    times.push_back(std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count());
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
@@ -78,8 +78,9 @@ double libraryPeak(dnnl::memory::data_type type, int64_t n, int repeats) {
   std::fill_n(static_cast<uint8_t *>(am.get_data_handle()), a.get_size(), 0x3c);
   std::fill_n(static_cast<uint8_t *>(bm.get_data_handle()), b.get_size(), 0x3c);
   double seconds = medianSeconds(repeats, [&] {
-    matmul.execute(stream,
-                   {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    matmul.execute(
+        stream,
+        {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream.wait();
   });
   return 2.0 * n * n * n / seconds / 1e9;

@@ -83,11 +83,6 @@ static int writeOutputs(llvm::StringRef text, llvm::StringRef outputPath,
   return 0;
 }
 
-/// Bytes of one element of `dtype`.
-static double dtypeBytes(train::DType dtype) {
-  return dtype == train::DType::fp32 ? 4 : 2;
-}
-
 /// What the fused AdamW update moves per step for `step`'s parameters under
 /// their plans (exported dtypes where there is none): the gradient read, the
 /// master and both moments read and written, the parameter copy written
@@ -112,10 +107,13 @@ static UpdateTraffic getUpdateTraffic(train::StepOp step) {
       split = plan.getMasterSplit();
     }
     // A split master is the bf16 copy plus a 16-bit remainder.
-    double masterBytes = split ? 4 : dtypeBytes(master);
-    double copyBytes = (split || gather == master) ? 0 : dtypeBytes(gather);
-    update.bytes += elements * (dtypeBytes(reduce) + 2 * masterBytes +
-                                4 * dtypeBytes(moments) + copyBytes);
+    auto bytes = [](train::DType dtype) {
+      return double(train::getByteWidth(dtype));
+    };
+    double masterBytes = split ? 4 : bytes(master);
+    double copyBytes = (split || gather == master) ? 0 : bytes(gather);
+    update.bytes += elements * (bytes(reduce) + 2 * masterBytes +
+                                4 * bytes(moments) + copyBytes);
   }
   int64_t groups = 0;
   step.walk([&](train::ShardGroupOp) { ++groups; });

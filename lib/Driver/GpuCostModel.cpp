@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/GpuCostModel.h"
+#include "mantissa/Runtime/DType.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
@@ -34,6 +35,7 @@
 
 using namespace mlir::mantissa;
 using llvm::StringRef;
+namespace rt = mlir::mantissa::rt;
 
 std::optional<GpuDeviceModel> mlir::mantissa::lookupGpuDevice(StringRef name) {
   if (name != "h200")
@@ -67,15 +69,10 @@ namespace {
 /// The unit of global memory transactions.
 constexpr int64_t kSectorBytes = 32;
 
-/// The element size of a safetensors dtype name.
+/// The element size of a safetensors dtype name (1 for one it does not know).
 int64_t elementBytes(StringRef dtype) {
-  if (dtype == "F64" || dtype == "I64")
-    return 8;
-  if (dtype == "F32" || dtype == "I32")
-    return 4;
-  if (dtype == "BF16" || dtype == "F16")
-    return 2;
-  return 1;
+  std::optional<rt::DType> parsed = rt::parseSafeTensorsDTypeName(dtype);
+  return parsed ? int64_t(rt::elementSize(*parsed)) : 1;
 }
 
 llvm::Error programError(const llvm::Twine &message) {

@@ -599,8 +599,9 @@ void Runner::reportMemory() {
                 "bytes, %s\n",
                 rank, world, cuda->ordinal(), cuda->name().c_str(),
                 (long long)cuda->peakBytes(),
-                world == 1 ? "no collectives (one rank)"
-                           : ("collectives over " + deviceComm->name()).c_str());
+                world == 1
+                    ? "no collectives (one rank)"
+                    : ("collectives over " + deviceComm->name()).c_str());
   if (stepsRun)
     std::printf("time: rank %d/%d %lld %s steps on the %s in %.3f ms "
                 "(%.3f ms per step)\n",

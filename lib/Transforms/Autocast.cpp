@@ -30,7 +30,6 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_AUTOCASTPASS
@@ -93,20 +92,13 @@ public:
     if (type.getElementType() == elementType)
       return value;
     Value &cached = byValueAndType[{value, elementType}];
-    if (!cached) {
-      auto castOp =
-          builder.create<CastOp>(location, type.clone(elementType), value);
-      casts.insert(castOp);
-      cached = castOp;
-    }
+    if (!cached)
+      cached = builder.create<CastOp>(location, type.clone(elementType), value);
     return cached;
   }
 
-  llvm::SetVector<Operation *> &getCasts() { return casts; }
-
 private:
   llvm::DenseMap<std::pair<Value, Type>, Value> byValueAndType;
-  llvm::SetVector<Operation *> casts;
 };
 } // namespace
 
@@ -173,15 +165,14 @@ static LogicalResult autocastOp(Operation *op, Type computeType,
   return success();
 }
 
-/// Folds cast chains and no-op casts among those the pass inserted (and the
-/// precision pass's casts they now meet), leaving the rest of the graph.
-static void foldInsertedCasts(StepOp step,
-                              llvm::SetVector<Operation *> &casts) {
-  // Casts whose input type the walk changed may now be no-ops or chains.
-  step.walk([&](CastOp castOp) { casts.insert(castOp); });
+/// Folds cast chains and no-op casts: those the pass inserted and the
+/// precision pass's, whose input types the walk may have changed; the rest
+/// of the graph is left as it is.
+static void foldCasts(StepOp step) {
+  SmallVector<Operation *> initial;
+  step.walk([&](CastOp castOp) { initial.push_back(castOp); });
   GreedyRewriteConfig config;
   config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
-  SmallVector<Operation *> initial(casts.begin(), casts.end());
   (void)applyOpPatternsAndFold(
       initial, FrozenRewritePatternSet(RewritePatternSet(step.getContext())),
       config);
@@ -226,7 +217,7 @@ LogicalResult mlir::mantissa::applyAutocast(StepOp step, DType compute) {
     if (failed(autocastOp(&op, computeType, casts)))
       return failure();
   }
-  foldInsertedCasts(step, casts.getCasts());
+  foldCasts(step);
   step->setAttr(kComputeAttrName,
                 StringAttr::get(context, stringifyDType(compute)));
   return verify(step);

@@ -44,6 +44,14 @@ static std::string expectedDTypes(Axis axis) {
          "bfloat16, float16)";
 }
 
+/// A rule's value for `axis`: a dtype, or for the master also fp32_split
+/// (an fp32 master, `split`).
+static std::optional<DType> parseAxisValue(Axis axis, StringRef value,
+                                           bool &split) {
+  split = axis == Axis::Master && value == kSplitMasterName;
+  return split ? DType::fp32 : train::parseDTypeName(value);
+}
+
 llvm::StringRef TensorPlan::getName(Axis axis) const {
   if (axis == Axis::Master && splitMaster)
     return kSplitMasterName;
@@ -407,9 +415,8 @@ bool precision::parseSpecYaml(StringRef text, StringRef displayName, Spec &spec,
         valid = false;
         continue;
       }
-      bool split = *axis == Axis::Master && value.value == kSplitMasterName;
-      std::optional<DType> dtype =
-          split ? DType::fp32 : train::parseDTypeName(value.value);
+      bool split = false;
+      std::optional<DType> dtype = parseAxisValue(*axis, value.value, split);
       if (!dtype) {
         problems.push_back(
             {llvm::formatv("unknown dtype '{0}' for {1} in rule {2} at {3}",
@@ -502,9 +509,8 @@ bool precision::parseFlagRule(StringRef text, unsigned index, Spec &spec,
     std::optional<Axis> axis = parseAxisName(axisName);
     if (!axis)
       return fail("unknown precision axis '" + axisName + "'", kExpectedAxes);
-    bool split = *axis == Axis::Master && dtypeName == kSplitMasterName;
-    std::optional<DType> dtype =
-        split ? DType::fp32 : train::parseDTypeName(dtypeName);
+    bool split = false;
+    std::optional<DType> dtype = parseAxisValue(*axis, dtypeName, split);
     if (!dtype)
       return fail("unknown dtype '" + dtypeName + "' for " + axisName,
                   expectedDTypes(*axis));
