@@ -355,4 +355,145 @@ def MarkOutlinedNoInlinePass
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// The GPU step's transforms (lib/Conversion/TrainToGPU), in the order
+// compileTrainStepForGpu runs them on the bufferized step.
+//===----------------------------------------------------------------------===//
+
+def FoldCopiesIntoProducersPass
+    : Pass<"mantissa-fold-copies-into-producers", "::mlir::func::FuncOp"> {
+  let summary = "Compute a temporary that is only copied (or transposed) elsewhere in its destination";
+  let description = [{
+    On a bufferized step, a temporary that a single linalg op writes and
+    only a `linalg.copy` or `linalg.transpose` reads (directly or through
+    one `memref.transpose`) is computed in the copy's destination instead,
+    through a transposed view of it where the copy permutes: the producer
+    writes each element where the copy would have put it. The copy and the
+    temporary go. This is how a gradient computed in one layout and
+    transposed into its result, or a half of a concatenation, stops costing
+    a kernel and a round trip through memory.
+
+    Left alone: producers that read their output (an accumulation whose
+    initial value another op wrote), copies whose destination something
+    touches between the producer and the copy, and contractions whose
+    destination would not be a plain matrix (a GEMM writes a dense,
+    untransposed output).
+
+    Before:
+    ```mlir
+    %t = memref.alloc() : memref<4x8xbf16>
+    linalg.generic ... ins(%x) outs(%t) { truncf }
+    %v = memref.transpose %t (d0, d1) -> (d1, d0)
+    linalg.copy ins(%v) outs(%grad : memref<8x4xbf16>)
+    ```
+    After:
+    ```mlir
+    %w = memref.transpose %grad (d0, d1) -> (d1, d0)
+    linalg.generic ... ins(%x) outs(%w) { truncf }
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+def ShareRoundingsPass
+    : Pass<"mantissa-share-roundings", "::mlir::func::FuncOp"> {
+  let summary = "Round an fp32 buffer to a narrow dtype once, for every reader";
+  let description = [{
+    On a bufferized step, the generics that only round an fp32 buffer to
+    bf16 or fp16 (the operand casts of matrix products under `compute:
+    bf16`), each through its own view of it (a weight for the forward
+    product, its transpose for the backward one), become one rounding of
+    the whole buffer, placed right after the buffer's last writer, whose
+    readers read the same views of the rounded copy. The same roundings
+    happen, once: after a GEMM the rounding is its epilogue (cuBLASLt
+    writes bf16), after an elementwise kernel mantissa-fuse-parallel-kernels
+    merges it in.
+
+    Left alone: buffers written after the first rounding, and roundings
+    whose readers are not linalg inputs or views that the copy's layout
+    allows.
+
+    Before:
+    ```mlir
+    %t = memref.transpose %w (d0, d1) -> (d1, d0)
+    linalg.generic ... ins(%w) outs(%a : memref<4x8xbf16>) { truncf }
+    linalg.generic ... ins(%t) outs(%b : memref<8x4xbf16>) { truncf }
+    ```
+    After:
+    ```mlir
+    linalg.generic ... ins(%w) outs(%r : memref<4x8xbf16>) { truncf }
+    %rt = memref.transpose %r (d0, d1) -> (d1, d0)
+    ```
+    with the readers of `%a` reading `%r` and those of `%b` reading `%rt`.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def SplitReductionsPass
+    : Pass<"mantissa-split-reductions", "::mlir::func::FuncOp"> {
+  let summary = "Fold long reductions in interleaved partials, then the partials in order";
+  let description = [{
+    On a bufferized step, a `linalg.generic` whose output elements each fold
+    at least 256 input elements (a sum, max or min in fp32, combined last
+    with the output's running value) becomes three ops: a fill of P
+    partials per output element with the combination's identity (-0.0 for
+    sums, -inf for max, +inf for min), the op itself over P times as many
+    output elements, where partial p folds elements p, p + P, p + 2P, ...
+    of the innermost reduction loop (each in the op's own order), and a
+    fold of each element's P partials into the output, in order p = 0, 1,
+    ... On the GPU, where each output element is one thread's serial loop,
+    that loop is P times shorter and P threads side by side read side by
+    side.
+
+    The sums' order changes (a fixed one: the same on every run, launch
+    configuration and device), so the results may differ from the CPU's
+    sequential sums in the last bits; max and min do not change. P is the
+    largest of 32, 16, 8, 4 that divides the loop with at least 8 elements
+    per part and at most 2^20 threads; ops whose body reads linalg.index,
+    or that index the split loop other than as one whole dimension, are
+    left alone.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def FuseParallelKernelsPass
+    : Pass<"mantissa-fuse-parallel-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Merge elementwise linalg.generic ops over the same iteration space into one";
+  let description = [{
+    On a bufferized step, each all-parallel `linalg.generic` joins an
+    earlier one over the same static iteration space, as one generic with
+    both bodies and both sets of outputs, when moving it up to there cannot
+    be observed: nothing in between reads what it writes or writes what it
+    touches, it writes nothing the earlier one touches, and where it reads
+    what the earlier one writes it reads that very element (the same view
+    and indexing map), which the merged body passes on as a value. On the
+    GPU each generic is a kernel launch; tensor-level elementwise fusion
+    leaves producers with several uses, sibling ops and the operand casts
+    of the matrix products unmerged.
+
+    Left alone: fills (the GPU program merges a zero fill into the GEMM
+    after it as beta = 0) and ops reading the result of the contraction
+    just before them (a GEMM epilogue).
+
+    Before:
+    ```mlir
+    linalg.generic ... ins(%x) outs(%a) { exp }
+    linalg.generic ... ins(%a) outs(%b) { truncf }
+    ```
+    After:
+    ```mlir
+    linalg.generic ... ins(%x) outs(%a, %b) { exp; truncf }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // MANTISSA_CONVERSION_PASSES_TD

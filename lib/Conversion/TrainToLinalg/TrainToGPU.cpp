@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/TrainToGPU.h"
+#include "mantissa/Conversion/BufferAccesses.h"
 
 #include "mantissa/Conversion/TrainToLLVM.h"
 #include "mlir/Conversion/Passes.h"
@@ -43,6 +44,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
@@ -78,9 +80,10 @@ constexpr int64_t kBufferAlignment = 256;
 /// Marks a kernel function whose outermost N loops run one iteration per
 /// thread.
 constexpr llvm::StringLiteral kThreadLoops = "mantissa.thread_loops";
-/// Marks a kernel function whose innermost loop runs one iteration per
-/// thread (a scatter whose rows may collide but whose columns cannot).
-constexpr llvm::StringLiteral kThreadInnerLoop = "mantissa.thread_inner_loop";
+/// Marks a kernel function (a scatter's loop nest) whose loops that cannot
+/// collide run one iteration per thread (findSpreadableLoops).
+constexpr llvm::StringLiteral kThreadScatterLoops =
+    "mantissa.thread_scatter_loops";
 
 int64_t alignTo(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
@@ -125,21 +128,6 @@ std::string describeOp(Operation *op) {
   os << " at ";
   op->getLoc().print(os);
   return text;
-}
-
-/// The buffer `value` views: a function argument, memref.alloc or
-/// memref.get_global.
-Value getBaseBuffer(Value value) {
-  while (true) {
-    if (auto view = value.getDefiningOp<ViewLikeOpInterface>())
-      value = view.getViewSource();
-    else if (auto cast = value.getDefiningOp<memref::CastOp>())
-      value = cast.getSource();
-    else if (auto transpose = value.getDefiningOp<memref::TransposeOp>())
-      value = transpose.getIn();
-    else
-      return value;
-  }
 }
 
 /// A view's static offset and strides relative to its base buffer.
@@ -609,29 +597,25 @@ static void materializeOperandCasts(func::FuncOp function) {
 
 /// Replaces each linalg.transpose into a temporary by a memref.transpose
 /// view of its input, when the temporary is only read afterwards (by linalg
-/// ops) and nothing writes the input's buffer after the transpose: the copy
-/// then costs nothing, GEMMs take the transposed operand as transa/transb
-/// and kernels read through the strided view.
+/// ops, directly or through reshapes and transposes that the input's
+/// strides allow) and nothing writes the input's buffer after the
+/// transpose: the copy then costs nothing, GEMMs take the transposed
+/// operand as transa/transb and kernels read through the strided view.
 static void foldTransposesIntoViews(func::FuncOp function) {
   Block &body = function.getBody().front();
   SmallVector<linalg::TransposeOp> transposes;
   for (Operation &op : body)
     if (auto transpose = dyn_cast<linalg::TransposeOp>(op))
       transposes.push_back(transpose);
+  auto anyBuffer = [](Value) -> int64_t { return 0; };
+  auto isGemm = [&](OpOperand *operand) {
+    return matchGemm(cast<linalg::LinalgOp>(operand->getOwner()), anyBuffer)
+        .has_value();
+  };
   for (linalg::TransposeOp transpose : transposes) {
     Value input = transpose.getInput();
     auto alloc = transpose.getInit().getDefiningOp<memref::AllocOp>();
     if (!alloc || alloc->getBlock() != &body)
-      continue;
-    // The temporary: written by the transpose alone, read by linalg ops.
-    bool onlyRead = llvm::all_of(alloc->getUses(), [&](OpOperand &use) {
-      Operation *user = use.getOwner();
-      if (user == transpose || isa<memref::DeallocOp>(user))
-        return true;
-      auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
-      return linalgOp && linalgOp.isDpsInput(&use);
-    });
-    if (!onlyRead)
       continue;
     Value inputBase = getBaseBuffer(input);
     bool inputWrittenLater = false;
@@ -650,31 +634,26 @@ static void foldTransposesIntoViews(func::FuncOp function) {
       view.erase();
       continue;
     }
-    // Readers that are GEMMs must stay GEMMs (a contraction that cuBLAS
-    // cannot take runs far slower as a kernel than a transpose costs).
-    auto anyBuffer = [](Value) -> int64_t { return 0; };
-    SmallVector<OpOperand *> reads;
-    for (OpOperand &use : alloc->getUses())
-      if (use.getOwner() != transpose &&
-          !isa<memref::DeallocOp>(use.getOwner()))
-        reads.push_back(&use);
-    SmallVector<bool> wasGemm;
-    for (OpOperand *read : reads)
-      wasGemm.push_back(
-          matchGemm(cast<linalg::LinalgOp>(read->getOwner()), anyBuffer)
-              .has_value());
-    for (OpOperand *read : reads)
-      read->set(view);
-    bool lostGemm = false;
-    for (auto [read, gemm] : llvm::zip_equal(reads, wasGemm))
-      lostGemm |= gemm && !matchGemm(cast<linalg::LinalgOp>(read->getOwner()),
-                                     anyBuffer);
-    if (lostGemm) {
-      for (OpOperand *read : reads)
-        read->set(alloc);
+    ReadRedirection redirection;
+    bool folded = redirection.collect(alloc, view, transpose);
+    if (folded) {
+      // Readers that are GEMMs must stay GEMMs (a contraction that cuBLAS
+      // cannot take runs far slower as a kernel than a transpose costs).
+      SmallVector<bool> wasGemm;
+      for (ReadRedirection::Read &read : redirection.reads)
+        wasGemm.push_back(isGemm(read.operand));
+      redirection.apply(/*redirected=*/true);
+      for (auto [read, gemm] : llvm::zip_equal(redirection.reads, wasGemm))
+        folded &= !gemm || isGemm(read.operand);
+      if (!folded)
+        redirection.apply(/*redirected=*/false);
+    }
+    if (!folded) {
+      redirection.eraseViews(/*newOnes=*/true);
       view.erase();
       continue;
     }
+    redirection.eraseViews(/*newOnes=*/false);
     transpose.erase();
     for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
       user->erase();
@@ -883,7 +862,7 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
       return op->emitOpError() << "cannot be interchanged for the GPU";
     kernel->setAttr(kThreadLoops, builder.getI64IntegerAttr(parallel));
   } else {
-    kernel->setAttr(kThreadInnerLoop, UnitAttr::get(context));
+    kernel->setAttr(kThreadScatterLoops, UnitAttr::get(context));
   }
   program.ops.push_back(std::move(kernelOp));
   return success();
@@ -1118,50 +1097,79 @@ std::optional<int64_t> getTripCount(scf::ForOp loop) {
   return std::max<int64_t>(0, (*upper - *lower + *step - 1) / *step);
 }
 
-/// Whether threads may each run one iteration of `loop` (the innermost of
-/// a scatter nest) while running the loops around it in order: its
-/// induction variable is only ever the last index of the loads and stores
-/// inside, every store uses it so, and those memrefs are contiguous in
-/// their last dimension, so that distinct iterations touch distinct
-/// elements.
-bool canSpreadInnermostLoop(scf::ForOp loop) {
-  Value iv = loop.getInductionVar();
-  for (OpOperand &use : iv.getUses()) {
-    Operation *user = use.getOwner();
-    ValueRange indices;
-    if (auto load = dyn_cast<memref::LoadOp>(user))
-      indices = load.getIndices();
-    else if (auto store = dyn_cast<memref::StoreOp>(user))
-      indices = store.getIndices();
-    else
-      return false;
-    if (indices.empty() || indices.back() != iv ||
-        llvm::count(indices, iv) != 1)
-      return false;
-  }
-  bool ok = true;
-  loop.getBody()->walk([&](Operation *op) {
+/// The loops of a scatter nest whose iterations threads may run at once,
+/// each thread running the other loops in order: a loop qualifies when,
+/// for every buffer the nest writes, every access to it (load or store,
+/// through one view) has the loop's induction variable itself as the index
+/// of one fixed dimension, along which that view does not broadcast
+/// (stride 0). Distinct iterations of such a loop then touch distinct
+/// elements of everything written, so they cannot race, while the loops
+/// left out (the ones whose iterations may hit the same element, as
+/// repeated indices of an accumulating scatter do) keep their order in
+/// every thread. Buffers only read are indexed freely. Nothing qualifies
+/// when the nest holds anything but loads, stores and pure ops.
+SmallVector<scf::ForOp> findSpreadableLoops(MutableArrayRef<scf::ForOp> nest) {
+  if (nest.empty())
+    return {};
+  struct Access {
     Value memref;
     ValueRange indices;
+  };
+  SmallVector<Access> accesses;
+  llvm::SetVector<Value> written;
+  bool pure = true;
+  nest.front().getBody()->walk([&](Operation *op) {
     if (auto load = dyn_cast<memref::LoadOp>(op)) {
-      memref = load.getMemref();
-      indices = load.getIndices();
+      accesses.push_back({load.getMemref(), load.getIndices()});
     } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
-      memref = store.getMemref();
-      indices = store.getIndices();
-      if (indices.empty() || indices.back() != iv)
-        ok = false;
-    } else {
-      return;
+      accesses.push_back({store.getMemref(), store.getIndices()});
+      written.insert(getBaseBuffer(store.getMemref()));
+    } else if (!isa<scf::ForOp, scf::YieldOp>(op) && !isMemoryEffectFree(op)) {
+      pure = false;
     }
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (failed(getStridesAndOffset(cast<MemRefType>(memref.getType()), strides,
-                                   offset)) ||
-        strides.empty() || strides.back() != 1)
-      ok = false;
   });
-  return ok;
+  if (!pure)
+    return {};
+  SmallVector<scf::ForOp> spreadable;
+  for (scf::ForOp loop : nest) {
+    Value iv = loop.getInductionVar();
+    bool ok = true;
+    for (Value base : written) {
+      Value view;
+      std::optional<size_t> dimension;
+      for (const Access &access : accesses) {
+        if (getBaseBuffer(access.memref) != base)
+          continue;
+        if (!view)
+          view = access.memref;
+        if (access.memref != view) {
+          ok = false;
+          break;
+        }
+        std::optional<size_t> at;
+        for (auto [position, index] : llvm::enumerate(access.indices))
+          if (index == iv)
+            at = position;
+        if (!at || (dimension && *dimension != *at)) {
+          ok = false;
+          break;
+        }
+        dimension = at;
+      }
+      SmallVector<int64_t> strides;
+      int64_t offset;
+      if (!ok || !view ||
+          failed(getStridesAndOffset(cast<MemRefType>(view.getType()), strides,
+                                     offset)) ||
+          strides[*dimension] == 0) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok && !written.empty())
+      spreadable.push_back(loop);
+  }
+  return spreadable;
 }
 
 /// One loop that threads share out: its bounds (static) and where it is.
@@ -1234,9 +1242,8 @@ buildGpuKernel(func::FuncOp function, gpu::GPUModuleOp gpuModule) {
   if (auto loops = function->getAttrOfType<IntegerAttr>(kThreadLoops)) {
     int64_t count = std::min<int64_t>(loops.getInt(), nest.size());
     chosen.assign(nest.begin(), nest.begin() + count);
-  } else if (function->hasAttr(kThreadInnerLoop) && !nest.empty() &&
-             canSpreadInnermostLoop(nest.back())) {
-    chosen.push_back(nest.back());
+  } else if (function->hasAttr(kThreadScatterLoops)) {
+    chosen = findSpreadableLoops(nest);
   }
   SmallVector<SpreadLoop> spread;
   int64_t threads = 1;
@@ -1361,6 +1368,26 @@ std::string getLibdevicePath() {
   return "";
 }
 
+/// `pow(x, 2)` as `x * x`: one correctly rounded product, as pow itself
+/// rounds the square (RMSNorm's x.pow(2)), instead of a libdevice call
+/// inside the reduction loop.
+void squareConstantPowers(gpu::GPUModuleOp gpuModule) {
+  SmallVector<math::PowFOp> powers;
+  gpuModule.walk([&](math::PowFOp power) {
+    FloatAttr exponent;
+    if (matchPattern(power.getRhs(), m_Constant(&exponent)) &&
+        exponent.getValueAsDouble() == 2.0)
+      powers.push_back(power);
+  });
+  for (math::PowFOp power : powers) {
+    OpBuilder builder(power);
+    Value square = builder.create<arith::MulFOp>(power.getLoc(), power.getLhs(),
+                                                 power.getLhs());
+    power.replaceAllUsesWith(square);
+    power.erase();
+  }
+}
+
 /// sqrt and fabs as LLVM intrinsics (sqrt.rn.f32, abs.f32), as the AdamW
 /// kernels do: libdevice's __nv_sqrtf is approximate unless a reflection
 /// flag says otherwise.
@@ -1409,6 +1436,12 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   foldTransposesIntoViews(function);
   if (failed(function.verify()))
     return failure();
+  // Fewer, fuller kernels (docs/gpu-step.md): none changes a number.
+  if (failed(runPassPipeline(
+          *module, "builtin.module(func.func(mantissa-fold-copies-into-"
+                   "producers,mantissa-share-roundings,"
+                   "mantissa-fuse-parallel-kernels))")))
+    return failure();
   GpuStepProgram program;
   GpuProgramBuilder builder(function, step, program);
   if (failed(builder.build()))
@@ -1440,6 +1473,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
     op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
   }
   addConversionKernels(gpuModule);
+  squareConstantPowers(gpuModule);
   if (withHostKernels) {
     program.hostKernels = ModuleOp::create(step.getLoc());
     if (failed(emulateGpuKernels(gpuModule, *program.hostKernels)))

@@ -110,6 +110,10 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerLowerTrainToLinalgPass();
     mantissa::registerMarkArgumentsReadOnlyPass();
     mantissa::registerComputeResultsInPlacePass();
+    mantissa::registerFoldCopiesIntoProducersPass();
+    mantissa::registerFuseParallelKernelsPass();
+    mantissa::registerShareRoundingsPass();
+    mantissa::registerSplitReductionsPass();
     mantissa::registerConvertCopiesToLinalgPass();
     mantissa::registerCallGemmLibraryPass();
     mantissa::registerInterchangeReductionsOutwardPass();

@@ -116,6 +116,14 @@ def main():
           % (kernels, gemms, arena, total))
     if gpu["kernels"] != kernels or gpu["gemms"] != gemms:
         fail("the manifest counts differ from the program's")
+    # Loop nests (scatters) and how their iterations are shared out: the
+    # threads each run `serial_iterations` in order.
+    for op in program["ops"]:
+        if op["kind"] == "kernel" and op["source"].startswith("scf.for"):
+            name = re.search(r'loc\("(\w+)"', op["source"])
+            print("loop nest %s: %d threads x %d in order"
+                  % (name.group(1) if name else "?", op["threads"],
+                     op["serial_iterations"]))
     print("PASS")
 
 

@@ -1,0 +1,76 @@
+//===- BufferAccesses.h - What ops of a bufferized step touch ---*- C++ -*-===//
+//
+// The buffers that ops of a bufferized step read and write, by base buffer,
+// shared by the GPU step's transforms that move ops or their outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_CONVERSION_BUFFERACCESSES_H
+#define MANTISSA_CONVERSION_BUFFERACCESSES_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir::mantissa {
+
+/// Whether `op` only makes a view of a buffer (ViewLikeOpInterface,
+/// memref.transpose, memref.cast).
+bool isViewOp(Operation *op);
+
+/// The buffer `value` views: a function argument, memref.alloc or
+/// memref.get_global.
+Value getBaseBuffer(Value value);
+
+/// The base buffers an op (and the ops nested in it) reads and writes.
+struct BufferAccesses {
+  llvm::SmallSetVector<Value, 8> reads, writes;
+  /// False when it touches memory in a way this does not follow (calls,
+  /// unknown ops): then it must be treated as touching everything.
+  bool known = true;
+
+  static BufferAccesses of(Operation *op);
+  bool touches(Value base) const {
+    return !known || reads.contains(base) || writes.contains(base);
+  }
+};
+
+/// Whether `op` reads the result of the contraction just before it
+/// (allocations, views and constants in between do not count): the GPU
+/// program folds such an op into the GEMM's epilogue (cuBLASLt writes the
+/// rounded result), so it must stay as it is and where it is.
+bool isGemmEpilogueCandidate(Operation *op);
+
+/// `view` (expand_shape, collapse_shape or memref.transpose) applied to
+/// `source` instead of its own source, its layout recomputed, built at the
+/// builder's insertion point; null when the view cannot take that source's
+/// strides.
+Value rebuildView(OpBuilder &builder, Operation *view, Value source);
+
+/// The linalg reads of a temporary, directly or through views, moved onto
+/// another buffer of the same shape (a strided view of another buffer):
+/// the views rebuilt on it, in order, and each read with the value it
+/// read before and the one it reads now.
+struct ReadRedirection {
+  SmallVector<Operation *> oldViews, newViews;
+  struct Read {
+    OpOperand *operand;
+    Value before, after;
+  };
+  SmallVector<Read> reads;
+
+  /// Collects the readers of `value` (skipping `writer` and deallocations)
+  /// as readers of `replacement`, rebuilding the views in between (each
+  /// where the view it replaces is); false when a use is neither a linalg
+  /// input nor a view that takes `replacement`'s strides.
+  bool collect(Value value, Value replacement, Operation *writer);
+  /// Points the reads at their new values, or back at the old ones.
+  void apply(bool redirected);
+  /// Erases the views no longer used: the new ones or the old ones.
+  void eraseViews(bool newOnes);
+};
+
+} // namespace mlir::mantissa
+
+#endif // MANTISSA_CONVERSION_BUFFERACCESSES_H

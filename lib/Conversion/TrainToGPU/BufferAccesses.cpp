@@ -1,0 +1,126 @@
+//===- BufferAccesses.cpp - What ops of a bufferized step touch -----------===//
+
+#include "mantissa/Conversion/BufferAccesses.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+using namespace mlir;
+using namespace mlir::mantissa;
+
+bool mlir::mantissa::isViewOp(Operation *op) {
+  return isa<ViewLikeOpInterface, memref::TransposeOp, memref::CastOp>(op);
+}
+
+Value mlir::mantissa::getBaseBuffer(Value value) {
+  while (true) {
+    if (auto view = value.getDefiningOp<ViewLikeOpInterface>())
+      value = view.getViewSource();
+    else if (auto cast = value.getDefiningOp<memref::CastOp>())
+      value = cast.getSource();
+    else if (auto transpose = value.getDefiningOp<memref::TransposeOp>())
+      value = transpose.getIn();
+    else
+      return value;
+  }
+}
+
+BufferAccesses BufferAccesses::of(Operation *op) {
+  BufferAccesses accesses;
+  op->walk([&](Operation *nested) {
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(nested)) {
+      for (OpOperand *input : linalgOp.getDpsInputOperands())
+        if (isa<MemRefType>(input->get().getType()))
+          accesses.reads.insert(getBaseBuffer(input->get()));
+      for (OpOperand &output : linalgOp.getDpsInitsMutable()) {
+        accesses.writes.insert(getBaseBuffer(output.get()));
+        // An output a body reads (an accumulation) is read too.
+        accesses.reads.insert(getBaseBuffer(output.get()));
+      }
+    } else if (auto load = dyn_cast<memref::LoadOp>(nested)) {
+      accesses.reads.insert(getBaseBuffer(load.getMemref()));
+    } else if (auto store = dyn_cast<memref::StoreOp>(nested)) {
+      accesses.writes.insert(getBaseBuffer(store.getMemref()));
+    } else if (!isMemoryEffectFree(nested) &&
+               !isa<memref::AllocOp, memref::DeallocOp>(nested) &&
+               !nested->hasTrait<OpTrait::HasRecursiveMemoryEffects>()) {
+      accesses.known = false;
+    }
+  });
+  return accesses;
+}
+
+bool mlir::mantissa::isGemmEpilogueCandidate(Operation *op) {
+  Operation *before = op->getPrevNode();
+  while (before && (isa<memref::AllocOp>(before) || isViewOp(before) ||
+                    before->hasTrait<OpTrait::ConstantLike>()))
+    before = before->getPrevNode();
+  auto previous = dyn_cast_or_null<linalg::LinalgOp>(before);
+  if (!previous || previous.getNumReductionLoops() == 0)
+    return false;
+  BufferAccesses accesses = BufferAccesses::of(op);
+  return llvm::any_of(previous.getDpsInits(), [&](Value output) {
+    return accesses.reads.contains(getBaseBuffer(output));
+  });
+}
+
+Value mlir::mantissa::rebuildView(OpBuilder &builder, Operation *view,
+                                  Value source) {
+  auto sourceType = cast<MemRefType>(source.getType());
+  Location loc = view->getLoc();
+  if (auto expand = dyn_cast<memref::ExpandShapeOp>(view)) {
+    FailureOr<MemRefType> type = memref::ExpandShapeOp::computeExpandedType(
+        sourceType, expand.getResultType().getShape(),
+        expand.getReassociationIndices());
+    if (failed(type))
+      return {};
+    return builder.create<memref::ExpandShapeOp>(
+        loc, *type, source, expand.getReassociationIndices());
+  }
+  if (auto collapse = dyn_cast<memref::CollapseShapeOp>(view)) {
+    if (!memref::CollapseShapeOp::isGuaranteedCollapsible(
+            sourceType, collapse.getReassociationIndices()))
+      return {};
+    return builder.create<memref::CollapseShapeOp>(
+        loc, source, collapse.getReassociationIndices());
+  }
+  if (auto transpose = dyn_cast<memref::TransposeOp>(view))
+    return builder.create<memref::TransposeOp>(
+        loc, source, AffineMapAttr::get(transpose.getPermutation()));
+  return {};
+}
+
+bool ReadRedirection::collect(Value value, Value replacement,
+                              Operation *writer) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (user == writer || isa<memref::DeallocOp>(user))
+      continue;
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user)) {
+      if (!linalgOp.isDpsInput(&use))
+        return false;
+      reads.push_back({&use, value, replacement});
+      continue;
+    }
+    OpBuilder builder(user);
+    Value view = rebuildView(builder, user, replacement);
+    if (!view)
+      return false;
+    oldViews.push_back(user);
+    newViews.push_back(view.getDefiningOp());
+    if (!collect(user->getResult(0), view, nullptr))
+      return false;
+  }
+  return true;
+}
+
+void ReadRedirection::apply(bool redirected) {
+  for (Read &read : reads)
+    read.operand->set(redirected ? read.after : read.before);
+}
+
+void ReadRedirection::eraseViews(bool newOnes) {
+  for (Operation *view : llvm::reverse(newOnes ? newViews : oldViews))
+    view->erase();
+}

@@ -1,0 +1,210 @@
+//===- FoldCopiesIntoProducers.cpp - Write where the copy would -----------===//
+//
+// mantissa-fold-copies-into-producers (Passes.td): a temporary that one op
+// computes and a copy or transpose then moves elsewhere (a gradient result,
+// a slice of a concatenation) is computed there in the first place, through
+// a view of the destination; the copy's kernel and the temporary go.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Conversion/BufferAccesses.h"
+#include "mantissa/Conversion/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace mlir::mantissa {
+#define GEN_PASS_DEF_FOLDCOPIESINTOPRODUCERSPASS
+#include "mantissa/Conversion/Passes.h.inc"
+} // namespace mlir::mantissa
+
+using namespace mlir;
+using namespace mlir::mantissa;
+
+namespace {
+
+/// A copy whose source is a temporary only its producer writes: the
+/// producer's output operand, the temporary's view chain up to the copy (a
+/// single memref.transpose or none) and the permutation that takes an
+/// index of the temporary to the destination's.
+struct Fold {
+  OpOperand *producerOutput;
+  memref::AllocOp temporary;
+  Operation *copy;
+  Operation *sourceView;
+  Value destination;
+  SmallVector<int64_t> permutation;
+  /// The destination's view ops to move above the producer, in order.
+  SmallVector<Operation *> hoisted;
+};
+
+/// The permutation of the copy (destination dimension d reads source
+/// dimension permutation[d]), or none when it is not a copy.
+std::optional<SmallVector<int64_t>> getCopyPermutation(Operation *op) {
+  if (auto transpose = dyn_cast<linalg::TransposeOp>(op))
+    return SmallVector<int64_t>(transpose.getPermutation());
+  if (auto copy = dyn_cast<linalg::CopyOp>(op)) {
+    int64_t rank = cast<MemRefType>(copy.getInputs()[0].getType()).getRank();
+    return llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  return std::nullopt;
+}
+
+std::optional<Fold> matchFold(Operation *copy) {
+  std::optional<SmallVector<int64_t>> copyPermutation =
+      getCopyPermutation(copy);
+  if (!copyPermutation)
+    return std::nullopt;
+  auto linalgCopy = cast<linalg::LinalgOp>(copy);
+  Value source = linalgCopy.getDpsInputs()[0];
+  Value destination = linalgCopy.getDpsInits()[0];
+  Fold fold;
+  fold.copy = copy;
+  fold.destination = destination;
+  fold.sourceView = nullptr;
+  // The temporary's index i reaches the destination at
+  // copyPermutation^-1(viewPermutation^-1(i)).
+  SmallVector<int64_t> viewPermutation;
+  if (auto view = source.getDefiningOp<memref::TransposeOp>()) {
+    fold.sourceView = view;
+    AffineMap map = view.getPermutation();
+    for (AffineExpr expr : map.getResults())
+      viewPermutation.push_back(cast<AffineDimExpr>(expr).getPosition());
+    source = view.getIn();
+  } else {
+    viewPermutation =
+        llvm::to_vector(llvm::seq<int64_t>(0, copyPermutation->size()));
+  }
+  auto alloc = source.getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != copy->getBlock())
+    return std::nullopt;
+  fold.temporary = alloc;
+  // Destination dimension d holds source view dimension copy[d], which is
+  // temporary dimension view[copy[d]].
+  fold.permutation.resize(copyPermutation->size());
+  for (auto [d, s] : llvm::enumerate(*copyPermutation))
+    fold.permutation[d] = viewPermutation[s];
+
+  // The temporary: one writer (a linalg op's output, the whole buffer as
+  // is), read by nothing but the copy.
+  fold.producerOutput = nullptr;
+  for (OpOperand &use : alloc->getUses()) {
+    Operation *user = use.getOwner();
+    if (isa<memref::DeallocOp>(user) || user == copy || user == fold.sourceView)
+      continue;
+    auto producer = dyn_cast<linalg::LinalgOp>(user);
+    if (!producer || !producer.isDpsInit(&use) || fold.producerOutput ||
+        !producer.hasPureBufferSemantics())
+      return std::nullopt;
+    // The producer must not read its output (an accumulation from zero
+    // is written by a fill first, which would be a second writer).
+    if (producer.payloadUsesValueFromOperand(&use))
+      return std::nullopt;
+    fold.producerOutput = &use;
+  }
+  if (fold.sourceView && !fold.sourceView->getResult(0).hasOneUse())
+    return std::nullopt;
+  if (!fold.producerOutput)
+    return std::nullopt;
+  Operation *producer = fold.producerOutput->getOwner();
+  if (producer->getBlock() != copy->getBlock() ||
+      !producer->isBeforeInBlock(copy))
+    return std::nullopt;
+  // A GEMM's rounding kernel becomes the GEMM's epilogue, which writes a
+  // dense matrix: it keeps its temporary (and the copy).
+  if (isGemmEpilogueCandidate(producer) &&
+      !llvm::equal(fold.permutation,
+                   llvm::seq<int64_t>(0, fold.permutation.size())))
+    return std::nullopt;
+  // The destination's views made between the producer and the copy move
+  // up to the producer (views and allocations only).
+  Value destinationBase = getBaseBuffer(destination);
+  fold.hoisted.clear();
+  for (Value value = destination;;) {
+    Operation *definition = value.getDefiningOp();
+    if (!definition || definition->getBlock() != producer->getBlock() ||
+        definition->isBeforeInBlock(producer))
+      break;
+    // A view's source is its first operand.
+    bool view = isViewOp(definition);
+    bool movable =
+        (view || isa<memref::AllocOp>(definition)) &&
+        llvm::all_of(definition->getOperands().drop_front(view ? 1 : 0),
+                     [&](Value operand) {
+                       Operation *def = operand.getDefiningOp();
+                       return !def || def->getBlock() != producer->getBlock() ||
+                              def->isBeforeInBlock(producer);
+                     });
+    if (!movable)
+      return std::nullopt;
+    fold.hoisted.insert(fold.hoisted.begin(), definition);
+    if (!view)
+      break;
+    value = definition->getOperand(0);
+  }
+  // A contraction keeps a plain destination: a GEMM's output must stay a
+  // matrix cuBLAS can write.
+  auto producerOp = cast<linalg::LinalgOp>(producer);
+  if (producerOp.getNumReductionLoops() > 0 &&
+      (!cast<MemRefType>(destination.getType()).getLayout().isIdentity() ||
+       !llvm::equal(fold.permutation,
+                    llvm::seq<int64_t>(0, fold.permutation.size()))))
+    return std::nullopt;
+  for (Operation *op = producer; op != copy; op = op->getNextNode())
+    if (BufferAccesses::of(op).touches(destinationBase))
+      return std::nullopt;
+  return fold;
+}
+
+struct FoldCopiesIntoProducersPass
+    : mantissa::impl::FoldCopiesIntoProducersPassBase<
+          FoldCopiesIntoProducersPass> {
+  void runOnOperation() override {
+    SmallVector<Operation *> copies;
+    getOperation().walk([&](Operation *op) {
+      if (getCopyPermutation(op))
+        copies.push_back(op);
+    });
+    for (Operation *copy : copies) {
+      std::optional<Fold> fold = matchFold(copy);
+      if (!fold)
+        continue;
+      Operation *producer = fold->producerOutput->getOwner();
+      for (Operation *definition : fold->hoisted)
+        definition->moveBefore(producer);
+      OpBuilder builder(producer);
+      // The destination seen with the temporary's dimensions: temporary
+      // dimension t is destination dimension d where permutation[d] = t.
+      Value target = fold->destination;
+      bool identity = llvm::equal(
+          fold->permutation, llvm::seq<int64_t>(0, fold->permutation.size()));
+      if (!identity) {
+        SmallVector<unsigned> inverse(fold->permutation.size());
+        for (auto [d, t] : llvm::enumerate(fold->permutation))
+          inverse[t] = d;
+        target = builder.create<memref::TransposeOp>(
+            copy->getLoc(), target,
+            AffineMapAttr::get(
+                AffineMap::getPermutationMap(inverse, builder.getContext())));
+      }
+      if (cast<MemRefType>(target.getType()).getShape() !=
+          fold->temporary.getType().getShape()) {
+        if (!identity)
+          target.getDefiningOp()->erase();
+        continue;
+      }
+      fold->producerOutput->set(target);
+      copy->erase();
+      if (fold->sourceView)
+        fold->sourceView->erase();
+      for (Operation *user :
+           llvm::make_early_inc_range(fold->temporary->getUsers()))
+        user->erase();
+      fold->temporary.erase();
+    }
+  }
+};
+
+} // namespace

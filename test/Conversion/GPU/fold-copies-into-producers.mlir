@@ -1,0 +1,117 @@
+// RUN: mantissa-opt %s --pass-pipeline='builtin.module(func.func(mantissa-fold-copies-into-producers))' --split-input-file | FileCheck %s
+
+// The cast of a gradient, transposed twice (a view, then a copy) into its
+// result: the cast writes the result directly (the permutations cancel).
+
+// CHECK-LABEL: func.func @transposed_twice
+// CHECK-SAME: %[[G:.*]]: memref<4x8xf32>, %[[OUT:.*]]: memref<4x8xbf16>
+// CHECK-NOT: memref.alloc
+// CHECK: linalg.generic {{.*}} ins(%[[G]] : memref<4x8xf32>) outs(%[[OUT]] : memref<4x8xbf16>)
+// CHECK-NOT: linalg.transpose
+// CHECK: return
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @transposed_twice(%g: memref<4x8xf32>, %out: memref<4x8xbf16>) {
+  %t = memref.alloc() : memref<4x8xbf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%g : memref<4x8xf32>) outs(%t : memref<4x8xbf16>) {
+  ^bb0(%in: f32, %o: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  }
+  %v = memref.transpose %t (d0, d1) -> (d1, d0) : memref<4x8xbf16> to memref<8x4xbf16, strided<[1, 8]>>
+  linalg.transpose ins(%v : memref<8x4xbf16, strided<[1, 8]>>) outs(%out : memref<4x8xbf16>) permutation = [1, 0]
+  memref.dealloc %t : memref<4x8xbf16>
+  return
+}
+
+// -----
+
+// One transpose: the producer writes through a transposed view of the
+// destination; and a half of a concatenation is computed in its slice (the
+// slice's view moves up to the producer).
+
+// CHECK-LABEL: func.func @transpose_and_slice
+// CHECK-SAME: %[[X:.*]]: memref<4x8xf32>, %[[OUT:.*]]: memref<8x4xf32>, %[[CAT:.*]]: memref<4x16xf32>
+// CHECK: %[[W:.*]] = memref.transpose %[[OUT]] (d0, d1) -> (d1, d0)
+// CHECK: linalg.generic {{.*}} outs(%[[W]] : memref<4x8xf32, strided<[1, 4]>>)
+// CHECK: math.exp
+// CHECK: %[[S:.*]] = memref.subview %[[CAT]][0, 8] [4, 8] [1, 1]
+// CHECK: linalg.generic {{.*}} outs(%[[S]] : memref<4x8xf32, strided<[16, 1], offset: 8>>)
+// CHECK: math.log
+// CHECK-NOT: linalg.transpose
+// CHECK-NOT: linalg.copy
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @transpose_and_slice(%x: memref<4x8xf32>, %out: memref<8x4xf32>, %cat: memref<4x16xf32>) {
+  %t = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf32>) outs(%t : memref<4x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.transpose ins(%t : memref<4x8xf32>) outs(%out : memref<8x4xf32>) permutation = [1, 0]
+  %u = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf32>) outs(%u : memref<4x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %e = math.log %in : f32
+    linalg.yield %e : f32
+  }
+  %slice = memref.subview %cat[0, 8] [4, 8] [1, 1] : memref<4x16xf32> to memref<4x8xf32, strided<[16, 1], offset: 8>>
+  linalg.copy ins(%u : memref<4x8xf32>) outs(%slice : memref<4x8xf32, strided<[16, 1], offset: 8>>)
+  memref.dealloc %t : memref<4x8xf32>
+  memref.dealloc %u : memref<4x8xf32>
+  return
+}
+
+// -----
+
+// Kept: an op between the producer and the copy reads the destination
+// (which the producer would overwrite too early); the temporary has a
+// second reader; a contraction's output would be transposed.
+
+// CHECK-LABEL: func.func @kept
+// CHECK-COUNT-3: linalg.copy
+// CHECK: linalg.transpose
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @kept(%x: memref<4x8xf32>, %out: memref<4x8xf32>, %other: memref<4x8xf32>,
+                %y: memref<4x8xf32>, %w: memref<8x8xf32>, %outT: memref<8x4xf32>) {
+  %t = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf32>) outs(%t : memref<4x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.copy ins(%out : memref<4x8xf32>) outs(%other : memref<4x8xf32>)
+  linalg.copy ins(%t : memref<4x8xf32>) outs(%out : memref<4x8xf32>)
+  %u = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x8xf32>) outs(%u : memref<4x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %e = math.log %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.copy ins(%u : memref<4x8xf32>) outs(%y : memref<4x8xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%u : memref<4x8xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %e = math.sqrt %in : f32
+    linalg.yield %e : f32
+  }
+  %p = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) outs(%p : memref<4x8xf32>) {
+  ^bb0(%l: f32, %r: f32, %o: f32):
+    %m = arith.mulf %l, %r : f32
+    linalg.yield %m : f32
+  }
+  linalg.transpose ins(%p : memref<4x8xf32>) outs(%outT : memref<8x4xf32>) permutation = [1, 0]
+  memref.dealloc %t : memref<4x8xf32>
+  memref.dealloc %u : memref<4x8xf32>
+  memref.dealloc %p : memref<4x8xf32>
+  return
+}
