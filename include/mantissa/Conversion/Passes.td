@@ -438,7 +438,8 @@ def SplitReductionsPass
   let summary = "Fold long reductions in interleaved partials, then the partials in order";
   let description = [{
     On a bufferized step, a `linalg.generic` whose output elements each fold
-    at least 256 input elements (a sum, max or min in fp32, combined last
+    at least 128 input elements (a sum, max or min in fp32 or an integer
+    sum, combined last
     with the output's running value) becomes three ops: a fill of P
     partials per output element with the combination's identity (-0.0 for
     sums, -inf for max, +inf for min), the op itself over P times as many
@@ -453,9 +454,10 @@ def SplitReductionsPass
     configuration and device), so the results may differ from the CPU's
     sequential sums in the last bits; max and min do not change. P is the
     largest of 32, 16, 8, 4 that divides the loop with at least 8 elements
-    per part and at most 2^20 threads; ops whose body reads linalg.index,
-    or that index the split loop other than as one whole dimension, are
-    left alone.
+    per part and at most 2^20 threads. Left alone: matrix products (with
+    row and column loops: GEMMs on the GPU; a row-by-row dot product such
+    as a norm gain's gradient is split), ops whose body reads linalg.index,
+    and ops that index the split loop other than as one whole dimension.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

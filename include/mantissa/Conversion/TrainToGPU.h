@@ -78,6 +78,16 @@ struct GpuStepOp {
   std::string entry;
   int64_t grid = 1;
   SmallVector<int64_t> buffers;
+  /// The ops one launch of `entry` runs (independent ops grouped into one
+  /// launch), each on the launch's first `threads` threads, in order.
+  struct Member {
+    /// Its kernel function before grouping, and where it came from.
+    std::string function, source;
+    /// Its buffers, as indices into the launch's `buffers`.
+    SmallVector<unsigned> buffers;
+    int64_t threads = 1, serialIterations = 1;
+  };
+  SmallVector<Member> members;
   /// Threads that do work, and the loop iterations each runs in order (for
   /// reports: a reduction's length, one for elementwise kernels).
   int64_t threads = 1, serialIterations = 1;

@@ -26,12 +26,13 @@ namespace {
 
 /// Below this many iterations per output element a thread's serial loop
 /// costs less than the two launches a split adds.
-constexpr int64_t kMinReduction = 256;
+constexpr int64_t kMinReduction = 128;
 /// At most this many threads after the split (a few waves of an H200).
 constexpr int64_t kMaxThreads = int64_t(1) << 20;
 
 /// The reduction a split needs: the combining op (associative, with an
-/// identity) that the body applies last, to the output's running value.
+/// identity) that the body applies last, to the output's running value:
+/// an fp32 sum, max or min, or an integer sum.
 struct Combiner {
   Operation *op;
   /// The identity of the combining op in the accumulator's type.
@@ -48,10 +49,14 @@ std::optional<Combiner> getCombiner(linalg::GenericOp op) {
   if (!combine || combine->getBlock() != body || !accumulator.hasOneUse() ||
       accumulator.getUses().begin()->getOwner() != combine)
     return std::nullopt;
+  Builder builder(op.getContext());
+  // Integer sums (a count of targets) are exact in any order.
+  if (auto integer = dyn_cast<IntegerType>(accumulator.getType());
+      integer && isa<arith::AddIOp>(combine))
+    return Combiner{combine, builder.getIntegerAttr(integer, 0)};
   auto type = dyn_cast<FloatType>(accumulator.getType());
   if (!type || !type.isF32())
     return std::nullopt;
-  Builder builder(op.getContext());
   double identity;
   if (isa<arith::AddFOp>(combine))
     identity = -0.0; // x + -0.0 == x for every x, -0.0 included
@@ -189,9 +194,17 @@ struct SplitReductionsPass
     });
     for (linalg::GenericOp op : candidates) {
       // The body must not ask where it is (linalg.index would see the
-      // split loop's new numbering).
+      // split loop's new numbering); matrix products (rows and columns)
+      // are GEMMs on the GPU. Row-by-row dot products (a norm gain's
+      // gradient) are not.
       if (!op.getBody()->getOps<linalg::IndexOp>().empty())
         continue;
+      if (linalg::isaContractionOpInterface(op)) {
+        FailureOr<linalg::ContractionDimensions> dims =
+            linalg::inferContractionDims(op);
+        if (failed(dims) || (!dims->m.empty() && !dims->n.empty()))
+          continue;
+      }
       std::optional<Combiner> combiner = getCombiner(op);
       if (!combiner)
         continue;
@@ -222,7 +235,7 @@ struct SplitReductionsPass
       if (!plain)
         continue;
       // The split loop is the innermost reduction loop; its parts are as
-      // many as divide it, at most a warp, keeping each part 8 long.
+      // many as divide it, at most a warp, keeping each part at least 8 long.
       int64_t parts = 32;
       while (parts > 1 &&
              (ranges[*innermost] % parts != 0 ||

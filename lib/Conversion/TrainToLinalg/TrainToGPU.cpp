@@ -683,6 +683,7 @@ private:
   LogicalResult addConstant(memref::GetGlobalOp getGlobal);
   LogicalResult addKernel(Operation *op);
   LogicalResult fuseGemmEpilogue(linalg::LinalgOp op);
+  void groupIndependentKernels();
   void packArena();
 
   func::FuncOp function;
@@ -697,6 +698,12 @@ private:
   std::vector<Lifetime> lifetimes;
   llvm::DenseMap<Value, size_t> lifetimeOf;
   int64_t position = 0;
+  /// Each kernel's program position and the buffers it writes, by entry.
+  struct KernelAccess {
+    int64_t position;
+    llvm::SmallDenseSet<int64_t> writes;
+  };
+  llvm::StringMap<KernelAccess> kernelAccesses;
   /// The last op, if it zeroed a view: its output, index and kernel.
   struct ZeroFill {
     Value output;
@@ -833,8 +840,19 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   kernelOp.kind = GpuStepOp::Kind::Kernel;
   kernelOp.entry = name;
   kernelOp.source = describeOp(op);
-  for (Value base : bases)
+  KernelAccess &access = kernelAccesses[name];
+  access.position = position;
+  for (Value base : bases) {
     kernelOp.buffers.push_back(getBufferId(base));
+    if (writesBuffer(op, base))
+      access.writes.insert(kernelOp.buffers.back());
+  }
+  GpuStepOp::Member member;
+  member.function = name;
+  member.source = kernelOp.source;
+  member.buffers =
+      llvm::to_vector(llvm::seq<unsigned>(0, kernelOp.buffers.size()));
+  kernelOp.members.push_back(std::move(member));
 
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(clone)) {
     // Parallel loops first, so that they are the ones spread over threads;
@@ -990,13 +1008,113 @@ LogicalResult GpuProgramBuilder::fuseGemmEpilogue(linalg::LinalgOp op) {
   return success();
 }
 
+/// Runs kernels in one launch with an earlier kernel (a kernel op with
+/// several members) when neither they nor anything in between (kernels,
+/// GEMMs) touches what the other writes: moving the later one up to the
+/// earlier launch then changes no result, and one launch of the largest
+/// thread count does both, each on its threads. Every buffer of a launch is
+/// alive at the launch (the arena must not give one member's memory to
+/// another's).
+void GpuProgramBuilder::groupIndependentKernels() {
+  /// Ops a launch holds at most (each is a branch in its body), and how
+  /// far back a kernel looks for one to join.
+  constexpr size_t kMaxMembers = 16, kLookBack = 12;
+  struct Touches {
+    llvm::SmallDenseSet<int64_t> writes, touches;
+    int64_t position = 0;
+  };
+  auto gemmTouches = [](const GpuStepOp &gemm) {
+    Touches result;
+    result.writes.insert(gemm.c.buffer);
+    for (const GpuGemmOperand *operand : {&gemm.a, &gemm.b, &gemm.c})
+      result.touches.insert(operand->buffer);
+    if (gemm.hasBias)
+      result.touches.insert(gemm.bias.buffer);
+    return result;
+  };
+  std::vector<GpuStepOp> grouped;
+  std::vector<Touches> touches;
+  for (GpuStepOp &op : program.ops) {
+    if (op.kind != GpuStepOp::Kind::Kernel) {
+      touches.push_back(gemmTouches(op));
+      grouped.push_back(std::move(op));
+      continue;
+    }
+    const KernelAccess &access = kernelAccesses.find(op.entry)->second;
+    // The latest launch this kernel can join, looking back past what it is
+    // independent of.
+    std::optional<size_t> target;
+    for (size_t back = 0; back < std::min(kLookBack, grouped.size()); ++back) {
+      size_t index = grouped.size() - 1 - back;
+      const Touches &other = touches[index];
+      bool independent = llvm::none_of(op.buffers, [&](int64_t buffer) {
+        return other.writes.contains(buffer) ||
+               (access.writes.contains(buffer) &&
+                other.touches.contains(buffer));
+      });
+      if (!independent)
+        break;
+      if (grouped[index].kind == GpuStepOp::Kind::Kernel &&
+          grouped[index].members.size() < kMaxMembers) {
+        target = index;
+        break;
+      }
+    }
+    if (!target) {
+      Touches own;
+      own.writes = access.writes;
+      own.touches.insert(op.buffers.begin(), op.buffers.end());
+      own.position = access.position;
+      touches.push_back(std::move(own));
+      grouped.push_back(std::move(op));
+      continue;
+    }
+    GpuStepOp &group = grouped[*target];
+    Touches &groupTouches = touches[*target];
+    GpuStepOp::Member member = std::move(op.members.front());
+    member.buffers.clear();
+    for (int64_t buffer : op.buffers) {
+      auto found = llvm::find(group.buffers, buffer);
+      member.buffers.push_back(std::distance(group.buffers.begin(), found));
+      if (found == group.buffers.end())
+        group.buffers.push_back(buffer);
+    }
+    group.members.push_back(std::move(member));
+    group.source += " + " + op.source;
+    groupTouches.writes.insert(access.writes.begin(), access.writes.end());
+    groupTouches.touches.insert(op.buffers.begin(), op.buffers.end());
+  }
+  // Every buffer of a launch alive when it runs.
+  llvm::DenseMap<int64_t, size_t> lifetimeOfBuffer;
+  for (auto [index, lifetime] : llvm::enumerate(lifetimes))
+    lifetimeOfBuffer[lifetime.buffer] = index;
+  for (auto [op, touched] : llvm::zip_equal(grouped, touches)) {
+    if (op.kind != GpuStepOp::Kind::Kernel || op.members.size() < 2)
+      continue;
+    for (int64_t buffer : op.buffers)
+      if (auto found = lifetimeOfBuffer.find(buffer);
+          found != lifetimeOfBuffer.end()) {
+        Lifetime &lifetime = lifetimes[found->second];
+        lifetime.begin = std::min(lifetime.begin, touched.position);
+        lifetime.end = std::max(lifetime.end, touched.position);
+      }
+  }
+  program.ops = std::move(grouped);
+}
+
 /// First fit: each temporary takes the lowest offset that no temporary
 /// alive at the same time occupies.
 void GpuProgramBuilder::packArena() {
   // Placed temporaries by lifetime index: [offset, end) in the arena.
   std::map<size_t, std::pair<int64_t, int64_t>> placed;
-  // Lifetimes start in program order.
-  for (auto [index, lifetime] : llvm::enumerate(lifetimes)) {
+  // In the order lifetimes start (grouped kernels move some starts up).
+  SmallVector<size_t> order =
+      llvm::to_vector(llvm::seq<size_t>(0, lifetimes.size()));
+  llvm::stable_sort(order, [&](size_t a, size_t b) {
+    return lifetimes[a].begin < lifetimes[b].begin;
+  });
+  for (size_t index : order) {
+    const Lifetime &lifetime = lifetimes[index];
     // Free every temporary released before this one is allocated.
     for (auto it = placed.begin(); it != placed.end();) {
       if (lifetimes[it->first].end < lifetime.begin)
@@ -1056,6 +1174,7 @@ LogicalResult GpuProgramBuilder::build() {
   for (Operation &op : function.getBody().front())
     if (failed(visit(&op)))
       return failure();
+  groupIndependentKernels();
   packArena();
   return success();
 }
@@ -1230,63 +1349,98 @@ OpBuilder getModuleEndBuilder(gpu::GPUModuleOp gpuModule) {
   return OpBuilder::atBlockEnd(body);
 }
 
-/// A copy of the lowered kernel function `function` as a gpu.func in
-/// `gpuModule` whose threads each run one iteration of the loops the
-/// function's attributes name. Returns the number of threads needed and
-/// the iterations of the loop nest each runs in order.
-FailureOr<std::pair<int64_t, int64_t>>
-buildGpuKernel(func::FuncOp function, gpu::GPUModuleOp gpuModule) {
-  // The loops to spread, found in the function and mapped to the copy.
+/// One member of a kernel launch: a lowered kernel function whose threads
+/// each run one iteration of the loops its attributes name, the first
+/// `threads` threads of the launch. Returns its thread count and the loop
+/// iterations each thread runs in order.
+struct KernelMember {
+  int64_t threads, iterations;
+};
+
+FailureOr<KernelMember>
+getKernelMemberShape(func::FuncOp function,
+                     SmallVectorImpl<scf::ForOp> &chosen) {
   SmallVector<scf::ForOp> nest = getLoopNest(function.getBody().front());
-  SmallVector<scf::ForOp> chosen;
   if (auto loops = function->getAttrOfType<IntegerAttr>(kThreadLoops)) {
     int64_t count = std::min<int64_t>(loops.getInt(), nest.size());
     chosen.assign(nest.begin(), nest.begin() + count);
   } else if (function->hasAttr(kThreadScatterLoops)) {
     chosen = findSpreadableLoops(nest);
   }
-  SmallVector<SpreadLoop> spread;
   int64_t threads = 1;
   for (scf::ForOp loop : chosen) {
     std::optional<int64_t> count = getTripCount(loop);
     if (!count)
       return function.emitOpError() << "has a loop without static bounds";
-    spread.push_back({loop, *getConstantIntValue(loop.getLowerBound()),
-                      *getConstantIntValue(loop.getStep()), *count});
     threads *= *count;
   }
   int64_t iterations = 1;
   for (scf::ForOp loop : nest)
     iterations *= getTripCount(loop).value_or(1);
+  return KernelMember{threads, iterations / std::max<int64_t>(threads, 1)};
+}
 
-  Location loc = function.getLoc();
+/// The gpu.func of kernel op `op` (its `entry`, one flat memref argument
+/// per buffer) that runs each of its members (lowered kernel functions in
+/// `kernels`) on the launch's first threads, one after the other: thread t
+/// runs iteration t of each member that has one. Sets each member's and
+/// the launch's thread counts and serial iterations (the launch's: the
+/// most of any member).
+LogicalResult buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
+                             gpu::GPUModuleOp gpuModule) {
+  SmallVector<func::FuncOp> functions;
+  for (GpuStepOp::Member &member : op.members)
+    functions.push_back(kernels.lookupSymbol<func::FuncOp>(member.function));
+  // The launch's arguments: each buffer's, as a member takes it.
+  SmallVector<Type> arguments(op.buffers.size());
+  for (auto [function, member] : llvm::zip_equal(functions, op.members))
+    for (auto [type, index] :
+         llvm::zip_equal(function.getArgumentTypes(), member.buffers))
+      arguments[index] = type;
+  Location loc = functions.front().getLoc();
   OpBuilder builder = getModuleEndBuilder(gpuModule);
-  auto kernel = builder.create<gpu::GPUFuncOp>(loc, function.getSymName(),
-                                               function.getFunctionType());
+  auto kernel = builder.create<gpu::GPUFuncOp>(
+      loc, op.entry, builder.getFunctionType(arguments, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                   builder.getUnitAttr());
   Block *entry = &kernel.getBody().front();
   builder.setInsertionPointToStart(entry);
   Value linear = buildThreadIndex(builder, loc);
   builder.setInsertionPoint(builder.create<gpu::ReturnOp>(loc));
-  Value limit = builder.create<arith::ConstantIndexOp>(loc, threads);
-  auto guard = builder.create<scf::IfOp>(
-      loc,
-      builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, linear,
-                                    limit),
-      false);
-
-  IRMapping mapping;
-  mapping.map(function.getArguments(), entry->getArguments());
-  Block *then = guard.thenBlock();
-  builder.setInsertionPoint(then->getTerminator());
-  for (Operation &op : function.getBody().front().without_terminator())
-    builder.clone(op, mapping);
-  for (SpreadLoop &loop : spread)
-    loop.loop = cast<scf::ForOp>(mapping.lookup(loop.loop.getOperation()));
-  builder.setInsertionPointToStart(then);
-  spreadLoops(builder, spread, linear);
-  return std::make_pair(threads, iterations / std::max<int64_t>(threads, 1));
+  op.threads = op.serialIterations = 1;
+  for (auto [function, member] : llvm::zip_equal(functions, op.members)) {
+    SmallVector<scf::ForOp> chosen;
+    FailureOr<KernelMember> shape = getKernelMemberShape(function, chosen);
+    if (failed(shape))
+      return failure();
+    member.threads = shape->threads;
+    member.serialIterations = shape->iterations;
+    op.threads = std::max(op.threads, shape->threads);
+    op.serialIterations = std::max(op.serialIterations, shape->iterations);
+    Value limit = builder.create<arith::ConstantIndexOp>(loc, shape->threads);
+    auto guard = builder.create<scf::IfOp>(
+        loc,
+        builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, linear,
+                                      limit),
+        false);
+    IRMapping values;
+    for (auto [argument, index] :
+         llvm::zip_equal(function.getArguments(), member.buffers))
+      values.map(argument, entry->getArgument(index));
+    OpBuilder body(guard.thenBlock()->getTerminator());
+    for (Operation &nested : function.getBody().front().without_terminator())
+      body.clone(nested, values);
+    SmallVector<SpreadLoop> spread;
+    for (scf::ForOp loop : chosen)
+      spread.push_back({cast<scf::ForOp>(values.lookup(loop.getOperation())),
+                        *getConstantIntValue(loop.getLowerBound()),
+                        *getConstantIntValue(loop.getStep()),
+                        *getTripCount(loop)});
+    body.setInsertionPointToStart(guard.thenBlock());
+    spreadLoops(body, spread, linear);
+  }
+  op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
+  return success();
 }
 
 /// The conversion kernels of docs/gpu-step.md: element `index` of `count`
@@ -1436,11 +1590,13 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   foldTransposesIntoViews(function);
   if (failed(function.verify()))
     return failure();
-  // Fewer, fuller kernels (docs/gpu-step.md): none changes a number.
+  // Fewer, fuller kernels, and long reductions in two steps
+  // (docs/gpu-step.md).
   if (failed(runPassPipeline(
-          *module, "builtin.module(func.func(mantissa-fold-copies-into-"
-                   "producers,mantissa-share-roundings,"
-                   "mantissa-fuse-parallel-kernels))")))
+          *module,
+          "builtin.module(func.func(mantissa-fold-copies-into-"
+          "producers,mantissa-share-roundings,"
+          "mantissa-split-reductions,mantissa-fuse-parallel-kernels))")))
     return failure();
   GpuStepProgram program;
   GpuProgramBuilder builder(function, step, program);
@@ -1459,19 +1615,10 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   OpBuilder containerBuilder = OpBuilder::atBlockEnd(gpuContainer->getBody());
   auto gpuModule = containerBuilder.create<gpu::GPUModuleOp>(
       step.getLoc(), (step.getSymName() + "_kernels").str());
-  size_t kernelIndex = 0;
-  for (auto kernel : kernels->getOps<func::FuncOp>()) {
-    FailureOr<std::pair<int64_t, int64_t>> shape =
-        buildGpuKernel(kernel, gpuModule);
-    if (failed(shape))
+  for (GpuStepOp &op : program.ops)
+    if (op.kind == GpuStepOp::Kind::Kernel &&
+        failed(buildGpuKernel(op, *kernels, gpuModule)))
       return failure();
-    while (program.ops[kernelIndex].kind != GpuStepOp::Kind::Kernel)
-      ++kernelIndex;
-    GpuStepOp &op = program.ops[kernelIndex++];
-    op.threads = shape->first;
-    op.serialIterations = shape->second;
-    op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
-  }
   addConversionKernels(gpuModule);
   squareConstantPowers(gpuModule);
   if (withHostKernels) {
@@ -1655,14 +1802,25 @@ std::string GpuStepProgram::toJSON(StringRef ptxFile,
   llvm::json::Array opArray;
   for (const GpuStepOp &op : ops) {
     if (op.kind == GpuStepOp::Kind::Kernel) {
-      opArray.push_back(
-          llvm::json::Object{{"kind", "kernel"},
-                             {"entry", op.entry},
-                             {"grid", op.grid},
-                             {"threads", op.threads},
-                             {"serial_iterations", op.serialIterations},
-                             {"buffers", llvm::json::Array(op.buffers)},
-                             {"source", op.source}});
+      llvm::json::Object kernel{{"kind", "kernel"},
+                                {"entry", op.entry},
+                                {"grid", op.grid},
+                                {"threads", op.threads},
+                                {"serial_iterations", op.serialIterations},
+                                {"buffers", llvm::json::Array(op.buffers)},
+                                {"source", op.source}};
+      // A launch that runs several ops: each one's share (for reports).
+      if (op.members.size() > 1) {
+        llvm::json::Array members;
+        for (const GpuStepOp::Member &member : op.members)
+          members.push_back(llvm::json::Object{
+              {"source", member.source},
+              {"threads", member.threads},
+              {"serial_iterations", member.serialIterations},
+              {"buffers", llvm::json::Array(member.buffers)}});
+        kernel["members"] = std::move(members);
+      }
+      opArray.push_back(std::move(kernel));
       continue;
     }
     llvm::json::Object gemm{

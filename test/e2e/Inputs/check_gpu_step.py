@@ -118,12 +118,28 @@ def main():
         fail("the manifest counts differ from the program's")
     # Loop nests (scatters) and how their iterations are shared out: the
     # threads each run `serial_iterations` in order.
+    # A launch may run several independent ops, each on its first threads.
+    groups = [op for op in program["ops"]
+              if op["kind"] == "kernel" and "members" in op]
+    print("launches running several ops: %d (%d ops)"
+          % (len(groups), sum(len(op["members"]) for op in groups)))
     for op in program["ops"]:
-        if op["kind"] == "kernel" and op["source"].startswith("scf.for"):
-            name = re.search(r'loc\("(\w+)"', op["source"])
-            print("loop nest %s: %d threads x %d in order"
-                  % (name.group(1) if name else "?", op["threads"],
-                     op["serial_iterations"]))
+        if op["kind"] != "kernel":
+            continue
+        members = op.get("members", [op])
+        for member in members:
+            if not all(0 <= b < len(op["buffers"]) for b in member["buffers"]
+                       ) and member is not op:
+                fail("a member of %s names a buffer it does not have"
+                     % op["entry"])
+            if member["threads"] > op["threads"]:
+                fail("a member of %s needs more threads than it launches"
+                     % op["entry"])
+            if member["source"].startswith("scf.for"):
+                name = re.search(r'loc\("(\w+)"', member["source"])
+                print("loop nest %s: %d threads x %d in order"
+                      % (name.group(1) if name else "?", member["threads"],
+                         member["serial_iterations"]))
     print("PASS")
 
 
