@@ -1349,14 +1349,16 @@ OpBuilder getModuleEndBuilder(gpu::GPUModuleOp gpuModule) {
   return OpBuilder::atBlockEnd(body);
 }
 
-/// One member of a kernel launch: a lowered kernel function whose threads
-/// each run one iteration of the loops its attributes name, the first
-/// `threads` threads of the launch. Returns its thread count and the loop
-/// iterations each thread runs in order.
+/// The shape of one member of a kernel launch (a lowered kernel function
+/// whose threads each run one iteration of the loops its attributes name):
+/// the threads it runs on, the launch's first, and the loop iterations each
+/// of them runs in order.
 struct KernelMember {
   int64_t threads, iterations;
 };
 
+/// The shape of `function` as a launch member, and in `chosen` the loops
+/// (of its nest) whose iterations its threads share out.
 FailureOr<KernelMember>
 getKernelMemberShape(func::FuncOp function,
                      SmallVectorImpl<scf::ForOp> &chosen) {
