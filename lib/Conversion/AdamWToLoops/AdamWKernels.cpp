@@ -276,12 +276,19 @@ LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
   // compiler-rt's builtins, linked in statically: on a CPU without
   // AVX512-BF16 LLVM lowers f32 -> bf16 rounding to a call of
   // __truncsfbf2, which libgcc does not define.
-  SmallVector<StringRef> args = {
-      clang,       optFlag,   "-march=native",
-      "-fPIC",     "-shared", "-x",
-      "ir",        irPath,    "-o",
-      libraryPath, "-lm",     "-Wno-override-module",
-      "-rtlib=compiler-rt"};
+  SmallVector<StringRef> args = {clang,
+                                 optFlag,
+                                 "-march=native",
+                                 "-fPIC",
+                                 "-shared",
+                                 "-x",
+                                 "ir",
+                                 irPath,
+                                 "-o",
+                                 libraryPath,
+                                 "-lm",
+                                 "-Wno-override-module",
+                                 "-rtlib=compiler-rt"};
   args.append(extraArguments.begin(), extraArguments.end());
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logPath),
                                           StringRef(logPath)};

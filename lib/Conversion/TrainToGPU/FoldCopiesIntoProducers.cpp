@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
@@ -112,11 +113,16 @@ std::optional<Fold> matchFold(Operation *copy) {
   if (producer->getBlock() != copy->getBlock() ||
       !producer->isBeforeInBlock(copy))
     return std::nullopt;
+  // The destination, seen with the temporary's dimensions, has its shape.
+  ArrayRef<int64_t> destinationShape =
+      cast<MemRefType>(destination.getType()).getShape();
+  for (auto [d, t] : llvm::enumerate(fold.permutation))
+    if (destinationShape[d] != alloc.getType().getDimSize(t))
+      return std::nullopt;
   // A GEMM's rounding kernel becomes the GEMM's epilogue, which writes a
   // dense matrix: it keeps its temporary (and the copy).
-  if (isGemmEpilogueCandidate(producer) &&
-      !llvm::equal(fold.permutation,
-                   llvm::seq<int64_t>(0, fold.permutation.size())))
+  bool identity = isIdentityPermutation(fold.permutation);
+  if (isGemmEpilogueCandidate(producer) && !identity)
     return std::nullopt;
   // The destination's views made between the producer and the copy move
   // up to the producer (views and allocations only).
@@ -149,8 +155,7 @@ std::optional<Fold> matchFold(Operation *copy) {
   auto producerOp = cast<linalg::LinalgOp>(producer);
   if (producerOp.getNumReductionLoops() > 0 &&
       (!cast<MemRefType>(destination.getType()).getLayout().isIdentity() ||
-       !llvm::equal(fold.permutation,
-                    llvm::seq<int64_t>(0, fold.permutation.size()))))
+       !identity))
     return std::nullopt;
   for (Operation *op = producer; op != copy; op = op->getNextNode())
     if (BufferAccesses::of(op).touches(destinationBase))
@@ -178,23 +183,12 @@ struct FoldCopiesIntoProducersPass
       // The destination seen with the temporary's dimensions: temporary
       // dimension t is destination dimension d where permutation[d] = t.
       Value target = fold->destination;
-      bool identity = llvm::equal(
-          fold->permutation, llvm::seq<int64_t>(0, fold->permutation.size()));
-      if (!identity) {
-        SmallVector<unsigned> inverse(fold->permutation.size());
-        for (auto [d, t] : llvm::enumerate(fold->permutation))
-          inverse[t] = d;
+      if (!isIdentityPermutation(fold->permutation))
         target = builder.create<memref::TransposeOp>(
             copy->getLoc(), target,
-            AffineMapAttr::get(
-                AffineMap::getPermutationMap(inverse, builder.getContext())));
-      }
-      if (cast<MemRefType>(target.getType()).getShape() !=
-          fold->temporary.getType().getShape()) {
-        if (!identity)
-          target.getDefiningOp()->erase();
-        continue;
-      }
+            AffineMapAttr::get(AffineMap::getPermutationMap(
+                invertPermutationVector(fold->permutation),
+                builder.getContext())));
       fold->producerOutput->set(target);
       copy->erase();
       if (fold->sourceView)

@@ -202,13 +202,15 @@ bool Fuser::run() {
           op->hasTrait<OpTrait::ConstantLike>())
         continue;
       BufferAccesses accesses = BufferAccesses::of(op);
-      bool known = accesses.known;
+      // What the second writes, this op must not touch: neither can move
+      // past the other then.
+      bool separate = accesses.known &&
+                      !intersects(secondAccesses.writes, accesses.reads) &&
+                      !intersects(secondAccesses.writes, accesses.writes);
       auto first = dyn_cast<linalg::GenericOp>(op);
-      if (known && isParallelGeneric(op) && !isFill(first) &&
+      if (separate && isParallelGeneric(op) && !isFill(first) &&
           !isGemmEpilogueCandidate(first) &&
-          first.getStaticLoopRanges() == ranges &&
-          !intersects(secondAccesses.writes, accesses.reads) &&
-          !intersects(secondAccesses.writes, accesses.writes)) {
+          first.getStaticLoopRanges() == ranges) {
         // What the first writes, the second may read only where it is
         // written in the same iteration.
         bool forwardable = true;
@@ -237,9 +239,7 @@ bool Fuser::run() {
         }
       }
       // The second cannot move above an op that touches what it touches.
-      if (!known || intersects(secondAccesses.writes, accesses.reads) ||
-          intersects(secondAccesses.writes, accesses.writes) ||
-          intersects(secondAccesses.reads, accesses.writes))
+      if (!separate || intersects(secondAccesses.reads, accesses.writes))
         break;
     }
   }

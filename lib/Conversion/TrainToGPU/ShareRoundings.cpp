@@ -81,19 +81,36 @@ struct ShareRoundingsPass
       shareIn(block);
   }
 
+  /// The ops of a block that write each buffer, in order, and those that
+  /// may write any (unknown effects). Sharing does not change them: the
+  /// roundings it adds and removes write only their own bf16 copies.
+  struct Writers {
+    llvm::DenseMap<Value, SmallVector<Operation *>> byBuffer;
+    SmallVector<Operation *> unknown;
+  };
+
   void shareIn(Block &block) {
     // Roundings by the buffer they read and the dtype they round to.
     llvm::MapVector<std::pair<Value, Type>, SmallVector<linalg::GenericOp>>
         groups;
-    for (auto op : block.getOps<linalg::GenericOp>())
-      if (Type type = getRoundingType(op))
-        groups[{getBaseBuffer(op.getDpsInputs()[0]), type}].push_back(op);
+    Writers writers;
+    for (Operation &op : block) {
+      BufferAccesses accesses = BufferAccesses::of(&op);
+      if (!accesses.known)
+        writers.unknown.push_back(&op);
+      for (Value written : accesses.writes)
+        writers.byBuffer[written].push_back(&op);
+      if (auto generic = dyn_cast<linalg::GenericOp>(op))
+        if (Type type = getRoundingType(generic))
+          groups[{getBaseBuffer(generic.getDpsInputs()[0]), type}].push_back(
+              generic);
+    }
     for (auto &[key, roundings] : groups)
-      share(block, key.first, key.second, roundings);
+      share(block, key.first, key.second, roundings, writers);
   }
 
   void share(Block &block, Value base, Type type,
-             ArrayRef<linalg::GenericOp> roundings) {
+             ArrayRef<linalg::GenericOp> roundings, const Writers &writers) {
     auto baseType = dyn_cast<MemRefType>(base.getType());
     if (!baseType || !baseType.hasStaticShape() ||
         !baseType.getLayout().isIdentity() ||
@@ -104,15 +121,15 @@ struct ShareRoundingsPass
     // for an argument nothing writes).
     Operation *firstRounding = roundings.front();
     Operation *lastWriter = nullptr;
-    for (Operation &op : block) {
-      BufferAccesses accesses = BufferAccesses::of(&op);
-      bool writes = !accesses.known || accesses.writes.contains(base);
-      if (!writes)
-        continue;
-      if (!firstRounding->isBeforeInBlock(&op) && &op != firstRounding)
-        lastWriter = &op;
-      else
+    SmallVector<Operation *> baseWriters(writers.unknown);
+    if (auto found = writers.byBuffer.find(base);
+        found != writers.byBuffer.end())
+      llvm::append_range(baseWriters, found->second);
+    for (Operation *writer : baseWriters) {
+      if (!writer->isBeforeInBlock(firstRounding))
         return;
+      if (!lastWriter || lastWriter->isBeforeInBlock(writer))
+        lastWriter = writer;
     }
     if (!lastWriter && !isa<BlockArgument>(base))
       return;

@@ -82,8 +82,7 @@ void split(linalg::GenericOp op, unsigned loop, int64_t parts,
   MLIRContext *context = op.getContext();
   OpBuilder builder(op);
   Location loc = op.getLoc();
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  unsigned numLoops = ranges.size();
+  unsigned numLoops = op.getNumLoops();
   OpOperand *init = op.getDpsInitOperand(0);
   Value output = init->get();
   AffineMap outputMap = op.getMatchingIndexingMap(init);
@@ -154,14 +153,9 @@ void split(linalg::GenericOp op, unsigned loop, int64_t parts,
 
   // The second step: each output element folds its partials in order.
   unsigned outputRank = outputType.getRank();
-  SmallVector<AffineExpr> identityDims;
-  for (unsigned index = 0; index < outputRank; ++index)
-    identityDims.push_back(getAffineDimExpr(index, context));
-  AffineMap outputIdentity =
-      AffineMap::get(outputRank + 1, 0, identityDims, context);
-  identityDims.push_back(getAffineDimExpr(outputRank, context));
   AffineMap partialIdentity =
-      AffineMap::get(outputRank + 1, 0, identityDims, context);
+      AffineMap::getMultiDimIdentityMap(outputRank + 1, context);
+  AffineMap outputIdentity = partialIdentity.dropResult(outputRank);
   SmallVector<utils::IteratorType> secondIterators(
       outputRank, utils::IteratorType::parallel);
   secondIterators.push_back(utils::IteratorType::reduction);

@@ -698,12 +698,13 @@ private:
   std::vector<Lifetime> lifetimes;
   llvm::DenseMap<Value, size_t> lifetimeOf;
   int64_t position = 0;
-  /// Each kernel's program position and the buffers it writes, by entry.
-  struct KernelAccess {
-    int64_t position;
-    llvm::SmallDenseSet<int64_t> writes;
+  /// The buffers an op of the program writes and touches (reads or
+  /// writes), and its position: each kernel's by entry.
+  struct Touches {
+    llvm::SmallDenseSet<int64_t> writes, touches;
+    int64_t position = 0;
   };
-  llvm::StringMap<KernelAccess> kernelAccesses;
+  llvm::StringMap<Touches> kernelTouches;
   /// The last op, if it zeroed a view: its output, index and kernel.
   struct ZeroFill {
     Value output;
@@ -840,12 +841,13 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   kernelOp.kind = GpuStepOp::Kind::Kernel;
   kernelOp.entry = name;
   kernelOp.source = describeOp(op);
-  KernelAccess &access = kernelAccesses[name];
-  access.position = position;
+  Touches &touches = kernelTouches[name];
+  touches.position = position;
   for (Value base : bases) {
     kernelOp.buffers.push_back(getBufferId(base));
+    touches.touches.insert(kernelOp.buffers.back());
     if (writesBuffer(op, base))
-      access.writes.insert(kernelOp.buffers.back());
+      touches.writes.insert(kernelOp.buffers.back());
   }
   GpuStepOp::Member member;
   member.function = name;
@@ -1019,10 +1021,6 @@ void GpuProgramBuilder::groupIndependentKernels() {
   /// Ops a launch holds at most (each is a branch in its body), and how
   /// far back a kernel looks for one to join.
   constexpr size_t kMaxMembers = 16, kLookBack = 12;
-  struct Touches {
-    llvm::SmallDenseSet<int64_t> writes, touches;
-    int64_t position = 0;
-  };
   auto gemmTouches = [](const GpuStepOp &gemm) {
     Touches result;
     result.writes.insert(gemm.c.buffer);
@@ -1040,7 +1038,7 @@ void GpuProgramBuilder::groupIndependentKernels() {
       grouped.push_back(std::move(op));
       continue;
     }
-    const KernelAccess &access = kernelAccesses.find(op.entry)->second;
+    const Touches &own = kernelTouches.find(op.entry)->second;
     // The latest launch this kernel can join, looking back past what it is
     // independent of.
     std::optional<size_t> target;
@@ -1049,8 +1047,7 @@ void GpuProgramBuilder::groupIndependentKernels() {
       const Touches &other = touches[index];
       bool independent = llvm::none_of(op.buffers, [&](int64_t buffer) {
         return other.writes.contains(buffer) ||
-               (access.writes.contains(buffer) &&
-                other.touches.contains(buffer));
+               (own.writes.contains(buffer) && other.touches.contains(buffer));
       });
       if (!independent)
         break;
@@ -1061,11 +1058,7 @@ void GpuProgramBuilder::groupIndependentKernels() {
       }
     }
     if (!target) {
-      Touches own;
-      own.writes = access.writes;
-      own.touches.insert(op.buffers.begin(), op.buffers.end());
-      own.position = access.position;
-      touches.push_back(std::move(own));
+      touches.push_back(own);
       grouped.push_back(std::move(op));
       continue;
     }
@@ -1081,8 +1074,8 @@ void GpuProgramBuilder::groupIndependentKernels() {
     }
     group.members.push_back(std::move(member));
     group.source += " + " + op.source;
-    groupTouches.writes.insert(access.writes.begin(), access.writes.end());
-    groupTouches.touches.insert(op.buffers.begin(), op.buffers.end());
+    groupTouches.writes.insert(own.writes.begin(), own.writes.end());
+    groupTouches.touches.insert(own.touches.begin(), own.touches.end());
   }
   // Every buffer of a launch alive when it runs.
   llvm::DenseMap<int64_t, size_t> lifetimeOfBuffer;

@@ -126,15 +126,14 @@ def main():
     for op in program["ops"]:
         if op["kind"] != "kernel":
             continue
-        members = op.get("members", [op])
-        for member in members:
-            if not all(0 <= b < len(op["buffers"]) for b in member["buffers"]
-                       ) and member is not op:
+        for member in op.get("members", []):
+            if not all(0 <= b < len(op["buffers"]) for b in member["buffers"]):
                 fail("a member of %s names a buffer it does not have"
                      % op["entry"])
             if member["threads"] > op["threads"]:
                 fail("a member of %s needs more threads than it launches"
                      % op["entry"])
+        for member in op.get("members", [op]):
             if member["source"].startswith("scf.for"):
                 name = re.search(r'loc\("(\w+)"', member["source"])
                 print("loop nest %s: %d threads x %d in order"
