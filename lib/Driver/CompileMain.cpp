@@ -121,35 +121,24 @@ static UpdateTraffic getUpdateTraffic(train::StepOp step) {
   return update;
 }
 
-static llvm::Expected<llvm::json::Value> readJsonFile(llvm::StringRef path) {
+/// Prints the cost model's prediction of the step.gpu.json at `path`
+/// (`what` names it in messages).
+static int printGpuCost(llvm::StringRef path, llvm::StringRef what,
+                        const GpuDeviceModel &device,
+                        const UpdateTraffic &update, ReportKind kind) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
-    return llvm::createStringError(buffer.getError(),
-                                   path + ": " + buffer.getError().message());
-  llvm::Expected<llvm::json::Value> value =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!value)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   path + ": " +
-                                       llvm::toString(value.takeError()));
-  return value;
-}
-
-/// Prints the cost model's prediction of `program` (a step.gpu.json).
-static int printGpuCost(const llvm::json::Value &program, llvm::StringRef path,
-                        const GpuDeviceModel &device,
-                        const UpdateTraffic &update, ReportKind kind) {
-  const llvm::json::Object *object = program.getAsObject();
-  if (!object)
-    return reportError(path + ": not a GPU program (a JSON object)");
-  llvm::Expected<StepCost> cost = predictGpuStep(*object, device, update);
-  if (!cost)
-    return reportError(path + ": " + llvm::toString(cost.takeError()));
+    return reportError(what + ": " + buffer.getError().message());
+  rt::GpuProgram program;
+  std::string error;
+  if (!rt::parseGpuProgram((*buffer)->getBuffer().str(), program, error))
+    return reportError(what + ": " + error);
+  StepCost cost = predictGpuStep(program, device, update);
   if (kind == ReportKind::Json)
-    printCostJson(*cost, llvm::outs());
+    printCostJson(cost, llvm::outs());
   else
-    printCostTable(*cost, llvm::outs());
+    printCostTable(cost, llvm::outs());
   return 0;
 }
 
@@ -171,10 +160,7 @@ static int reportGpuCost(train::StepOp step, const GpuDeviceModel &device,
                        llvm::toString(files.takeError()));
   llvm::SmallString<256> path(scratch);
   llvm::sys::path::append(path, "step.gpu.json");
-  llvm::Expected<llvm::json::Value> program = readJsonFile(path);
-  if (!program)
-    return reportError(llvm::toString(program.takeError()));
-  return printGpuCost(*program, "the step's GPU program", device,
+  return printGpuCost(path, "the step's GPU program", device,
                       getUpdateTraffic(step), kind);
 }
 
@@ -263,10 +249,7 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
                        "'; the cost model knows " + listGpuDevices());
   if (costReport != ReportKind::None &&
       llvm::sys::path::extension(inputPath) == ".json") {
-    llvm::Expected<llvm::json::Value> program = readJsonFile(inputPath);
-    if (!program)
-      return reportError(llvm::toString(program.takeError()));
-    return printGpuCost(*program, inputPath, *device, UpdateTraffic(),
+    return printGpuCost(inputPath, inputPath, *device, UpdateTraffic(),
                         costReport);
   }
 

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/CpuStepWriter.h"
+#include "mantissa/Conversion/TrainToGPU.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Reference/Tensor.h"
@@ -104,31 +105,18 @@ mlir::mantissa::deriveForwardStep(train::StepOp step) {
 
 namespace {
 
-/// The entries of step.cpu.json's argument or result lists (the format of
-/// step.gpu.json).
-llvm::json::Object tensorEntry(Type type, StringRef name, StringRef role) {
-  auto tensor = cast<RankedTensorType>(type);
-  std::optional<rt::DType> dtype = getStoredDType(tensor.getElementType());
-  int64_t width =
-      reference::Tensor::getStorageByteWidth(tensor.getElementType());
-  return llvm::json::Object{
-      {"name", name},
-      {"role", role},
-      {"dtype", dtype ? std::string(rt::safeTensorsDTypeName(*dtype)) : "?"},
-      {"shape", llvm::json::Array(tensor.getShape())},
-      {"bytes", std::max<int64_t>(1, tensor.getNumElements() * width)}};
+/// An argument or result list of step.cpu.json: the entries of
+/// step.gpu.json, written by the one definition of that format.
+llvm::Expected<llvm::json::Value>
+tensorEntries(const std::vector<rt::GpuStepTensor> &list) {
+  return llvm::json::parse(rt::writeStepTensors(list));
 }
 
-llvm::json::Array resultEntries(train::StepOp step) {
-  llvm::json::Array results;
-  for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
-    train::ResultInfoAttr info = step.getResultInfo(index);
-    results.push_back(
-        tensorEntry(step.getResultTypes()[index],
-                    info.getFqn() ? info.getFqn().getValue() : StringRef(),
-                    train::stringifyResultKind(info.getKind())));
-  }
-  return results;
+llvm::Expected<llvm::json::Value> resultEntries(train::StepOp step) {
+  std::vector<rt::GpuStepTensor> results;
+  for (unsigned index = 0, e = step.getNumResults(); index < e; ++index)
+    results.push_back(getStepResultTensor(step, index));
+  return tensorEntries(results);
 }
 
 /// Puts the compiled library of `step` at `path`: a copy of the compile
@@ -173,26 +161,18 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
             placeLibrary(forward, pathOf("step.cpu.forward.so")))
       return std::move(error);
 
-  llvm::json::Array arguments;
+  std::vector<rt::GpuStepTensor> argumentList;
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-    train::TensorInfoAttr info = step.getTensorInfo(index);
-    // Constants are read-only model state, as buffers without mutations.
-    StringRef role = info.getKind() == train::TensorKind::constant
-                         ? "buffer"
-                         : train::stringifyTensorKind(info.getKind());
-    llvm::json::Object entry =
-        tensorEntry(step.getArgumentTypes()[index], info.getFqn(), role);
-    if (info.getKind() == train::TensorKind::user_input) {
-      rt::IndexBound bound = getIndexBound(step, index);
-      if (bound.bound > 0) {
-        entry["index_bound"] = bound.bound;
-        entry["index_bound_what"] = bound.what;
-        if (bound.ignored)
-          entry["index_ignored"] = *bound.ignored;
-      }
-    }
-    arguments.push_back(std::move(entry));
+    argumentList.push_back(getStepArgumentTensor(step, index));
+    if (argumentList.back().role == rt::GpuStepTensor::Role::UserInput)
+      argumentList.back().indexBound = getIndexBound(step, index);
   }
+  llvm::Expected<llvm::json::Value> arguments = tensorEntries(argumentList);
+  if (!arguments)
+    return arguments.takeError();
+  llvm::Expected<llvm::json::Value> results = resultEntries(step);
+  if (!results)
+    return results.takeError();
   std::string entryName = (step.getSymName() + "_packed").str();
   llvm::json::Object program{
       {"format", "mantissa-cpu-step"},
@@ -202,16 +182,19 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
       {"cpu_gemm_abi", rt::kCpuGemmAbi},
       {"target_cpu", llvm::sys::getHostCPUName()},
       {"target_features", llvm::json::Array(getHostCpuFeatureFlags())},
-      {"arguments", std::move(arguments)},
+      {"arguments", std::move(*arguments)},
       {"step", llvm::json::Object{{"library", "step.cpu.so"},
                                   {"entry", entryName},
-                                  {"results", resultEntries(step)}}}};
+                                  {"results", std::move(*results)}}}};
   std::vector<std::string> files = {"step.cpu.json", "step.cpu.so"};
   if (forward) {
+    llvm::Expected<llvm::json::Value> forwardResults = resultEntries(forward);
+    if (!forwardResults)
+      return forwardResults.takeError();
     program["forward"] =
         llvm::json::Object{{"library", "step.cpu.forward.so"},
                            {"entry", (forward.getSymName() + "_packed").str()},
-                           {"results", resultEntries(forward)}};
+                           {"results", std::move(*forwardResults)}};
     files.push_back("step.cpu.forward.so");
   }
   std::string text =

@@ -28,6 +28,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <cmath>
@@ -69,58 +70,9 @@ namespace {
 /// The unit of global memory transactions.
 constexpr int64_t kSectorBytes = 32;
 
-/// The element size of a safetensors dtype name (1 for one it does not know).
-int64_t elementBytes(StringRef dtype) {
-  std::optional<rt::DType> parsed = rt::parseSafeTensorsDTypeName(dtype);
-  return parsed ? int64_t(rt::elementSize(*parsed)) : 1;
-}
-
-llvm::Error programError(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "step.gpu.json: " + message);
-}
-
-/// Bytes of every buffer of the program, by id.
-llvm::Expected<std::vector<double>>
-readBufferBytes(const llvm::json::Object &program) {
-  auto tensorBytes = [&](StringRef list,
-                         int64_t index) -> std::optional<double> {
-    const llvm::json::Array *tensors = program.getArray(list);
-    if (!tensors || index < 0 || size_t(index) >= tensors->size())
-      return std::nullopt;
-    const llvm::json::Object *tensor = (*tensors)[index].getAsObject();
-    if (!tensor)
-      return std::nullopt;
-    std::optional<int64_t> bytes = tensor->getInteger("bytes");
-    return bytes ? std::optional<double>(double(*bytes)) : std::nullopt;
-  };
-  const llvm::json::Array *buffers = program.getArray("buffers");
-  if (!buffers)
-    return programError("no 'buffers'");
-  std::vector<double> bytes;
-  for (auto [id, value] : llvm::enumerate(*buffers)) {
-    const llvm::json::Object *buffer = value.getAsObject();
-    std::optional<StringRef> kind =
-        buffer ? buffer->getString("kind") : std::nullopt;
-    std::optional<double> size;
-    if (kind && (*kind == "argument" || *kind == "result"))
-      size = tensorBytes(*kind == "argument" ? "arguments" : "results",
-                         buffer->getInteger("index").value_or(-1));
-    else if (buffer)
-      if (std::optional<int64_t> own = buffer->getInteger("bytes"))
-        size = double(*own);
-    if (!size)
-      return programError(llvm::formatv("buffer {0} has no size", id));
-    bytes.push_back(*size);
-  }
-  return bytes;
-}
-
-/// A GEMM operand's bytes: `rows x columns` per batch element.
-double operandBytes(const llvm::json::Object *operand, double elements) {
-  StringRef dtype =
-      operand ? operand->getString("dtype").value_or("F32") : "F32";
-  return elements * double(elementBytes(dtype));
+/// A GEMM operand's bytes: `elements` per batch element.
+double operandBytes(const rt::GpuGemmOperand &operand, double elements) {
+  return elements * double(rt::elementSize(operand.dtype));
 }
 
 /// One line of a time decision: the largest limit wins.
@@ -135,25 +87,20 @@ void decide(OpCost &op, double launch,
   op.boundBy = longest > launch ? bound.str() : "launch";
 }
 
-OpCost predictKernel(const llvm::json::Object &op,
-                     const std::vector<double> &bufferBytes,
+OpCost predictKernel(const rt::GpuStepOp &op, const rt::GpuProgram &program,
                      const GpuDeviceModel &device) {
   OpCost cost;
   cost.kind = "kernel";
-  cost.name = op.getString("entry").value_or("kernel").str();
-  cost.source = op.getString("source").value_or("").str();
-  double threads = double(op.getInteger("threads").value_or(
-      op.getInteger("grid").value_or(1) * 256));
-  double serial = double(op.getInteger("serial_iterations").value_or(1));
+  cost.name = op.entry;
+  cost.source = op.source;
+  double threads = double(op.threads);
+  double serial = double(op.serialIterations);
   std::vector<int64_t> seen;
-  if (const llvm::json::Array *buffers = op.getArray("buffers"))
-    for (const llvm::json::Value &id : *buffers)
-      if (std::optional<int64_t> index = id.getAsInteger())
-        if (*index >= 0 && size_t(*index) < bufferBytes.size() &&
-            !llvm::is_contained(seen, *index)) {
-          seen.push_back(*index);
-          cost.bytes += bufferBytes[*index];
-        }
+  for (int64_t id : op.buffers)
+    if (!llvm::is_contained(seen, id)) {
+      seen.push_back(id);
+      cost.bytes += double(program.buffers[size_t(id)].bytes);
+    }
   // One operation per thread-iteration: the kernels' bodies are short
   // elementwise or accumulate steps.
   cost.flops = threads * serial;
@@ -178,32 +125,26 @@ OpCost predictKernel(const llvm::json::Object &op,
   return cost;
 }
 
-OpCost predictGemm(const llvm::json::Object &op, const GpuDeviceModel &device) {
+OpCost predictGemm(const rt::GpuStepOp &op, const GpuDeviceModel &device) {
   OpCost cost;
   cost.kind = "gemm";
-  cost.source = op.getString("source").value_or("").str();
-  double m = double(op.getInteger("m").value_or(1));
-  double n = double(op.getInteger("n").value_or(1));
-  double k = double(op.getInteger("k").value_or(1));
-  double batch = double(op.getInteger("batch").value_or(1));
-  const llvm::json::Object *a = op.getObject("a"), *b = op.getObject("b"),
-                           *c = op.getObject("c");
-  StringRef dtype = a ? a->getString("dtype").value_or("F32") : "F32";
-  StringRef outType = c ? c->getString("dtype").value_or("F32") : "F32";
-  cost.name =
-      llvm::formatv("gemm {0}x{1}x{2}{3} {4}->{5}", int64_t(m), int64_t(n),
-                    int64_t(k),
-                    batch > 1 ? llvm::formatv(" x{0}", int64_t(batch)).str()
-                              : std::string(),
-                    dtype, outType)
-          .str();
+  cost.source = op.source;
+  double m = double(op.m), n = double(op.n), k = double(op.k),
+         batch = double(op.batch);
+  StringRef dtype = rt::safeTensorsDTypeName(op.a.dtype);
+  StringRef outType = rt::safeTensorsDTypeName(op.c.dtype);
+  cost.name = llvm::formatv("gemm {0}x{1}x{2}{3} {4}->{5}", op.m, op.n, op.k,
+                            batch > 1 ? llvm::formatv(" x{0}", op.batch).str()
+                                      : std::string(),
+                            dtype, outType)
+                  .str();
   cost.flops = 2 * m * n * k * batch;
-  double beta = op.getNumber("beta").value_or(0);
-  cost.bytes = batch * (operandBytes(a, m * k) + operandBytes(b, k * n) +
-                        operandBytes(c, m * n) * (beta != 0 ? 2 : 1));
-  if (op.getString("epilogue").value_or("none") == "bias")
-    cost.bytes += m * double(elementBytes(outType));
-  bool lowPrecision = dtype == "BF16" || dtype == "F16";
+  cost.bytes = batch * (operandBytes(op.a, m * k) + operandBytes(op.b, k * n) +
+                        operandBytes(op.c, m * n) * (op.beta != 0 ? 2 : 1));
+  if (op.epilogue == rt::GemmEpilogue::Bias)
+    cost.bytes += m * double(rt::elementSize(op.c.dtype));
+  bool lowPrecision =
+      op.a.dtype == rt::DType::BF16 || op.a.dtype == rt::DType::F16;
   // fp32 products as the runtime runs them by default (no TF32).
   double peak = lowPrecision ? device.bf16Flops : device.fp32Flops;
   cost.costClass = lowPrecision ? "gemm bf16/fp16" : "gemm fp32";
@@ -220,31 +161,19 @@ OpCost predictGemm(const llvm::json::Object &op, const GpuDeviceModel &device) {
 }
 } // namespace
 
-llvm::Expected<StepCost>
-mlir::mantissa::predictGpuStep(const llvm::json::Object &program,
-                               const GpuDeviceModel &device,
-                               const UpdateTraffic &update) {
+StepCost mlir::mantissa::predictGpuStep(const rt::GpuProgram &program,
+                                        const GpuDeviceModel &device,
+                                        const UpdateTraffic &update) {
   StepCost cost;
   cost.device = device;
-  cost.step = program.getString("step").value_or("").str();
-  llvm::Expected<std::vector<double>> bufferBytes = readBufferBytes(program);
-  if (!bufferBytes)
-    return bufferBytes.takeError();
-  const llvm::json::Array *ops = program.getArray("ops");
-  if (!ops)
-    return programError("no 'ops'");
-  for (auto [index, value] : llvm::enumerate(*ops)) {
-    const llvm::json::Object *op = value.getAsObject();
-    std::optional<StringRef> kind = op ? op->getString("kind") : std::nullopt;
-    if (kind == "kernel") {
-      cost.ops.push_back(predictKernel(*op, *bufferBytes, device));
+  cost.step = program.stepName;
+  for (const rt::GpuStepOp &op : program.ops) {
+    if (op.kind == rt::GpuStepOp::Kind::Kernel) {
+      cost.ops.push_back(predictKernel(op, program, device));
       ++cost.kernels;
-    } else if (kind == "gemm") {
-      cost.ops.push_back(predictGemm(*op, device));
-      ++cost.gemms;
     } else {
-      return programError(
-          llvm::formatv("op {0} is neither a kernel nor a gemm", index));
+      cost.ops.push_back(predictGemm(op, device));
+      ++cost.gemms;
     }
   }
   if (update.kernels > 0) {

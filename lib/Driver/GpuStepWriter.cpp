@@ -147,12 +147,12 @@ constexpr ProgramFiles kForwardFiles{
 } // namespace
 
 /// Compiles `step` for the GPU and writes its program as `files` into
-/// `directory`, adding the names to `written`; `extra` adds keys to its
-/// JSON. The program's host kernels (with `withHostKernels`) are left in
-/// `program.hostKernels`.
+/// `directory`, adding the names to `written`; `forwardFile` names the
+/// forward-only program beside it (empty: none). The program's host kernels
+/// (with `withHostKernels`) are left in `program.hostKernels`.
 static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
                                 const ProgramFiles &files, bool withHostKernels,
-                                const llvm::json::Object &extra,
+                                llvm::StringRef forwardFile,
                                 FailureOr<GpuStepProgram> &program,
                                 std::vector<std::string> &written) {
   DiagnosticCollector diagnostics(step.getContext());
@@ -163,12 +163,8 @@ static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
   // The bounds of token ids, as the CPU step records them.
   for (size_t index = 0; index < program->arguments.size(); ++index) {
     GpuStepTensor &argument = program->arguments[index];
-    if (argument.role != "user_input")
-      continue;
-    rt::IndexBound bound = getIndexBound(step, unsigned(index));
-    argument.indexBound = bound.bound;
-    argument.indexBoundWhat = bound.what;
-    argument.indexIgnored = bound.ignored;
+    if (argument.role == GpuStepTensor::Role::UserInput)
+      argument.indexBound = getIndexBound(step, unsigned(index));
   }
   auto pathOf = [&](llvm::StringRef file) {
     llvm::SmallString<256> path(directory);
@@ -187,16 +183,12 @@ static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
       return error;
     written.push_back(files.constants.str());
   }
-  std::string text = program->toJSON(files.ptx, files.constants);
-  if (!extra.empty()) {
-    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
-    if (!parsed)
-      return parsed.takeError();
-    for (const auto &[key, value] : extra)
-      (*parsed->getAsObject())[key] = value;
-    text = llvm::formatv("{0:2}", *parsed).str();
-  }
-  if (llvm::Error error = writeBytes(pathOf(files.program), text + "\n"))
+  program->ptxFile = files.ptx.str();
+  program->constantsFile =
+      program->constants.empty() ? std::string() : files.constants.str();
+  program->forwardFile = forwardFile.str();
+  if (llvm::Error error = writeBytes(pathOf(files.program),
+                                     rt::writeGpuProgram(*program) + "\n"))
     return error;
   written.push_back(files.program.str());
   return llvm::Error::success();
@@ -247,7 +239,7 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
   // that its kernels and the joint step's can share one host library.
   OwningOpRef<ModuleOp> forwardModule;
   FailureOr<GpuStepProgram> forward = failure();
-  llvm::json::Object extra;
+  llvm::StringRef forwardFile;
   if (withForward) {
     llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
     if (!derived)
@@ -257,14 +249,14 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     forwardStep.setSymName((step.getSymName() + "_forward").str());
     if (llvm::Error error =
             writeProgram(forwardStep, directory, kForwardFiles, withHostKernels,
-                         {}, forward, result.files))
+                         /*forwardFile=*/"", forward, result.files))
       return std::move(error);
-    extra["forward"] = kForwardFiles.program.str();
+    forwardFile = kForwardFiles.program;
   }
   FailureOr<GpuStepProgram> program = failure();
   if (llvm::Error error =
-          writeProgram(step, directory, kJointFiles, withHostKernels, extra,
-                       program, result.files))
+          writeProgram(step, directory, kJointFiles, withHostKernels,
+                       forwardFile, program, result.files))
     return std::move(error);
   result.kernels = program->countOps(GpuStepOp::Kind::Kernel);
   result.gemms = program->countOps(GpuStepOp::Kind::Gemm);

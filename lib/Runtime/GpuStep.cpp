@@ -23,33 +23,6 @@
 using namespace mlir::mantissa::rt;
 using json = nlohmann::json;
 
-int64_t GpuStepTensor::numElements() const {
-  int64_t count = 1;
-  for (int64_t dim : shape)
-    count *= dim;
-  return count;
-}
-
-const char *mlir::mantissa::rt::gpuStepRoleName(GpuStepTensor::Role role) {
-  switch (role) {
-  case GpuStepTensor::Role::Parameter:
-    return "parameter";
-  case GpuStepTensor::Role::Buffer:
-    return "buffer";
-  case GpuStepTensor::Role::UserInput:
-    return "user_input";
-  case GpuStepTensor::Role::Loss:
-    return "loss";
-  case GpuStepTensor::Role::Gradient:
-    return "gradient";
-  case GpuStepTensor::Role::BufferMutation:
-    return "buffer_mutation";
-  case GpuStepTensor::Role::UserOutput:
-    return "user_output";
-  }
-  return "?";
-}
-
 using detail::ProgramError;
 
 namespace {
@@ -78,53 +51,6 @@ std::string conversionEntry(DType from, DType to) {
 }
 
 constexpr DType kConvertible[] = {DType::F32, DType::BF16, DType::F16};
-
-int64_t integer(const json &object, const char *key, const std::string &what,
-                int64_t min = 0, int64_t max = INT64_MAX) {
-  if (!object.is_object() || !object.contains(key) ||
-      !object[key].is_number_integer())
-    throw ProgramError{what + ": '" + key + "' is missing or not an integer"};
-  int64_t value = object[key].get<int64_t>();
-  if (value < min || value > max)
-    throw ProgramError{what + ": '" + key + "' is " + std::to_string(value) +
-                       ", out of range [" + std::to_string(min) + ", " +
-                       std::to_string(max) + "]"};
-  return value;
-}
-
-std::string string(const json &object, const char *key,
-                   const std::string &what) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_string())
-    throw ProgramError{what + ": '" + key + "' is missing or not a string"};
-  return object[key].get<std::string>();
-}
-
-bool boolean(const json &object, const char *key, const std::string &what) {
-  if (!object.contains(key) || !object[key].is_boolean())
-    throw ProgramError{what + ": '" + key + "' is missing or not a boolean"};
-  return object[key].get<bool>();
-}
-
-float number(const json &object, const char *key, const std::string &what) {
-  if (!object.contains(key) || !object[key].is_number())
-    throw ProgramError{what + ": '" + key + "' is missing or not a number"};
-  return object[key].get<float>();
-}
-
-DType dtype(const json &object, const std::string &what) {
-  std::string name = string(object, "dtype", what);
-  std::optional<DType> parsed = parseSafeTensorsDTypeName(name);
-  if (!parsed)
-    throw ProgramError{what + ": unknown dtype '" + name + "'"};
-  return *parsed;
-}
-
-const json &array(const json &object, const char *key,
-                  const std::string &what) {
-  if (!object.contains(key) || !object[key].is_array())
-    throw ProgramError{what + ": '" + key + "' is missing or not an array"};
-  return object[key];
-}
 
 /// Every `.entry` of the PTX with the types of its parameters ("u64",
 /// "f32", ...; "" for a declaration this reader does not know).
@@ -186,77 +112,6 @@ ptxEntries(const std::string &ptx) {
 
 } // namespace
 
-IndexBound detail::parseIndexBound(const json &entry, size_t index) {
-  IndexBound bound;
-  if (!entry.contains("index_bound"))
-    return bound;
-  if (!entry["index_bound"].is_number_integer() ||
-      entry["index_bound"].get<int64_t>() < 1)
-    throw ProgramError{"argument " + std::to_string(index) +
-                       ": 'index_bound' is not a positive integer"};
-  bound.bound = entry["index_bound"].get<int64_t>();
-  bound.what = entry.value("index_bound_what", "");
-  if (entry.contains("index_ignored")) {
-    if (!entry["index_ignored"].is_number_integer())
-      throw ProgramError{"argument " + std::to_string(index) +
-                         ": 'index_ignored' is not an integer"};
-    bound.ignored = entry["index_ignored"].get<int64_t>();
-  }
-  return bound;
-}
-
-GpuStepTensor detail::parseStepTensor(const json &entry, bool isArgument,
-                                      size_t index, const std::string &where) {
-  std::string what = where + " " + std::to_string(index);
-  if (!entry.is_object())
-    throw ProgramError{what + " is not an object"};
-  GpuStepTensor tensor;
-  tensor.name = string(entry, "name", what);
-  what += " '" + tensor.name + "'";
-  std::string role = string(entry, "role", what);
-  using Role = GpuStepTensor::Role;
-  static const struct {
-    const char *text;
-    Role role;
-    bool argument;
-  } roles[] = {{"parameter", Role::Parameter, true},
-               {"buffer", Role::Buffer, true},
-               {"user_input", Role::UserInput, true},
-               {"loss", Role::Loss, false},
-               {"gradient", Role::Gradient, false},
-               {"buffer_mutation", Role::BufferMutation, false},
-               {"user_output", Role::UserOutput, false}};
-  bool known = false;
-  for (const auto &candidate : roles)
-    if (candidate.argument == isArgument && role == candidate.text) {
-      tensor.role = candidate.role;
-      known = true;
-    }
-  if (!known)
-    throw ProgramError{what + ": unknown role '" + role + "'"};
-  tensor.dtype = dtype(entry, what);
-  for (const json &dim : array(entry, "shape", what)) {
-    if (!dim.is_number_integer() || dim.get<int64_t>() < 0)
-      throw ProgramError{what + ": 'shape' has a bad dimension"};
-    tensor.shape.push_back(dim.get<int64_t>());
-  }
-  tensor.bytes = integer(entry, "bytes", what, 1);
-  // The shape comes from the file: its element and byte counts must fit in
-  // int64_t, so that numElements() never overflows once it is accepted.
-  int64_t elements = 1, dense = 0;
-  for (int64_t dim : tensor.shape)
-    if (__builtin_mul_overflow(elements, dim, &elements))
-      throw ProgramError{what + ": 'shape' has more than 2^63 elements"};
-  if (__builtin_mul_overflow(elements, int64_t(elementSize(tensor.dtype)),
-                             &dense))
-    throw ProgramError{what + ": 'shape' takes more than 2^63 bytes"};
-  dense = std::max<int64_t>(1, dense);
-  if (tensor.bytes != dense)
-    throw ProgramError{what + ": 'bytes' is " + std::to_string(tensor.bytes) +
-                       ", its shape and dtype take " + std::to_string(dense)};
-  return tensor;
-}
-
 //===----------------------------------------------------------------------===//
 // Loading
 //===----------------------------------------------------------------------===//
@@ -270,142 +125,34 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
     error = jsonPath + ": cannot read the GPU step program";
     return nullptr;
   }
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) {
-    error = jsonPath + ": damaged GPU step program (not valid JSON)";
+  std::string parseError;
+  if (!parseGpuProgram(std::string(text.begin(), text.end()), step->file,
+                       parseError)) {
+    error = jsonPath + ": " + parseError;
     return nullptr;
   }
+  const GpuProgram &file = step->file;
+  for (const GpuStepTensor &argument : file.arguments)
+    step->bounds.push_back(argument.indexBound);
+  // The files it names lie beside it (parseGpuProgram allows plain names).
   size_t slash = jsonPath.find_last_of('/');
   std::string directory =
       slash == std::string::npos ? "." : jsonPath.substr(0, slash);
+  auto beside = [&](const std::string &name) { return directory + "/" + name; };
   try {
-    // Format 2 added GEMM epilogues; a format 1 program (none) reads as
-    // it always did.
-    int64_t format = integer(root, "format", "the program");
-    if (format != 1 && format != 2)
-      throw ProgramError{"unknown format " + std::to_string(format) +
-                         " (this runtime reads 1 and 2)"};
-    step->name = string(root, "step", "the program");
-    step->block = integer(root, "block_size", "the program", 1, 1024);
-    step->arena = integer(root, "arena_bytes", "the program");
-
-    const json &arguments = array(root, "arguments", "the program");
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      step->argumentList.push_back(detail::parseStepTensor(
-          arguments[i], /*isArgument=*/true, i, "argument"));
-      step->bounds.push_back(detail::parseIndexBound(arguments[i], i));
-    }
-    const json &results = array(root, "results", "the program");
-    for (size_t i = 0; i < results.size(); ++i)
-      step->resultList.push_back(detail::parseStepTensor(
-          results[i], /*isArgument=*/false, i, "result"));
-    for (size_t i = 0; i < step->resultList.size(); ++i) {
-      const GpuStepTensor &result = step->resultList[i];
-      std::string what =
-          "result " + std::to_string(i) + " '" + result.name + "'";
-      if (result.role == GpuStepTensor::Role::BufferMutation) {
-        int64_t target = step->findArgument(result.name);
-        if (target < 0)
-          throw ProgramError{what + ": a buffer_mutation of no argument"};
-        const GpuStepTensor &argument = step->argumentList[size_t(target)];
-        if (argument.dtype != result.dtype || argument.bytes != result.bytes)
-          throw ProgramError{
-              what + ": a buffer_mutation of " + dtypeText(result.dtype) +
-              ", " + std::to_string(result.bytes) + " bytes, but argument " +
-              std::to_string(target) + " is " + dtypeText(argument.dtype) +
-              ", " + std::to_string(argument.bytes) + " bytes"};
-      } else if (result.role == GpuStepTensor::Role::Gradient) {
-        int64_t target = step->findArgument(result.name);
-        if (target < 0 || step->argumentList[size_t(target)].role !=
-                              GpuStepTensor::Role::Parameter)
-          throw ProgramError{what + ": a gradient of no parameter"};
-        if (step->argumentList[size_t(target)].numElements() !=
-            result.numElements())
-          throw ProgramError{what + ": a gradient of another size than its "
-                                    "parameter"};
-      }
-    }
-
-    // Buffers.
-    bool anyConstant = false;
-    const json &buffers = array(root, "buffers", "the program");
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      std::string what = "buffer " + std::to_string(i);
-      GpuStepBuffer buffer;
-      std::string kind = string(buffers[i], "kind", what);
-      if (kind == "argument" || kind == "result") {
-        bool isArgument = kind == "argument";
-        const auto &list = isArgument ? step->argumentList : step->resultList;
-        buffer.kind = isArgument ? GpuStepBuffer::Kind::Argument
-                                 : GpuStepBuffer::Kind::Result;
-        buffer.index = integer(buffers[i], "index", what);
-        if (buffer.index >= int64_t(list.size()))
-          throw ProgramError{what + ": " + kind + " " +
-                             std::to_string(buffer.index) +
-                             " does not exist (" + std::to_string(list.size()) +
-                             " " + kind + "s)"};
-        buffer.bytes = list[size_t(buffer.index)].bytes;
-      } else if (kind == "temporary" || kind == "constant") {
-        bool temporary = kind == "temporary";
-        buffer.kind = temporary ? GpuStepBuffer::Kind::Temporary
-                                : GpuStepBuffer::Kind::Constant;
-        buffer.offset = integer(buffers[i], "offset", what);
-        buffer.bytes = integer(buffers[i], "bytes", what);
-        if (buffer.offset % 256)
-          throw ProgramError{what + ": offset " +
-                             std::to_string(buffer.offset) +
-                             " is not a multiple of 256"};
-        // Offset and size are each at most 2^63 - 1: compared without
-        // adding them, and their end printed in uint64_t.
-        if (temporary && buffer.bytes > step->arena - buffer.offset)
-          throw ProgramError{
-              what + ": bytes [" + std::to_string(buffer.offset) + ", " +
-              std::to_string(uint64_t(buffer.offset) + uint64_t(buffer.bytes)) +
-              ") lie past the arena of " + std::to_string(step->arena) +
-              " bytes"};
-        anyConstant |= !temporary;
-      } else {
-        throw ProgramError{what + ": unknown kind '" + kind + "'"};
-      }
-      step->bufferList.push_back(buffer);
-    }
-
-    // The files the program names lie beside it: plain file names only,
-    // not empty, no '/' (neither absolute nor climbing out, e.g.
-    // "../../dev/zero", which readWholeFile would read without end), and
-    // neither "." nor "..". The compiler writes only such names.
-    auto fileBeside = [&](const char *key, const std::string &name) {
-      if (name.empty() || name == "." || name == ".." ||
-          name.find('/') != std::string::npos)
-        throw ProgramError{
-            "'" + std::string(key) +
-            "' is not a file name beside the program: " +
-            json(name).dump(-1, ' ', false, json::error_handler_t::replace)};
-      return directory + "/" + name;
-    };
-    // The forward-only program beside it, by file name.
-    if (root.contains("forward")) {
-      if (!root["forward"].is_string())
-        throw ProgramError{"'forward' is not a file name beside the program"};
-      step->forwardPath =
-          fileBeside("forward", root["forward"].get<std::string>());
-    }
-    // The PTX and the constants.
-    step->ptxPath = fileBeside("ptx", string(root, "ptx", "the program"));
+    if (!file.forwardFile.empty())
+      step->forwardPath = beside(file.forwardFile);
+    step->ptxPath = beside(file.ptxFile);
     std::vector<uint8_t> ptx;
     if (!readWholeFile(step->ptxPath, ptx))
       throw ProgramError{"cannot read the PTX " + step->ptxPath};
     step->ptx.assign(ptx.begin(), ptx.end());
-    if (anyConstant) {
-      if (!root.contains("constants") || !root["constants"].is_string())
-        throw ProgramError{"'constants' is missing, and some buffer is a "
-                           "constant"};
-      step->constantsPath =
-          fileBeside("constants", root["constants"].get<std::string>());
+    if (!file.constantsFile.empty()) {
+      step->constantsPath = beside(file.constantsFile);
       if (!readWholeFile(step->constantsPath, step->constants))
         throw ProgramError{"cannot read the constants " + step->constantsPath};
-      for (size_t i = 0; i < step->bufferList.size(); ++i) {
-        const GpuStepBuffer &buffer = step->bufferList[i];
+      for (size_t i = 0; i < file.buffers.size(); ++i) {
+        const GpuStepBuffer &buffer = file.buffers[i];
         if (buffer.kind == GpuStepBuffer::Kind::Constant &&
             buffer.bytes > int64_t(step->constants.size()) - buffer.offset)
           throw ProgramError{
@@ -437,158 +184,17 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
       for (DType to : kConvertible)
         if (from != to)
           checkEntry(conversionEntry(from, to), 3, "the conversion kernels");
-
-    // Ops.
-    const json &ops = array(root, "ops", "the program");
-    for (size_t i = 0; i < ops.size(); ++i) {
-      std::string what = "op " + std::to_string(i);
-      const json &entry = ops[i];
-      GpuStepOp op;
-      op.source = string(entry, "source", what);
-      what += " (" + op.source + ")";
-      std::string kind = string(entry, "kind", what);
-      auto bufferId = [&](const json &value, const std::string &where) {
-        if (!value.is_number_integer())
-          throw ProgramError{where + ": a buffer id is not an integer"};
-        int64_t id = value.get<int64_t>();
-        if (id < 0 || id >= int64_t(step->bufferList.size()))
-          throw ProgramError{
-              where + ": buffer " + std::to_string(id) + " does not exist (" +
-              std::to_string(step->bufferList.size()) + " buffers)"};
-        return id;
-      };
-      if (kind == "kernel") {
-        op.kind = GpuStepOp::Kind::Kernel;
-        op.entry = string(entry, "entry", what);
-        op.grid = integer(entry, "grid", what, 1, INT32_MAX);
-        for (const json &id : array(entry, "buffers", what))
-          op.buffers.push_back(bufferId(id, what));
-        checkEntry(op.entry, op.buffers.size(), what);
-      } else if (kind == "gemm") {
-        op.kind = GpuStepOp::Kind::Gemm;
-        op.transa = boolean(entry, "transa", what);
-        op.transb = boolean(entry, "transb", what);
-        op.m = integer(entry, "m", what, 0, INT32_MAX);
-        op.n = integer(entry, "n", what, 0, INT32_MAX);
-        op.k = integer(entry, "k", what, 0, INT32_MAX);
-        op.batch = integer(entry, "batch", what, 1, INT32_MAX);
-        op.alpha = number(entry, "alpha", what);
-        op.beta = number(entry, "beta", what);
-        auto operand = [&](const char *key, int64_t rows, int64_t columns) {
-          std::string where = what + ": operand " + key;
-          if (!entry.contains(key) || !entry[key].is_object())
-            throw ProgramError{where + " is missing"};
-          const json &value = entry[key];
-          GpuGemmOperand out;
-          if (!value.contains("buffer"))
-            throw ProgramError{where + ": 'buffer' is missing"};
-          out.buffer = bufferId(value["buffer"], where);
-          out.offset = integer(value, "offset", where);
-          out.ld = integer(value, "ld", where, 1, INT32_MAX);
-          out.stride = integer(value, "stride", where);
-          out.dtype = dtype(value, where);
-          // cuBLAS's own requirement: the leading dimension covers a
-          // column of the stored matrix.
-          if (out.ld < std::max<int64_t>(1, rows))
-            throw ProgramError{where + ": ld " + std::to_string(out.ld) +
-                               " is less than its " + std::to_string(rows) +
-                               " rows"};
-          if (rows > 0 && columns > 0) {
-            // Offset and stride come from the file unbounded: an operand
-            // whose end does not fit in int64_t reaches past any buffer.
-            // rows + (columns - 1) * ld < 2^62, as each is below 2^31.
-            int64_t strided = 0, endElement = 0, end = 0;
-            bool overflows =
-                __builtin_mul_overflow(op.batch - 1, out.stride, &strided) ||
-                __builtin_add_overflow(out.offset, strided, &endElement) ||
-                __builtin_add_overflow(
-                    endElement, rows + (columns - 1) * out.ld, &endElement) ||
-                __builtin_mul_overflow(endElement,
-                                       int64_t(elementSize(out.dtype)), &end);
-            int64_t size = step->bufferList[size_t(out.buffer)].bytes;
-            if (overflows || end > size)
-              throw ProgramError{where + ": reaches byte " +
-                                 (overflows ? std::string("2^63 or more")
-                                            : std::to_string(end)) +
-                                 " of buffer " + std::to_string(out.buffer) +
-                                 ", which has " + std::to_string(size)};
-          }
-          return out;
-        };
-        // The stored (untransposed) shapes: op(A) is m x k, op(B) k x n.
-        op.a = operand("a", op.transa ? op.k : op.m, op.transa ? op.m : op.k);
-        op.b = operand("b", op.transb ? op.n : op.k, op.transb ? op.k : op.n);
-        op.c = operand("c", op.m, op.n);
-        bool floatInputs = op.a.dtype == DType::F32 ||
-                           op.a.dtype == DType::BF16 ||
-                           op.a.dtype == DType::F16;
-        if (!floatInputs || op.b.dtype != op.a.dtype ||
-            (op.c.dtype != DType::F32 && op.c.dtype != op.a.dtype))
-          throw ProgramError{
-              what + ": unsupported dtypes " + dtypeText(op.a.dtype) + " x " +
-              dtypeText(op.b.dtype) + " -> " + dtypeText(op.c.dtype) +
-              " (a and b alike, F32, BF16 or F16; c F32 or a's dtype)"};
-        if (format >= 2) {
-          std::string epilogue = string(entry, "epilogue", what);
-          if (epilogue == "bias") {
-            op.epilogue = GemmEpilogue::Bias;
-            std::string where = what + ": bias";
-            if (!entry.contains("bias") || !entry["bias"].is_object())
-              throw ProgramError{where + " is missing"};
-            const json &value = entry["bias"];
-            if (!value.contains("buffer"))
-              throw ProgramError{where + ": 'buffer' is missing"};
-            op.bias.buffer = bufferId(value["buffer"], where);
-            op.bias.offset = integer(value, "offset", where);
-            op.bias.dtype = dtype(value, where);
-            // cuBLASLt's bias is in D's dtype (its default bias type).
-            if (op.bias.dtype != op.c.dtype)
-              throw ProgramError{where + ": dtype " + dtypeText(op.bias.dtype) +
-                                 " is not c's " + dtypeText(op.c.dtype)};
-            int64_t end = 0;
-            int64_t size = step->bufferList[size_t(op.bias.buffer)].bytes;
-            if (__builtin_add_overflow(op.bias.offset, op.m, &end) ||
-                __builtin_mul_overflow(end, int64_t(elementSize(op.bias.dtype)),
-                                       &end) ||
-                end > size)
-              throw ProgramError{
-                  where + ": " + std::to_string(op.m) + " elements from " +
-                  std::to_string(op.bias.offset) + " reach past buffer " +
-                  std::to_string(op.bias.buffer) + ", which has " +
-                  std::to_string(size) + " bytes"};
-          } else if (epilogue != "none") {
-            throw ProgramError{what + ": unknown epilogue '" + epilogue +
-                               "' (none or bias)"};
-          }
-        }
-        // cuBLAS leaves overlapping outputs of a batch undefined.
-        if (op.batch > 1 && op.m > 0 && op.n > 0 &&
-            op.c.stride < (op.n - 1) * op.c.ld + op.m)
-          throw ProgramError{what + ": the batch's results overlap (c stride " +
-                             std::to_string(op.c.stride) + ")"};
-      } else {
-        throw ProgramError{what + ": unknown kind '" + kind + "'"};
-      }
-      step->opList.push_back(std::move(op));
-    }
+    for (size_t i = 0; i < file.ops.size(); ++i)
+      if (file.ops[i].kind == GpuStepOp::Kind::Kernel)
+        checkEntry(file.ops[i].entry, file.ops[i].buffers.size(),
+                   step->describeOp(i));
   } catch (const ProgramError &e) {
     error = jsonPath + ": " + e.message;
-    return nullptr;
-  } catch (const json::exception &e) {
-    error = jsonPath + ": damaged GPU step program (" + e.what() + ")";
     return nullptr;
   }
   return step;
 }
 
-int64_t GpuStep::findArgument(const std::string &argumentName) const {
-  for (size_t i = 0; i < argumentList.size(); ++i)
-    if (argumentList[i].name == argumentName)
-      return int64_t(i);
-  return -1;
-}
-
-/// The GemmCall an op makes decides the library (GemmCall::usesLt).
 static GemmCall libraryChoice(const GpuStepOp &op) {
   GemmCall call;
   call.aType = op.a.dtype;
@@ -597,20 +203,22 @@ static GemmCall libraryChoice(const GpuStepOp &op) {
 }
 
 int64_t GpuStep::ltGemms() const {
-  return std::count_if(opList.begin(), opList.end(), [](const GpuStepOp &op) {
-    return op.kind == GpuStepOp::Kind::Gemm && libraryChoice(op).usesLt();
-  });
+  return std::count_if(
+      file.ops.begin(), file.ops.end(), [](const GpuStepOp &op) {
+        return op.kind == GpuStepOp::Kind::Gemm && libraryChoice(op).usesLt();
+      });
 }
 
 int64_t GpuStep::biasEpilogues() const {
-  return std::count_if(opList.begin(), opList.end(), [](const GpuStepOp &op) {
-    return op.kind == GpuStepOp::Kind::Gemm &&
-           op.epilogue == GemmEpilogue::Bias;
-  });
+  return std::count_if(file.ops.begin(), file.ops.end(),
+                       [](const GpuStepOp &op) {
+                         return op.kind == GpuStepOp::Kind::Gemm &&
+                                op.epilogue == GemmEpilogue::Bias;
+                       });
 }
 
 std::string GpuStep::describeOp(size_t index) const {
-  return "op " + std::to_string(index) + " (" + opList[index].source + ")";
+  return "op " + std::to_string(index) + " (" + file.ops[index].source + ")";
 }
 
 //===----------------------------------------------------------------------===//
@@ -670,8 +278,8 @@ bool GpuStep::attach(CudaDevice &target, std::string &error) {
       if (from != to && !resolve(conversionEntry(from, to)))
         return failed(deviceError);
   bool anyGemm = false;
-  for (size_t i = 0; i < opList.size(); ++i) {
-    const GpuStepOp &op = opList[i];
+  for (size_t i = 0; i < file.ops.size(); ++i) {
+    const GpuStepOp &op = file.ops[i];
     void *function = nullptr;
     if (op.kind == GpuStepOp::Kind::Kernel) {
       function = resolve(op.entry);
@@ -689,9 +297,10 @@ bool GpuStep::attach(CudaDevice &target, std::string &error) {
                   ": the step's bf16/fp16 matrix products and "
                   "epilogues need cuBLASLt: " +
                   deviceError);
-  if (arena > 0 && !device->allocate(arena, arenaBase, deviceError))
-    return failed(jsonPath + ": the arena of " + std::to_string(arena) +
-                  " bytes: " + deviceError);
+  if (file.arenaBytes > 0 &&
+      !device->allocate(file.arenaBytes, arenaBase, deviceError))
+    return failed(jsonPath + ": the arena of " +
+                  std::to_string(file.arenaBytes) + " bytes: " + deviceError);
   if (!constants.empty() &&
       (!device->allocate(int64_t(constants.size()), constantsBase,
                          deviceError) ||
@@ -720,7 +329,7 @@ bool GpuStep::launch(void *function, int64_t grid,
   pointers.reserve(params.size());
   for (DevicePtr &param : params)
     pointers.push_back(&param);
-  return device->launch(function, unsigned(grid), unsigned(block),
+  return device->launch(function, unsigned(grid), unsigned(file.blockSize),
                         pointers.data(), error, stream);
 }
 
@@ -728,8 +337,8 @@ bool GpuStep::enqueue(const std::vector<DevicePtr> &addresses,
                       std::string &error) {
   std::string deviceError;
   std::vector<DevicePtr> params;
-  for (size_t i = 0; i < opList.size(); ++i) {
-    const GpuStepOp &op = opList[i];
+  for (size_t i = 0; i < file.ops.size(); ++i) {
+    const GpuStepOp &op = file.ops[i];
     bool ok;
     if (op.kind == GpuStepOp::Kind::Kernel) {
       params.clear();
@@ -748,8 +357,8 @@ bool GpuStep::enqueue(const std::vector<DevicePtr> &addresses,
       call.n = op.n;
       call.k = op.k;
       call.batch = op.batch;
-      call.alpha = op.alpha;
-      call.beta = op.beta;
+      call.alpha = float(op.alpha);
+      call.beta = float(op.beta);
       call.a = address(op.a);
       call.b = address(op.b);
       call.c = address(op.c);
@@ -806,19 +415,19 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     error = jsonPath + ": the step is not attached to a device";
     return false;
   }
-  if (arguments.size() != argumentList.size() ||
-      results.size() != resultList.size()) {
+  if (arguments.size() != file.arguments.size() ||
+      results.size() != file.results.size()) {
     error = jsonPath + ": run with " + std::to_string(arguments.size()) +
             " arguments and " + std::to_string(results.size()) +
-            " results; the step has " + std::to_string(argumentList.size()) +
-            " and " + std::to_string(resultList.size());
+            " results; the step has " + std::to_string(file.arguments.size()) +
+            " and " + std::to_string(file.results.size());
     return false;
   }
   // Every buffer's address for this run.
   std::vector<DevicePtr> addresses;
-  addresses.reserve(bufferList.size());
-  for (size_t i = 0; i < bufferList.size(); ++i) {
-    const GpuStepBuffer &buffer = bufferList[i];
+  addresses.reserve(file.buffers.size());
+  for (size_t i = 0; i < file.buffers.size(); ++i) {
+    const GpuStepBuffer &buffer = file.buffers[i];
     DevicePtr address = 0;
     switch (buffer.kind) {
     case GpuStepBuffer::Kind::Argument:
@@ -837,8 +446,8 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     if (!address) {
       bool isArgument = buffer.kind == GpuStepBuffer::Kind::Argument;
       const GpuStepTensor &tensor = isArgument
-                                        ? argumentList[size_t(buffer.index)]
-                                        : resultList[size_t(buffer.index)];
+                                        ? file.arguments[size_t(buffer.index)]
+                                        : file.results[size_t(buffer.index)];
       error = jsonPath + ": run without storage for " +
               (isArgument ? "argument " : "result ") +
               std::to_string(buffer.index) + " '" + tensor.name + "'";
@@ -903,7 +512,7 @@ bool GpuStep::convert(DevicePtr source, DType from, DevicePtr target, DType to,
     return false;
   }
   std::string entry = conversionEntry(from, to);
-  int64_t grid = (count + block - 1) / block;
+  int64_t grid = (count + file.blockSize - 1) / file.blockSize;
   if (grid > INT32_MAX) {
     error = jsonPath + ": " + entry + " of " + std::to_string(count) +
             " elements needs more than 2^31 - 1 blocks";

@@ -13,7 +13,7 @@
 #ifndef MANTISSA_RUNTIME_STEPTENSORJSON_H
 #define MANTISSA_RUNTIME_STEPTENSORJSON_H
 
-#include "mantissa/Runtime/GpuStep.h"
+#include "mantissa/Runtime/GpuProgram.h"
 #include "mantissa/Runtime/TokenData.h"
 
 #include <nlohmann/json.hpp>

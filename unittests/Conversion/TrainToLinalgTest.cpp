@@ -290,9 +290,7 @@ protected:
   /// accumulating in fp32 and rounding once into C's dtype.
   static void runGemmOnHost(const GpuStepOp &op,
                             ArrayRef<uint8_t *> addresses) {
-    auto dtypeOf = [](const GpuGemmOperand &operand) {
-      return *rt::parseSafeTensorsDTypeName(operand.dtype);
-    };
+    auto dtypeOf = [](const GpuGemmOperand &operand) { return operand.dtype; };
     // Element (row, col) of an operand's stored matrix in batch b.
     auto at = [](const GpuGemmOperand &operand, int64_t b, int64_t row,
                  int64_t col) {
@@ -303,8 +301,8 @@ protected:
         for (int64_t j = 0; j < op.n; ++j) {
           float sum = 0;
           for (int64_t p = 0; p < op.k; ++p) {
-            int64_t x = op.transA ? at(op.a, b, p, i) : at(op.a, b, i, p);
-            int64_t y = op.transB ? at(op.b, b, j, p) : at(op.b, b, p, j);
+            int64_t x = op.transa ? at(op.a, b, p, i) : at(op.a, b, i, p);
+            int64_t y = op.transb ? at(op.b, b, j, p) : at(op.b, b, p, j);
             float product =
                 rt::loadFloatElement(addresses[op.a.buffer], x, dtypeOf(op.a)) *
                 rt::loadFloatElement(addresses[op.b.buffer], y, dtypeOf(op.b));
@@ -317,7 +315,7 @@ protected:
                 float(op.beta) *
                 rt::loadFloatElement(addresses[op.c.buffer], z, dtypeOf(op.c));
           // The bias epilogue: bias[i] (C's dtype), before the one rounding.
-          if (op.hasBias)
+          if (op.epilogue == rt::GemmEpilogue::Bias)
             value += rt::loadFloatElement(addresses[op.bias.buffer],
                                           op.bias.offset + i, dtypeOf(op.bias));
           rt::storeFloatElement(addresses[op.c.buffer], z, dtypeOf(op.c),
@@ -599,23 +597,23 @@ TEST_F(TrainToLinalgTest, GpuProgramFusesBf16GemmOutputsAndBias) {
       gemms.push_back(&op);
   ASSERT_EQ(gemms.size(), 3u);
   // mm: bf16 operands, the bf16 result written by the GEMM.
-  EXPECT_EQ(gemms[0]->a.dtype, "BF16");
-  EXPECT_EQ(gemms[0]->c.dtype, "BF16");
-  EXPECT_FALSE(gemms[0]->hasBias);
+  EXPECT_EQ(gemms[0]->a.dtype, rt::DType::BF16);
+  EXPECT_EQ(gemms[0]->c.dtype, rt::DType::BF16);
+  EXPECT_EQ(gemms[0]->epilogue, rt::GemmEpilogue::None);
   EXPECT_EQ(gemms[0]->beta, 0.0);
   // addmm: the bias vector (3 elements, one per output column of the
   // row-major 5x3 result, i.e. per row m of the column-major GEMM).
-  EXPECT_EQ(gemms[1]->c.dtype, "BF16");
-  EXPECT_TRUE(gemms[1]->hasBias);
+  EXPECT_EQ(gemms[1]->c.dtype, rt::DType::BF16);
+  EXPECT_EQ(gemms[1]->epilogue, rt::GemmEpilogue::Bias);
   EXPECT_EQ(gemms[1]->m, 3);
-  EXPECT_EQ(gemms[1]->bias.dtype, "BF16");
+  EXPECT_EQ(gemms[1]->bias.dtype, rt::DType::BF16);
   const GpuStepBuffer &bias = program->buffers[gemms[1]->bias.buffer];
   EXPECT_EQ(bias.kind, GpuStepBuffer::Kind::Argument);
   EXPECT_EQ(bias.index, 0) << "the bias is argument c";
   EXPECT_EQ(gemms[1]->bias.offset, 0);
   // alpha = 2: the GEMM keeps its fp32 temporary and a kernel follows.
-  EXPECT_EQ(gemms[2]->c.dtype, "F32");
-  EXPECT_FALSE(gemms[2]->hasBias);
+  EXPECT_EQ(gemms[2]->c.dtype, rt::DType::F32);
+  EXPECT_EQ(gemms[2]->epilogue, rt::GemmEpilogue::None);
   EXPECT_EQ(program->fusedEpilogues, 2);
 }
 

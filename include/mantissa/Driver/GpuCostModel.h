@@ -12,8 +12,7 @@
 #ifndef MANTISSA_DRIVER_GPUCOSTMODEL_H
 #define MANTISSA_DRIVER_GPUCOSTMODEL_H
 
-#include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
+#include "mantissa/Runtime/GpuProgram.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -82,9 +81,9 @@ struct UpdateTraffic {
 };
 
 /// Predicts `program` (a parsed step.gpu.json) on `device`, plus `update`.
-llvm::Expected<StepCost> predictGpuStep(const llvm::json::Object &program,
-                                        const GpuDeviceModel &device,
-                                        const UpdateTraffic &update);
+StepCost predictGpuStep(const rt::GpuProgram &program,
+                        const GpuDeviceModel &device,
+                        const UpdateTraffic &update);
 
 /// A table: the device's figures, the ops' classes with counts and totals,
 /// and the costliest ops.

@@ -29,6 +29,7 @@
 
 #include "mantissa/Runtime/CudaDriver.h"
 #include "mantissa/Runtime/DType.h"
+#include "mantissa/Runtime/GpuProgram.h"
 #include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
@@ -41,69 +42,6 @@
 #include <vector>
 
 namespace mlir::mantissa::rt {
-
-/// One step argument or result of `step.gpu.json`.
-struct GpuStepTensor {
-  enum class Role {
-    Parameter,
-    Buffer,
-    UserInput, // arguments
-    Loss,
-    Gradient,
-    BufferMutation,
-    UserOutput // results
-  };
-  std::string name;
-  Role role = Role::Parameter;
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  /// Dense row-major bytes, at least 1.
-  int64_t bytes = 1;
-  int64_t numElements() const;
-};
-
-/// The role's name in the file ("parameter", "buffer_mutation", ...).
-const char *gpuStepRoleName(GpuStepTensor::Role role);
-
-/// One entry of `buffers`.
-struct GpuStepBuffer {
-  enum class Kind { Argument, Result, Temporary, Constant };
-  Kind kind = Kind::Temporary;
-  /// Argument or result index.
-  int64_t index = 0;
-  /// Temporary (in the arena) or constant (in the constants file); bytes
-  /// is also set for arguments and results (their tensor's).
-  int64_t offset = 0, bytes = 0;
-};
-
-/// A GEMM operand: element (r, c) of batch i of its stored matrix lies at
-/// element offset + i * stride + r + c * ld of `buffer`.
-struct GpuGemmOperand {
-  int64_t buffer = 0, offset = 0, ld = 1, stride = 0;
-  DType dtype = DType::F32;
-};
-
-/// One entry of `ops`.
-struct GpuStepOp {
-  enum class Kind { Kernel, Gemm };
-  Kind kind = Kind::Kernel;
-  /// The op and location it came from, for messages.
-  std::string source;
-  // Kernel: launch `entry` with `grid` blocks, one .u64 per buffer.
-  std::string entry;
-  int64_t grid = 1;
-  std::vector<int64_t> buffers;
-  // Gemm (column-major, as cuBLAS: C = alpha * op(A) * op(B) + beta * C,
-  // plus the epilogue).
-  bool transa = false, transb = false;
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-  float alpha = 1, beta = 0;
-  GpuGemmOperand a, b, c;
-  /// Format 2: `epilogue` "bias" adds `bias` (m elements in c's dtype,
-  /// contiguous from its offset; ld and stride unused) to every column.
-  GemmEpilogue epilogue = GemmEpilogue::None;
-  GpuGemmOperand bias;
-};
 
 /// A training step compiled for the GPU (docs/gpu-step.md).
 class GpuStep {
@@ -165,15 +103,19 @@ public:
   const std::string &path() const { return jsonPath; }
   /// The forward-only program the file names (`forward`), or empty.
   const std::string &forwardProgramPath() const { return forwardPath; }
-  const std::string &stepName() const { return name; }
-  int64_t blockSize() const { return block; }
-  int64_t arenaBytes() const { return arena; }
-  const std::vector<GpuStepTensor> &arguments() const { return argumentList; }
-  const std::vector<GpuStepTensor> &results() const { return resultList; }
-  const std::vector<GpuStepBuffer> &buffers() const { return bufferList; }
-  const std::vector<GpuStepOp> &ops() const { return opList; }
+  /// The file as read.
+  const GpuProgram &program() const { return file; }
+  const std::string &stepName() const { return file.stepName; }
+  int64_t blockSize() const { return file.blockSize; }
+  int64_t arenaBytes() const { return file.arenaBytes; }
+  const std::vector<GpuStepTensor> &arguments() const { return file.arguments; }
+  const std::vector<GpuStepTensor> &results() const { return file.results; }
+  const std::vector<GpuStepBuffer> &buffers() const { return file.buffers; }
+  const std::vector<GpuStepOp> &ops() const { return file.ops; }
   /// The argument named `name`, or -1.
-  int64_t findArgument(const std::string &name) const;
+  int64_t findArgument(const std::string &name) const {
+    return file.findArgument(name);
+  }
   /// The bound of argument `index`'s ids (`index_bound`; 0 when none).
   const IndexBound &indexBound(size_t index) const { return bounds[index]; }
   const std::vector<IndexBound> &indexBounds() const { return bounds; }
@@ -189,13 +131,11 @@ private:
   /// Captures enqueue's ops into `graph`.
   bool capture(const std::vector<DevicePtr> &addresses, std::string &error);
 
-  std::string jsonPath, ptxPath, constantsPath, forwardPath, name, ptx;
+  GpuProgram file;
+  std::string jsonPath, ptxPath, constantsPath, forwardPath, ptx;
   std::vector<uint8_t> constants;
-  int64_t block = 0, arena = 0;
-  std::vector<GpuStepTensor> argumentList, resultList;
+  /// Each argument's index bound (file.arguments[i].indexBound).
   std::vector<IndexBound> bounds;
-  std::vector<GpuStepBuffer> bufferList;
-  std::vector<GpuStepOp> opList;
 
   // Attached state.
   CudaDevice *device = nullptr;

@@ -101,25 +101,25 @@ int64_t getBufferBytes(MemRefType type) {
                                   getStorageBytes(type.getElementType()));
 }
 
-/// The safetensors name of an element type.
-std::string getDTypeName(Type element) {
+/// The file's dtype of an element type.
+rt::DType getDType(Type element) {
   if (element.isF32())
-    return "F32";
+    return rt::DType::F32;
   if (element.isBF16())
-    return "BF16";
+    return rt::DType::BF16;
   if (element.isF16())
-    return "F16";
+    return rt::DType::F16;
   if (element.isF64())
-    return "F64";
+    return rt::DType::F64;
   if (element.isInteger(1))
-    return "BOOL";
+    return rt::DType::Bool;
   if (element.isInteger(8))
-    return element.isUnsignedInteger() ? "U8" : "I8";
+    return element.isUnsignedInteger() ? rt::DType::U8 : rt::DType::I8;
   if (element.isInteger(16))
-    return "I16";
+    return rt::DType::I16;
   if (element.isInteger(32))
-    return "I32";
-  return "I64";
+    return rt::DType::I32;
+  return rt::DType::I64;
 }
 
 std::string describeOp(Operation *op) {
@@ -389,8 +389,8 @@ matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId,
       K, secondCols, inner->strides[second], secondOuter->strides[second]);
   if (!firstLayout || !secondLayout)
     return std::nullopt;
-  gemm.transA = firstLayout->transposed;
-  gemm.transB = secondLayout->transposed;
+  gemm.transa = firstLayout->transposed;
+  gemm.transb = secondLayout->transposed;
   auto describe = [&](unsigned operand, const MatrixLayout &matrix) {
     GpuGemmOperand result;
     Value value = values[operand];
@@ -398,7 +398,7 @@ matchGemm(linalg::LinalgOp op, function_ref<int64_t(Value)> getBufferId,
     result.offset = operands[operand].offset;
     result.ld = matrix.ld;
     result.stride = batch->size > 1 ? batch->strides[operand] : 0;
-    result.dtype = getDTypeName(getElementTypeOrSelf(value.getType()));
+    result.dtype = getDType(getElementTypeOrSelf(value.getType()));
     return result;
   };
   gemm.a = describe(first, *firstLayout);
@@ -852,8 +852,8 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   GpuStepOp::Member member;
   member.function = name;
   member.source = kernelOp.source;
-  member.buffers =
-      llvm::to_vector(llvm::seq<unsigned>(0, kernelOp.buffers.size()));
+  auto all = llvm::seq<unsigned>(0, kernelOp.buffers.size());
+  member.buffers.assign(all.begin(), all.end());
   kernelOp.members.push_back(std::move(member));
 
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(clone)) {
@@ -961,7 +961,8 @@ LogicalResult GpuProgramBuilder::visit(Operation *op) {
 /// elementwise op did, into the GEMM.
 LogicalResult GpuProgramBuilder::fuseGemmEpilogue(linalg::LinalgOp op) {
   GpuStepOp &gemm = program.ops.back();
-  if (gemm.kind != GpuStepOp::Kind::Gemm || gemm.beta != 0.0 || gemm.hasBias)
+  if (gemm.kind != GpuStepOp::Kind::Gemm || gemm.beta != 0.0 ||
+      gemm.epilogue != rt::GemmEpilogue::None)
     return failure();
   linalg::LinalgOp producer = lastGemm->op;
   Value product = producer.getDpsInitOperand(0)->get();
@@ -998,10 +999,10 @@ LogicalResult GpuProgramBuilder::fuseGemmEpilogue(linalg::LinalgOp op) {
         return failure();
     }
     Value bias = match->bias->get();
-    fused->hasBias = true;
+    fused->epilogue = rt::GemmEpilogue::Bias;
     fused->bias.buffer = getBufferId(getBaseBuffer(bias));
     fused->bias.offset = biasStrides->offset;
-    fused->bias.dtype = getDTypeName(getElementTypeOrSelf(bias.getType()));
+    fused->bias.dtype = getDType(getElementTypeOrSelf(bias.getType()));
   }
   fused->beta = 0.0;
   fused->alpha = gemm.alpha;
@@ -1026,7 +1027,7 @@ void GpuProgramBuilder::groupIndependentKernels() {
     result.writes.insert(gemm.c.buffer);
     for (const GpuGemmOperand *operand : {&gemm.a, &gemm.b, &gemm.c})
       result.touches.insert(operand->buffer);
-    if (gemm.hasBias)
+    if (gemm.epilogue != rt::GemmEpilogue::None)
       result.touches.insert(gemm.bias.buffer);
     return result;
   };
@@ -1133,37 +1134,72 @@ void GpuProgramBuilder::packArena() {
   }
 }
 
+/// A step tensor of `type` as the step programs declare it.
+static GpuStepTensor makeStepTensor(Type type, StringRef name,
+                                    GpuStepTensor::Role role) {
+  auto tensor = cast<RankedTensorType>(type);
+  GpuStepTensor result;
+  result.name = name.str();
+  result.role = role;
+  result.dtype = getDType(tensor.getElementType());
+  result.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  result.bytes = std::max<int64_t>(
+      1, tensor.getNumElements() * getStorageBytes(tensor.getElementType()));
+  return result;
+}
+
+GpuStepTensor mlir::mantissa::getStepArgumentTensor(train::StepOp step,
+                                                    unsigned index) {
+  using Role = GpuStepTensor::Role;
+  train::TensorInfoAttr info = step.getTensorInfo(index);
+  Role role = Role::Parameter;
+  switch (info.getKind()) {
+  case train::TensorKind::parameter:
+    role = Role::Parameter;
+    break;
+  // Constants (lifted tensors, non-persistent buffers) are read-only model
+  // state, as buffers without mutations.
+  case train::TensorKind::buffer:
+  case train::TensorKind::constant:
+    role = Role::Buffer;
+    break;
+  case train::TensorKind::user_input:
+    role = Role::UserInput;
+    break;
+  }
+  return makeStepTensor(step.getArgumentTypes()[index], info.getFqn(), role);
+}
+
+GpuStepTensor mlir::mantissa::getStepResultTensor(train::StepOp step,
+                                                  unsigned index) {
+  using Role = GpuStepTensor::Role;
+  train::ResultInfoAttr info = step.getResultInfo(index);
+  Role role = Role::Loss;
+  switch (info.getKind()) {
+  case train::ResultKind::loss:
+    role = Role::Loss;
+    break;
+  case train::ResultKind::gradient:
+    role = Role::Gradient;
+    break;
+  case train::ResultKind::buffer_mutation:
+    role = Role::BufferMutation;
+    break;
+  case train::ResultKind::user_output:
+    role = Role::UserOutput;
+    break;
+  }
+  return makeStepTensor(step.getResultTypes()[index],
+                        info.getFqn() ? info.getFqn().getValue() : "", role);
+}
+
 LogicalResult GpuProgramBuilder::build() {
   program.stepName = step.getSymName().str();
   program.blockSize = kBlockSize;
-  auto tensorOf = [](Type type, std::string name, std::string role) {
-    auto tensor = cast<RankedTensorType>(type);
-    GpuStepTensor result;
-    result.name = std::move(name);
-    result.role = std::move(role);
-    result.dtype = getDTypeName(tensor.getElementType());
-    result.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
-    result.bytes = std::max<int64_t>(
-        1, tensor.getNumElements() * getStorageBytes(tensor.getElementType()));
-    return result;
-  };
-  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-    train::TensorInfoAttr info = step.getTensorInfo(index);
-    // Constants (lifted tensors, non-persistent buffers) are read-only model
-    // state, as buffers without mutations, as in the CPU step's program.
-    StringRef role = info.getKind() == train::TensorKind::constant
-                         ? "buffer"
-                         : train::stringifyTensorKind(info.getKind());
-    program.arguments.push_back(tensorOf(step.getArgumentTypes()[index],
-                                         info.getFqn().str(), role.str()));
-  }
-  for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
-    train::ResultInfoAttr info = step.getResultInfo(index);
-    program.results.push_back(
-        tensorOf(step.getResultTypes()[index],
-                 info.getFqn() ? info.getFqn().getValue().str() : "",
-                 train::stringifyResultKind(info.getKind()).str()));
-  }
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
+    program.arguments.push_back(getStepArgumentTensor(step, index));
+  for (unsigned index = 0, e = step.getNumResults(); index < e; ++index)
+    program.results.push_back(getStepResultTensor(step, index));
   for (Operation &op : function.getBody().front())
     if (failed(visit(&op)))
       return failure();
@@ -1735,114 +1771,4 @@ LogicalResult mlir::mantissa::lowerEmulatedKernelsToLLVM(ModuleOp hostModule) {
     addPackedEntry(hostModule, name, name + "_host", /*indirect=*/true,
                    /*passThrough=*/2);
   return success();
-}
-
-//===----------------------------------------------------------------------===//
-// step.gpu.json
-//===----------------------------------------------------------------------===//
-
-int64_t GpuStepProgram::countOps(GpuStepOp::Kind kind) const {
-  return llvm::count_if(ops,
-                        [&](const GpuStepOp &op) { return op.kind == kind; });
-}
-
-std::string GpuStepProgram::toJSON(StringRef ptxFile,
-                                   StringRef constantsFile) const {
-  auto tensors = [](const std::vector<GpuStepTensor> &list) {
-    llvm::json::Array array;
-    for (const GpuStepTensor &tensor : list) {
-      llvm::json::Object entry{{"name", tensor.name},
-                               {"role", tensor.role},
-                               {"dtype", tensor.dtype},
-                               {"shape", llvm::json::Array(tensor.shape)},
-                               {"bytes", tensor.bytes}};
-      if (tensor.indexBound > 0) {
-        entry["index_bound"] = tensor.indexBound;
-        entry["index_bound_what"] = tensor.indexBoundWhat;
-        if (tensor.indexIgnored)
-          entry["index_ignored"] = *tensor.indexIgnored;
-      }
-      array.push_back(std::move(entry));
-    }
-    return array;
-  };
-  llvm::json::Array bufferArray;
-  for (const GpuStepBuffer &buffer : buffers) {
-    switch (buffer.kind) {
-    case GpuStepBuffer::Kind::Argument:
-      bufferArray.push_back(
-          llvm::json::Object{{"kind", "argument"}, {"index", buffer.index}});
-      break;
-    case GpuStepBuffer::Kind::Result:
-      bufferArray.push_back(
-          llvm::json::Object{{"kind", "result"}, {"index", buffer.index}});
-      break;
-    case GpuStepBuffer::Kind::Temporary:
-    case GpuStepBuffer::Kind::Constant:
-      bufferArray.push_back(llvm::json::Object{
-          {"kind", buffer.kind == GpuStepBuffer::Kind::Temporary ? "temporary"
-                                                                 : "constant"},
-          {"offset", buffer.offset},
-          {"bytes", buffer.bytes}});
-      break;
-    }
-  }
-  auto operand = [](const GpuGemmOperand &operand) {
-    return llvm::json::Object{{"buffer", operand.buffer},
-                              {"offset", operand.offset},
-                              {"ld", operand.ld},
-                              {"stride", operand.stride},
-                              {"dtype", operand.dtype}};
-  };
-  llvm::json::Array opArray;
-  for (const GpuStepOp &op : ops) {
-    if (op.kind == GpuStepOp::Kind::Kernel) {
-      llvm::json::Object kernel{{"kind", "kernel"},
-                                {"entry", op.entry},
-                                {"grid", op.grid},
-                                {"threads", op.threads},
-                                {"serial_iterations", op.serialIterations},
-                                {"buffers", llvm::json::Array(op.buffers)},
-                                {"source", op.source}};
-      // A launch that runs several ops: each one's share (for reports).
-      if (op.members.size() > 1) {
-        llvm::json::Array members;
-        for (const GpuStepOp::Member &member : op.members)
-          members.push_back(llvm::json::Object{
-              {"source", member.source},
-              {"threads", member.threads},
-              {"serial_iterations", member.serialIterations},
-              {"buffers", llvm::json::Array(member.buffers)}});
-        kernel["members"] = std::move(members);
-      }
-      opArray.push_back(std::move(kernel));
-      continue;
-    }
-    llvm::json::Object gemm{
-        {"kind", "gemm"},      {"source", op.source},
-        {"transa", op.transA}, {"transb", op.transB},
-        {"m", op.m},           {"n", op.n},
-        {"k", op.k},           {"batch", op.batch},
-        {"alpha", op.alpha},   {"beta", op.beta},
-        {"a", operand(op.a)},  {"b", operand(op.b)},
-        {"c", operand(op.c)},  {"epilogue", op.hasBias ? "bias" : "none"}};
-    if (op.hasBias)
-      gemm["bias"] = llvm::json::Object{{"buffer", op.bias.buffer},
-                                        {"offset", op.bias.offset},
-                                        {"dtype", op.bias.dtype}};
-    opArray.push_back(std::move(gemm));
-  }
-  // Format 2: GEMM epilogues (docs/gpu-step.md).
-  llvm::json::Object root{{"format", 2},
-                          {"step", stepName},
-                          {"ptx", ptxFile},
-                          {"block_size", blockSize},
-                          {"arena_bytes", arenaBytes},
-                          {"arguments", tensors(arguments)},
-                          {"results", tensors(results)},
-                          {"buffers", std::move(bufferArray)},
-                          {"ops", std::move(opArray)}};
-  if (!constants.empty())
-    root["constants"] = constantsFile;
-  return llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str();
 }

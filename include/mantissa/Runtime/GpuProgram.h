@@ -1,0 +1,152 @@
+//===- GpuProgram.h - The schema of step.gpu.json ---------------*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The one definition of the GPU step program's file, `step.gpu.json`
+// (docs/gpu-step.md): the compiler fills a GpuProgram and writes it with
+// writeGpuProgram; the runtime (GpuStep.h) and the cost model read it with
+// parseGpuProgram. Everything the text alone determines is checked when it
+// is parsed; what needs the files it names (the PTX's entries, the
+// constants' size) is checked by GpuStep::load.
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_RUNTIME_GPUPROGRAM_H
+#define MANTISSA_RUNTIME_GPUPROGRAM_H
+
+#include "mantissa/Runtime/CudaDriver.h"
+#include "mantissa/Runtime/DType.h"
+#include "mantissa/Runtime/TokenData.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::mantissa::rt {
+
+/// One step argument or result (also the entries of step.cpu.json).
+struct GpuStepTensor {
+  enum class Role {
+    Parameter,
+    Buffer,
+    UserInput, // arguments
+    Loss,
+    Gradient,
+    BufferMutation,
+    UserOutput // results
+  };
+  std::string name;
+  Role role = Role::Parameter;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  /// Dense row-major bytes, at least 1.
+  int64_t bytes = 1;
+  /// For an integer user input that indexes a table: the bound of its ids
+  /// (`index_bound`, `index_bound_what`, `index_ignored`; bound 0: none).
+  IndexBound indexBound;
+  int64_t numElements() const;
+};
+
+/// The role's name in the file ("parameter", "buffer_mutation", ...).
+const char *gpuStepRoleName(GpuStepTensor::Role role);
+
+/// One entry of `buffers`.
+struct GpuStepBuffer {
+  enum class Kind { Argument, Result, Temporary, Constant };
+  Kind kind = Kind::Temporary;
+  /// Argument or result index.
+  int64_t index = 0;
+  /// Temporary (in the arena) or constant (in the constants file); bytes
+  /// is also set for arguments and results (their tensor's) when parsed.
+  int64_t offset = 0, bytes = 0;
+};
+
+/// A GEMM operand: element (r, c) of batch i of its stored matrix lies at
+/// element offset + i * stride + r + c * ld of `buffer` (cuBLAS's
+/// column-major terms); stride 0 reads the same matrix for every batch.
+struct GpuGemmOperand {
+  int64_t buffer = 0, offset = 0, ld = 1, stride = 0;
+  DType dtype = DType::F32;
+};
+
+/// One entry of `ops`: a generated kernel or a cuBLAS GEMM.
+struct GpuStepOp {
+  enum class Kind { Kernel, Gemm };
+  Kind kind = Kind::Kernel;
+  /// The op and location it came from, for messages.
+  std::string source;
+
+  // Kernel: launch `entry` with `grid` blocks, one .u64 per buffer.
+  std::string entry;
+  int64_t grid = 1;
+  std::vector<int64_t> buffers;
+  /// Threads that do work, and the loop iterations each runs in order (for
+  /// reports: a reduction's length, one for elementwise kernels).
+  int64_t threads = 1, serialIterations = 1;
+  /// The ops one launch runs (independent ops grouped into one launch),
+  /// each on the launch's first `threads` threads; written when there are
+  /// several, for reports.
+  struct Member {
+    /// Its kernel function before grouping (compiler only) and where it
+    /// came from.
+    std::string function, source;
+    /// Its buffers, as indices into the launch's `buffers`.
+    std::vector<unsigned> buffers;
+    int64_t threads = 1, serialIterations = 1;
+  };
+  std::vector<Member> members;
+
+  // Gemm: C = alpha * op(A) * op(B) + beta * C (+ the epilogue), `batch`
+  // times, accumulated in fp32 and rounded once into C's dtype.
+  bool transa = false, transb = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double alpha = 1, beta = 0;
+  GpuGemmOperand a, b, c;
+  /// `epilogue` "bias" adds `bias` (m contiguous elements in c's dtype from
+  /// its offset; ld and stride unused) to every column.
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  GpuGemmOperand bias;
+};
+
+/// The whole file.
+struct GpuProgram {
+  /// Format 2 added GEMM epilogues; format 1 files (none) still read.
+  static constexpr int64_t kFormat = 2;
+  int64_t format = kFormat;
+  std::string stepName;
+  /// The files it names, beside it: the PTX, the constants (empty: none)
+  /// and the forward-only program for evaluation (empty: none).
+  std::string ptxFile, constantsFile, forwardFile;
+  int64_t blockSize = 256, arenaBytes = 0;
+  std::vector<GpuStepTensor> arguments, results;
+  std::vector<GpuStepBuffer> buffers;
+  std::vector<GpuStepOp> ops;
+
+  int64_t countOps(GpuStepOp::Kind kind) const;
+  /// The argument named `name`, or -1.
+  int64_t findArgument(const std::string &name) const;
+};
+
+/// The program as step.gpu.json's text (pretty-printed, keys sorted).
+std::string writeGpuProgram(const GpuProgram &program);
+
+/// An `arguments` or `results` list as JSON text (an array of {"name",
+/// "role", "dtype", "shape", "bytes"} and an argument's index bound), the
+/// entries step.gpu.json and step.cpu.json share.
+std::string writeStepTensors(const std::vector<GpuStepTensor> &list);
+
+/// Parses and checks `text`: every field's type and range, roles, dtypes
+/// and byte counts, buffer ids, arena bounds, what each GEMM operand
+/// reaches, GEMM dtype combinations, file names that stay beside the
+/// program. On failure returns false with `error` saying what and where
+/// ("op 3 (linalg.matmul): operand a: ..."), without a file name.
+bool parseGpuProgram(const std::string &text, GpuProgram &program,
+                     std::string &error);
+
+} // namespace mlir::mantissa::rt
+
+#endif // MANTISSA_RUNTIME_GPUPROGRAM_H

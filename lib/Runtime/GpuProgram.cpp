@@ -1,0 +1,624 @@
+//===- GpuProgram.cpp - Reading and writing step.gpu.json -----------------===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/GpuProgram.h"
+#include "StepTensorJson.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <functional>
+
+using namespace mlir::mantissa::rt;
+using json = nlohmann::json;
+using detail::ProgramError;
+
+int64_t GpuStepTensor::numElements() const {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+namespace {
+
+/// Each role, its name in the file and whether it is an argument's.
+const struct {
+  const char *text;
+  GpuStepTensor::Role role;
+  bool argument;
+} kRoles[] = {{"parameter", GpuStepTensor::Role::Parameter, true},
+              {"buffer", GpuStepTensor::Role::Buffer, true},
+              {"user_input", GpuStepTensor::Role::UserInput, true},
+              {"loss", GpuStepTensor::Role::Loss, false},
+              {"gradient", GpuStepTensor::Role::Gradient, false},
+              {"buffer_mutation", GpuStepTensor::Role::BufferMutation, false},
+              {"user_output", GpuStepTensor::Role::UserOutput, false}};
+
+/// Each buffer kind and its name in the file.
+const struct {
+  const char *text;
+  GpuStepBuffer::Kind kind;
+} kBufferKinds[] = {{"argument", GpuStepBuffer::Kind::Argument},
+                    {"result", GpuStepBuffer::Kind::Result},
+                    {"temporary", GpuStepBuffer::Kind::Temporary},
+                    {"constant", GpuStepBuffer::Kind::Constant}};
+
+std::string dtypeText(DType dtype) {
+  return std::string(safeTensorsDTypeName(dtype));
+}
+
+int64_t integer(const json &object, const char *key, const std::string &what,
+                int64_t min = 0, int64_t max = INT64_MAX) {
+  if (!object.is_object() || !object.contains(key) ||
+      !object[key].is_number_integer())
+    throw ProgramError{what + ": '" + key + "' is missing or not an integer"};
+  int64_t value = object[key].get<int64_t>();
+  if (value < min || value > max)
+    throw ProgramError{what + ": '" + key + "' is " + std::to_string(value) +
+                       ", out of range [" + std::to_string(min) + ", " +
+                       std::to_string(max) + "]"};
+  return value;
+}
+
+/// An optional integer (`fallback` when absent), for report-only fields.
+int64_t optionalInteger(const json &object, const char *key,
+                        const std::string &what, int64_t fallback,
+                        int64_t min = 0) {
+  return object.contains(key) ? integer(object, key, what, min) : fallback;
+}
+
+std::string string(const json &object, const char *key,
+                   const std::string &what) {
+  if (!object.is_object() || !object.contains(key) || !object[key].is_string())
+    throw ProgramError{what + ": '" + key + "' is missing or not a string"};
+  return object[key].get<std::string>();
+}
+
+bool boolean(const json &object, const char *key, const std::string &what) {
+  if (!object.contains(key) || !object[key].is_boolean())
+    throw ProgramError{what + ": '" + key + "' is missing or not a boolean"};
+  return object[key].get<bool>();
+}
+
+double number(const json &object, const char *key, const std::string &what) {
+  if (!object.contains(key) || !object[key].is_number())
+    throw ProgramError{what + ": '" + key + "' is missing or not a number"};
+  return object[key].get<double>();
+}
+
+DType dtype(const json &object, const std::string &what) {
+  std::string name = string(object, "dtype", what);
+  std::optional<DType> parsed = parseSafeTensorsDTypeName(name);
+  if (!parsed)
+    throw ProgramError{what + ": unknown dtype '" + name + "'"};
+  return *parsed;
+}
+
+const json &array(const json &object, const char *key,
+                  const std::string &what) {
+  if (!object.contains(key) || !object[key].is_array())
+    throw ProgramError{what + ": '" + key + "' is missing or not an array"};
+  return object[key];
+}
+
+/// The files the program names lie beside it: plain file names only, not
+/// empty, no '/' (neither absolute nor climbing out, e.g. "../../dev/zero",
+/// which a reader would read without end), and neither "." nor "..". The
+/// compiler writes only such names.
+std::string fileName(const json &root, const char *key) {
+  if (!root[key].is_string())
+    throw ProgramError{"'" + std::string(key) +
+                       "' is not a file name beside the program"};
+  std::string name = root[key].get<std::string>();
+  if (name.empty() || name == "." || name == ".." ||
+      name.find('/') != std::string::npos)
+    throw ProgramError{
+        "'" + std::string(key) + "' is not a file name beside the program: " +
+        json(name).dump(-1, ' ', false, json::error_handler_t::replace)};
+  return name;
+}
+
+json tensorJson(const GpuStepTensor &tensor) {
+  json entry = {{"name", tensor.name},
+                {"role", gpuStepRoleName(tensor.role)},
+                {"dtype", dtypeText(tensor.dtype)},
+                {"shape", tensor.shape},
+                {"bytes", tensor.bytes}};
+  if (tensor.indexBound.bound > 0) {
+    entry["index_bound"] = tensor.indexBound.bound;
+    entry["index_bound_what"] = tensor.indexBound.what;
+    if (tensor.indexBound.ignored)
+      entry["index_ignored"] = *tensor.indexBound.ignored;
+  }
+  return entry;
+}
+
+json operandJson(const GpuGemmOperand &operand) {
+  return {{"buffer", operand.buffer},
+          {"offset", operand.offset},
+          {"ld", operand.ld},
+          {"stride", operand.stride},
+          {"dtype", dtypeText(operand.dtype)}};
+}
+
+/// Reads the tensor lists and checks what ties results to arguments.
+void parseTensors(const json &root, GpuProgram &program) {
+  const json &arguments = array(root, "arguments", "the program");
+  for (size_t i = 0; i < arguments.size(); ++i)
+    program.arguments.push_back(detail::parseStepTensor(
+        arguments[i], /*isArgument=*/true, i, "argument"));
+  const json &results = array(root, "results", "the program");
+  for (size_t i = 0; i < results.size(); ++i)
+    program.results.push_back(
+        detail::parseStepTensor(results[i], /*isArgument=*/false, i, "result"));
+  for (size_t i = 0; i < program.results.size(); ++i) {
+    const GpuStepTensor &result = program.results[i];
+    std::string what = "result " + std::to_string(i) + " '" + result.name + "'";
+    if (result.role == GpuStepTensor::Role::BufferMutation) {
+      int64_t target = program.findArgument(result.name);
+      if (target < 0)
+        throw ProgramError{what + ": a buffer_mutation of no argument"};
+      const GpuStepTensor &argument = program.arguments[size_t(target)];
+      if (argument.dtype != result.dtype || argument.bytes != result.bytes)
+        throw ProgramError{
+            what + ": a buffer_mutation of " + dtypeText(result.dtype) + ", " +
+            std::to_string(result.bytes) + " bytes, but argument " +
+            std::to_string(target) + " is " + dtypeText(argument.dtype) + ", " +
+            std::to_string(argument.bytes) + " bytes"};
+    } else if (result.role == GpuStepTensor::Role::Gradient) {
+      int64_t target = program.findArgument(result.name);
+      if (target < 0 || program.arguments[size_t(target)].role !=
+                            GpuStepTensor::Role::Parameter)
+        throw ProgramError{what + ": a gradient of no parameter"};
+      if (program.arguments[size_t(target)].numElements() !=
+          result.numElements())
+        throw ProgramError{what + ": a gradient of another size than its "
+                                  "parameter"};
+    }
+  }
+}
+
+void parseBuffers(const json &root, GpuProgram &program) {
+  const json &buffers = array(root, "buffers", "the program");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    std::string what = "buffer " + std::to_string(i);
+    GpuStepBuffer buffer;
+    std::string kind = string(buffers[i], "kind", what);
+    auto known =
+        std::find_if(std::begin(kBufferKinds), std::end(kBufferKinds),
+                     [&](const auto &entry) { return kind == entry.text; });
+    if (known == std::end(kBufferKinds))
+      throw ProgramError{what + ": unknown kind '" + kind + "'"};
+    buffer.kind = known->kind;
+    if (buffer.kind == GpuStepBuffer::Kind::Argument ||
+        buffer.kind == GpuStepBuffer::Kind::Result) {
+      const auto &list = buffer.kind == GpuStepBuffer::Kind::Argument
+                             ? program.arguments
+                             : program.results;
+      buffer.index = integer(buffers[i], "index", what);
+      if (buffer.index >= int64_t(list.size()))
+        throw ProgramError{what + ": " + kind + " " +
+                           std::to_string(buffer.index) + " does not exist (" +
+                           std::to_string(list.size()) + " " + kind + "s)"};
+      buffer.bytes = list[size_t(buffer.index)].bytes;
+    } else {
+      bool temporary = buffer.kind == GpuStepBuffer::Kind::Temporary;
+      buffer.offset = integer(buffers[i], "offset", what);
+      buffer.bytes = integer(buffers[i], "bytes", what);
+      if (buffer.offset % 256)
+        throw ProgramError{what + ": offset " + std::to_string(buffer.offset) +
+                           " is not a multiple of 256"};
+      // Offset and size are each at most 2^63 - 1: compared without
+      // adding them, and their end printed in uint64_t.
+      if (temporary && buffer.bytes > program.arenaBytes - buffer.offset)
+        throw ProgramError{
+            what + ": bytes [" + std::to_string(buffer.offset) + ", " +
+            std::to_string(uint64_t(buffer.offset) + uint64_t(buffer.bytes)) +
+            ") lie past the arena of " + std::to_string(program.arenaBytes) +
+            " bytes"};
+    }
+    program.buffers.push_back(buffer);
+  }
+}
+
+/// A kernel entry's launch and, for reports, its members.
+void parseKernel(
+    const json &entry, const std::string &what,
+    const std::function<int64_t(const json &, const std::string &)> &bufferId,
+    const GpuProgram &program, GpuStepOp &op) {
+  op.entry = string(entry, "entry", what);
+  op.grid = integer(entry, "grid", what, 1, INT32_MAX);
+  for (const json &id : array(entry, "buffers", what))
+    op.buffers.push_back(bufferId(id, what));
+  // Without `threads`, every thread of the launch does work.
+  op.threads =
+      optionalInteger(entry, "threads", what, op.grid * program.blockSize, 1);
+  op.serialIterations = optionalInteger(entry, "serial_iterations", what, 1, 1);
+  if (!entry.contains("members"))
+    return;
+  const json &members = array(entry, "members", what);
+  for (size_t m = 0; m < members.size(); ++m) {
+    std::string where = what + ": member " + std::to_string(m);
+    GpuStepOp::Member member;
+    member.source = string(members[m], "source", where);
+    member.threads = integer(members[m], "threads", where, 1);
+    member.serialIterations =
+        integer(members[m], "serial_iterations", where, 1);
+    for (const json &index : array(members[m], "buffers", where)) {
+      if (!index.is_number_integer() || index.get<int64_t>() < 0 ||
+          index.get<int64_t>() >= int64_t(op.buffers.size()))
+        throw ProgramError{where + ": a buffer index is not one of the " +
+                           std::to_string(op.buffers.size()) +
+                           " the launch takes"};
+      member.buffers.push_back(index.get<unsigned>());
+    }
+    op.members.push_back(std::move(member));
+  }
+}
+
+void parseGemm(
+    const json &entry, const std::string &what,
+    const std::function<int64_t(const json &, const std::string &)> &bufferId,
+    const GpuProgram &program, GpuStepOp &op) {
+  op.transa = boolean(entry, "transa", what);
+  op.transb = boolean(entry, "transb", what);
+  op.m = integer(entry, "m", what, 0, INT32_MAX);
+  op.n = integer(entry, "n", what, 0, INT32_MAX);
+  op.k = integer(entry, "k", what, 0, INT32_MAX);
+  op.batch = integer(entry, "batch", what, 1, INT32_MAX);
+  op.alpha = number(entry, "alpha", what);
+  op.beta = number(entry, "beta", what);
+  auto operand = [&](const char *key, int64_t rows, int64_t columns) {
+    std::string where = what + ": operand " + key;
+    if (!entry.contains(key) || !entry[key].is_object())
+      throw ProgramError{where + " is missing"};
+    const json &value = entry[key];
+    GpuGemmOperand out;
+    if (!value.contains("buffer"))
+      throw ProgramError{where + ": 'buffer' is missing"};
+    out.buffer = bufferId(value["buffer"], where);
+    out.offset = integer(value, "offset", where);
+    out.ld = integer(value, "ld", where, 1, INT32_MAX);
+    out.stride = integer(value, "stride", where);
+    out.dtype = dtype(value, where);
+    // cuBLAS's own requirement: the leading dimension covers a column of
+    // the stored matrix.
+    if (out.ld < std::max<int64_t>(1, rows))
+      throw ProgramError{where + ": ld " + std::to_string(out.ld) +
+                         " is less than its " + std::to_string(rows) + " rows"};
+    if (rows > 0 && columns > 0) {
+      // Offset and stride come from the file unbounded: an operand whose
+      // end does not fit in int64_t reaches past any buffer.
+      // rows + (columns - 1) * ld < 2^62, as each is below 2^31.
+      int64_t strided = 0, endElement = 0, end = 0;
+      bool overflows =
+          __builtin_mul_overflow(op.batch - 1, out.stride, &strided) ||
+          __builtin_add_overflow(out.offset, strided, &endElement) ||
+          __builtin_add_overflow(endElement, rows + (columns - 1) * out.ld,
+                                 &endElement) ||
+          __builtin_mul_overflow(endElement, int64_t(elementSize(out.dtype)),
+                                 &end);
+      int64_t size = program.buffers[size_t(out.buffer)].bytes;
+      if (overflows || end > size)
+        throw ProgramError{
+            where + ": reaches byte " +
+            (overflows ? std::string("2^63 or more") : std::to_string(end)) +
+            " of buffer " + std::to_string(out.buffer) + ", which has " +
+            std::to_string(size)};
+    }
+    return out;
+  };
+  // The stored (untransposed) shapes: op(A) is m x k, op(B) k x n.
+  op.a = operand("a", op.transa ? op.k : op.m, op.transa ? op.m : op.k);
+  op.b = operand("b", op.transb ? op.n : op.k, op.transb ? op.k : op.n);
+  op.c = operand("c", op.m, op.n);
+  bool floatInputs = op.a.dtype == DType::F32 || op.a.dtype == DType::BF16 ||
+                     op.a.dtype == DType::F16;
+  if (!floatInputs || op.b.dtype != op.a.dtype ||
+      (op.c.dtype != DType::F32 && op.c.dtype != op.a.dtype))
+    throw ProgramError{what + ": unsupported dtypes " + dtypeText(op.a.dtype) +
+                       " x " + dtypeText(op.b.dtype) + " -> " +
+                       dtypeText(op.c.dtype) +
+                       " (a and b alike, F32, BF16 or F16; c F32 or a's "
+                       "dtype)"};
+  if (program.format >= 2) {
+    std::string epilogue = string(entry, "epilogue", what);
+    if (epilogue == "bias") {
+      op.epilogue = GemmEpilogue::Bias;
+      std::string where = what + ": bias";
+      if (!entry.contains("bias") || !entry["bias"].is_object())
+        throw ProgramError{where + " is missing"};
+      const json &value = entry["bias"];
+      if (!value.contains("buffer"))
+        throw ProgramError{where + ": 'buffer' is missing"};
+      op.bias.buffer = bufferId(value["buffer"], where);
+      op.bias.offset = integer(value, "offset", where);
+      op.bias.dtype = dtype(value, where);
+      // cuBLASLt's bias is in D's dtype (its default bias type).
+      if (op.bias.dtype != op.c.dtype)
+        throw ProgramError{where + ": dtype " + dtypeText(op.bias.dtype) +
+                           " is not c's " + dtypeText(op.c.dtype)};
+      int64_t end = 0;
+      int64_t size = program.buffers[size_t(op.bias.buffer)].bytes;
+      if (__builtin_add_overflow(op.bias.offset, op.m, &end) ||
+          __builtin_mul_overflow(end, int64_t(elementSize(op.bias.dtype)),
+                                 &end) ||
+          end > size)
+        throw ProgramError{where + ": " + std::to_string(op.m) +
+                           " elements from " + std::to_string(op.bias.offset) +
+                           " reach past buffer " +
+                           std::to_string(op.bias.buffer) + ", which has " +
+                           std::to_string(size) + " bytes"};
+    } else if (epilogue != "none") {
+      throw ProgramError{what + ": unknown epilogue '" + epilogue +
+                         "' (none or bias)"};
+    }
+  }
+  // cuBLAS leaves overlapping outputs of a batch undefined.
+  if (op.batch > 1 && op.m > 0 && op.n > 0 &&
+      op.c.stride < (op.n - 1) * op.c.ld + op.m)
+    throw ProgramError{what + ": the batch's results overlap (c stride " +
+                       std::to_string(op.c.stride) + ")"};
+}
+
+void parseOps(const json &root, GpuProgram &program) {
+  const json &ops = array(root, "ops", "the program");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string what = "op " + std::to_string(i);
+    const json &entry = ops[i];
+    GpuStepOp op;
+    op.source = string(entry, "source", what);
+    what += " (" + op.source + ")";
+    std::string kind = string(entry, "kind", what);
+    auto bufferId = [&](const json &value, const std::string &where) {
+      if (!value.is_number_integer())
+        throw ProgramError{where + ": a buffer id is not an integer"};
+      int64_t id = value.get<int64_t>();
+      if (id < 0 || id >= int64_t(program.buffers.size()))
+        throw ProgramError{
+            where + ": buffer " + std::to_string(id) + " does not exist (" +
+            std::to_string(program.buffers.size()) + " buffers)"};
+      return id;
+    };
+    if (kind == "kernel") {
+      op.kind = GpuStepOp::Kind::Kernel;
+      parseKernel(entry, what, bufferId, program, op);
+    } else if (kind == "gemm") {
+      op.kind = GpuStepOp::Kind::Gemm;
+      parseGemm(entry, what, bufferId, program, op);
+    } else {
+      throw ProgramError{what + ": unknown kind '" + kind + "'"};
+    }
+    program.ops.push_back(std::move(op));
+  }
+}
+
+} // namespace
+
+const char *mlir::mantissa::rt::gpuStepRoleName(GpuStepTensor::Role role) {
+  for (const auto &entry : kRoles)
+    if (entry.role == role)
+      return entry.text;
+  return "?";
+}
+
+int64_t GpuProgram::countOps(GpuStepOp::Kind kind) const {
+  return std::count_if(ops.begin(), ops.end(),
+                       [&](const GpuStepOp &op) { return op.kind == kind; });
+}
+
+int64_t GpuProgram::findArgument(const std::string &name) const {
+  for (size_t i = 0; i < arguments.size(); ++i)
+    if (arguments[i].name == name)
+      return int64_t(i);
+  return -1;
+}
+
+//===----------------------------------------------------------------------===//
+// The tensor entries step.gpu.json and step.cpu.json share
+//===----------------------------------------------------------------------===//
+
+IndexBound detail::parseIndexBound(const json &entry, size_t index) {
+  IndexBound bound;
+  if (!entry.contains("index_bound"))
+    return bound;
+  if (!entry["index_bound"].is_number_integer() ||
+      entry["index_bound"].get<int64_t>() < 1)
+    throw ProgramError{"argument " + std::to_string(index) +
+                       ": 'index_bound' is not a positive integer"};
+  bound.bound = entry["index_bound"].get<int64_t>();
+  bound.what = entry.value("index_bound_what", "");
+  if (entry.contains("index_ignored")) {
+    if (!entry["index_ignored"].is_number_integer())
+      throw ProgramError{"argument " + std::to_string(index) +
+                         ": 'index_ignored' is not an integer"};
+    bound.ignored = entry["index_ignored"].get<int64_t>();
+  }
+  return bound;
+}
+
+GpuStepTensor detail::parseStepTensor(const json &entry, bool isArgument,
+                                      size_t index, const std::string &where) {
+  std::string what = where + " " + std::to_string(index);
+  if (!entry.is_object())
+    throw ProgramError{what + " is not an object"};
+  GpuStepTensor tensor;
+  tensor.name = string(entry, "name", what);
+  what += " '" + tensor.name + "'";
+  std::string role = string(entry, "role", what);
+  bool known = false;
+  for (const auto &candidate : kRoles)
+    if (candidate.argument == isArgument && role == candidate.text) {
+      tensor.role = candidate.role;
+      known = true;
+    }
+  if (!known)
+    throw ProgramError{what + ": unknown role '" + role + "'"};
+  tensor.dtype = dtype(entry, what);
+  for (const json &dim : array(entry, "shape", what)) {
+    if (!dim.is_number_integer() || dim.get<int64_t>() < 0)
+      throw ProgramError{what + ": 'shape' has a bad dimension"};
+    tensor.shape.push_back(dim.get<int64_t>());
+  }
+  tensor.bytes = integer(entry, "bytes", what, 1);
+  // The shape comes from the file: its element and byte counts must fit in
+  // int64_t, so that numElements() never overflows once it is accepted.
+  int64_t elements = 1, dense = 0;
+  for (int64_t dim : tensor.shape)
+    if (__builtin_mul_overflow(elements, dim, &elements))
+      throw ProgramError{what + ": 'shape' has more than 2^63 elements"};
+  if (__builtin_mul_overflow(elements, int64_t(elementSize(tensor.dtype)),
+                             &dense))
+    throw ProgramError{what + ": 'shape' takes more than 2^63 bytes"};
+  dense = std::max<int64_t>(1, dense);
+  if (tensor.bytes != dense)
+    throw ProgramError{what + ": 'bytes' is " + std::to_string(tensor.bytes) +
+                       ", its shape and dtype take " + std::to_string(dense)};
+  if (isArgument)
+    tensor.indexBound = parseIndexBound(entry, index);
+  return tensor;
+}
+
+std::string
+mlir::mantissa::rt::writeStepTensors(const std::vector<GpuStepTensor> &list) {
+  json array = json::array();
+  for (const GpuStepTensor &tensor : list)
+    array.push_back(tensorJson(tensor));
+  return array.dump(2);
+}
+
+//===----------------------------------------------------------------------===//
+// The program
+//===----------------------------------------------------------------------===//
+
+std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
+  json arguments = json::array(), results = json::array();
+  for (const GpuStepTensor &tensor : program.arguments)
+    arguments.push_back(tensorJson(tensor));
+  for (const GpuStepTensor &tensor : program.results)
+    results.push_back(tensorJson(tensor));
+  json buffers = json::array();
+  for (const GpuStepBuffer &buffer : program.buffers) {
+    const char *kind = "?";
+    for (const auto &entry : kBufferKinds)
+      if (entry.kind == buffer.kind)
+        kind = entry.text;
+    if (buffer.kind == GpuStepBuffer::Kind::Argument ||
+        buffer.kind == GpuStepBuffer::Kind::Result)
+      buffers.push_back({{"kind", kind}, {"index", buffer.index}});
+    else
+      buffers.push_back(
+          {{"kind", kind}, {"offset", buffer.offset}, {"bytes", buffer.bytes}});
+  }
+  json ops = json::array();
+  for (const GpuStepOp &op : program.ops) {
+    if (op.kind == GpuStepOp::Kind::Kernel) {
+      json kernel = {{"kind", "kernel"},
+                     {"entry", op.entry},
+                     {"grid", op.grid},
+                     {"threads", op.threads},
+                     {"serial_iterations", op.serialIterations},
+                     {"buffers", op.buffers},
+                     {"source", op.source}};
+      // A launch that runs several ops: each one's share (for reports).
+      if (op.members.size() > 1) {
+        json members = json::array();
+        for (const GpuStepOp::Member &member : op.members)
+          members.push_back({{"source", member.source},
+                             {"threads", member.threads},
+                             {"serial_iterations", member.serialIterations},
+                             {"buffers", member.buffers}});
+        kernel["members"] = std::move(members);
+      }
+      ops.push_back(std::move(kernel));
+      continue;
+    }
+    bool bias = op.epilogue == GemmEpilogue::Bias;
+    json gemm = {{"kind", "gemm"},
+                 {"source", op.source},
+                 {"transa", op.transa},
+                 {"transb", op.transb},
+                 {"m", op.m},
+                 {"n", op.n},
+                 {"k", op.k},
+                 {"batch", op.batch},
+                 {"alpha", op.alpha},
+                 {"beta", op.beta},
+                 {"a", operandJson(op.a)},
+                 {"b", operandJson(op.b)},
+                 {"c", operandJson(op.c)},
+                 {"epilogue", bias ? "bias" : "none"}};
+    if (bias)
+      gemm["bias"] = {{"buffer", op.bias.buffer},
+                      {"offset", op.bias.offset},
+                      {"dtype", dtypeText(op.bias.dtype)}};
+    ops.push_back(std::move(gemm));
+  }
+  json root = {{"format", program.format},
+               {"step", program.stepName},
+               {"ptx", program.ptxFile},
+               {"block_size", program.blockSize},
+               {"arena_bytes", program.arenaBytes},
+               {"arguments", std::move(arguments)},
+               {"results", std::move(results)},
+               {"buffers", std::move(buffers)},
+               {"ops", std::move(ops)}};
+  if (!program.constantsFile.empty())
+    root["constants"] = program.constantsFile;
+  if (!program.forwardFile.empty())
+    root["forward"] = program.forwardFile;
+  // Invalid UTF-8 in a name (an FQN from a model file) is replaced rather
+  // than thrown: the file stays valid JSON.
+  return root.dump(2, ' ', false, json::error_handler_t::replace);
+}
+
+bool mlir::mantissa::rt::parseGpuProgram(const std::string &text,
+                                         GpuProgram &program,
+                                         std::string &error) {
+  program = GpuProgram();
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    error = "damaged GPU step program (not valid JSON)";
+    return false;
+  }
+  try {
+    program.format = integer(root, "format", "the program");
+    if (program.format != 1 && program.format != 2)
+      throw ProgramError{"unknown format " + std::to_string(program.format) +
+                         " (this runtime reads 1 and 2)"};
+    program.stepName = string(root, "step", "the program");
+    program.blockSize = integer(root, "block_size", "the program", 1, 1024);
+    program.arenaBytes = integer(root, "arena_bytes", "the program");
+    parseTensors(root, program);
+    parseBuffers(root, program);
+    if (root.contains("forward"))
+      program.forwardFile = fileName(root, "forward");
+    if (!root.contains("ptx"))
+      throw ProgramError{"the program: 'ptx' is missing or not a string"};
+    program.ptxFile = fileName(root, "ptx");
+    bool anyConstant =
+        std::any_of(program.buffers.begin(), program.buffers.end(),
+                    [](const GpuStepBuffer &buffer) {
+                      return buffer.kind == GpuStepBuffer::Kind::Constant;
+                    });
+    if (anyConstant) {
+      if (!root.contains("constants") || !root["constants"].is_string())
+        throw ProgramError{"'constants' is missing, and some buffer is a "
+                           "constant"};
+      program.constantsFile = fileName(root, "constants");
+    }
+    parseOps(root, program);
+  } catch (const ProgramError &e) {
+    error = e.message;
+    return false;
+  } catch (const json::exception &e) {
+    error = std::string("damaged GPU step program (") + e.what() + ")";
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,239 @@
+//===- GpuProgramTest.cpp - step.gpu.json written and read back -----------===//
+//
+// The compiler writes the GPU program with writeGpuProgram and the runtime
+// and the cost model read it with parseGpuProgram: every field must survive
+// the trip, and what the writer would never emit must be refused with the
+// entry it is in. (GpuStepTest.cpp checks loading with the PTX beside it.)
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Runtime/GpuProgram.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir::mantissa::rt;
+
+namespace {
+
+GpuProgram sampleProgram() {
+  GpuProgram program;
+  program.stepName = "train_step";
+  program.ptxFile = "step.ptx";
+  program.constantsFile = "step.constants.bin";
+  program.forwardFile = "step.forward.gpu.json";
+  program.blockSize = 128;
+  program.arenaBytes = 1024;
+
+  GpuStepTensor weight;
+  weight.name = "w";
+  weight.role = GpuStepTensor::Role::Parameter;
+  weight.dtype = DType::BF16;
+  weight.shape = {4, 8};
+  weight.bytes = 64;
+  GpuStepTensor tokens;
+  tokens.name = "tokens";
+  tokens.role = GpuStepTensor::Role::UserInput;
+  tokens.dtype = DType::I64;
+  tokens.shape = {2, 4};
+  tokens.bytes = 64;
+  tokens.indexBound.bound = 4;
+  tokens.indexBound.what = "rows of w";
+  tokens.indexBound.ignored = -100;
+  program.arguments = {weight, tokens};
+
+  GpuStepTensor loss;
+  loss.name = "";
+  loss.role = GpuStepTensor::Role::Loss;
+  loss.dtype = DType::F32;
+  loss.bytes = 4;
+  GpuStepTensor gradient = weight;
+  gradient.role = GpuStepTensor::Role::Gradient;
+  gradient.dtype = DType::F32;
+  gradient.bytes = 128;
+  program.results = {loss, gradient};
+
+  GpuStepBuffer argument;
+  argument.kind = GpuStepBuffer::Kind::Argument;
+  argument.index = 0;
+  argument.bytes = 64;
+  GpuStepBuffer result;
+  result.kind = GpuStepBuffer::Kind::Result;
+  result.index = 1;
+  result.bytes = 128;
+  GpuStepBuffer temporary;
+  temporary.offset = 256;
+  temporary.bytes = 512;
+  GpuStepBuffer constant;
+  constant.kind = GpuStepBuffer::Kind::Constant;
+  constant.offset = 0;
+  constant.bytes = 16;
+  program.buffers = {argument, result, temporary, constant};
+
+  GpuStepOp kernel;
+  kernel.source = "linalg.generic (model.py:3)";
+  kernel.entry = "step_kernel_0";
+  kernel.grid = 2;
+  kernel.buffers = {0, 2, 3};
+  kernel.threads = 200;
+  kernel.serialIterations = 1;
+  GpuStepOp::Member first, second;
+  first.source = "linalg.generic (model.py:3)";
+  first.buffers = {0, 1};
+  first.threads = 200;
+  second.source = "linalg.reduce (model.py:4)";
+  second.buffers = {1, 2};
+  second.threads = 4;
+  second.serialIterations = 32;
+  kernel.members = {first, second};
+
+  GpuStepOp gemm;
+  gemm.kind = GpuStepOp::Kind::Gemm;
+  gemm.source = "linalg.matmul (model.py:5)";
+  gemm.transa = true;
+  gemm.m = 8;
+  gemm.n = 4;
+  gemm.k = 4;
+  gemm.alpha = 0.125;
+  gemm.beta = 0;
+  gemm.a = {0, 0, 4, 0, DType::BF16};
+  gemm.b = {0, 0, 4, 0, DType::BF16};
+  gemm.c = {1, 0, 8, 0, DType::F32};
+  gemm.epilogue = GemmEpilogue::Bias;
+  gemm.bias = {2, 16, 0, 0, DType::F32};
+  program.ops = {kernel, gemm};
+  return program;
+}
+
+void expectSameTensor(const GpuStepTensor &a, const GpuStepTensor &b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.role, b.role);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.shape, b.shape);
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.indexBound.bound, b.indexBound.bound);
+  EXPECT_EQ(a.indexBound.what, b.indexBound.what);
+  EXPECT_EQ(a.indexBound.ignored, b.indexBound.ignored);
+}
+
+void expectSameOperand(const GpuGemmOperand &a, const GpuGemmOperand &b) {
+  EXPECT_EQ(a.buffer, b.buffer);
+  EXPECT_EQ(a.offset, b.offset);
+  EXPECT_EQ(a.dtype, b.dtype);
+}
+
+/// The sample's text with `from` replaced by `to` (which must occur).
+std::string edited(const std::string &from, const std::string &to) {
+  std::string text = writeGpuProgram(sampleProgram());
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos)
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+std::string parseError(const std::string &text) {
+  GpuProgram program;
+  std::string error;
+  EXPECT_FALSE(parseGpuProgram(text, program, error));
+  return error;
+}
+
+} // namespace
+
+TEST(GpuProgram, EveryFieldSurvivesWritingAndReading) {
+  GpuProgram written = sampleProgram();
+  GpuProgram read;
+  std::string error;
+  ASSERT_TRUE(parseGpuProgram(writeGpuProgram(written), read, error)) << error;
+  EXPECT_EQ(read.format, GpuProgram::kFormat);
+  EXPECT_EQ(read.stepName, written.stepName);
+  EXPECT_EQ(read.ptxFile, written.ptxFile);
+  EXPECT_EQ(read.constantsFile, written.constantsFile);
+  EXPECT_EQ(read.forwardFile, written.forwardFile);
+  EXPECT_EQ(read.blockSize, written.blockSize);
+  EXPECT_EQ(read.arenaBytes, written.arenaBytes);
+  ASSERT_EQ(read.arguments.size(), 2u);
+  ASSERT_EQ(read.results.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    expectSameTensor(read.arguments[i], written.arguments[i]);
+    expectSameTensor(read.results[i], written.results[i]);
+  }
+  ASSERT_EQ(read.buffers.size(), written.buffers.size());
+  for (size_t i = 0; i < read.buffers.size(); ++i) {
+    EXPECT_EQ(read.buffers[i].kind, written.buffers[i].kind) << i;
+    EXPECT_EQ(read.buffers[i].index, written.buffers[i].index) << i;
+    EXPECT_EQ(read.buffers[i].bytes, written.buffers[i].bytes) << i;
+  }
+  EXPECT_EQ(read.buffers[2].offset, 256);
+  ASSERT_EQ(read.ops.size(), 2u);
+  const GpuStepOp &kernel = read.ops[0];
+  EXPECT_EQ(kernel.kind, GpuStepOp::Kind::Kernel);
+  EXPECT_EQ(kernel.entry, "step_kernel_0");
+  EXPECT_EQ(kernel.grid, 2);
+  EXPECT_EQ(kernel.buffers, (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(kernel.threads, 200);
+  ASSERT_EQ(kernel.members.size(), 2u);
+  EXPECT_EQ(kernel.members[1].source, "linalg.reduce (model.py:4)");
+  EXPECT_EQ(kernel.members[1].buffers, (std::vector<unsigned>{1, 2}));
+  EXPECT_EQ(kernel.members[1].threads, 4);
+  EXPECT_EQ(kernel.members[1].serialIterations, 32);
+  const GpuStepOp &gemm = read.ops[1];
+  EXPECT_EQ(gemm.kind, GpuStepOp::Kind::Gemm);
+  EXPECT_TRUE(gemm.transa);
+  EXPECT_FALSE(gemm.transb);
+  EXPECT_EQ(gemm.m, 8);
+  EXPECT_EQ(gemm.alpha, 0.125);
+  EXPECT_EQ(gemm.epilogue, GemmEpilogue::Bias);
+  expectSameOperand(gemm.a, written.ops[1].a);
+  expectSameOperand(gemm.c, written.ops[1].c);
+  expectSameOperand(gemm.bias, written.ops[1].bias);
+  EXPECT_EQ(read.countOps(GpuStepOp::Kind::Gemm), 1);
+  EXPECT_EQ(read.findArgument("tokens"), 1);
+}
+
+TEST(GpuProgram, OptionalFieldsAreLeftOutWhenEmpty) {
+  GpuProgram program = sampleProgram();
+  program.forwardFile.clear();
+  program.ops[0].members.resize(1);
+  std::string text = writeGpuProgram(program);
+  EXPECT_EQ(text.find("\"forward\""), std::string::npos);
+  EXPECT_EQ(text.find("\"members\""), std::string::npos);
+  GpuProgram read;
+  std::string error;
+  ASSERT_TRUE(parseGpuProgram(text, read, error)) << error;
+  EXPECT_TRUE(read.forwardFile.empty());
+  EXPECT_TRUE(read.ops[0].members.empty());
+}
+
+TEST(GpuProgram, RefusesWhatTheWriterNeverEmits) {
+  EXPECT_EQ(parseError("{"), "damaged GPU step program (not valid JSON)");
+  EXPECT_EQ(parseError(edited("\"format\": 2", "\"format\": 3")),
+            "unknown format 3 (this runtime reads 1 and 2)");
+  EXPECT_EQ(parseError(edited("\"role\": \"loss\"", "\"role\": \"parameter\"")),
+            "result 0 '': unknown role 'parameter'");
+  EXPECT_EQ(parseError(edited("\"dtype\": \"I64\"", "\"dtype\": \"I65\"")),
+            "argument 1 'tokens': unknown dtype 'I65'");
+  EXPECT_EQ(parseError(edited("\"index_bound\": 4", "\"index_bound\": 0")),
+            "argument 1: 'index_bound' is not a positive integer");
+  EXPECT_EQ(parseError(edited("\"kind\": \"temporary\"", "\"kind\": \"heap\"")),
+            "buffer 2: unknown kind 'heap'");
+  EXPECT_EQ(parseError(edited("\"offset\": 256", "\"offset\": 768")),
+            "buffer 2: bytes [768, 1280) lie past the arena of 1024 bytes");
+  EXPECT_EQ(
+      parseError(edited("\"ptx\": \"step.ptx\"", "\"ptx\": \"../step.ptx\"")),
+      "'ptx' is not a file name beside the program: \"../step.ptx\"");
+  EXPECT_EQ(parseError(edited("\"serial_iterations\": 32",
+                              "\"serial_iterations\": 0")),
+            "op 0 (linalg.generic (model.py:3)): member 1: "
+            "'serial_iterations' is 0, out of range [1, "
+            "9223372036854775807]");
+  EXPECT_EQ(parseError(edited("\"buffers\": [\n            1,\n            2\n"
+                              "          ]",
+                              "\"buffers\": [7]")),
+            "op 0 (linalg.generic (model.py:3)): member 1: a buffer index is "
+            "not one of the 3 the launch takes");
+  EXPECT_EQ(
+      parseError(edited("\"epilogue\": \"bias\"", "\"epilogue\": \"relu\"")),
+      "op 1 (linalg.matmul (model.py:5)): unknown epilogue 'relu' "
+      "(none or bias)");
+}
