@@ -455,6 +455,37 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     }
     addresses.push_back(address);
   }
+  // The kernels take their buffers as not aliasing one another (llvm.noalias
+  // in the PTX): no two arguments or results may share storage.
+  struct Bound {
+    DevicePtr begin, end;
+    size_t buffer;
+  };
+  std::vector<Bound> bound;
+  for (size_t i = 0; i < file.buffers.size(); ++i)
+    if (file.buffers[i].kind == GpuStepBuffer::Kind::Argument ||
+        file.buffers[i].kind == GpuStepBuffer::Kind::Result)
+      bound.push_back(
+          {addresses[i], addresses[i] + uint64_t(file.buffers[i].bytes), i});
+  std::sort(bound.begin(), bound.end(), [](const Bound &a, const Bound &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.buffer < b.buffer;
+  });
+  for (size_t i = 1; i < bound.size(); ++i) {
+    if (bound[i].begin >= bound[i - 1].end)
+      continue;
+    auto describe = [&](size_t buffer) {
+      const GpuStepBuffer &entry = file.buffers[buffer];
+      bool isArgument = entry.kind == GpuStepBuffer::Kind::Argument;
+      const GpuStepTensor &tensor = isArgument
+                                        ? file.arguments[size_t(entry.index)]
+                                        : file.results[size_t(entry.index)];
+      return std::string(isArgument ? "argument " : "result ") +
+             std::to_string(entry.index) + " '" + tensor.name + "'";
+    };
+    error = jsonPath + ": run with overlapping storage for " +
+            describe(bound[i - 1].buffer) + " and " + describe(bound[i].buffer);
+    return false;
+  }
   // After one run op by op (which lets cuBLAS settle its workspaces and
   // choices outside a capture), the step is captured once into a CUDA graph
   // and then replayed with one launch per step: hundreds of small kernels

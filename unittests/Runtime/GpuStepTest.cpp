@@ -740,6 +740,18 @@ TEST(GpuStepDevice, BindsEveryKindOfBuffer) {
   EXPECT_FALSE(step->run({xd}, {r0, r1}, error));
   EXPECT_EQ(error, step->path() + ": run with 1 arguments and 2 results; the "
                                   "step has 2 and 2");
+  // The kernels take their buffers as noalias: storage bound twice, or
+  // overlapping, is refused before anything runs.
+  launchesBefore = *launches;
+  EXPECT_FALSE(step->run({xd, yd}, {xd, r1}, error));
+  EXPECT_EQ(error.find(step->path() + ": run with overlapping storage for "
+                                      "argument 0 'x' and result 0 "),
+            0u)
+      << error;
+  EXPECT_FALSE(step->run({xd, xd + 8}, {r0, r1}, error));
+  EXPECT_EQ(error, step->path() + ": run with overlapping storage for "
+                                  "argument 0 'x' and argument 1 'y'");
+  EXPECT_EQ(*launches, launchesBefore);
   step->detach();
   EXPECT_EQ(device->bytesInUse() - before, 5 * 16); // the test's buffers
 }

@@ -15,6 +15,18 @@
 
 namespace mlir::mantissa {
 
+/// On an scf.for nest of a bufferized step: how many of its outer loops
+/// (perfectly nested) a GPU kernel may run one iteration per thread of,
+/// because distinct iterations touch distinct elements of what they write,
+/// which the transform that built the nest knows and an analysis of the
+/// accesses cannot see (mantissa-segment-scatter-accumulations).
+constexpr llvm::StringLiteral kGpuParallelLoopsAttr =
+    "mantissa.gpu_parallel_loops";
+/// With it: the loop iterations each such thread runs in order, for reports
+/// (absent: one).
+constexpr llvm::StringLiteral kGpuSerialIterationsAttr =
+    "mantissa.gpu_serial_iterations";
+
 /// Whether `op` only makes a view of a buffer (ViewLikeOpInterface,
 /// memref.transpose, memref.cast).
 bool isViewOp(Operation *op);

@@ -433,6 +433,41 @@ def ShareRoundingsPass
   ];
 }
 
+def SegmentScatterAccumulationsPass
+    : Pass<"mantissa-segment-scatter-accumulations", "::mlir::func::FuncOp"> {
+  let summary = "Run an accumulating scatter (an embedding backward) as a deterministic segmented reduction";
+  let description = [{
+    On a bufferized step, a perfect `scf.for` nest that accumulates into one
+    buffer at a data-dependent row (`dest[key(i), f] = dest[key(i), f] op
+    value(i, f)`, the loops of `i` being the index loops and those of `f`
+    the feature loops, e.g. the embedding backward's `index_put` with
+    accumulation) becomes four loop nests a GPU runs in parallel:
+
+    1. the rank of each index iteration `t` among all N in (key, t) order,
+       counted in P interleaved partials per `t` (threads N x P, N / P
+       comparisons each);
+    2. the partials summed into the rank;
+    3. the ranks inverted into the stably sorted order of the iterations;
+    4. one thread per sorted position and feature: the first position of
+       each run of equal keys folds the run's values into `dest` in order.
+
+    Every element of `dest` receives its values in the original iteration
+    order, so the results are exactly the loop nest's, with no atomics.
+    Each new nest is marked with the loops a GPU kernel may spread over
+    threads (`mantissa.gpu_parallel_loops`) and, where a thread loops, how
+    many iterations it runs (`mantissa.gpu_serial_iterations`; a run's
+    length is data-dependent and counted as one). Left alone: nests with
+    fewer than 32 index iterations, more than one data-dependent
+    coordinate, a key that depends on a feature loop, other writes, or ops
+    with regions.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def SplitReductionsPass
     : Pass<"mantissa-split-reductions", "::mlir::func::FuncOp"> {
   let summary = "Fold long reductions in interleaved partials, then the partials in order";

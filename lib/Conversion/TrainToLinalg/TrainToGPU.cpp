@@ -881,6 +881,12 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
         failed(linalg::interchangeGenericOp(rewriter, generic, order)))
       return op->emitOpError() << "cannot be interchanged for the GPU";
     kernel->setAttr(kThreadLoops, builder.getI64IntegerAttr(parallel));
+  } else if (auto loops =
+                 clone->getAttrOfType<IntegerAttr>(kGpuParallelLoopsAttr)) {
+    // A nest built knowing which loops cannot collide.
+    kernel->setAttr(kThreadLoops, loops);
+    if (Attribute serial = clone->getAttr(kGpuSerialIterationsAttr))
+      kernel->setAttr(kGpuSerialIterationsAttr, serial);
   } else {
     kernel->setAttr(kThreadScatterLoops, UnitAttr::get(context));
   }
@@ -1405,10 +1411,36 @@ getKernelMemberShape(func::FuncOp function,
       return function.emitOpError() << "has a loop without static bounds";
     threads *= *count;
   }
+  if (auto serial =
+          function->getAttrOfType<IntegerAttr>(kGpuSerialIterationsAttr))
+    return KernelMember{threads, serial.getInt()};
   int64_t iterations = 1;
   for (scf::ForOp loop : nest)
     iterations *= getTripCount(loop).value_or(1);
   return KernelMember{threads, iterations / std::max<int64_t>(threads, 1)};
+}
+
+/// Tells LLVM that no two arguments of `kernel` overlap (`llvm.noalias`)
+/// and which ones it only reads (`llvm.readonly`), so that values stay in
+/// registers across stores and read-only buffers load through the
+/// non-coherent cache (ld.global.nc). Each argument is a distinct buffer of
+/// the program, and no two buffers of one launch overlap: temporaries live
+/// across their whole launch in the arena packing (which the program's
+/// checker verifies), and GpuStep::run refuses arguments and results bound
+/// to overlapping storage.
+void markArgumentsNoAlias(gpu::GPUFuncOp kernel) {
+  llvm::SmallDenseSet<Value> written;
+  kernel.walk([&](memref::StoreOp store) {
+    written.insert(getBaseBuffer(store.getMemRef()));
+  });
+  UnitAttr unit = UnitAttr::get(kernel.getContext());
+  for (BlockArgument argument : kernel.getArguments()) {
+    kernel.setArgAttr(argument.getArgNumber(),
+                      LLVM::LLVMDialect::getNoAliasAttrName(), unit);
+    if (!written.contains(argument))
+      kernel.setArgAttr(argument.getArgNumber(),
+                        LLVM::LLVMDialect::getReadonlyAttrName(), unit);
+  }
 }
 
 /// The gpu.func of kernel op `op` (its `entry`, one flat memref argument
@@ -1471,6 +1503,7 @@ LogicalResult buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
     spreadLoops(body, spread, linear);
   }
   op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
+  markArgumentsNoAlias(kernel);
   return success();
 }
 
@@ -1625,8 +1658,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   // (docs/gpu-step.md).
   if (failed(runPassPipeline(
           *module,
-          "builtin.module(func.func(mantissa-fold-copies-into-"
-          "producers,mantissa-share-roundings,"
+          "builtin.module(func.func(mantissa-segment-scatter-accumulations,"
+          "mantissa-fold-copies-into-producers,mantissa-share-roundings,"
           "mantissa-split-reductions,mantissa-fuse-parallel-kernels))")))
     return failure();
   GpuStepProgram program;

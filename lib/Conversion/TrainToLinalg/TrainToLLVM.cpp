@@ -114,6 +114,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerFuseParallelKernelsPass();
     mantissa::registerShareRoundingsPass();
     mantissa::registerSplitReductionsPass();
+    mantissa::registerSegmentScatterAccumulationsPass();
     mantissa::registerConvertCopiesToLinalgPass();
     mantissa::registerCallGemmLibraryPass();
     mantissa::registerInterchangeReductionsOutwardPass();
