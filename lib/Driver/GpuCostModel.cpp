@@ -9,7 +9,8 @@
 //   per thread, min(threads, resident threads) * bytes per thread-iteration
 //   / latency, at most the copy bandwidth; a kernel whose threads each run
 //   `serial_iterations` in order also takes that many loop iterations one
-//   after the other, per wave of resident threads;
+//   after the other, per wave of resident threads, and a launch of several
+//   ops the sum of its members' such times (each on its own threads);
 // - a GEMM does 2 m n k flops per batch element at its operands' peak, in
 //   waves of output tiles over the multiprocessors (a 128x128 tile per
 //   block: a small product leaves most of the chip idle), and moves its
@@ -101,13 +102,29 @@ OpCost predictKernel(const rt::GpuStepOp &op, const rt::GpuProgram &program,
       seen.push_back(id);
       cost.bytes += double(program.buffers[size_t(id)].bytes);
     }
-  // One operation per thread-iteration: the kernels' bodies are short
-  // elementwise or accumulate steps.
-  cost.flops = threads * serial;
-  cost.costClass = serial > 1 ? "serial loop" : "elementwise";
-
   double resident = double(device.streamingMultiprocessors) *
                     device.maxThreadsPerMultiprocessor;
+  // A launch that runs several ops runs them one after the other in each
+  // thread, each on the launch's first threads: the wave that holds thread
+  // t waits for every member with more than t threads, so each member adds
+  // its own serial loop to as many waves as it has. One operation per
+  // thread-iteration: the kernels' bodies are short elementwise or
+  // accumulate steps.
+  std::vector<std::pair<double, double>> members;
+  for (const rt::GpuStepOp::Member &member : op.members)
+    members.push_back(
+        {double(member.threads), double(member.serialIterations)});
+  if (members.empty())
+    members.push_back({threads, serial});
+  double serialSeconds = 0;
+  for (auto [memberThreads, memberSerial] : members) {
+    cost.flops += memberThreads * memberSerial;
+    if (memberSerial > 1)
+      serialSeconds += std::ceil(memberThreads / resident) * memberSerial *
+                       device.serialIterationSeconds;
+  }
+  cost.costClass = serial > 1 ? "serial loop" : "elementwise";
+
   double active = std::min(threads, resident);
   // Bytes a thread has in flight: its scalar accesses of one iteration, or,
   // walking a row in order, the 32-byte sector that serves the next few.
@@ -116,12 +133,10 @@ OpCost predictKernel(const rt::GpuStepOp &op, const rt::GpuProgram &program,
   double bandwidth =
       std::min(device.copyBandwidth, active * inFlight / device.memoryLatency);
   double memory = bandwidth > 0 ? cost.bytes / bandwidth : 0;
-  double waves = std::ceil(threads / resident);
-  double latency =
-      serial > 1 ? waves * serial * device.serialIterationSeconds : 0;
   double compute = cost.flops / device.fp32Flops;
-  decide(cost, device.launchSeconds,
-         {{memory, "memory"}, {latency, "latency"}, {compute, "compute"}});
+  decide(
+      cost, device.launchSeconds,
+      {{memory, "memory"}, {serialSeconds, "latency"}, {compute, "compute"}});
   return cost;
 }
 
