@@ -35,6 +35,10 @@ bool isViewOp(Operation *op);
 /// memref.get_global.
 Value getBaseBuffer(Value value);
 
+/// Whether `op` (or an op nested in it: linalg outputs, stores, copies)
+/// writes any view of `base`.
+bool writesBuffer(Operation *op, Value base);
+
 /// The base buffers an op (and the ops nested in it) reads and writes.
 struct BufferAccesses {
   llvm::SmallSetVector<Value, 8> reads, writes;

@@ -433,6 +433,43 @@ def ShareRoundingsPass
   ];
 }
 
+def MaterializeOperandCastsPass
+    : Pass<"mantissa-materialize-operand-casts", "::mlir::func::FuncOp"> {
+  let summary = "Give a GEMM's operand rounding, folded into the contraction, back its own op";
+  let description = [{
+    On a bufferized step, elementwise fusion folds the `truncf` of an fp32
+    operand (the cast of the compute dtype that autocast inserts) into a
+    contraction's body, which then reads fp32, rounds every element again
+    for every product it enters, and no longer fits a bf16 GEMM. Where the
+    contraction is a GEMM with the rounded operand (GemmMatching.h), the
+    rounding moves back into an elementwise `linalg.generic` writing a bf16
+    (fp16) temporary that the contraction reads: the same numbers, with the
+    products on the tensor cores. Contractions that would not be GEMMs even
+    so are left as they are.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
+def FoldTransposesIntoViewsPass
+    : Pass<"mantissa-fold-transposes-into-views", "::mlir::func::FuncOp"> {
+  let summary = "Replace a transpose into a temporary by a strided view of its input";
+  let description = [{
+    On a bufferized step, each `linalg.transpose` into a temporary becomes a
+    `memref.transpose` view of its input when the temporary is only read
+    afterwards (by linalg ops, directly or through reshapes and transposes
+    that the input's strides allow, which are rebuilt on the view) and
+    nothing writes the input's buffer after the transpose. The copy then
+    costs nothing: GEMMs take the transposed operand as transa / transb and
+    kernels read through the strided view. Left alone when a reader that is
+    a GEMM would stop being one.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def SegmentScatterAccumulationsPass
     : Pass<"mantissa-segment-scatter-accumulations", "::mlir::func::FuncOp"> {
   let summary = "Run an accumulating scatter (an embedding backward) as a deterministic segmented reduction";

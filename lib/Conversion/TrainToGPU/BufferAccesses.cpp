@@ -124,3 +124,18 @@ void ReadRedirection::eraseViews(bool newOnes) {
   for (Operation *view : llvm::reverse(newOnes ? newViews : oldViews))
     view->erase();
 }
+
+bool mlir::mantissa::writesBuffer(Operation *op, Value base) {
+  bool writes = false;
+  op->walk([&](Operation *nested) {
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(nested)) {
+      for (OpOperand &init : linalgOp.getDpsInitsMutable())
+        writes |= getBaseBuffer(init.get()) == base;
+    } else if (auto store = dyn_cast<memref::StoreOp>(nested)) {
+      writes |= getBaseBuffer(store.getMemref()) == base;
+    } else if (auto copy = dyn_cast<memref::CopyOp>(nested)) {
+      writes |= getBaseBuffer(copy.getTarget()) == base;
+    }
+  });
+  return writes;
+}

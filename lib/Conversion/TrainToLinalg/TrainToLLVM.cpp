@@ -115,6 +115,8 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerShareRoundingsPass();
     mantissa::registerSplitReductionsPass();
     mantissa::registerSegmentScatterAccumulationsPass();
+    mantissa::registerMaterializeOperandCastsPass();
+    mantissa::registerFoldTransposesIntoViewsPass();
     mantissa::registerConvertCopiesToLinalgPass();
     mantissa::registerCallGemmLibraryPass();
     mantissa::registerInterchangeReductionsOutwardPass();
