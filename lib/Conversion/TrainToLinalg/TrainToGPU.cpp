@@ -228,6 +228,50 @@ static bool isOnlyUsedBy(Value base, ArrayRef<Operation *> allowed) {
 // The program builder
 //===----------------------------------------------------------------------===//
 
+/// The one element of `operand` that each thread of `op` touches, when
+/// there is one (the operand's map uses parallel loops only) and no two
+/// threads share it: the element offset, in its base buffer, as
+/// [offset, coefficient of each parallel loop] (thread coordinates in
+/// `parallelDims` order, of extents `shape`).
+static std::optional<SmallVector<int64_t>>
+getThreadElement(linalg::LinalgOp op, OpOperand &operand,
+                 ArrayRef<unsigned> parallelDims, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getViewLayout(operand.get(), strides, offset)))
+    return std::nullopt;
+  SmallVector<int64_t> element(1 + parallelDims.size(), 0);
+  element[0] = offset;
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  for (auto [position, expr] : llvm::enumerate(map.getResults())) {
+    if (auto constant = dyn_cast<AffineConstantExpr>(expr)) {
+      element[0] += constant.getValue() * strides[position];
+      continue;
+    }
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (!dim)
+      return std::nullopt;
+    const unsigned *found = llvm::find(parallelDims, dim.getPosition());
+    if (found == parallelDims.end())
+      return std::nullopt; // a reduction loop: many elements per thread
+    element[1 + (found - parallelDims.begin())] += strides[position];
+  }
+  // Distinct threads, distinct elements: the loops' strides nest.
+  SmallVector<std::pair<int64_t, int64_t>> loops; // (coefficient, extent)
+  for (auto [coefficient, extent] :
+       llvm::zip_equal(ArrayRef(element).drop_front(), shape))
+    if (extent > 1)
+      loops.push_back({coefficient, extent});
+  llvm::sort(loops);
+  int64_t covered = 1;
+  for (auto [coefficient, extent] : loops) {
+    if (coefficient < covered)
+      return std::nullopt;
+    covered = coefficient * extent;
+  }
+  return element;
+}
+
 namespace {
 
 class GpuProgramBuilder {
@@ -266,8 +310,18 @@ private:
   struct Touches {
     llvm::SmallDenseSet<int64_t> writes, touches;
     int64_t position = 0;
+    /// For a linalg kernel: its threads' shape (its parallel loops, in
+    /// order) and, per buffer, the one element each thread touches of it
+    /// (getThreadElement) when every access of the buffer touches one.
+    std::optional<SmallVector<int64_t>> threadShape;
+    llvm::DenseMap<int64_t, std::optional<SmallVector<int64_t>>> elements;
   };
   llvm::StringMap<Touches> kernelTouches;
+  /// Whether `later` may run in the launch `earlier` although it depends on
+  /// it: in every buffer where they conflict, each thread of both touches
+  /// only one element, the same in both, and no other thread touches it.
+  bool dependsOnlyThreadLocally(const GpuStepOp &later,
+                                const GpuStepOp &earlier) const;
   /// The last op, if it zeroed a view: its output, index and kernel.
   struct ZeroFill {
     Value output;
@@ -418,6 +472,35 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   auto all = llvm::seq<unsigned>(0, kernelOp.buffers.size());
   member.buffers.assign(all.begin(), all.end());
   kernelOp.members.push_back(std::move(member));
+  // Which element of each buffer each thread touches, when the op reads
+  // and writes memory only through its operands.
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+      linalgOp && llvm::all_of(views, [&](Value view) {
+        return llvm::is_contained(op->getOperands(), view);
+      })) {
+    SmallVector<int64_t> ranges = linalgOp.getStaticLoopRanges();
+    SmallVector<unsigned> parallelDims;
+    SmallVector<int64_t> shape;
+    for (auto [dim, iterator] :
+         llvm::enumerate(linalgOp.getIteratorTypesArray()))
+      if (linalg::isParallelIterator(iterator)) {
+        parallelDims.push_back(dim);
+        shape.push_back(ranges[dim]);
+      }
+    if (llvm::none_of(shape, ShapedType::isDynamic)) {
+      touches.threadShape = shape;
+      for (OpOperand &operand : op->getOpOperands()) {
+        if (!isa<MemRefType>(operand.get().getType()))
+          continue;
+        int64_t id = getBufferId(getBaseBuffer(operand.get()));
+        std::optional<SmallVector<int64_t>> element =
+            getThreadElement(linalgOp, operand, parallelDims, shape);
+        auto [entry, inserted] = touches.elements.try_emplace(id, element);
+        if (!inserted && entry->second != element)
+          entry->second = std::nullopt;
+      }
+    }
+  }
 
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(clone)) {
     // Parallel loops first, so that they are the ones spread over threads;
@@ -619,10 +702,14 @@ void GpuProgramBuilder::groupIndependentKernels() {
         return other.writes.contains(buffer) ||
                (own.writes.contains(buffer) && other.touches.contains(buffer));
       });
-      if (!independent)
+      bool roomy = grouped[index].kind == GpuStepOp::Kind::Kernel &&
+                   grouped[index].members.size() < kMaxMembers;
+      if (!independent) {
+        if (roomy && dependsOnlyThreadLocally(op, grouped[index]))
+          target = index;
         break;
-      if (grouped[index].kind == GpuStepOp::Kind::Kernel &&
-          grouped[index].members.size() < kMaxMembers) {
+      }
+      if (roomy) {
         target = index;
         break;
       }
@@ -663,6 +750,34 @@ void GpuProgramBuilder::groupIndependentKernels() {
       }
   }
   program.ops = std::move(grouped);
+}
+
+bool GpuProgramBuilder::dependsOnlyThreadLocally(
+    const GpuStepOp &later, const GpuStepOp &earlier) const {
+  const Touches &own = kernelTouches.find(later.entry)->second;
+  if (!own.threadShape)
+    return false;
+  for (const GpuStepOp::Member &member : earlier.members) {
+    const Touches &other = kernelTouches.find(member.function)->second;
+    for (int64_t buffer : later.buffers) {
+      bool conflict =
+          other.writes.contains(buffer) ||
+          (own.writes.contains(buffer) && other.touches.contains(buffer));
+      if (!conflict)
+        continue;
+      // The same threads, each touching one element that no other thread
+      // touches, the same in both: thread t runs the earlier member's
+      // iteration, then the later op's, on that element alone.
+      if (other.threadShape != own.threadShape)
+        return false;
+      auto mine = own.elements.find(buffer);
+      auto theirs = other.elements.find(buffer);
+      if (mine == own.elements.end() || theirs == other.elements.end() ||
+          !mine->second || mine->second != theirs->second)
+        return false;
+    }
+  }
+  return true;
 }
 
 /// First fit: each temporary takes the lowest offset that no temporary

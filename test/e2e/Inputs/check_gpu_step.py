@@ -123,6 +123,7 @@ def main():
               if op["kind"] == "kernel" and "members" in op]
     print("launches running several ops: %d (%d ops)"
           % (len(groups), sum(len(op["members"]) for op in groups)))
+    printed_norm = False
     for op in program["ops"]:
         if op["kind"] != "kernel":
             continue
@@ -133,6 +134,16 @@ def main():
             if member["threads"] > op["threads"]:
                 fail("a member of %s needs more threads than it launches"
                      % op["entry"])
+        # A launch running a norm's mean of squares and the rsqrt of it,
+        # which reads what the mean's threads wrote, each thread its own.
+        names = [re.findall(r'loc\("(\w+)"', m["source"])[:1]
+                 for m in op.get("members", [])]
+        if not printed_norm and any(n and n[0].startswith("mean") for n in names) \
+                and any(n and n[0].startswith("rsqrt") for n in names):
+            printed_norm = True
+            print("launch with mean and rsqrt: " + ", ".join(
+                "%s %d x %d" % (n[0] if n else "?", m["threads"], m["serial_iterations"])
+                for n, m in zip(names, op["members"])))
         for member in op.get("members", [op]):
             if member["source"].startswith("scf.for"):
                 name = re.search(r'loc\("(\w+)"', member["source"])
