@@ -10,27 +10,18 @@ a 2-core CPU, so it is exported on the meta device:
         --precision test/e2e/Inputs/compute_bf16_master.yaml --cost-report
 """
 import os
+import sys
 
 import torch
 
-_CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                       "test", "Inputs", "corpus", "export_corpus.py")
-
-
-def _models():
-    # The model classes only: the script's export part needs safetensors and
-    # an output directory.
-    source = open(_CORPUS).read().split("def arg_json")[0]
-    source = source.replace("from safetensors.torch import save_file", "")
-    source = source.replace("OUT = sys.argv[1]\nos.makedirs(OUT, exist_ok=True)", "")
-    namespace = {}
-    exec(compile(source, _CORPUS, "exec"), namespace)
-    return namespace
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "pt2-export"))
+from corpus_models import corpus_definitions  # noqa: E402
 
 
 def factory():
     torch.manual_seed(0)
-    model = _models()["TinyLlama"](v=8192, d=1024, h=16, f=2816, t=512, n=8)
+    model = corpus_definitions()["TinyLlama"](v=8192, d=1024, h=16, f=2816, t=512, n=8)
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 8192, (8, 512), generator=generator)
     targets = torch.randint(0, 8192, (8, 512), generator=generator)

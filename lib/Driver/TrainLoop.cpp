@@ -220,7 +220,6 @@ private:
 llvm::Expected<std::unique_ptr<rt::TokenBatches>>
 openReferenceTokenData(train::StepOp step, const rt::UpdateOptions &options) {
   std::vector<rt::GpuStepTensor> arguments;
-  std::vector<rt::IndexBound> bounds;
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
     rt::GpuStepTensor argument;
@@ -232,12 +231,13 @@ openReferenceTokenData(train::StepOp step, const rt::UpdateOptions &options) {
     argument.dtype =
         getStoredDType(type.getElementType()).value_or(rt::DType::F32);
     argument.shape.assign(type.getShape().begin(), type.getShape().end());
+    if (input)
+      argument.indexBound = getIndexBound(step, index);
     arguments.push_back(std::move(argument));
-    bounds.push_back(input ? getIndexBound(step, index) : rt::IndexBound());
   }
   std::string error;
   std::unique_ptr<rt::TokenBatches> batches =
-      rt::CpuStepGradients::openTokenData(arguments, bounds, options, error);
+      rt::CpuStepGradients::openTokenData(arguments, options, error);
   if (!batches)
     return llvm::createStringError(error);
   return batches;
@@ -392,8 +392,8 @@ llvm::Expected<int> mlir::mantissa::trainStep(
       std::string error;
       const rt::GpuStep &program = gpuGradients->program();
       std::unique_ptr<rt::TokenBatches> batches =
-          rt::CpuStepGradients::openTokenData(
-              program.arguments(), program.indexBounds(), options, error);
+          rt::CpuStepGradients::openTokenData(program.arguments(), options,
+                                              error);
       if (!batches)
         return llvm::createStringError(error);
       gpuGradients->setTokenBatches(std::move(batches));

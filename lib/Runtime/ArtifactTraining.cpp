@@ -335,8 +335,7 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
   source->setTokensPerMicroBatch(tokensPerStep);
   if (!options.dataPaths.empty()) {
     std::unique_ptr<TokenBatches> batches = CpuStepGradients::openTokenData(
-        source->program().arguments(), source->program().indexBounds(), options,
-        error);
+        source->program().arguments(), options, error);
     if (!batches)
       return nullptr;
     source->setTokenBatches(std::move(batches));

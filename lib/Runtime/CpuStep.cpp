@@ -128,11 +128,9 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
         !refusal.empty())
       throw ProgramError{refusal};
     const json &arguments = arrayField(root, "arguments", "the program");
-    for (size_t i = 0; i < arguments.size(); ++i) {
+    for (size_t i = 0; i < arguments.size(); ++i)
       step->argumentList.push_back(detail::parseStepTensor(
           arguments[i], /*isArgument=*/true, i, "argument"));
-      step->bounds.push_back(detail::parseIndexBound(arguments[i], i));
-    }
     if (!root.contains("step"))
       throw ProgramError{"'step' is missing"};
     step->jointStep = loadLibrary(root["step"], directory, "the step", gemmAbi);
@@ -153,15 +151,11 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
 
 std::unique_ptr<TokenBatches> CpuStepGradients::openTokenData(
     const CpuStep &step, const UpdateOptions &options, std::string &error) {
-  std::vector<IndexBound> bounds;
-  for (size_t i = 0; i < step.arguments().size(); ++i)
-    bounds.push_back(step.indexBound(i));
-  return openTokenData(step.arguments(), bounds, options, error);
+  return openTokenData(step.arguments(), options, error);
 }
 
 std::unique_ptr<TokenBatches>
 CpuStepGradients::openTokenData(const std::vector<GpuStepTensor> &arguments,
-                                const std::vector<IndexBound> &bounds,
                                 const UpdateOptions &options,
                                 std::string &error) {
   std::vector<size_t> inputs;
@@ -199,7 +193,7 @@ CpuStepGradients::openTokenData(const std::vector<GpuStepTensor> &arguments,
   data.seqLen = arguments[inputs[0]].shape[1];
   data.evalBatches = options.evalBatches;
   auto boundOf = [&](size_t index) {
-    IndexBound bound = bounds[index];
+    IndexBound bound = arguments[index].indexBound;
     if (bound.bound < 1) {
       // Nothing indexes it: the ids still have to fit its integer type.
       bound.bound = arguments[index].dtype == DType::I64 ? int64_t(1) << 62

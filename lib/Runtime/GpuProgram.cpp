@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <functional>
 
 using namespace mlir::mantissa::rt;
 using json = nlohmann::json;
@@ -146,6 +145,27 @@ json operandJson(const GpuGemmOperand &operand) {
           {"dtype", dtypeText(operand.dtype)}};
 }
 
+/// An argument's optional `index_bound`, `index_bound_what` and
+/// `index_ignored` (bound 0 when absent).
+IndexBound parseIndexBound(const json &entry, size_t index) {
+  IndexBound bound;
+  if (!entry.contains("index_bound"))
+    return bound;
+  if (!entry["index_bound"].is_number_integer() ||
+      entry["index_bound"].get<int64_t>() < 1)
+    throw ProgramError{"argument " + std::to_string(index) +
+                       ": 'index_bound' is not a positive integer"};
+  bound.bound = entry["index_bound"].get<int64_t>();
+  bound.what = entry.value("index_bound_what", "");
+  if (entry.contains("index_ignored")) {
+    if (!entry["index_ignored"].is_number_integer())
+      throw ProgramError{"argument " + std::to_string(index) +
+                         ": 'index_ignored' is not an integer"};
+    bound.ignored = entry["index_ignored"].get<int64_t>();
+  }
+  return bound;
+}
+
 /// Reads the tensor lists and checks what ties results to arguments.
 void parseTensors(const json &root, GpuProgram &program) {
   const json &arguments = array(root, "arguments", "the program");
@@ -227,14 +247,25 @@ void parseBuffers(const json &root, GpuProgram &program) {
 }
 
 /// A kernel entry's launch and, for reports, its members.
-void parseKernel(
-    const json &entry, const std::string &what,
-    const std::function<int64_t(const json &, const std::string &)> &bufferId,
-    const GpuProgram &program, GpuStepOp &op) {
+/// A buffer id an op names: one of the program's buffers.
+int64_t bufferId(const json &value, const std::string &where,
+                 const GpuProgram &program) {
+  if (!value.is_number_integer())
+    throw ProgramError{where + ": a buffer id is not an integer"};
+  int64_t id = value.get<int64_t>();
+  if (id < 0 || id >= int64_t(program.buffers.size()))
+    throw ProgramError{where + ": buffer " + std::to_string(id) +
+                       " does not exist (" +
+                       std::to_string(program.buffers.size()) + " buffers)"};
+  return id;
+}
+
+void parseKernel(const json &entry, const std::string &what,
+                 const GpuProgram &program, GpuStepOp &op) {
   op.entry = string(entry, "entry", what);
   op.grid = integer(entry, "grid", what, 1, INT32_MAX);
   for (const json &id : array(entry, "buffers", what))
-    op.buffers.push_back(bufferId(id, what));
+    op.buffers.push_back(bufferId(id, what, program));
   // Without `threads`, every thread of the launch does work.
   op.threads =
       optionalInteger(entry, "threads", what, op.grid * program.blockSize, 1);
@@ -261,10 +292,8 @@ void parseKernel(
   }
 }
 
-void parseGemm(
-    const json &entry, const std::string &what,
-    const std::function<int64_t(const json &, const std::string &)> &bufferId,
-    const GpuProgram &program, GpuStepOp &op) {
+void parseGemm(const json &entry, const std::string &what,
+               const GpuProgram &program, GpuStepOp &op) {
   op.transa = boolean(entry, "transa", what);
   op.transb = boolean(entry, "transb", what);
   op.m = integer(entry, "m", what, 0, INT32_MAX);
@@ -281,7 +310,7 @@ void parseGemm(
     GpuGemmOperand out;
     if (!value.contains("buffer"))
       throw ProgramError{where + ": 'buffer' is missing"};
-    out.buffer = bufferId(value["buffer"], where);
+    out.buffer = bufferId(value["buffer"], where, program);
     out.offset = integer(value, "offset", where);
     out.ld = integer(value, "ld", where, 1, INT32_MAX);
     out.stride = integer(value, "stride", where);
@@ -336,7 +365,7 @@ void parseGemm(
       const json &value = entry["bias"];
       if (!value.contains("buffer"))
         throw ProgramError{where + ": 'buffer' is missing"};
-      op.bias.buffer = bufferId(value["buffer"], where);
+      op.bias.buffer = bufferId(value["buffer"], where, program);
       op.bias.offset = integer(value, "offset", where);
       op.bias.dtype = dtype(value, where);
       // cuBLASLt's bias is in D's dtype (its default bias type).
@@ -375,22 +404,12 @@ void parseOps(const json &root, GpuProgram &program) {
     op.source = string(entry, "source", what);
     what += " (" + op.source + ")";
     std::string kind = string(entry, "kind", what);
-    auto bufferId = [&](const json &value, const std::string &where) {
-      if (!value.is_number_integer())
-        throw ProgramError{where + ": a buffer id is not an integer"};
-      int64_t id = value.get<int64_t>();
-      if (id < 0 || id >= int64_t(program.buffers.size()))
-        throw ProgramError{
-            where + ": buffer " + std::to_string(id) + " does not exist (" +
-            std::to_string(program.buffers.size()) + " buffers)"};
-      return id;
-    };
     if (kind == "kernel") {
       op.kind = GpuStepOp::Kind::Kernel;
-      parseKernel(entry, what, bufferId, program, op);
+      parseKernel(entry, what, program, op);
     } else if (kind == "gemm") {
       op.kind = GpuStepOp::Kind::Gemm;
-      parseGemm(entry, what, bufferId, program, op);
+      parseGemm(entry, what, program, op);
     } else {
       throw ProgramError{what + ": unknown kind '" + kind + "'"};
     }
@@ -422,25 +441,6 @@ int64_t GpuProgram::findArgument(const std::string &name) const {
 //===----------------------------------------------------------------------===//
 // The tensor entries step.gpu.json and step.cpu.json share
 //===----------------------------------------------------------------------===//
-
-IndexBound detail::parseIndexBound(const json &entry, size_t index) {
-  IndexBound bound;
-  if (!entry.contains("index_bound"))
-    return bound;
-  if (!entry["index_bound"].is_number_integer() ||
-      entry["index_bound"].get<int64_t>() < 1)
-    throw ProgramError{"argument " + std::to_string(index) +
-                       ": 'index_bound' is not a positive integer"};
-  bound.bound = entry["index_bound"].get<int64_t>();
-  bound.what = entry.value("index_bound_what", "");
-  if (entry.contains("index_ignored")) {
-    if (!entry["index_ignored"].is_number_integer())
-      throw ProgramError{"argument " + std::to_string(index) +
-                         ": 'index_ignored' is not an integer"};
-    bound.ignored = entry["index_ignored"].get<int64_t>();
-  }
-  return bound;
-}
 
 GpuStepTensor detail::parseStepTensor(const json &entry, bool isArgument,
                                       size_t index, const std::string &where) {

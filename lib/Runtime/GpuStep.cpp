@@ -132,8 +132,6 @@ std::unique_ptr<GpuStep> GpuStep::load(const std::string &jsonPath,
     return nullptr;
   }
   const GpuProgram &file = step->file;
-  for (const GpuStepTensor &argument : file.arguments)
-    step->bounds.push_back(argument.indexBound);
   // The files it names lie beside it (parseGpuProgram allows plain names).
   size_t slash = jsonPath.find_last_of('/');
   std::string directory =
@@ -239,6 +237,7 @@ void GpuStep::detach() {
   device->destroyStream(stream);
   graph = stream = nullptr;
   graphAddresses.clear();
+  checkedAddresses.clear();
   runs = 0;
   if (module)
     device->unloadModule(module);
@@ -409,6 +408,38 @@ bool GpuStep::capture(const std::vector<DevicePtr> &addresses,
   return true;
 }
 
+std::string
+GpuStep::findOverlappingStorage(const std::vector<DevicePtr> &addresses) const {
+  struct Bound {
+    DevicePtr begin, end;
+    size_t buffer;
+  };
+  std::vector<Bound> bound;
+  for (size_t i = 0; i < file.buffers.size(); ++i)
+    if (file.buffers[i].kind == GpuStepBuffer::Kind::Argument ||
+        file.buffers[i].kind == GpuStepBuffer::Kind::Result)
+      bound.push_back(
+          {addresses[i], addresses[i] + uint64_t(file.buffers[i].bytes), i});
+  std::sort(bound.begin(), bound.end(), [](const Bound &a, const Bound &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.buffer < b.buffer;
+  });
+  auto describe = [&](size_t buffer) {
+    const GpuStepBuffer &entry = file.buffers[buffer];
+    bool isArgument = entry.kind == GpuStepBuffer::Kind::Argument;
+    const GpuStepTensor &tensor = isArgument
+                                      ? file.arguments[size_t(entry.index)]
+                                      : file.results[size_t(entry.index)];
+    return std::string(isArgument ? "argument " : "result ") +
+           std::to_string(entry.index) + " '" + tensor.name + "'";
+  };
+  // Sorted by start, any overlap shows between neighbours.
+  for (size_t i = 1; i < bound.size(); ++i)
+    if (bound[i].begin < bound[i - 1].end)
+      return describe(bound[i - 1].buffer) + " and " +
+             describe(bound[i].buffer);
+  return std::string();
+}
+
 bool GpuStep::run(const std::vector<DevicePtr> &arguments,
                   const std::vector<DevicePtr> &results, std::string &error) {
   if (!device) {
@@ -456,35 +487,15 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     addresses.push_back(address);
   }
   // The kernels take their buffers as not aliasing one another (llvm.noalias
-  // in the PTX): no two arguments or results may share storage.
-  struct Bound {
-    DevicePtr begin, end;
-    size_t buffer;
-  };
-  std::vector<Bound> bound;
-  for (size_t i = 0; i < file.buffers.size(); ++i)
-    if (file.buffers[i].kind == GpuStepBuffer::Kind::Argument ||
-        file.buffers[i].kind == GpuStepBuffer::Kind::Result)
-      bound.push_back(
-          {addresses[i], addresses[i] + uint64_t(file.buffers[i].bytes), i});
-  std::sort(bound.begin(), bound.end(), [](const Bound &a, const Bound &b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.buffer < b.buffer;
-  });
-  for (size_t i = 1; i < bound.size(); ++i) {
-    if (bound[i].begin >= bound[i - 1].end)
-      continue;
-    auto describe = [&](size_t buffer) {
-      const GpuStepBuffer &entry = file.buffers[buffer];
-      bool isArgument = entry.kind == GpuStepBuffer::Kind::Argument;
-      const GpuStepTensor &tensor = isArgument
-                                        ? file.arguments[size_t(entry.index)]
-                                        : file.results[size_t(entry.index)];
-      return std::string(isArgument ? "argument " : "result ") +
-             std::to_string(entry.index) + " '" + tensor.name + "'";
-    };
-    error = jsonPath + ": run with overlapping storage for " +
-            describe(bound[i - 1].buffer) + " and " + describe(bound[i].buffer);
-    return false;
+  // in the PTX): no two arguments or results may share storage. Checked
+  // when the binding changes, not every step.
+  if (addresses != checkedAddresses) {
+    if (std::string overlap = findOverlappingStorage(addresses);
+        !overlap.empty()) {
+      error = jsonPath + ": run with overlapping storage for " + overlap;
+      return false;
+    }
+    checkedAddresses = addresses;
   }
   // After one run op by op (which lets cuBLAS settle its workspaces and
   // choices outside a capture), the step is captured once into a CUDA graph

@@ -32,11 +32,6 @@ struct ProgramError {
 GpuStepTensor parseStepTensor(const nlohmann::json &entry, bool isArgument,
                               size_t index, const std::string &where);
 
-/// The optional `index_bound` / `index_bound_what` of argument `index`
-/// (bound 0 when absent). Throws ProgramError when it is not a positive
-/// integer.
-IndexBound parseIndexBound(const nlohmann::json &entry, size_t index);
-
 } // namespace mlir::mantissa::rt::detail
 
 #endif // MANTISSA_RUNTIME_STEPTENSORJSON_H

@@ -64,6 +64,8 @@ def _load_module(path, name):
 
 
 export_joint = _load_module(os.path.join(HERE, "export_joint.py"), "export_joint")
+corpus_definitions = _load_module(os.path.join(HERE, "corpus_models.py"),
+                                  "corpus_models").corpus_definitions
 
 SAFETENSORS_TYPES = {"F32": torch.float32, "I64": torch.int64, "BF16": torch.bfloat16,
                      "F16": torch.float16, "I32": torch.int32, "BOOL": torch.bool}
@@ -116,14 +118,7 @@ def in_mode(fp32acc, function, *args):
 
 def corpus_model(name):
     """The corpus model NAME with its initial weights and batch."""
-    source = open(os.path.join(CORPUS, "export_corpus.py")).read()
-    # The model definitions only: the export half needs torch >= 2.9.
-    source = source.split("def arg_json")[0]
-    source = source.replace("from safetensors.torch import save_file", "")
-    source = source.replace("OUT = sys.argv[1]\nos.makedirs(OUT, exist_ok=True)", "")
-    namespace = {}
-    exec(compile(source, "export_corpus_models", "exec"), namespace)
-    model, _ = namespace["make"](name)
+    model, _ = corpus_definitions()["make"](name)
     init = load_safetensors(os.path.join(CORPUS, f"{name}.init.safetensors"))
     batch = load_safetensors(os.path.join(CORPUS, f"{name}.inputs.safetensors"))
     inputs = [batch[f"input.{i}"] for i in range(len(batch))]

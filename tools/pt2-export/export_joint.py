@@ -999,6 +999,23 @@ def _relative_error(actual, expected, floor=1e-3):
     return (actual.float() - expected.float()).abs().max().item() / scale
 
 
+def _stored_state(model):
+    """The model's parameters and buffers by FQN, as the archive stores them:
+    one copy per storage, so that tied weights (an embedding shared with the
+    head) stay one blob, as torch.export.save stores them."""
+    copies = {}
+
+    def copy_of(value):
+        key = (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
+        if key not in copies:
+            copies[key] = value.detach().clone()
+        return copies[key]
+
+    stored = {fqn: copy_of(value) for fqn, value in model.state_dict().items()}
+    stored.update({fqn: copy_of(value) for fqn, value in model.named_buffers()})
+    return stored
+
+
 def export_joint(model, model_inputs, out_dir, name, mode="decomposed", loss_fn=None,
                  loss_inputs=(), make_model=None, steps=20, lr=1e-3, arms=("fp32",),
                  input_names=None, check_tolerance=1e-4):
@@ -1047,18 +1064,7 @@ def export_joint(model, model_inputs, out_dir, name, mode="decomposed", loss_fn=
                            f"(relative error {error:.3e} in {worst})")
 
     # Tracing ran on copies, so the model still holds the initial values.
-    # One copy per storage, so that tied weights (an embedding shared with
-    # the head) stay one blob in the archive, as torch.export.save stores them.
-    copies = {}
-
-    def copy_of(value):
-        key = (value.data_ptr(), value.dtype, tuple(value.shape), tuple(value.stride()))
-        if key not in copies:
-            copies[key] = value.detach().clone()
-        return copies[key]
-
-    stored = {fqn: copy_of(value) for fqn, value in model.state_dict().items()}
-    stored.update({fqn: copy_of(value) for fqn, value in model.named_buffers()})
+    stored = _stored_state(model)
     model_json, weights, constants = serialize_program(
         gm, params, buffers, mutated, input_names, mode)
     weights = {fqn: (stored[fqn], is_param) for fqn, (_, is_param) in weights.items()}
@@ -1119,8 +1125,7 @@ def export_graph(model, model_inputs, path, name, mode="decomposed", loss_fn=Non
                     on_cpu(item)
 
     on_cpu(model_json)
-    stored = {fqn: value.detach().clone() for fqn, value in model.state_dict().items()}
-    stored.update({fqn: value.detach().clone() for fqn, value in model.named_buffers()})
+    stored = _stored_state(model)
     def real(fqn, value):
         if fqn in stored:
             return stored[fqn]

@@ -56,7 +56,9 @@ public:
     return forwardStep.entry ? &forwardStep : nullptr;
   }
   /// The bound of integer argument `index` (bound 0: none recorded).
-  const IndexBound &indexBound(size_t index) const { return bounds[index]; }
+  const IndexBound &indexBound(size_t index) const {
+    return argumentList[index].indexBound;
+  }
   /// The CPU the code was compiled for (-march=native on the compiling
   /// host).
   const std::string &targetCpu() const { return cpu; }
@@ -64,7 +66,6 @@ public:
 private:
   CpuStep() = default;
   std::vector<GpuStepTensor> argumentList;
-  std::vector<IndexBound> bounds;
   Library jointStep, forwardStep;
   std::string cpu;
 };
@@ -90,11 +91,10 @@ public:
   static std::unique_ptr<TokenBatches>
   openTokenData(const CpuStep &step, const UpdateOptions &options,
                 std::string &error);
-  /// The same for any step's arguments (user inputs among them) and the
-  /// bounds of their ids (one per argument), e.g. the interpreter's.
+  /// The same for any step's arguments (user inputs among them, with the
+  /// bounds of their ids), e.g. the interpreter's.
   static std::unique_ptr<TokenBatches>
   openTokenData(const std::vector<GpuStepTensor> &arguments,
-                const std::vector<IndexBound> &bounds,
                 const UpdateOptions &options, std::string &error);
 
   bool splitsSteps() const override { return batches != nullptr; }

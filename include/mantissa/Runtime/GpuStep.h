@@ -117,8 +117,9 @@ public:
     return file.findArgument(name);
   }
   /// The bound of argument `index`'s ids (`index_bound`; 0 when none).
-  const IndexBound &indexBound(size_t index) const { return bounds[index]; }
-  const std::vector<IndexBound> &indexBounds() const { return bounds; }
+  const IndexBound &indexBound(size_t index) const {
+    return file.arguments[index].indexBound;
+  }
   /// "op 3 (linalg.matmul)": how messages name an op.
   std::string describeOp(size_t index) const;
 
@@ -128,14 +129,16 @@ private:
               std::string &error);
   /// Queues every op on `stream` with buffer i at addresses[i].
   bool enqueue(const std::vector<DevicePtr> &addresses, std::string &error);
+  /// The first two arguments or results whose storage at `addresses`
+  /// overlaps ("argument 0 'x' and result 1 'y'"), or empty.
+  std::string
+  findOverlappingStorage(const std::vector<DevicePtr> &addresses) const;
   /// Captures enqueue's ops into `graph`.
   bool capture(const std::vector<DevicePtr> &addresses, std::string &error);
 
   GpuProgram file;
   std::string jsonPath, ptxPath, constantsPath, forwardPath, ptx;
   std::vector<uint8_t> constants;
-  /// Each argument's index bound (file.arguments[i].indexBound).
-  std::vector<IndexBound> bounds;
 
   // Attached state.
   CudaDevice *device = nullptr;
@@ -149,6 +152,8 @@ private:
   /// captured graph and the buffer addresses it was captured with.
   void *stream = nullptr, *graph = nullptr;
   std::vector<DevicePtr> graphAddresses;
+  /// The binding last found free of overlaps.
+  std::vector<DevicePtr> checkedAddresses;
   int64_t runs = 0, replays = 0;
   std::string graphNote;
   bool tf32 = false;
