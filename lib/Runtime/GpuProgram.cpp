@@ -246,7 +246,6 @@ void parseBuffers(const json &root, GpuProgram &program) {
   }
 }
 
-/// A kernel entry's launch and, for reports, its members.
 /// A buffer id an op names: one of the program's buffers.
 int64_t bufferId(const json &value, const std::string &where,
                  const GpuProgram &program) {
@@ -260,6 +259,7 @@ int64_t bufferId(const json &value, const std::string &where,
   return id;
 }
 
+/// A kernel entry's launch and, for reports, its members.
 void parseKernel(const json &entry, const std::string &what,
                  const GpuProgram &program, GpuStepOp &op) {
   op.entry = string(entry, "entry", what);
