@@ -110,10 +110,12 @@ OpCost predictKernel(const rt::GpuStepOp &op, const rt::GpuProgram &program,
   // its own serial loop to as many waves as it has. One operation per
   // thread-iteration: the kernels' bodies are short elementwise or
   // accumulate steps.
+  // A member with a thread stride (a fold of partials, one output per
+  // `stride` threads) spreads its threads over that many more.
   std::vector<std::pair<double, double>> members;
   for (const rt::GpuStepOp::Member &member : op.members)
-    members.push_back(
-        {double(member.threads), double(member.serialIterations)});
+    members.push_back({double(member.threads * member.threadStride),
+                       double(member.serialIterations)});
   if (members.empty())
     members.push_back({threads, serial});
   double serialSeconds = 0;

@@ -280,6 +280,13 @@ void parseKernel(const json &entry, const std::string &what,
     member.threads = integer(members[m], "threads", where, 1);
     member.serialIterations =
         integer(members[m], "serial_iterations", where, 1);
+    member.threadStride =
+        optionalInteger(members[m], "thread_stride", where, 1, 1);
+    if (program.blockSize % member.threadStride != 0)
+      throw ProgramError{where + ": thread_stride " +
+                         std::to_string(member.threadStride) +
+                         " does not divide the block size " +
+                         std::to_string(program.blockSize)};
     for (const json &index : array(members[m], "buffers", where)) {
       if (!index.is_number_integer() || index.get<int64_t>() < 0 ||
           index.get<int64_t>() >= int64_t(op.buffers.size()))
@@ -528,11 +535,15 @@ std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
       // A launch that runs several ops: each one's share (for reports).
       if (op.members.size() > 1) {
         json members = json::array();
-        for (const GpuStepOp::Member &member : op.members)
-          members.push_back({{"source", member.source},
-                             {"threads", member.threads},
-                             {"serial_iterations", member.serialIterations},
-                             {"buffers", member.buffers}});
+        for (const GpuStepOp::Member &member : op.members) {
+          json entry = {{"source", member.source},
+                        {"threads", member.threads},
+                        {"serial_iterations", member.serialIterations},
+                        {"buffers", member.buffers}};
+          if (member.threadStride != 1)
+            entry["thread_stride"] = member.threadStride;
+          members.push_back(std::move(entry));
+        }
         kernel["members"] = std::move(members);
       }
       ops.push_back(std::move(kernel));

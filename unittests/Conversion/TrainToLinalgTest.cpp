@@ -547,6 +547,82 @@ TEST_F(TrainToLinalgTest, Reductions) {
   }
 }
 
+/// Reductions long enough to be split (mantissa-split-reductions): rows,
+/// columns, a part count other than a warp's, softmax and log-softmax. On
+/// the GPU each fold of partials joins its partials' launch, each lane
+/// loading the partial it computed, and folds them in a tree of warp
+/// shuffles; the host emulation runs the block's threads up to each
+/// shuffle before any goes on, so the numbers are the GPU's order, checked
+/// against the interpreter's.
+TEST_F(TrainToLinalgTest, LongReductionsFoldInTheLaunchOfTheirPartials) {
+  for (StringRef e : kFloatTypes) {
+    check({{"a", t("6x512", e)}, {"b", t("512x6", e)}, {"c", t("4x300", e)}},
+          ("  %r = train.sum %a {dims = array<i64: 1>} : " + t("6x512", e) +
+           " -> " + t("6", e) +
+           "\n  %m = train.amax %a {dims = array<i64: 1>, "
+           "keepdim} : " +
+           t("6x512", e) + " -> " + t("6x1", e) +
+           "\n  %s = train.softmax %a {dim = 1 : i64} : " + t("6x512", e) +
+           " -> " + t("6x512", e) +
+           "\n  %l = train.log_softmax %a {dim = 1 : i64} : " + t("6x512", e) +
+           " -> " + t("6x512", e) +
+           "\n  %k = train.sum %b {dims = array<i64: 0>} : " + t("512x6", e) +
+           " -> " + t("6", e) +
+           "\n  %n = train.mean %c {dims = array<i64: 1>} : " + t("4x300", e) +
+           " -> " + t("4", e)),
+          {{"r", t("6", e)},
+           {"m", t("6x1", e)},
+           {"s", t("6x512", e)},
+           {"l", t("6x512", e)},
+           {"k", t("6", e)},
+           {"n", t("4", e)}});
+  }
+  // The program: the fold in its partials' launch, output u on the threads
+  // from u * parts, after its output's zero fill, which moved behind the
+  // partials onto the fold's threads; no launch of its own.
+  std::string source =
+      buildStep({{"a", t("6x512", "f32")}},
+                "  %x = train.exp %a : " + t("6x512", "f32") + " -> " +
+                    t("6x512", "f32") +
+                    "\n  %r = train.sum %x {dims = array<i64: 1>} : " +
+                    t("6x512", "f32") + " -> " + t("6", "f32"),
+                {{"r", t("6", "f32")}});
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module) << diagnostics;
+  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
+      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  ASSERT_TRUE(succeeded(program)) << diagnostics;
+  int folds = 0;
+  for (const GpuStepOp &op : program->ops) {
+    if (llvm::none_of(op.members, [](const GpuStepOp::Member &member) {
+          return member.threadStride > 1;
+        }))
+      continue;
+    ++folds;
+    // The partials' fill and the partials on their 6 x 32 threads, then
+    // the output's fill and the fold, one output every 32 threads (and the
+    // loss's copy, independent of them).
+    SmallVector<const GpuStepOp::Member *> first, second;
+    for (const GpuStepOp::Member &member : op.members)
+      (member.threadStride == 1 ? first : second).push_back(&member);
+    EXPECT_EQ(llvm::count_if(first,
+                             [](const GpuStepOp::Member *member) {
+                               return member->threads == 6 * 32 &&
+                                      member->threadStride == 1;
+                             }),
+              2);
+    ASSERT_EQ(second.size(), 2u);
+    for (const GpuStepOp::Member *member : second) {
+      EXPECT_EQ(member->threads, 6);
+      EXPECT_EQ(member->threadStride, 32);
+    }
+    EXPECT_EQ(op.threads, 6 * 32);
+  }
+  EXPECT_EQ(folds, 1);
+  EXPECT_NE(program->ptx.find("shfl.sync.bfly.b32"), std::string::npos);
+}
+
 TEST_F(TrainToLinalgTest, MatrixProducts) {
   for (StringRef e : kFloatTypes) {
     check({{"a", t("5x7", e)}, {"b", t("7x3", e)}},

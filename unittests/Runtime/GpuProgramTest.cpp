@@ -84,6 +84,7 @@ GpuProgram sampleProgram() {
   second.buffers = {1, 2};
   second.threads = 4;
   second.serialIterations = 32;
+  second.threadStride = 32;
   kernel.members = {first, second};
 
   GpuStepOp gemm;
@@ -177,6 +178,8 @@ TEST(GpuProgram, EveryFieldSurvivesWritingAndReading) {
   EXPECT_EQ(kernel.members[1].buffers, (std::vector<unsigned>{1, 2}));
   EXPECT_EQ(kernel.members[1].threads, 4);
   EXPECT_EQ(kernel.members[1].serialIterations, 32);
+  EXPECT_EQ(kernel.members[1].threadStride, 32);
+  EXPECT_EQ(kernel.members[0].threadStride, 1);
   const GpuStepOp &gemm = read.ops[1];
   EXPECT_EQ(gemm.kind, GpuStepOp::Kind::Gemm);
   EXPECT_TRUE(gemm.transa);
@@ -203,6 +206,11 @@ TEST(GpuProgram, OptionalFieldsAreLeftOutWhenEmpty) {
   ASSERT_TRUE(parseGpuProgram(text, read, error)) << error;
   EXPECT_TRUE(read.forwardFile.empty());
   EXPECT_TRUE(read.ops[0].members.empty());
+  // A member on consecutive threads has no thread_stride: the sample's
+  // second member has one, its first none.
+  text = writeGpuProgram(sampleProgram());
+  EXPECT_NE(text.find("\"thread_stride\""), std::string::npos);
+  EXPECT_EQ(text.find("\"thread_stride\""), text.rfind("\"thread_stride\""));
 }
 
 TEST(GpuProgram, RefusesWhatTheWriterNeverEmits) {
@@ -232,6 +240,13 @@ TEST(GpuProgram, RefusesWhatTheWriterNeverEmits) {
                               "\"buffers\": [7]")),
             "op 0 (linalg.generic (model.py:3)): member 1: a buffer index is "
             "not one of the 3 the launch takes");
+  EXPECT_EQ(
+      parseError(edited("\"thread_stride\": 32", "\"thread_stride\": 48")),
+      "op 0 (linalg.generic (model.py:3)): member 1: thread_stride 48 "
+      "does not divide the block size 128");
+  EXPECT_EQ(parseError(edited("\"thread_stride\": 32", "\"thread_stride\": 0")),
+            "op 0 (linalg.generic (model.py:3)): member 1: 'thread_stride' is "
+            "0, out of range [1, 9223372036854775807]");
   EXPECT_EQ(
       parseError(edited("\"epilogue\": \"bias\"", "\"epilogue\": \"relu\"")),
       "op 1 (linalg.matmul (model.py:5)): unknown epilogue 'relu' "

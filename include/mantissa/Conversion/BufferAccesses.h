@@ -26,6 +26,14 @@ constexpr llvm::StringLiteral kGpuParallelLoopsAttr =
 /// (absent: one).
 constexpr llvm::StringLiteral kGpuSerialIterationsAttr =
     "mantissa.gpu_serial_iterations";
+/// On the linalg.generic that folds a split reduction's partials
+/// (mantissa-split-reductions): how many partials each output element
+/// folds. Its first input holds them as [output..., part] in row-major
+/// order, each written by the thread of the partials' generic that
+/// computed it, so the GPU program may fold them in the same launch, each
+/// lane of a warp loading the partial it computed, the warp's shuffles
+/// combining them.
+constexpr llvm::StringLiteral kGpuFoldPartsAttr = "mantissa.gpu_fold_parts";
 
 /// Whether `op` only makes a view of a buffer (ViewLikeOpInterface,
 /// memref.transpose, memref.cast).

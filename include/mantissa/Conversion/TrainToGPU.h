@@ -54,10 +54,13 @@ struct GpuStepProgram : rt::GpuProgram {
 GpuStepTensor getStepArgumentTensor(train::StepOp step, unsigned index);
 GpuStepTensor getStepResultTensor(train::StepOp step, unsigned index);
 
-/// Adds to `hostModule`, for every kernel of `gpuModule` (1-D, no barriers
-/// or shared memory), a func.func of the same name and arguments plus the
-/// grid and block size (index) that runs every thread of that launch in
-/// turn: the very code of the PTX, for testing GPU programs on the CPU.
+/// Adds to `hostModule`, for every kernel of `gpuModule` (1-D; xor shuffles
+/// only at the kernel's top level; no barriers or shared memory), a
+/// func.func of the same name and arguments plus the grid and block size
+/// (index) that runs every thread of each block in turn, up to a shuffle,
+/// then every thread from there to the next (each reading the shuffled
+/// value that its partner lane kept): the very code of the PTX, for testing
+/// GPU programs on the CPU.
 LogicalResult emulateGpuKernels(gpu::GPUModuleOp gpuModule,
                                 ModuleOp hostModule);
 

@@ -97,6 +97,11 @@ struct GpuStepOp {
     /// Its buffers, as indices into the launch's `buffers`.
     std::vector<unsigned> buffers;
     int64_t threads = 1, serialIterations = 1;
+    /// Iteration u of a member runs on thread u * threadStride: a fold of a
+    /// reduction's partials runs output u on the warp lanes from u * parts,
+    /// each lane loading the partial it computed itself (a divisor of the
+    /// block size).
+    int64_t threadStride = 1;
   };
   std::vector<Member> members;
 

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Conversion/BufferAccesses.h"
 #include "mantissa/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -159,7 +160,7 @@ void split(linalg::GenericOp op, unsigned loop, int64_t parts,
   SmallVector<utils::IteratorType> secondIterators(
       outputRank, utils::IteratorType::parallel);
   secondIterators.push_back(utils::IteratorType::reduction);
-  builder.create<linalg::GenericOp>(
+  auto second = builder.create<linalg::GenericOp>(
       loc, TypeRange(), ValueRange{partials}, ValueRange{output},
       ArrayRef<AffineMap>{partialIdentity, outputIdentity}, secondIterators,
       [&](OpBuilder &nested, Location bodyLoc, ValueRange arguments) {
@@ -173,6 +174,8 @@ void split(linalg::GenericOp op, unsigned loop, int64_t parts,
         combined->setOperand(1 - accumulatorOperand, arguments[0]);
         nested.create<linalg::YieldOp>(bodyLoc, combined->getResult(0));
       });
+  second->setAttr(mantissa::kGpuFoldPartsAttr,
+                  builder.getI64IntegerAttr(parts));
   builder.create<memref::DeallocOp>(loc, partials);
   op.erase();
 }

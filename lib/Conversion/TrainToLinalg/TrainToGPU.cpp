@@ -85,6 +85,12 @@ constexpr llvm::StringLiteral kThreadLoops = "mantissa.thread_loops";
 /// collide run one iteration per thread (findSpreadableLoops).
 constexpr llvm::StringLiteral kThreadScatterLoops =
     "mantissa.thread_scatter_loops";
+/// Marks a kernel function that folds a split reduction's partials
+/// (kGpuFoldPartsAttr) with a 32-bit combiner a warp can fold by shuffles:
+/// the combiner's op name, and which of its operands is the running value.
+constexpr llvm::StringLiteral kFoldCombiner = "mantissa.fold_combiner";
+constexpr llvm::StringLiteral kFoldAccumulatorOperand =
+    "mantissa.fold_accumulator_operand";
 
 int64_t alignTo(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
@@ -272,6 +278,42 @@ getThreadElement(linalg::LinalgOp op, OpOperand &operand,
   return element;
 }
 
+/// A split reduction's fold (kGpuFoldPartsAttr) that a warp can run as a
+/// tree of shuffles: a power-of-two number of parts within a warp, its
+/// partials' view first and its output second, and one combining op on
+/// 32-bit values.
+struct FoldCombiner {
+  int64_t parts;
+  Operation *combiner;
+  unsigned accumulatorOperand;
+};
+
+static std::optional<FoldCombiner> getFoldCombiner(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  auto parts = op->getAttrOfType<IntegerAttr>(kGpuFoldPartsAttr);
+  if (!generic || !parts || parts.getInt() < 2 || parts.getInt() > 32 ||
+      !llvm::isPowerOf2_64(parts.getInt()) || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1)
+    return std::nullopt;
+  Block *body = generic.getBody();
+  if (body->getOperations().size() != 2)
+    return std::nullopt;
+  Operation *combiner = &body->front();
+  Type type = body->getArgument(1).getType();
+  if (!isa<arith::AddFOp, arith::MaximumFOp, arith::MaxNumFOp,
+           arith::MinimumFOp, arith::MinNumFOp, arith::AddIOp>(combiner) ||
+      combiner->getNumOperands() != 2 || !type.isIntOrFloat() ||
+      type.getIntOrFloatBitWidth() != 32 ||
+      combiner->getResult(0) != body->getTerminator()->getOperand(0))
+    return std::nullopt;
+  unsigned accumulator =
+      combiner->getOperand(0) == body->getArgument(1) ? 0 : 1;
+  if (combiner->getOperand(accumulator) != body->getArgument(1) ||
+      combiner->getOperand(1 - accumulator) != body->getArgument(0))
+    return std::nullopt;
+  return FoldCombiner{parts.getInt(), combiner, accumulator};
+}
+
 namespace {
 
 class GpuProgramBuilder {
@@ -315,13 +357,37 @@ private:
     /// (getThreadElement) when every access of the buffer touches one.
     std::optional<SmallVector<int64_t>> threadShape;
     llvm::DenseMap<int64_t, std::optional<SmallVector<int64_t>>> elements;
+    /// For the fold of a split reduction (kGpuFoldPartsAttr): the parts
+    /// each output folds and the buffer of the partials.
+    int64_t foldParts = 0, partialsBuffer = -1;
   };
   llvm::StringMap<Touches> kernelTouches;
   /// Whether `later` may run in the launch `earlier` although it depends on
   /// it: in every buffer where they conflict, each thread of both touches
   /// only one element, the same in both, and no other thread touches it.
-  bool dependsOnlyThreadLocally(const GpuStepOp &later,
-                                const GpuStepOp &earlier) const;
+  /// Then the thread stride it runs with there (its partners', all alike).
+  std::optional<int64_t>
+  dependsOnlyThreadLocally(const GpuStepOp &later,
+                           const GpuStepOp &earlier) const;
+  /// Whether `later` folds the partials that a member of `earlier` computed,
+  /// thread t partial t: it may then run in that launch after it, output u
+  /// on the threads from u * parts, where each lane loads the partial that
+  /// it computed itself and the warp's shuffles do the rest. Anything else
+  /// of the launch it conflicts with must be a member that nothing else of
+  /// the launch conflicts with, touching only what `later`'s thread for the
+  /// same iteration touches (the output's fill): the indices of those
+  /// members, which move to the end of the launch, onto the fold's
+  /// threads.
+  std::optional<SmallVector<size_t>>
+  foldsPartialsOf(const GpuStepOp &later, const GpuStepOp &earlier) const;
+  /// Whether two members' kernels conflict: one writes what the other
+  /// touches.
+  bool conflict(const Touches &a, const Touches &b) const {
+    return llvm::any_of(a.writes,
+                        [&](int64_t x) { return b.touches.contains(x); }) ||
+           llvm::any_of(b.writes,
+                        [&](int64_t x) { return a.touches.contains(x); });
+  }
   /// The last op, if it zeroed a view: its output, index and kernel.
   struct ZeroFill {
     Value output;
@@ -460,6 +526,16 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   kernelOp.source = describeOp(op);
   Touches &touches = kernelTouches[name];
   touches.position = position;
+  if (std::optional<FoldCombiner> fold = getFoldCombiner(op)) {
+    touches.foldParts = fold->parts;
+    touches.partialsBuffer = getBufferId(getBaseBuffer(op->getOperand(0)));
+    kernel->setAttr(kGpuFoldPartsAttr, builder.getI64IntegerAttr(fold->parts));
+    kernel->setAttr(
+        kFoldCombiner,
+        builder.getStringAttr(fold->combiner->getName().getStringRef()));
+    kernel->setAttr(kFoldAccumulatorOperand,
+                    builder.getI64IntegerAttr(fold->accumulatorOperand));
+  }
   for (Value base : bases) {
     kernelOp.buffers.push_back(getBufferId(base));
     touches.touches.insert(kernelOp.buffers.back());
@@ -469,6 +545,7 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   GpuStepOp::Member member;
   member.function = name;
   member.source = kernelOp.source;
+  member.threadStride = std::max<int64_t>(1, touches.foldParts);
   auto all = llvm::seq<unsigned>(0, kernelOp.buffers.size());
   member.buffers.assign(all.begin(), all.end());
   kernelOp.members.push_back(std::move(member));
@@ -695,6 +772,8 @@ void GpuProgramBuilder::groupIndependentKernels() {
     // The latest launch this kernel can join, looking back past what it is
     // independent of.
     std::optional<size_t> target;
+    // The threads it runs on in that launch: independent of it, its own.
+    int64_t stride = op.members.front().threadStride;
     for (size_t back = 0; back < std::min(kLookBack, grouped.size()); ++back) {
       size_t index = grouped.size() - 1 - back;
       const Touches &other = touches[index];
@@ -705,8 +784,27 @@ void GpuProgramBuilder::groupIndependentKernels() {
       bool roomy = grouped[index].kind == GpuStepOp::Kind::Kernel &&
                    grouped[index].members.size() < kMaxMembers;
       if (!independent) {
-        if (roomy && dependsOnlyThreadLocally(op, grouped[index]))
+        std::optional<int64_t> local =
+            roomy ? dependsOnlyThreadLocally(op, grouped[index]) : std::nullopt;
+        if (local) {
+          // On the threads of the members it depends on.
           target = index;
+          stride = *local;
+        } else if (std::optional<SmallVector<size_t>> moved =
+                       roomy ? foldsPartialsOf(op, grouped[index])
+                             : std::nullopt) {
+          target = index;
+          stride = own.foldParts;
+          // The output's fill, independent of the rest of the launch, last,
+          // on the fold's threads.
+          auto &members = grouped[index].members;
+          for (size_t position : llvm::reverse(*moved)) {
+            GpuStepOp::Member member = std::move(members[position]);
+            members.erase(members.begin() + position);
+            member.threadStride = stride;
+            members.push_back(std::move(member));
+          }
+        }
         break;
       }
       if (roomy) {
@@ -723,6 +821,7 @@ void GpuProgramBuilder::groupIndependentKernels() {
     Touches &groupTouches = touches[*target];
     GpuStepOp::Member member = std::move(op.members.front());
     member.buffers.clear();
+    member.threadStride = stride;
     for (int64_t buffer : op.buffers) {
       auto found = llvm::find(group.buffers, buffer);
       member.buffers.push_back(std::distance(group.buffers.begin(), found));
@@ -752,11 +851,16 @@ void GpuProgramBuilder::groupIndependentKernels() {
   program.ops = std::move(grouped);
 }
 
-bool GpuProgramBuilder::dependsOnlyThreadLocally(
-    const GpuStepOp &later, const GpuStepOp &earlier) const {
+std::optional<int64_t>
+GpuProgramBuilder::dependsOnlyThreadLocally(const GpuStepOp &later,
+                                            const GpuStepOp &earlier) const {
   const Touches &own = kernelTouches.find(later.entry)->second;
   if (!own.threadShape)
-    return false;
+    return std::nullopt;
+  // A fold's threads are fixed (a tree over its parts); any other kernel
+  // takes its partners' stride.
+  int64_t ownStride = later.members.front().threadStride;
+  std::optional<int64_t> stride;
   for (const GpuStepOp::Member &member : earlier.members) {
     const Touches &other = kernelTouches.find(member.function)->second;
     for (int64_t buffer : later.buffers) {
@@ -768,16 +872,86 @@ bool GpuProgramBuilder::dependsOnlyThreadLocally(
       // The same threads, each touching one element that no other thread
       // touches, the same in both: thread t runs the earlier member's
       // iteration, then the later op's, on that element alone.
-      if (other.threadShape != own.threadShape)
-        return false;
+      if (other.threadShape != own.threadShape ||
+          (stride && *stride != member.threadStride) ||
+          (ownStride != 1 && ownStride != member.threadStride))
+        return std::nullopt;
+      stride = member.threadStride;
       auto mine = own.elements.find(buffer);
       auto theirs = other.elements.find(buffer);
       if (mine == own.elements.end() || theirs == other.elements.end() ||
           !mine->second || mine->second != theirs->second)
-        return false;
+        return std::nullopt;
     }
   }
-  return true;
+  return stride.value_or(ownStride);
+}
+
+std::optional<SmallVector<size_t>>
+GpuProgramBuilder::foldsPartialsOf(const GpuStepOp &later,
+                                   const GpuStepOp &earlier) const {
+  const Touches &own = kernelTouches.find(later.entry)->second;
+  int64_t parts = own.foldParts;
+  if (parts < 2 || kBlockSize % parts != 0 || !own.threadShape)
+    return std::nullopt;
+  // Thread t of the partials' generic computes partial t: its threads are
+  // the outputs' then the part, and it writes [output..., part] densely.
+  SmallVector<int64_t> partialThreads(*own.threadShape);
+  partialThreads.push_back(parts);
+  SmallVector<int64_t> dense(1 + partialThreads.size(), 0);
+  int64_t stride = 1;
+  for (size_t dim = partialThreads.size(); dim-- > 0;) {
+    dense[1 + dim] = partialThreads[dim] > 1 ? stride : 0;
+    stride *= partialThreads[dim];
+  }
+  bool computed = false;
+  SmallVector<size_t> moved;
+  for (auto [index, member] : llvm::enumerate(earlier.members)) {
+    const Touches &other = kernelTouches.find(member.function)->second;
+    bool conflicts = false;
+    for (int64_t buffer : later.buffers) {
+      bool conflict =
+          other.writes.contains(buffer) ||
+          (own.writes.contains(buffer) && other.touches.contains(buffer));
+      if (!conflict)
+        continue;
+      conflicts = true;
+      if (member.threadStride != 1 || !other.threadShape)
+        return std::nullopt;
+      auto element = other.elements.find(buffer);
+      if (element == other.elements.end() || !element->second)
+        return std::nullopt;
+      if (buffer != own.partialsBuffer) {
+        // Thread-local to the fold (the output's fill).
+        auto mine = own.elements.find(buffer);
+        if (*other.threadShape != *own.threadShape ||
+            mine == own.elements.end() || mine->second != element->second)
+          return std::nullopt;
+        continue;
+      }
+      SmallVector<int64_t> written(*element->second);
+      for (auto [position, extent] : llvm::enumerate(partialThreads))
+        if (extent == 1)
+          written[1 + position] = 0;
+      if (*other.threadShape != partialThreads || written != dense)
+        return std::nullopt;
+      computed = true;
+    }
+    if (conflicts && !other.writes.contains(own.partialsBuffer))
+      moved.push_back(index);
+  }
+  // What moves must not conflict with anything else of the launch.
+  for (size_t index : moved) {
+    const Touches &mover =
+        kernelTouches.find(earlier.members[index].function)->second;
+    for (auto [other, member] : llvm::enumerate(earlier.members))
+      if (other != index &&
+          conflict(mover, kernelTouches.find(member.function)->second))
+        return std::nullopt;
+  }
+  if (!computed)
+    return std::nullopt;
+  return moved;
 }
 
 /// First fit: each temporary takes the lowest offset that no temporary
@@ -1121,6 +1295,103 @@ void markArgumentsNoAlias(gpu::GPUFuncOp kernel) {
   }
 }
 
+/// Emits, at the top level of a kernel's body (every thread of the block
+/// takes part in its shuffles), the fold of a split reduction's partials
+/// (`function`, marked kFoldCombiner) over the launch's threads: output u
+/// on the `parts` threads from u * parts, lane l loading partial l, the
+/// lanes combining in a butterfly of xor shuffles (a fixed tree: the same
+/// on every run and launch), then lane 0 combining the tree's value into
+/// the output.
+static void buildFoldTree(OpBuilder &builder, func::FuncOp function,
+                          Block *entry, const GpuStepOp::Member &member,
+                          int64_t outputs, Value linear) {
+  Location loc = function.getLoc();
+  int64_t parts = member.threadStride;
+  IRMapping values;
+  for (auto [argument, index] :
+       llvm::zip_equal(function.getArguments(), member.buffers))
+    values.map(argument, entry->getArgument(index));
+  // The output's view (what the fold's loops store to) and the partials'
+  // (what else they load), in the kernel.
+  Value output, partials;
+  function.walk([&](memref::StoreOp store) { output = store.getMemRef(); });
+  function.walk([&](memref::LoadOp load) {
+    if (load.getMemRef() != output)
+      partials = load.getMemRef();
+  });
+  for (Value *view : {&output, &partials})
+    *view = isa<BlockArgument>(*view)
+                ? values.lookup(*view)
+                : builder.clone(*view->getDefiningOp(), values)->getResult(0);
+  auto outputType = cast<MemRefType>(output.getType());
+  Type element = outputType.getElementType();
+  auto index = [&](int64_t value) {
+    return builder.create<arith::ConstantIndexOp>(loc, value).getResult();
+  };
+  Value lane = builder.create<arith::RemUIOp>(loc, linear, index(parts));
+  Value iteration = builder.create<arith::DivUIOp>(loc, linear, index(parts));
+  Value active = builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                               iteration, index(outputs));
+  // The output element of iteration u, row-major.
+  SmallVector<Value> indices(outputType.getRank());
+  Value remaining = iteration;
+  for (int64_t dim = outputType.getRank() - 1; dim >= 0; --dim) {
+    Value extent = index(outputType.getDimSize(dim));
+    indices[dim] = dim == 0
+                       ? remaining
+                       : builder.create<arith::RemUIOp>(loc, remaining, extent);
+    if (dim > 0)
+      remaining = builder.create<arith::DivUIOp>(loc, remaining, extent);
+  }
+  StringRef combinerName =
+      function->getAttrOfType<StringAttr>(kFoldCombiner).getValue();
+  unsigned accumulator =
+      function->getAttrOfType<IntegerAttr>(kFoldAccumulatorOperand).getInt();
+  auto combine = [&](OpBuilder &at, Value running, Value next) {
+    OperationState state(loc, combinerName);
+    SmallVector<Value> operands(2);
+    operands[accumulator] = running;
+    operands[1 - accumulator] = next;
+    state.addOperands(operands);
+    state.addTypes(element);
+    return at.create(state)->getResult(0);
+  };
+  // Threads past the last output (the last block's) still shuffle: a value
+  // they do not use.
+  auto load = builder.create<scf::IfOp>(
+      loc, active,
+      [&](OpBuilder &then, Location thenLoc) {
+        SmallVector<Value> at(indices);
+        at.push_back(lane);
+        then.create<scf::YieldOp>(
+            thenLoc,
+            then.create<memref::LoadOp>(thenLoc, partials, at).getResult());
+      },
+      [&](OpBuilder &otherwise, Location otherwiseLoc) {
+        otherwise.create<scf::YieldOp>(
+            otherwiseLoc, otherwise
+                              .create<arith::ConstantOp>(
+                                  otherwiseLoc, otherwise.getZeroAttr(element))
+                              .getResult());
+      });
+  Value value = load.getResult(0);
+  Value width = builder.create<arith::ConstantIntOp>(loc, 32, 32);
+  for (int64_t offset = parts / 2; offset >= 1; offset /= 2) {
+    auto shuffle = builder.create<gpu::ShuffleOp>(
+        loc, value, builder.create<arith::ConstantIntOp>(loc, offset, 32),
+        width, gpu::ShuffleMode::XOR);
+    value = combine(builder, value, shuffle.getShuffleResult());
+  }
+  Value first = builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                              lane, index(0));
+  auto store = builder.create<scf::IfOp>(
+      loc, builder.create<arith::AndIOp>(loc, active, first), false);
+  OpBuilder then(store.thenBlock()->getTerminator());
+  Value running = then.create<memref::LoadOp>(loc, output, indices);
+  then.create<memref::StoreOp>(loc, combine(then, running, value), output,
+                               indices);
+}
+
 /// The gpu.func of kernel op `op` (its `entry`, one flat memref argument
 /// per buffer) that runs each of its members (lowered kernel functions in
 /// `kernels`) on the launch's first threads, one after the other: thread t
@@ -1156,14 +1427,37 @@ LogicalResult buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
       return failure();
     member.threads = shape->threads;
     member.serialIterations = shape->iterations;
-    op.threads = std::max(op.threads, shape->threads);
+    op.threads = std::max(op.threads, shape->threads * member.threadStride);
     op.serialIterations = std::max(op.serialIterations, shape->iterations);
     Value limit = builder.create<arith::ConstantIndexOp>(loc, shape->threads);
-    auto guard = builder.create<scf::IfOp>(
-        loc,
-        builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, linear,
-                                      limit),
-        false);
+    Value iteration = linear;
+    Value inRange;
+    if (member.threadStride > 1) {
+      Value stride =
+          builder.create<arith::ConstantIndexOp>(loc, member.threadStride);
+      iteration = builder.create<arith::DivUIOp>(loc, linear, stride);
+      inRange = builder.create<arith::AndIOp>(
+          loc,
+          builder.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::eq,
+              builder.create<arith::RemUIOp>(loc, linear, stride),
+              builder.create<arith::ConstantIndexOp>(loc, 0)),
+          builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                        iteration, limit));
+    } else {
+      inRange = builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                              linear, limit);
+    }
+    if (function->hasAttr(kFoldCombiner)) {
+      if (member.threadStride !=
+          function->getAttrOfType<IntegerAttr>(kGpuFoldPartsAttr).getInt())
+        return function.emitOpError()
+               << "folds its partials on threads of another stride";
+      buildFoldTree(builder, function, entry, member, shape->threads, linear);
+      member.serialIterations = 1;
+      continue;
+    }
+    auto guard = builder.create<scf::IfOp>(loc, inRange, false);
     IRMapping values;
     for (auto [argument, index] :
          llvm::zip_equal(function.getArguments(), member.buffers))
@@ -1178,7 +1472,7 @@ LogicalResult buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
                         *getConstantIntValue(loop.getStep()),
                         *getTripCount(loop)});
     body.setInsertionPointToStart(guard.thenBlock());
-    spreadLoops(body, spread, linear);
+    spreadLoops(body, spread, iteration);
   }
   op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
   markArgumentsNoAlias(kernel);
@@ -1406,78 +1700,4 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
            << "; set MANTISSA_LIBDEVICE to libdevice.10.bc";
 
   return program;
-}
-
-//===----------------------------------------------------------------------===//
-// Kernels on the host
-//===----------------------------------------------------------------------===//
-
-LogicalResult mlir::mantissa::emulateGpuKernels(gpu::GPUModuleOp gpuModule,
-                                                ModuleOp hostModule) {
-  for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
-    if (!kernel.isKernel())
-      continue;
-    if (!kernel.getBody().hasOneBlock())
-      return kernel.emitOpError() << "has control flow the host cannot run";
-    Location loc = kernel.getLoc();
-    OpBuilder builder = OpBuilder::atBlockEnd(hostModule.getBody());
-    SmallVector<Type> types(kernel.getArgumentTypes());
-    types.append(2, builder.getIndexType());
-    std::string name = kernel.getName().str();
-    auto host = builder.create<func::FuncOp>(
-        loc, name, builder.getFunctionType(types, {}));
-    Block *entry = host.addEntryBlock();
-    builder.setInsertionPointToStart(entry);
-    Value grid = entry->getArgument(types.size() - 2);
-    Value blockSize = entry->getArgument(types.size() - 1);
-    Value zero = builder.create<arith::ConstantIndexOp>(loc, 0);
-    Value one = builder.create<arith::ConstantIndexOp>(loc, 1);
-    auto blocks = builder.create<scf::ForOp>(loc, zero, grid, one);
-    builder.create<func::ReturnOp>(loc);
-    builder.setInsertionPoint(blocks.getBody()->getTerminator());
-    auto threads = builder.create<scf::ForOp>(loc, zero, blockSize, one);
-    builder.setInsertionPoint(threads.getBody()->getTerminator());
-    IRMapping mapping;
-    mapping.map(kernel.getArguments(), entry->getArguments().drop_back(2));
-    for (Operation &op : kernel.getBody().front().without_terminator())
-      builder.clone(op, mapping);
-    // Launch geometry as the loops give it: x only (the kernels are 1-D).
-    WalkResult result = threads.getBody()->walk([&](Operation *op) {
-      Value replacement;
-      auto dimension = [&](auto idOp) {
-        return idOp.getDimension() == gpu::Dimension::x;
-      };
-      if (auto id = dyn_cast<gpu::BlockIdOp>(op))
-        replacement = dimension(id) ? blocks.getInductionVar() : zero;
-      else if (auto id = dyn_cast<gpu::ThreadIdOp>(op))
-        replacement = dimension(id) ? threads.getInductionVar() : zero;
-      else if (auto dim = dyn_cast<gpu::GridDimOp>(op))
-        replacement = dimension(dim) ? grid : one;
-      else if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
-        replacement = dimension(dim) ? blockSize : one;
-      else if (isa<gpu::GPUDialect>(op->getDialect()))
-        return op->emitOpError() << "cannot run on the host",
-               WalkResult::interrupt();
-      else
-        return WalkResult::advance();
-      op->getResult(0).replaceAllUsesWith(replacement);
-      op->erase();
-      return WalkResult::skip();
-    });
-    if (result.wasInterrupted())
-      return failure();
-  }
-  return success();
-}
-
-LogicalResult mlir::mantissa::lowerEmulatedKernelsToLLVM(ModuleOp hostModule) {
-  SmallVector<std::string> names;
-  for (auto kernel : hostModule.getOps<func::FuncOp>())
-    names.push_back(kernel.getSymName().str());
-  if (failed(lowerBufferizedToLLVM(hostModule)))
-    return failure();
-  for (const std::string &name : names)
-    addPackedEntry(hostModule, name, name + "_host", /*indirect=*/true,
-                   /*passThrough=*/2);
-  return success();
 }

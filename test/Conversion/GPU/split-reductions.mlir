@@ -2,7 +2,8 @@
 
 // A row sum over 512 elements: 32 partials per row, partial p summing
 // elements p, p + 32, ... from -0.0, then each row folding its partials
-// into its running value in order.
+// into its running value in order (the fold marked mantissa.gpu_fold_parts,
+// which the GPU program runs as a tree of warp shuffles).
 
 // CHECK-LABEL: func.func @row_sum
 // CHECK-SAME: %[[X:[^:]*]]: memref<4x512xf32>, %[[S:[^:]*]]: memref<4xf32>
@@ -14,6 +15,7 @@
 // CHECK: math.exp
 // CHECK: arith.addf
 // CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[P]] : memref<4x32xf32>) outs(%[[S]] : memref<4xf32>)
+// CHECK-SAME: attrs = {mantissa.gpu_fold_parts = 32 : i64}
 // CHECK: arith.addf
 // CHECK: memref.dealloc %[[P]]
 #in = affine_map<(d0, d1) -> (d0, d1)>
@@ -40,6 +42,7 @@ func.func @row_sum(%x: memref<4x512xf32>, %s: memref<4xf32>) {
 // CHECK: iterator_types = ["reduction", "parallel", "parallel"]
 // CHECK: arith.maximumf
 // CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: mantissa.gpu_fold_parts = 32 : i64
 // CHECK: arith.maximumf
 #in = affine_map<(d0, d1) -> (d0, d1)>
 #bias = affine_map<(d0, d1) -> (d1)>

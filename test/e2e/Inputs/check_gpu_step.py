@@ -33,6 +33,7 @@ def main():
         entries[match.group(1)] = match.group(2).count(".param .u64")
     buffers = program["buffers"]
     arena = program["arena_bytes"]
+    block = program["block_size"]
     constants = 0
     if "constants" in program:
         constants = os.path.getsize(os.path.join(directory,
@@ -131,9 +132,13 @@ def main():
             if not all(0 <= b < len(op["buffers"]) for b in member["buffers"]):
                 fail("a member of %s names a buffer it does not have"
                      % op["entry"])
-            if member["threads"] > op["threads"]:
+            stride = member.get("thread_stride", 1)
+            if member["threads"] * stride > op["threads"]:
                 fail("a member of %s needs more threads than it launches"
                      % op["entry"])
+            if block % stride:
+                fail("a member of %s has a thread stride that does not "
+                     "divide the block" % op["entry"])
         # A launch running a norm's mean of squares and the rsqrt of it,
         # which reads what the mean's threads wrote, each thread its own.
         names = [re.findall(r'loc\("(\w+)"', m["source"])[:1]
@@ -141,8 +146,11 @@ def main():
         if not printed_norm and any(n and n[0].startswith("mean") for n in names) \
                 and any(n and n[0].startswith("rsqrt") for n in names):
             printed_norm = True
+            # "/k": one iteration every k threads.
             print("launch with mean and rsqrt: " + ", ".join(
-                "%s %d x %d" % (n[0] if n else "?", m["threads"], m["serial_iterations"])
+                "%s %d x %d%s" % (
+                    n[0] if n else "?", m["threads"], m["serial_iterations"],
+                    " /%d" % m["thread_stride"] if "thread_stride" in m else "")
                 for n, m in zip(names, op["members"])))
         for member in op.get("members", [op]):
             if member["source"].startswith("scf.for"):
