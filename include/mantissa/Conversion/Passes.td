@@ -505,6 +505,72 @@ def SegmentScatterAccumulationsPass
   ];
 }
 
+def ReadGatheredParametersPass
+    : Pass<"mantissa-read-gathered-parameters", "::mlir::ModuleOp"> {
+  let summary = "Take each parameter of a step for the GPU in its gather dtype";
+  let description = [{
+    On `train.step`s (before lowering), for the GPU program: a parameter
+    whose every use is the precision pass's rounding to its gather dtype
+    (`train.plan`'s `gather`) becomes an argument of that dtype, so that the
+    runtime binds the update path's gathered copy as it is rather than
+    widening it into scratch every step for the step to round it back; and
+    a rounding to a dtype of a value that was widened from that dtype, with
+    only permutes and views between (autocast's rounding of the widened
+    gathered weight and of its transposes), reads the narrow value through
+    the same permutes and views instead. Widening is exact and rounding a
+    widened value gives it back, so the numbers do not change; the step
+    writes no widened copy of its weights and no rounded copy of those.
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+}
+
+def RoundProductsOncePass
+    : Pass<"mantissa-round-products-once", "::mlir::func::FuncOp"> {
+  let summary = "Round an fp32 matrix product that every reader rounds, once, right after it";
+  let description = [{
+    On tensors, before bufferization, for the GPU: a contraction
+    (`linalg.generic`) with an fp32 result that every reader only rounds to
+    the same narrower type on the way in (autocast's bf16 product, whose
+    rounding elementwise fusion moved into the readers: the attention
+    scores that the softmax reads, its gradient) gets that rounding as an
+    op of its own right after it, and the readers read the rounded tensor.
+    The GPU program computes that rounding in the GEMM's epilogue
+    (cuBLASLt writes bf16), so the product is written and read in bf16
+    rather than fp32. Each element is rounded once, as before: the numbers
+    do not change.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
+def RecomputeWideningProducersPass
+    : Pass<"mantissa-recompute-widening-producers", "::mlir::func::FuncOp"> {
+  let summary = "Recompute an elementwise op in its readers where that moves fewer bytes than its result";
+  let description = [{
+    On tensors, before bufferization, for the GPU: an all-parallel
+    `linalg.generic` with several readers is computed again inside each
+    reader that is a `linalg.generic` other than a contraction (elementwise
+    ops and reductions; matrix products stay GEMMs on their operands) when
+    that moves fewer bytes per element: each such reader no longer reads
+    the result but reads the inputs it does not read already, and when every
+    reader recomputes it, the result is not written at all. Examples:
+    autocast's fp32 copy of the masked bf16 attention scores, read by the
+    softmax's max, sum of exponentials and normalisation (each now reads
+    the bf16 scores and the mask), and the softmax backward's fp32 product
+    of the bf16 gradient and the fp32 probabilities, read by the row sum and
+    by the op that also reads the probabilities. An input that the body only
+    rounds to a narrower type counts at that width (the program rounds it
+    where it is written). Every element is computed by the same operations
+    from the same inputs, so the numbers do not change. Only producers
+    whose maps are permutations and whose body is short (at most 16 ops)
+    are recomputed.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def SplitReductionsPass
     : Pass<"mantissa-split-reductions", "::mlir::func::FuncOp"> {
   let summary = "Fold long reductions in interleaved partials, then the partials in order";
@@ -518,7 +584,9 @@ def SplitReductionsPass
     output elements, where partial p folds elements p, p + P, p + 2P, ...
     of the innermost reduction loop (each in the op's own order), and a
     fold of each element's P partials into the output, in order p = 0, 1,
-    ... On the GPU, where each output element is one thread's serial loop,
+    ..., marked `mantissa.gpu_fold_parts = P` (the GPU program runs it in
+    the partials' launch, as a tree of warp shuffles over the lanes that
+    computed them). On the GPU, where each output element is one thread's serial loop,
     that loop is P times shorter and P threads side by side read side by
     side.
 

@@ -62,8 +62,9 @@ LogicalResult lowerTrainStepsToLLVM(ModuleOp module,
 /// The first half of lowerTrainStepsToLLVM, shared with the GPU: lowers
 /// every train.step to a func.func on memrefs (linalg ops on buffers,
 /// results as out-parameters after the arguments, every temporary freed by
-/// a memref.dealloc, copies as linalg.copy).
-LogicalResult bufferizeTrainSteps(ModuleOp module);
+/// a memref.dealloc, copies as linalg.copy). `tensorPasses` (pipeline
+/// text, may be empty) run on the fused linalg ops before bufferization.
+LogicalResult bufferizeTrainSteps(ModuleOp module, StringRef tensorPasses = "");
 
 /// The second half: linalg to loops, math approximations and the LLVM
 /// dialect (bare-pointer calling convention) for the functions of a

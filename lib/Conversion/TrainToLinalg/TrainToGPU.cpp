@@ -318,10 +318,12 @@ namespace {
 
 class GpuProgramBuilder {
 public:
+  /// `arguments`: the step's, as the program takes them.
   GpuProgramBuilder(func::FuncOp function, train::StepOp step,
+                    std::vector<GpuStepTensor> arguments,
                     GpuStepProgram &program)
-      : function(function), step(step), program(program),
-        kernels(ModuleOp::create(function.getLoc())) {}
+      : function(function), step(step), arguments(std::move(arguments)),
+        program(program), kernels(ModuleOp::create(function.getLoc())) {}
 
   LogicalResult build();
   OwningOpRef<ModuleOp> takeKernels() { return std::move(kernels); }
@@ -337,6 +339,7 @@ private:
 
   func::FuncOp function;
   train::StepOp step;
+  std::vector<GpuStepTensor> arguments;
   GpuStepProgram &program;
   OwningOpRef<ModuleOp> kernels;
   llvm::DenseMap<Value, int64_t> bufferIds;
@@ -380,13 +383,17 @@ private:
   /// threads.
   std::optional<SmallVector<size_t>>
   foldsPartialsOf(const GpuStepOp &later, const GpuStepOp &earlier) const;
-  /// Whether two members' kernels conflict: one writes what the other
-  /// touches.
-  bool conflict(const Touches &a, const Touches &b) const {
-    return llvm::any_of(a.writes,
-                        [&](int64_t x) { return b.touches.contains(x); }) ||
-           llvm::any_of(b.writes,
-                        [&](int64_t x) { return a.touches.contains(x); });
+  /// Whether the later of two ops conflicts with the earlier on `buffer`:
+  /// the earlier writes it, or the later writes what the earlier touches.
+  static bool conflictsOn(const Touches &later, const Touches &earlier,
+                          int64_t buffer) {
+    return earlier.writes.contains(buffer) ||
+           (later.writes.contains(buffer) && earlier.touches.contains(buffer));
+  }
+  /// Whether two ops conflict on any buffer.
+  static bool conflict(const Touches &a, const Touches &b) {
+    return llvm::any_of(
+        a.touches, [&](int64_t buffer) { return conflictsOn(a, b, buffer); });
   }
   /// The last op, if it zeroed a view: its output, index and kernel.
   struct ZeroFill {
@@ -778,8 +785,7 @@ void GpuProgramBuilder::groupIndependentKernels() {
       size_t index = grouped.size() - 1 - back;
       const Touches &other = touches[index];
       bool independent = llvm::none_of(op.buffers, [&](int64_t buffer) {
-        return other.writes.contains(buffer) ||
-               (own.writes.contains(buffer) && other.touches.contains(buffer));
+        return conflictsOn(own, other, buffer);
       });
       bool roomy = grouped[index].kind == GpuStepOp::Kind::Kernel &&
                    grouped[index].members.size() < kMaxMembers;
@@ -864,10 +870,7 @@ GpuProgramBuilder::dependsOnlyThreadLocally(const GpuStepOp &later,
   for (const GpuStepOp::Member &member : earlier.members) {
     const Touches &other = kernelTouches.find(member.function)->second;
     for (int64_t buffer : later.buffers) {
-      bool conflict =
-          other.writes.contains(buffer) ||
-          (own.writes.contains(buffer) && other.touches.contains(buffer));
-      if (!conflict)
+      if (!conflictsOn(own, other, buffer))
         continue;
       // The same threads, each touching one element that no other thread
       // touches, the same in both: thread t runs the earlier member's
@@ -910,10 +913,7 @@ GpuProgramBuilder::foldsPartialsOf(const GpuStepOp &later,
     const Touches &other = kernelTouches.find(member.function)->second;
     bool conflicts = false;
     for (int64_t buffer : later.buffers) {
-      bool conflict =
-          other.writes.contains(buffer) ||
-          (own.writes.contains(buffer) && other.touches.contains(buffer));
-      if (!conflict)
+      if (!conflictsOn(own, other, buffer))
         continue;
       conflicts = true;
       if (member.threadStride != 1 || !other.threadShape)
@@ -1054,8 +1054,7 @@ GpuStepTensor mlir::mantissa::getStepResultTensor(train::StepOp step,
 LogicalResult GpuProgramBuilder::build() {
   program.stepName = step.getSymName().str();
   program.blockSize = kBlockSize;
-  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
-    program.arguments.push_back(getStepArgumentTensor(step, index));
+  program.arguments = arguments;
   for (unsigned index = 0, e = step.getNumResults(); index < e; ++index)
     program.results.push_back(getStepResultTensor(step, index));
   for (Operation &op : function.getBody().front())
@@ -1615,8 +1614,23 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
                        scf::SCFDialect, memref::MemRefDialect>();
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
-  module->push_back(step->clone());
-  if (failed(bufferizeTrainSteps(*module)))
+  auto gpuStep = cast<train::StepOp>(step->clone());
+  module->push_back(gpuStep);
+  // Parameters in their gather dtype, read without widening
+  // (docs/gpu-step.md).
+  if (failed(runPassPipeline(
+          *module, "builtin.module(mantissa-read-gathered-parameters)")))
+    return failure();
+  std::vector<GpuStepTensor> arguments;
+  for (unsigned index = 0, e = gpuStep.getNumArguments(); index < e; ++index)
+    arguments.push_back(getStepArgumentTensor(gpuStep, index));
+  // Temporaries recomputed in their readers where that moves fewer bytes,
+  // what that leaves with one reader fused as usual, then products that
+  // every reader rounds rounded once, in the GEMM (docs/gpu-step.md).
+  if (failed(bufferizeTrainSteps(
+          *module, "func.func(mantissa-recompute-widening-producers),"
+                   "linalg-fuse-elementwise-ops,"
+                   "func.func(mantissa-round-products-once)")))
     return failure();
   auto function = module->lookupSymbol<func::FuncOp>(step.getSymName());
   if (!function)
@@ -1633,7 +1647,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
           "mantissa-split-reductions,mantissa-fuse-parallel-kernels))")))
     return failure();
   GpuStepProgram program;
-  GpuProgramBuilder builder(function, step, program);
+  GpuProgramBuilder builder(function, step, std::move(arguments), program);
   if (failed(builder.build()))
     return failure();
   OwningOpRef<ModuleOp> kernels = builder.takeKernels();

@@ -114,6 +114,9 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerFuseParallelKernelsPass();
     mantissa::registerShareRoundingsPass();
     mantissa::registerSplitReductionsPass();
+    mantissa::registerRecomputeWideningProducersPass();
+    mantissa::registerReadGatheredParametersPass();
+    mantissa::registerRoundProductsOncePass();
     mantissa::registerSegmentScatterAccumulationsPass();
     mantissa::registerMaterializeOperandCastsPass();
     mantissa::registerFoldTransposesIntoViewsPass();
@@ -529,11 +532,13 @@ struct MarkOutlinedNoInlinePass
   }
 };
 
-/// bufferizeTrainSteps as pipeline text.
-constexpr llvm::StringLiteral kBufferizeStages =
+/// bufferizeTrainSteps as pipeline text: lowering and fusion on tensors,
+/// then bufferization.
+constexpr llvm::StringLiteral kTensorStages =
     "mantissa-lower-train-to-linalg,"
     "func.func(mantissa-mark-arguments-read-only),"
-    "linalg-fuse-elementwise-ops,"
+    "linalg-fuse-elementwise-ops,";
+constexpr llvm::StringLiteral kBufferizationStages =
     "empty-tensor-to-alloc-tensor,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
@@ -575,7 +580,7 @@ struct TrainCpuPipelineOptions
 };
 
 std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm) {
-  std::string text = kBufferizeStages.str();
+  std::string text = (kTensorStages + kBufferizationStages).str();
   if (gemm == mantissa::CpuGemmMode::Library)
     text += ",mantissa-call-gemm-library";
   text +=
@@ -621,9 +626,12 @@ mantissa::CpuGemmMode mlir::mantissa::getCpuGemmMode() {
   std::exit(1);
 }
 
-LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module) {
-  return runPassPipeline(module,
-                         ("builtin.module(" + kBufferizeStages + ")").str());
+LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module,
+                                                  StringRef tensorPasses) {
+  std::string text = ("builtin.module(" + kTensorStages).str();
+  if (!tensorPasses.empty())
+    text += (tensorPasses + ",").str();
+  return runPassPipeline(module, text + kBufferizationStages.str() + ")");
 }
 
 LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module,

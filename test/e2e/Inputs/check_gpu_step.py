@@ -124,7 +124,7 @@ def main():
               if op["kind"] == "kernel" and "members" in op]
     print("launches running several ops: %d (%d ops)"
           % (len(groups), sum(len(op["members"]) for op in groups)))
-    printed_norm = False
+    printed_fold = False
     for op in program["ops"]:
         if op["kind"] != "kernel":
             continue
@@ -139,15 +139,16 @@ def main():
             if block % stride:
                 fail("a member of %s has a thread stride that does not "
                      "divide the block" % op["entry"])
-        # A launch running a norm's mean of squares and the rsqrt of it,
-        # which reads what the mean's threads wrote, each thread its own.
+        # The first launch running a fold of partials (a member with a
+        # thread stride), after the partials it folds: a norm's mean of
+        # squares.
         names = [re.findall(r'loc\("(\w+)"', m["source"])[:1]
                  for m in op.get("members", [])]
-        if not printed_norm and any(n and n[0].startswith("mean") for n in names) \
-                and any(n and n[0].startswith("rsqrt") for n in names):
-            printed_norm = True
+        if not printed_fold and any("thread_stride" in m
+                                    for m in op.get("members", [])):
+            printed_fold = True
             # "/k": one iteration every k threads.
-            print("launch with mean and rsqrt: " + ", ".join(
+            print("launch with a fold: " + ", ".join(
                 "%s %d x %d%s" % (
                     n[0] if n else "?", m["threads"], m["serial_iterations"],
                     " /%d" % m["thread_stride"] if "thread_stride" in m else "")
