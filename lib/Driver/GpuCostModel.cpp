@@ -112,15 +112,22 @@ OpCost predictKernel(const rt::GpuStepOp &op, const rt::GpuProgram &program,
   // accumulate steps.
   // A member with a thread stride (a fold of partials, one output per
   // `stride` threads) spreads its threads over that many more.
-  std::vector<std::pair<double, double>> members;
+  // A member whose threads each run several independent iterations
+  // (elements_per_thread) does that many times the work; its loads are in
+  // flight together, so its bytes per thread are that many times more.
+  struct Share {
+    double threads, serial, elements;
+  };
+  std::vector<Share> members;
   for (const rt::GpuStepOp::Member &member : op.members)
     members.push_back({double(member.threads * member.threadStride),
-                       double(member.serialIterations)});
+                       double(member.serialIterations),
+                       double(member.elementsPerThread)});
   if (members.empty())
-    members.push_back({threads, serial});
+    members.push_back({threads, serial, 1});
   double serialSeconds = 0;
-  for (auto [memberThreads, memberSerial] : members) {
-    cost.flops += memberThreads * memberSerial;
+  for (auto [memberThreads, memberSerial, elements] : members) {
+    cost.flops += memberThreads * memberSerial * elements;
     if (memberSerial > 1)
       serialSeconds += std::ceil(memberThreads / resident) * memberSerial *
                        device.serialIterationSeconds;

@@ -282,6 +282,8 @@ void parseKernel(const json &entry, const std::string &what,
         integer(members[m], "serial_iterations", where, 1);
     member.threadStride =
         optionalInteger(members[m], "thread_stride", where, 1, 1);
+    member.elementsPerThread =
+        optionalInteger(members[m], "elements_per_thread", where, 1, 1);
     if (program.blockSize % member.threadStride != 0)
       throw ProgramError{where + ": thread_stride " +
                          std::to_string(member.threadStride) +
@@ -533,7 +535,13 @@ std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
                      {"buffers", op.buffers},
                      {"source", op.source}};
       // A launch that runs several ops: each one's share (for reports).
-      if (op.members.size() > 1) {
+      // (One member alone when it runs on other threads than the first.)
+      if (op.members.size() > 1 ||
+          std::any_of(op.members.begin(), op.members.end(),
+                      [](const GpuStepOp::Member &member) {
+                        return member.threadStride != 1 ||
+                               member.elementsPerThread != 1;
+                      })) {
         json members = json::array();
         for (const GpuStepOp::Member &member : op.members) {
           json entry = {{"source", member.source},
@@ -542,6 +550,8 @@ std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
                         {"buffers", member.buffers}};
           if (member.threadStride != 1)
             entry["thread_stride"] = member.threadStride;
+          if (member.elementsPerThread != 1)
+            entry["elements_per_thread"] = member.elementsPerThread;
           members.push_back(std::move(entry));
         }
         kernel["members"] = std::move(members);

@@ -623,6 +623,40 @@ TEST_F(TrainToLinalgTest, LongReductionsFoldInTheLaunchOfTheirPartials) {
   EXPECT_NE(program->ptx.find("shfl.sync.bfly.b32"), std::string::npos);
 }
 
+/// Launches of large elementwise ops (a million threads or more) run four
+/// iterations per thread, t, t + T', t + 2T', t + 3T' (T' a quarter of the
+/// iterations, rounded up; the last threads run fewer): an elementwise
+/// chain over 1025 x 1025 elements (not a multiple of four), whose results
+/// the step returns, checked against the interpreter.
+TEST_F(TrainToLinalgTest, LargeElementwiseOpsRunSeveralIterationsPerThread) {
+  std::string big = t("1025x1025", "f32");
+  std::string body = "  %x = train.mul %a, %b : " + big + ", " + big + " -> " +
+                     big + "\n  %y = train.exp %x : " + big + " -> " + big +
+                     "\n  %z = train.add %y, %a : " + big + ", " + big +
+                     " -> " + big;
+  check({{"a", big}, {"b", big}}, body, {{"x", big}, {"y", big}, {"z", big}},
+        -1.0f, 1.0f);
+
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+      buildStep({{"a", big}, {"b", big}}, body,
+                {{"x", big}, {"y", big}, {"z", big}}),
+      ParserConfig(&context));
+  ASSERT_TRUE(module) << diagnostics;
+  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
+      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  ASSERT_TRUE(succeeded(program)) << diagnostics;
+  int64_t elements = 1025 * 1025, coarse = 0;
+  for (const GpuStepOp &op : program->ops)
+    for (const GpuStepOp::Member &member : op.members)
+      if (member.elementsPerThread > 1) {
+        ++coarse;
+        EXPECT_EQ(member.elementsPerThread, 4);
+        EXPECT_EQ(member.threads, (elements + 3) / 4);
+        EXPECT_EQ(op.threads, (elements + 3) / 4);
+      }
+  EXPECT_GT(coarse, 0);
+}
+
 TEST_F(TrainToLinalgTest, MatrixProducts) {
   for (StringRef e : kFloatTypes) {
     check({{"a", t("5x7", e)}, {"b", t("7x3", e)}},

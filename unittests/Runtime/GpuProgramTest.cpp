@@ -85,6 +85,7 @@ GpuProgram sampleProgram() {
   second.threads = 4;
   second.serialIterations = 32;
   second.threadStride = 32;
+  first.elementsPerThread = 4;
   kernel.members = {first, second};
 
   GpuStepOp gemm;
@@ -180,6 +181,8 @@ TEST(GpuProgram, EveryFieldSurvivesWritingAndReading) {
   EXPECT_EQ(kernel.members[1].serialIterations, 32);
   EXPECT_EQ(kernel.members[1].threadStride, 32);
   EXPECT_EQ(kernel.members[0].threadStride, 1);
+  EXPECT_EQ(kernel.members[0].elementsPerThread, 4);
+  EXPECT_EQ(kernel.members[1].elementsPerThread, 1);
   const GpuStepOp &gemm = read.ops[1];
   EXPECT_EQ(gemm.kind, GpuStepOp::Kind::Gemm);
   EXPECT_TRUE(gemm.transa);
@@ -198,6 +201,7 @@ TEST(GpuProgram, OptionalFieldsAreLeftOutWhenEmpty) {
   GpuProgram program = sampleProgram();
   program.forwardFile.clear();
   program.ops[0].members.resize(1);
+  program.ops[0].members[0].elementsPerThread = 1;
   std::string text = writeGpuProgram(program);
   EXPECT_EQ(text.find("\"forward\""), std::string::npos);
   EXPECT_EQ(text.find("\"members\""), std::string::npos);
@@ -206,11 +210,22 @@ TEST(GpuProgram, OptionalFieldsAreLeftOutWhenEmpty) {
   ASSERT_TRUE(parseGpuProgram(text, read, error)) << error;
   EXPECT_TRUE(read.forwardFile.empty());
   EXPECT_TRUE(read.ops[0].members.empty());
-  // A member on consecutive threads has no thread_stride: the sample's
-  // second member has one, its first none.
+  // A member on consecutive threads has no thread_stride, and one running
+  // an iteration a thread no elements_per_thread: the sample's second
+  // member has a stride, its first several iterations a thread.
   text = writeGpuProgram(sampleProgram());
-  EXPECT_NE(text.find("\"thread_stride\""), std::string::npos);
-  EXPECT_EQ(text.find("\"thread_stride\""), text.rfind("\"thread_stride\""));
+  for (const char *key : {"\"thread_stride\"", "\"elements_per_thread\""}) {
+    EXPECT_NE(text.find(key), std::string::npos) << key;
+    EXPECT_EQ(text.find(key), text.rfind(key)) << key;
+  }
+  // One member alone is written when it runs on other threads than the
+  // first ones.
+  program = sampleProgram();
+  program.ops[0].members.resize(1);
+  text = writeGpuProgram(program);
+  ASSERT_TRUE(parseGpuProgram(text, read, error)) << error;
+  ASSERT_EQ(read.ops[0].members.size(), 1u);
+  EXPECT_EQ(read.ops[0].members[0].elementsPerThread, 4);
 }
 
 TEST(GpuProgram, RefusesWhatTheWriterNeverEmits) {
@@ -244,6 +259,11 @@ TEST(GpuProgram, RefusesWhatTheWriterNeverEmits) {
       parseError(edited("\"thread_stride\": 32", "\"thread_stride\": 48")),
       "op 0 (linalg.generic (model.py:3)): member 1: thread_stride 48 "
       "does not divide the block size 128");
+  EXPECT_EQ(parseError(edited("\"elements_per_thread\": 4",
+                              "\"elements_per_thread\": -1")),
+            "op 0 (linalg.generic (model.py:3)): member 0: "
+            "'elements_per_thread' is -1, out of range [1, "
+            "9223372036854775807]");
   EXPECT_EQ(parseError(edited("\"thread_stride\": 32", "\"thread_stride\": 0")),
             "op 0 (linalg.generic (model.py:3)): member 1: 'thread_stride' is "
             "0, out of range [1, 9223372036854775807]");

@@ -102,6 +102,10 @@ struct GpuStepOp {
     /// each lane loading the partial it computed itself (a divisor of the
     /// block size).
     int64_t threadStride = 1;
+    /// Independent iterations each of its `threads` runs: thread t runs
+    /// t, t + threads, ... (a large elementwise op, several loads in
+    /// flight per thread).
+    int64_t elementsPerThread = 1;
   };
   std::vector<Member> members;
 

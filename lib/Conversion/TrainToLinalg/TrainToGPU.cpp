@@ -1391,6 +1391,74 @@ static void buildFoldTree(OpBuilder &builder, func::FuncOp function,
                                indices);
 }
 
+/// Moves the loads of `block` (at its top level) from buffers no member of
+/// `kernel` writes, and the pure ops they need, as early in the block as
+/// their operands allow: a thread's iterations then issue all their loads
+/// before the first store, in the PTX's order. Reading a buffer nothing
+/// writes gives the same value at any point.
+void hoistReadOnlyLoads(gpu::GPUFuncOp kernel, Block *block) {
+  llvm::SmallDenseSet<Value> written;
+  kernel.walk([&](memref::StoreOp store) {
+    written.insert(getBaseBuffer(store.getMemRef()));
+  });
+  // The last op moved to the front (ops that need nothing of the block
+  // keep their order there).
+  Operation *front = nullptr;
+  for (Operation &op :
+       llvm::make_early_inc_range(block->without_terminator())) {
+    bool movable = op.getNumRegions() == 0 &&
+                   (isMemoryEffectFree(&op) ||
+                    (isa<memref::LoadOp>(op) &&
+                     !written.contains(
+                         getBaseBuffer(cast<memref::LoadOp>(op).getMemRef()))));
+    if (!movable)
+      continue;
+    // Right after the last of its operands defined in the block.
+    Operation *latest = nullptr;
+    for (Value operand : op.getOperands())
+      if (Operation *definition = operand.getDefiningOp();
+          definition && definition->getBlock() == block &&
+          (!latest || latest->isBeforeInBlock(definition)))
+        latest = definition;
+    if (latest) {
+      op.moveAfter(latest);
+    } else {
+      if (front)
+        op.moveAfter(front);
+      else if (&block->front() != &op)
+        op.moveBefore(&block->front());
+      front = &op;
+    }
+  }
+}
+
+/// Launches with at least this many threads of elementwise work run
+/// several iterations per thread (about four waves of an H200's resident
+/// threads).
+constexpr int64_t kCoarsenThreads = int64_t(1) << 20;
+constexpr int64_t kIterationsPerThread = 4;
+
+/// How many iterations of each member a thread of the launch runs: more
+/// than one when every member is a large elementwise op on consecutive
+/// threads (one iteration of its loops each, no fold), so that each thread
+/// keeps several independent loads in flight. The mapping is the same
+/// function of a member's iteration count for every member, so members
+/// that depend on each other element by element (the same loops) keep
+/// each element on one thread.
+int64_t getElementsPerThread(ArrayRef<func::FuncOp> functions,
+                             ArrayRef<GpuStepOp::Member> members,
+                             ArrayRef<KernelMember> shapes) {
+  int64_t threads = 0;
+  for (auto [function, member, shape] :
+       llvm::zip_equal(functions, members, shapes)) {
+    if (!function->hasAttr(kThreadLoops) || function->hasAttr(kFoldCombiner) ||
+        member.threadStride != 1 || shape.iterations != 1)
+      return 1;
+    threads = std::max(threads, shape.threads);
+  }
+  return threads >= kCoarsenThreads ? kIterationsPerThread : 1;
+}
+
 /// The gpu.func of kernel op `op` (its `entry`, one flat memref argument
 /// per buffer) that runs each of its members (lowered kernel functions in
 /// `kernels`) on the launch's first threads, one after the other: thread t
@@ -1408,6 +1476,15 @@ LogicalResult buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
     for (auto [type, index] :
          llvm::zip_equal(function.getArgumentTypes(), member.buffers))
       arguments[index] = type;
+  SmallVector<SmallVector<scf::ForOp>> chosen(functions.size());
+  SmallVector<KernelMember> shapes;
+  for (auto [function, loops] : llvm::zip_equal(functions, chosen)) {
+    FailureOr<KernelMember> shape = getKernelMemberShape(function, loops);
+    if (failed(shape))
+      return failure();
+    shapes.push_back(*shape);
+  }
+  int64_t perThread = getElementsPerThread(functions, op.members, shapes);
   Location loc = functions.front().getLoc();
   OpBuilder builder = getModuleEndBuilder(gpuModule);
   auto kernel = builder.create<gpu::GPUFuncOp>(
@@ -1418,62 +1495,115 @@ LogicalResult buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
   builder.setInsertionPointToStart(entry);
   Value linear = buildThreadIndex(builder, loc);
   builder.setInsertionPoint(builder.create<gpu::ReturnOp>(loc));
+  auto index = [&](OpBuilder &at, int64_t value) {
+    return at.create<arith::ConstantIndexOp>(loc, value).getResult();
+  };
+  auto below = [&](OpBuilder &at, Value value, Value limit) {
+    return at.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, value,
+                                    limit);
+  };
   op.threads = op.serialIterations = 1;
-  for (auto [function, member] : llvm::zip_equal(functions, op.members)) {
-    SmallVector<scf::ForOp> chosen;
-    FailureOr<KernelMember> shape = getKernelMemberShape(function, chosen);
-    if (failed(shape))
-      return failure();
-    member.threads = shape->threads;
-    member.serialIterations = shape->iterations;
-    op.threads = std::max(op.threads, shape->threads * member.threadStride);
-    op.serialIterations = std::max(op.serialIterations, shape->iterations);
-    Value limit = builder.create<arith::ConstantIndexOp>(loc, shape->threads);
-    Value iteration = linear;
-    Value inRange;
-    if (member.threadStride > 1) {
-      Value stride =
-          builder.create<arith::ConstantIndexOp>(loc, member.threadStride);
-      iteration = builder.create<arith::DivUIOp>(loc, linear, stride);
-      inRange = builder.create<arith::AndIOp>(
-          loc,
-          builder.create<arith::CmpIOp>(
-              loc, arith::CmpIPredicate::eq,
-              builder.create<arith::RemUIOp>(loc, linear, stride),
-              builder.create<arith::ConstantIndexOp>(loc, 0)),
-          builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
-                                        iteration, limit));
-    } else {
-      inRange = builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
-                                              linear, limit);
-    }
+  // The blocks that run several iterations of a member one after the
+  // other, unguarded.
+  SmallVector<Block *> fullBlocks;
+  for (auto [function, member, loops, shape] :
+       llvm::zip_equal(functions, op.members, chosen, shapes)) {
+    member.serialIterations = shape.iterations;
+    op.serialIterations = std::max(op.serialIterations, shape.iterations);
     if (function->hasAttr(kFoldCombiner)) {
       if (member.threadStride !=
           function->getAttrOfType<IntegerAttr>(kGpuFoldPartsAttr).getInt())
         return function.emitOpError()
                << "folds its partials on threads of another stride";
-      buildFoldTree(builder, function, entry, member, shape->threads, linear);
+      member.threads = shape.threads;
+      op.threads = std::max(op.threads, shape.threads * member.threadStride);
+      buildFoldTree(builder, function, entry, member, shape.threads, linear);
       member.serialIterations = 1;
       continue;
     }
-    auto guard = builder.create<scf::IfOp>(loc, inRange, false);
-    IRMapping values;
-    for (auto [argument, index] :
-         llvm::zip_equal(function.getArguments(), member.buffers))
-      values.map(argument, entry->getArgument(index));
-    OpBuilder body(guard.thenBlock()->getTerminator());
-    for (Operation &nested : function.getBody().front().without_terminator())
-      body.clone(nested, values);
-    SmallVector<SpreadLoop> spread;
-    for (scf::ForOp loop : chosen)
-      spread.push_back({cast<scf::ForOp>(values.lookup(loop.getOperation())),
-                        *getConstantIntValue(loop.getLowerBound()),
-                        *getConstantIntValue(loop.getStep()),
-                        *getTripCount(loop)});
-    body.setInsertionPointToStart(guard.thenBlock());
-    spreadLoops(body, spread, iteration);
+    // Iteration `iteration` of the member, at the builder's point.
+    auto emitIteration = [&](OpBuilder &at, Value iteration) {
+      IRMapping values;
+      for (auto [argument, position] :
+           llvm::zip_equal(function.getArguments(), member.buffers))
+        values.map(argument, entry->getArgument(position));
+      Operation *first = nullptr;
+      for (Operation &nested :
+           function.getBody().front().without_terminator()) {
+        Operation *clone = at.clone(nested, values);
+        first = first ? first : clone;
+      }
+      if (!first)
+        return;
+      SmallVector<SpreadLoop> spread;
+      for (scf::ForOp loop : loops)
+        spread.push_back({cast<scf::ForOp>(values.lookup(loop.getOperation())),
+                          *getConstantIntValue(loop.getLowerBound()),
+                          *getConstantIntValue(loop.getStep()),
+                          *getTripCount(loop)});
+      OpBuilder spreadAt(first);
+      spreadLoops(spreadAt, spread, iteration);
+    };
+    Value limit = index(builder, shape.threads);
+    if (member.threadStride > 1) {
+      Value stride = index(builder, member.threadStride);
+      Value iteration = builder.create<arith::DivUIOp>(loc, linear, stride);
+      Value inRange = builder.create<arith::AndIOp>(
+          loc,
+          builder.create<arith::CmpIOp>(
+              loc, arith::CmpIPredicate::eq,
+              builder.create<arith::RemUIOp>(loc, linear, stride),
+              index(builder, 0)),
+          below(builder, iteration, limit));
+      member.threads = shape.threads;
+      op.threads = std::max(op.threads, shape.threads * member.threadStride);
+      auto guard = builder.create<scf::IfOp>(loc, inRange, false);
+      OpBuilder then(guard.thenBlock()->getTerminator());
+      emitIteration(then, iteration);
+      continue;
+    }
+    // Thread t runs iterations t, t + T', ..., t + (k - 1) T' (T' threads,
+    // k iterations each): neighbouring threads still touch neighbouring
+    // elements, and each thread has k independent iterations' loads in
+    // flight. All k unguarded where they all exist (every thread but the
+    // last few), so that their loads can issue together.
+    int64_t threads = llvm::divideCeil(shape.threads, perThread);
+    member.threads = threads;
+    member.elementsPerThread = llvm::divideCeil(shape.threads, threads);
+    op.threads = std::max(op.threads, threads);
+    auto guard = builder.create<scf::IfOp>(
+        loc, below(builder, linear, index(builder, threads)), false);
+    OpBuilder then(guard.thenBlock()->getTerminator());
+    if (perThread == 1) {
+      emitIteration(then, linear);
+      continue;
+    }
+    Value step = index(then, threads);
+    Value last = then.create<arith::AddIOp>(
+        loc, linear, index(then, (perThread - 1) * threads));
+    auto all = then.create<scf::IfOp>(loc, below(then, last, limit), true);
+    fullBlocks.push_back(all.thenBlock());
+    OpBuilder full(all.thenBlock()->getTerminator());
+    OpBuilder tail(all.elseBlock()->getTerminator());
+    Value iteration = linear;
+    for (int64_t k = 0; k < perThread; ++k) {
+      if (k > 0)
+        iteration = full.create<arith::AddIOp>(loc, iteration, step);
+      emitIteration(full, iteration);
+    }
+    iteration = linear;
+    for (int64_t k = 0; k < perThread; ++k) {
+      if (k > 0)
+        iteration = tail.create<arith::AddIOp>(loc, iteration, step);
+      auto exists =
+          tail.create<scf::IfOp>(loc, below(tail, iteration, limit), false);
+      OpBuilder inner(exists.thenBlock()->getTerminator());
+      emitIteration(inner, iteration);
+    }
   }
   op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
+  for (Block *block : fullBlocks)
+    hoistReadOnlyLoads(kernel, block);
   markArgumentsNoAlias(kernel);
   return success();
 }

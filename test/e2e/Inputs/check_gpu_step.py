@@ -121,7 +121,7 @@ def main():
     # threads each run `serial_iterations` in order.
     # A launch may run several independent ops, each on its first threads.
     groups = [op for op in program["ops"]
-              if op["kind"] == "kernel" and "members" in op]
+              if op["kind"] == "kernel" and len(op.get("members", [])) > 1]
     print("launches running several ops: %d (%d ops)"
           % (len(groups), sum(len(op["members"]) for op in groups)))
     printed_fold = False
@@ -133,6 +133,9 @@ def main():
                 fail("a member of %s names a buffer it does not have"
                      % op["entry"])
             stride = member.get("thread_stride", 1)
+            if member.get("elements_per_thread", 1) > 1 and stride > 1:
+                fail("a member of %s runs several iterations a thread on "
+                     "strided threads" % op["entry"])
             if member["threads"] * stride > op["threads"]:
                 fail("a member of %s needs more threads than it launches"
                      % op["entry"])
