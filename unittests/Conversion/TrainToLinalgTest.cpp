@@ -655,6 +655,17 @@ TEST_F(TrainToLinalgTest, LargeElementwiseOpsRunSeveralIterationsPerThread) {
         EXPECT_EQ(op.threads, (elements + 3) / 4);
       }
   EXPECT_GT(coarse, 0);
+  // Where all four iterations exist, their loads come before the first
+  // store (the loads of the 2 x 4 elements of a and b read-only, hoisted),
+  // so that they are in flight together.
+  StringRef ptx = program->ptx;
+  size_t entry = ptx.find(".entry");
+  ASSERT_NE(entry, StringRef::npos);
+  StringRef kernel = ptx.substr(entry);
+  size_t firstStore = kernel.find("st.global");
+  ASSERT_NE(firstStore, StringRef::npos);
+  EXPECT_GE(kernel.substr(0, firstStore).count("ld.global.nc.f32"), 8u)
+      << kernel.substr(0, firstStore + 200).str();
 }
 
 TEST_F(TrainToLinalgTest, MatrixProducts) {
