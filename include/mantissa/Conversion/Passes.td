@@ -546,6 +546,21 @@ def RoundProductsOncePass
   ];
 }
 
+def AddIntoSlicesPass : Pass<"mantissa-add-into-slices", "::mlir::ModuleOp"> {
+  let summary = "Add a zero-padded slice into its range instead of adding the padded tensor";
+  let description = [{
+    On `train.step`s (before lowering), for the GPU program: `a + s`, where
+    `s` is `train.slice_scatter` of `x` into zeros (`train.full` 0) and read
+    by nothing else, becomes `train.slice_scatter` of `slice(a) + x` into
+    `a`: the backward of a slice (RoPE's rotate-half) then adds into the
+    range it covers, in place, rather than filling a tensor of zeros, copying
+    `x` into it and adding the whole tensor. The same values, but for the
+    sign of zero: an `a` of -0.0 outside the range stays -0.0, where adding
+    +0.0 made it +0.0. Only where `a`, `s` and the sum have one type.
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+}
+
 def RecomputeWideningProducersPass
     : Pass<"mantissa-recompute-widening-producers", "::mlir::func::FuncOp"> {
   let summary = "Recompute an elementwise op in its readers where that moves fewer bytes than its result";

@@ -1193,8 +1193,9 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   module->push_back(gpuStep);
   // Parameters in their gather dtype, read without widening
   // (docs/gpu-step.md).
-  if (failed(runPassPipeline(
-          *module, "builtin.module(mantissa-read-gathered-parameters)")))
+  if (failed(runPassPipeline(*module,
+                             "builtin.module(mantissa-read-gathered-parameters,"
+                             "mantissa-add-into-slices)")))
     return failure();
   std::vector<GpuStepTensor> arguments;
   for (unsigned index = 0, e = gpuStep.getNumArguments(); index < e; ++index)

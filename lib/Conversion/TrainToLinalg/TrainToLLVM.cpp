@@ -117,6 +117,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerRecomputeWideningProducersPass();
     mantissa::registerReadGatheredParametersPass();
     mantissa::registerRoundProductsOncePass();
+    mantissa::registerAddIntoSlicesPass();
     mantissa::registerSegmentScatterAccumulationsPass();
     mantissa::registerMaterializeOperandCastsPass();
     mantissa::registerFoldTransposesIntoViewsPass();
