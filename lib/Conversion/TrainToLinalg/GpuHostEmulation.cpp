@@ -93,8 +93,10 @@ LogicalResult KernelEmulation::cloneOp(Operation &op) {
   if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
     // Lane k reads lane k ^ offset's value: a warp of `width` lanes, all
     // valid (the kernels shuffle within full warps).
-    if (shuffle.getMode() != gpu::ShuffleMode::XOR)
-      return op.emitOpError() << "cannot run on the host (only xor shuffles)";
+    Value kept = slots.lookup(shuffle.getValue());
+    if (shuffle.getMode() != gpu::ShuffleMode::XOR || !kept)
+      return op.emitOpError() << "cannot run on the host (only xor shuffles "
+                                 "of values computed in the kernel)";
     auto asIndex = [&](Value value) {
       return builder.create<arith::IndexCastUIOp>(loc, builder.getIndexType(),
                                                   mapping.lookup(value));
@@ -105,8 +107,7 @@ LogicalResult KernelEmulation::cloneOp(Operation &op) {
         loc, builder.create<arith::SubIOp>(loc, thread, lane),
         builder.create<arith::XOrIOp>(loc, lane, asIndex(shuffle.getOffset())));
     mapping.map(shuffle.getShuffleResult(),
-                builder.create<memref::LoadOp>(
-                    loc, slots.lookup(shuffle.getValue()), ValueRange{source}));
+                builder.create<memref::LoadOp>(loc, kept, ValueRange{source}));
     mapping.map(shuffle.getValid(),
                 builder.create<arith::ConstantIntOp>(loc, 1, 1));
   } else {
@@ -178,10 +179,9 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
     thread = threads.getInductionVar();
     mapping.clear();
     mapping.map(kernel.getArguments(), entry->getArguments().drop_back(2));
+    // In order: what an op uses of its own phase is cloned before it.
     for (Operation *op : ops)
-      if (!mapping.contains(op->getResults().empty() ? Value()
-                                                     : op->getResult(0)) &&
-          failed(cloneOp(*op)))
+      if (failed(cloneOp(*op)))
         return failure();
   }
   // Launch geometry as the loops give it: x only (the kernels are 1-D).
