@@ -35,6 +35,9 @@ constexpr llvm::StringLiteral kGpuSerialIterationsAttr =
 /// combining them.
 constexpr llvm::StringLiteral kGpuFoldPartsAttr = "mantissa.gpu_fold_parts";
 
+/// Bytes per stored element (i1 is stored in a byte).
+int64_t getStorageBytes(Type element);
+
 /// Whether `op` only makes a view of a buffer (ViewLikeOpInterface,
 /// memref.transpose, memref.cast).
 bool isViewOp(Operation *op);

@@ -9,6 +9,12 @@
 using namespace mlir;
 using namespace mlir::mantissa;
 
+int64_t mlir::mantissa::getStorageBytes(Type element) {
+  if (element.isInteger(1))
+    return 1;
+  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+}
+
 bool mlir::mantissa::isViewOp(Operation *op) {
   return isa<ViewLikeOpInterface, memref::TransposeOp, memref::CastOp>(op);
 }

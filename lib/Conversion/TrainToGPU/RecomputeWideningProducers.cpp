@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Conversion/BufferAccesses.h"
 #include "mantissa/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -19,6 +20,7 @@ namespace mlir::mantissa {
 } // namespace mlir::mantissa
 
 using namespace mlir;
+using namespace mlir::mantissa;
 
 namespace {
 
@@ -27,11 +29,7 @@ namespace {
 constexpr size_t kMaxBodyOps = 16;
 
 int64_t getElementBytes(Type type) {
-  Type element = getElementTypeOrSelf(type);
-  if (!element.isIntOrIndexOrFloat())
-    return 0;
-  // Booleans are stored as bytes.
-  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+  return getStorageBytes(getElementTypeOrSelf(type));
 }
 
 /// The bytes per element the GPU program reads of `input`: an input that
@@ -137,14 +135,10 @@ struct RecomputeWideningProducersPass
         // A copy of the producer for this reader alone, fused into it (the
         // copy has no other reader, so the fused op does not write it).
         auto reader = cast<linalg::GenericOp>(use->getOwner());
+        // (chooseReaders checked that the fusion applies.)
         rewriter.setInsertionPoint(producer);
         Operation *copy = rewriter.clone(*producer);
         use->set(copy->getResult(0));
-        if (!linalg::areElementwiseOpsFusable(use)) {
-          use->set(producer->getResult(0));
-          rewriter.eraseOp(copy);
-          continue;
-        }
         rewriter.setInsertionPoint(reader);
         FailureOr<linalg::ElementwiseOpFusionResult> fused =
             linalg::fuseElementwiseOps(rewriter, use);

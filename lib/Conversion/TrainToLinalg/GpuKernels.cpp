@@ -229,18 +229,16 @@ getKernelMemberShape(func::FuncOp function,
 }
 
 /// Tells LLVM that no two arguments of `kernel` overlap (`llvm.noalias`)
-/// and which ones it only reads (`llvm.readonly`), so that values stay in
+/// and which ones it only reads (`llvm.readonly`: not in `written`), so
+/// that values stay in
 /// registers across stores and read-only buffers load through the
 /// non-coherent cache (ld.global.nc). Each argument is a distinct buffer of
 /// the program, and no two buffers of one launch overlap: temporaries live
 /// across their whole launch in the arena packing (which the program's
 /// checker verifies), and GpuStep::run refuses arguments and results bound
 /// to overlapping storage.
-void markArgumentsNoAlias(gpu::GPUFuncOp kernel) {
-  llvm::SmallDenseSet<Value> written;
-  kernel.walk([&](memref::StoreOp store) {
-    written.insert(getBaseBuffer(store.getMemRef()));
-  });
+void markArgumentsNoAlias(gpu::GPUFuncOp kernel,
+                          const llvm::SmallDenseSet<Value> &written) {
   UnitAttr unit = UnitAttr::get(kernel.getContext());
   for (BlockArgument argument : kernel.getArguments()) {
     kernel.setArgAttr(argument.getArgNumber(),
@@ -253,7 +251,7 @@ void markArgumentsNoAlias(gpu::GPUFuncOp kernel) {
 
 /// Emits, at the top level of a kernel's body (every thread of the block
 /// takes part in its shuffles), the fold of a split reduction's partials
-/// (`function`, marked kFoldCombiner) over the launch's threads: output u
+/// (`function`, marked kGpuFoldPartsAttr) over the launch's threads: output u
 /// on the `parts` threads from u * parts, lane l loading partial l, the
 /// lanes combining in a butterfly of xor shuffles (a fixed tree: the same
 /// on every run and launch), then lane 0 combining the tree's value into
@@ -267,14 +265,23 @@ static void buildFoldTree(OpBuilder &builder, func::FuncOp function,
   for (auto [argument, index] :
        llvm::zip_equal(function.getArguments(), member.buffers))
     values.map(argument, entry->getArgument(index));
-  // The output's view (what the fold's loops store to) and the partials'
-  // (what else they load), in the kernel.
-  Value output, partials;
-  function.walk([&](memref::StoreOp store) { output = store.getMemRef(); });
-  function.walk([&](memref::LoadOp load) {
-    if (load.getMemRef() != output)
+  // The fold's loop body: the running value and a partial loaded, the
+  // combiner applied to them, the result stored. The output's view is what
+  // it stores to, the partials' what else it loads.
+  memref::StoreOp folded;
+  function.walk([&](memref::StoreOp store) { folded = store; });
+  Value output = folded.getMemRef(), partials;
+  Operation *combiner = folded.getValueToStore().getDefiningOp();
+  Value runningLoaded, partialLoaded;
+  for (Value operand : combiner->getOperands()) {
+    auto load = operand.getDefiningOp<memref::LoadOp>();
+    if (load.getMemRef() == output) {
+      runningLoaded = operand;
+    } else {
+      partialLoaded = operand;
       partials = load.getMemRef();
-  });
+    }
+  }
   for (Value *view : {&output, &partials})
     *view = isa<BlockArgument>(*view)
                 ? values.lookup(*view)
@@ -299,18 +306,12 @@ static void buildFoldTree(OpBuilder &builder, func::FuncOp function,
     if (dim > 0)
       remaining = builder.create<arith::DivUIOp>(loc, remaining, extent);
   }
-  StringRef combinerName =
-      function->getAttrOfType<StringAttr>(kFoldCombiner).getValue();
-  unsigned accumulator =
-      function->getAttrOfType<IntegerAttr>(kFoldAccumulatorOperand).getInt();
+  // The combiner, on the running value and the next one in its places.
   auto combine = [&](OpBuilder &at, Value running, Value next) {
-    OperationState state(loc, combinerName);
-    SmallVector<Value> operands(2);
-    operands[accumulator] = running;
-    operands[1 - accumulator] = next;
-    state.addOperands(operands);
-    state.addTypes(element);
-    return at.create(state)->getResult(0);
+    IRMapping operands;
+    operands.map(runningLoaded, running);
+    operands.map(partialLoaded, next);
+    return at.clone(*combiner, operands)->getResult(0);
   };
   // Threads past the last output (the last block's) still shuffle: a value
   // they do not use.
@@ -348,16 +349,13 @@ static void buildFoldTree(OpBuilder &builder, func::FuncOp function,
                                indices);
 }
 
-/// Moves the loads of `block` (at its top level) from buffers no member of
-/// `kernel` writes, and the pure ops they need, as early in the block as
-/// their operands allow: a thread's iterations then issue all their loads
-/// before the first store, in the PTX's order. Reading a buffer nothing
-/// writes gives the same value at any point.
-void hoistReadOnlyLoads(gpu::GPUFuncOp kernel, Block *block) {
-  llvm::SmallDenseSet<Value> written;
-  kernel.walk([&](memref::StoreOp store) {
-    written.insert(getBaseBuffer(store.getMemRef()));
-  });
+/// Moves the loads of `block` (at its top level) from buffers the kernel
+/// does not write (not in `written`), and the pure ops they need, as early in
+/// the block as their operands allow: a thread's iterations then issue all
+/// their loads before the first store, in the PTX's order. Reading a buffer
+/// nothing writes gives the same value at any point.
+void hoistReadOnlyLoads(Block *block,
+                        const llvm::SmallDenseSet<Value> &written) {
   // The last op moved to the front (ops that need nothing of the block
   // keep their order there).
   Operation *front = nullptr;
@@ -408,8 +406,9 @@ int64_t getElementsPerThread(ArrayRef<func::FuncOp> functions,
   int64_t threads = 0;
   for (auto [function, member, shape] :
        llvm::zip_equal(functions, members, shapes)) {
-    if (!function->hasAttr(kThreadLoops) || function->hasAttr(kFoldCombiner) ||
-        member.threadStride != 1 || shape.iterations != 1)
+    if (!function->hasAttr(kThreadLoops) ||
+        function->hasAttr(kGpuFoldPartsAttr) || member.threadStride != 1 ||
+        shape.iterations != 1)
       return 1;
     threads = std::max(threads, shape.threads);
   }
@@ -420,10 +419,12 @@ int64_t getElementsPerThread(ArrayRef<func::FuncOp> functions,
 
 /// The gpu.func of kernel op `op` (its `entry`, one flat memref argument
 /// per buffer) that runs each of its members (lowered kernel functions in
-/// `kernels`) on the launch's first threads, one after the other: thread t
-/// runs iteration t of each member that has one. Sets each member's and
-/// the launch's thread counts and serial iterations (the launch's: the
-/// most of any member).
+/// `kernels`), one after the other: thread t runs iteration t of each
+/// member that has one, or iteration t / stride of a member with a thread
+/// stride (a fold as a warp tree, the ops on its threads), or iterations
+/// t, t + T', ... of a large elementwise launch's members. Sets each
+/// member's and the launch's thread counts and serial iterations (the
+/// launch's: the most of any member).
 LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
                                              gpu::GPUModuleOp gpuModule) {
   SmallVector<func::FuncOp> functions;
@@ -469,7 +470,7 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
        llvm::zip_equal(functions, op.members, chosen, shapes)) {
     member.serialIterations = shape.iterations;
     op.serialIterations = std::max(op.serialIterations, shape.iterations);
-    if (function->hasAttr(kFoldCombiner)) {
+    if (function->hasAttr(kGpuFoldPartsAttr)) {
       if (member.threadStride !=
           function->getAttrOfType<IntegerAttr>(kGpuFoldPartsAttr).getInt())
         return function.emitOpError()
@@ -561,8 +562,13 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
     }
   }
   op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
+  // The buffers some member writes (base buffers: the kernel's arguments).
+  llvm::SmallDenseSet<Value> written;
+  kernel.walk([&](memref::StoreOp store) {
+    written.insert(getBaseBuffer(store.getMemRef()));
+  });
   for (Block *block : fullBlocks)
-    hoistReadOnlyLoads(kernel, block);
-  markArgumentsNoAlias(kernel);
+    hoistReadOnlyLoads(block, written);
+  markArgumentsNoAlias(kernel, written);
   return success();
 }

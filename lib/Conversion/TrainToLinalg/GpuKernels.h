@@ -26,12 +26,8 @@ constexpr llvm::StringLiteral kThreadLoops = "mantissa.thread_loops";
 /// collide run one iteration per thread (findSpreadableLoops).
 constexpr llvm::StringLiteral kThreadScatterLoops =
     "mantissa.thread_scatter_loops";
-/// Marks a kernel function that folds a split reduction's partials
-/// (kGpuFoldPartsAttr) with a 32-bit combiner a warp can fold by shuffles:
-/// the combiner's op name, and which of its operands is the running value.
-constexpr llvm::StringLiteral kFoldCombiner = "mantissa.fold_combiner";
-constexpr llvm::StringLiteral kFoldAccumulatorOperand =
-    "mantissa.fold_accumulator_operand";
+/// A kernel function that folds a split reduction's partials with a
+/// combiner a warp can apply by shuffles carries kGpuFoldPartsAttr.
 
 /// The gpu.func of kernel op `op` (its `entry`, one flat memref argument
 /// per buffer) that runs each of its members (lowered kernel functions in

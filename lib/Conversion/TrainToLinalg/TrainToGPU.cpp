@@ -82,13 +82,6 @@ int64_t alignTo(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-/// Bytes per stored element (i1 is stored in a byte).
-int64_t getStorageBytes(Type element) {
-  if (element.isInteger(1))
-    return 1;
-  return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
-}
-
 int64_t getBufferBytes(MemRefType type) {
   return std::max<int64_t>(1, type.getNumElements() *
                                   getStorageBytes(type.getElementType()));
@@ -264,17 +257,11 @@ getThreadElement(linalg::LinalgOp op, OpOperand &operand,
   return element;
 }
 
-/// A split reduction's fold (kGpuFoldPartsAttr) that a warp can run as a
-/// tree of shuffles: a power-of-two number of parts within a warp, its
+/// The parts of a split reduction's fold (kGpuFoldPartsAttr) that a warp
+/// can run as a tree of shuffles: a power of two within a warp, its
 /// partials' view first and its output second, and one combining op on
-/// 32-bit values.
-struct FoldCombiner {
-  int64_t parts;
-  Operation *combiner;
-  unsigned accumulatorOperand;
-};
-
-static std::optional<FoldCombiner> getFoldCombiner(Operation *op) {
+/// 32-bit values, applied to the running value and a partial.
+static std::optional<int64_t> getTreeFoldParts(Operation *op) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
   auto parts = op->getAttrOfType<IntegerAttr>(kGpuFoldPartsAttr);
   if (!generic || !parts || parts.getInt() < 2 || parts.getInt() > 32 ||
@@ -290,14 +277,11 @@ static std::optional<FoldCombiner> getFoldCombiner(Operation *op) {
            arith::MinimumFOp, arith::MinNumFOp, arith::AddIOp>(combiner) ||
       combiner->getNumOperands() != 2 || !type.isIntOrFloat() ||
       type.getIntOrFloatBitWidth() != 32 ||
-      combiner->getResult(0) != body->getTerminator()->getOperand(0))
+      combiner->getResult(0) != body->getTerminator()->getOperand(0) ||
+      !llvm::is_contained(combiner->getOperands(), body->getArgument(0)) ||
+      !llvm::is_contained(combiner->getOperands(), body->getArgument(1)))
     return std::nullopt;
-  unsigned accumulator =
-      combiner->getOperand(0) == body->getArgument(1) ? 0 : 1;
-  if (combiner->getOperand(accumulator) != body->getArgument(1) ||
-      combiner->getOperand(1 - accumulator) != body->getArgument(0))
-    return std::nullopt;
-  return FoldCombiner{parts.getInt(), combiner, accumulator};
+  return parts.getInt();
 }
 
 namespace {
@@ -519,15 +503,10 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   kernelOp.source = describeOp(op);
   Touches &touches = kernelTouches[name];
   touches.position = position;
-  if (std::optional<FoldCombiner> fold = getFoldCombiner(op)) {
-    touches.foldParts = fold->parts;
+  if (std::optional<int64_t> parts = getTreeFoldParts(op)) {
+    touches.foldParts = *parts;
     touches.partialsBuffer = getBufferId(getBaseBuffer(op->getOperand(0)));
-    kernel->setAttr(kGpuFoldPartsAttr, builder.getI64IntegerAttr(fold->parts));
-    kernel->setAttr(
-        kFoldCombiner,
-        builder.getStringAttr(fold->combiner->getName().getStringRef()));
-    kernel->setAttr(kFoldAccumulatorOperand,
-                    builder.getI64IntegerAttr(fold->accumulatorOperand));
+    kernel->setAttr(kGpuFoldPartsAttr, builder.getI64IntegerAttr(*parts));
   }
   for (Value base : bases) {
     kernelOp.buffers.push_back(getBufferId(base));
@@ -881,7 +860,7 @@ GpuProgramBuilder::foldsPartialsOf(const GpuStepOp &later,
                                    const GpuStepOp &earlier) const {
   const Touches &own = kernelTouches.find(later.entry)->second;
   int64_t parts = own.foldParts;
-  if (parts < 2 || kBlockSize % parts != 0 || !own.threadShape)
+  if (parts < 2 || !own.threadShape)
     return std::nullopt;
   // Thread t of the partials' generic computes partial t: its threads are
   // the outputs' then the part, and it writes [output..., part] densely.
