@@ -55,16 +55,6 @@ void takeParametersAsGathered(train::StepOp step) {
       TypeAttr::get(FunctionType::get(context, inputs, step.getResultTypes())));
 }
 
-/// Whether every value of `narrow` is one of `wide`'s, so that widening and
-/// rounding back gives the value itself.
-bool widensExactly(Type narrow, Type wide) {
-  auto n = dyn_cast<FloatType>(narrow), w = dyn_cast<FloatType>(wide);
-  return n && w && n != w && n.getWidth() < w.getWidth() &&
-         n.getFPMantissaWidth() <= w.getFPMantissaWidth() &&
-         llvm::APFloat::semanticsMaxExponent(n.getFloatSemantics()) <=
-             llvm::APFloat::semanticsMaxExponent(w.getFloatSemantics());
-}
-
 /// Rewrites `round` (a train.cast to element type T) of a value widened
 /// from T through permutes and views to those permutes and views of the
 /// narrow value. Returns whether it did.
@@ -81,7 +71,9 @@ bool readNarrowThroughLayout(train::CastOp round) {
   auto widen = value.getDefiningOp<train::CastOp>();
   if (layout.empty() || !widen ||
       getElementTypeOrSelf(widen.getInput().getType()) != narrow ||
-      !widensExactly(narrow, getElementTypeOrSelf(widen.getType())))
+      !isa<FloatType>(narrow) ||
+      getElementTypeOrSelf(widen.getType()) == narrow ||
+      !train::holdsExactly(getElementTypeOrSelf(widen.getType()), narrow))
     return false;
   OpBuilder builder(round);
   Value narrowValue = widen.getInput();

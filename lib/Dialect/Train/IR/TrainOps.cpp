@@ -240,37 +240,6 @@ LogicalResult ReturnOp::verify() {
 // CastOp
 //===----------------------------------------------------------------------===//
 
-/// Whether every value of element type `narrow` is exactly a value of `wide`,
-/// so that a round trip through `wide` loses nothing.
-static bool holdsExactly(Type wide, Type narrow) {
-  if (wide == narrow)
-    return true;
-  auto wideFloat = dyn_cast<FloatType>(wide);
-  if (auto narrowFloat = dyn_cast<FloatType>(narrow)) {
-    if (!wideFloat)
-      return false;
-    const llvm::fltSemantics &w = wideFloat.getFloatSemantics();
-    const llvm::fltSemantics &n = narrowFloat.getFloatSemantics();
-    return llvm::APFloat::semanticsPrecision(w) >=
-               llvm::APFloat::semanticsPrecision(n) &&
-           llvm::APFloat::semanticsMaxExponent(w) >=
-               llvm::APFloat::semanticsMaxExponent(n) &&
-           llvm::APFloat::semanticsMinExponent(w) <=
-               llvm::APFloat::semanticsMinExponent(n);
-  }
-  auto narrowInt = dyn_cast<IntegerType>(narrow);
-  if (!narrowInt)
-    return false;
-  // Booleans are 0 or 1 in every type.
-  if (narrowInt.getWidth() == 1)
-    return true;
-  if (wideFloat)
-    return llvm::APFloat::semanticsPrecision(wideFloat.getFloatSemantics()) >
-           narrowInt.getWidth();
-  auto wideInt = dyn_cast<IntegerType>(wide);
-  return wideInt && wideInt.getWidth() > narrowInt.getWidth();
-}
-
 OpFoldResult CastOp::fold(FoldAdaptor) {
   Value input = getInput();
   if (input.getType() == getType())

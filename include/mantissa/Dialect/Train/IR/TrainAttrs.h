@@ -30,6 +30,10 @@ std::optional<DType> getDTypeOf(Type type);
 /// Bytes per element of `dtype`.
 unsigned getByteWidth(DType dtype);
 
+/// Whether every value of element type `narrow` is exactly a value of `wide`,
+/// so that a round trip through `wide` loses nothing.
+bool holdsExactly(Type wide, Type narrow);
+
 /// Parses and prints a dtype as a bare keyword (`bf16`) in custom assembly.
 ParseResult parseDTypeKeyword(AsmParser &parser, DType &dtype);
 void printDTypeKeyword(AsmPrinter &printer, DType dtype);
