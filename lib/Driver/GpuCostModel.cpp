@@ -133,6 +133,19 @@ OpCost predictKernel(const rt::GpuStepOp &op, const rt::GpuProgram &program,
                        device.serialIterationSeconds;
   }
   cost.costClass = serial > 1 ? "serial loop" : "elementwise";
+  // A kernel that says what it issues (the fused attention): its weighted
+  // instructions at the fp32 peak's instruction rate (an FMA counts two
+  // flops there, one instruction), then its matrix flops at the tensor
+  // cores' bf16 peak, one after the other (the same warps issue both).
+  double compute = cost.flops / device.fp32Flops;
+  if (op.tensorFlops > 0 || op.opsPerIteration > 1) {
+    double instructions = threads * serial * double(op.opsPerIteration);
+    cost.flops = instructions + double(op.tensorFlops);
+    compute = instructions / (device.fp32Flops / 2) +
+              double(op.tensorFlops) / device.bf16Flops;
+    if (op.tensorFlops > 0)
+      cost.costClass = "attention";
+  }
 
   double active = std::min(threads, resident);
   // Bytes a thread has in flight: its scalar accesses of one iteration, or,
@@ -142,7 +155,6 @@ OpCost predictKernel(const rt::GpuStepOp &op, const rt::GpuProgram &program,
   double bandwidth =
       std::min(device.copyBandwidth, active * inFlight / device.memoryLatency);
   double memory = bandwidth > 0 ? cost.bytes / bandwidth : 0;
-  double compute = cost.flops / device.fp32Flops;
   decide(
       cost, device.launchSeconds,
       {{memory, "memory"}, {serialSeconds, "latency"}, {compute, "compute"}});

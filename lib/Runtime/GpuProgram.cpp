@@ -270,6 +270,8 @@ void parseKernel(const json &entry, const std::string &what,
   op.threads =
       optionalInteger(entry, "threads", what, op.grid * program.blockSize, 1);
   op.serialIterations = optionalInteger(entry, "serial_iterations", what, 1, 1);
+  op.opsPerIteration = optionalInteger(entry, "ops_per_iteration", what, 1, 1);
+  op.tensorFlops = optionalInteger(entry, "tensor_flops", what, 0, 0);
   if (!entry.contains("members"))
     return;
   const json &members = array(entry, "members", what);
@@ -534,6 +536,10 @@ std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
                      {"serial_iterations", op.serialIterations},
                      {"buffers", op.buffers},
                      {"source", op.source}};
+      if (op.opsPerIteration != 1)
+        kernel["ops_per_iteration"] = op.opsPerIteration;
+      if (op.tensorFlops != 0)
+        kernel["tensor_flops"] = op.tensorFlops;
       // A launch that runs several ops: each one's share (for reports).
       // (One member alone when it runs on other threads than the first.)
       if (op.members.size() > 1 ||

@@ -272,3 +272,40 @@ TEST(GpuProgram, RefusesWhatTheWriterNeverEmits) {
       "op 1 (linalg.matmul (model.py:5)): unknown epilogue 'relu' "
       "(none or bias)");
 }
+
+/// A kernel that says what it issues (the fused attention's): its weighted
+/// instructions per serial iteration and its tensor-core flops, written
+/// only when set, read back, and refused out of range.
+TEST(GpuProgram, IssueCountsSurviveWritingAndReading) {
+  GpuProgram program = sampleProgram();
+  std::string plain = writeGpuProgram(program);
+  EXPECT_EQ(plain.find("\"ops_per_iteration\""), std::string::npos);
+  EXPECT_EQ(plain.find("\"tensor_flops\""), std::string::npos);
+  program.ops[0].opsPerIteration = 1043;
+  program.ops[0].tensorFlops = 4563402752;
+  std::string text = writeGpuProgram(program);
+  GpuProgram read;
+  std::string error;
+  ASSERT_TRUE(parseGpuProgram(text, read, error)) << error;
+  EXPECT_EQ(read.ops[0].opsPerIteration, 1043);
+  EXPECT_EQ(read.ops[0].tensorFlops, 4563402752);
+  ASSERT_TRUE(parseGpuProgram(plain, read, error)) << error;
+  EXPECT_EQ(read.ops[0].opsPerIteration, 1);
+  EXPECT_EQ(read.ops[0].tensorFlops, 0);
+  auto replaced = [&](const std::string &from, const std::string &to) {
+    std::string copy = text;
+    size_t at = copy.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos)
+      copy.replace(at, from.size(), to);
+    return copy;
+  };
+  EXPECT_EQ(parseError(replaced("\"ops_per_iteration\": 1043",
+                                "\"ops_per_iteration\": 0")),
+            "op 0 (linalg.generic (model.py:3)): 'ops_per_iteration' is 0, "
+            "out of range [1, 9223372036854775807]");
+  EXPECT_EQ(parseError(replaced("\"tensor_flops\": 4563402752",
+                                "\"tensor_flops\": -2")),
+            "op 0 (linalg.generic (model.py:3)): 'tensor_flops' is -2, out "
+            "of range [0, 9223372036854775807]");
+}

@@ -546,6 +546,32 @@ def RoundProductsOncePass
   ];
 }
 
+def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "Fuse causal-softmax attention, forward and backward, into train.attention_kernel";
+  let description = [{
+    On `train.step`s (before lowering), for the GPU program: each layer's
+    attention as torch exports it under autocast (bf16 scores `q k^T`,
+    scaled, masked with -inf, softmax in fp32, bf16 product with `v`, and
+    the backward of all of it) becomes two `train.attention_kernel`s, one
+    forward (the output and each query's log-sum-exp) and one backward
+    (the gradients of q, k and v), which the GPU program runs as
+    flash-attention kernels: no [S, S] tensor in memory, the probabilities
+    recomputed in the backward. Their operands are the [B, H, S, D] tensors
+    the products read through views, transposes and roundings, rounded to
+    bf16 once. The softmax and the products change order and rounding (an
+    online softmax, the probabilities rounded before the normalisation, the
+    backward's row term from the output): the numbers differ from the
+    unfused program in the last bits of bf16. Only what the kernels run is
+    fused (a sequence that is a multiple of 32, a head dimension that is a
+    multiple of 16 up to 128, bf16 products, a [S, S] mask); attention in
+    other forms stays as it is.
+  }];
+  let dependentDialects = [
+    "::mlir::mantissa::train::TrainDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def AddIntoSlicesPass : Pass<"mantissa-add-into-slices", "::mlir::ModuleOp"> {
   let summary = "Add a zero-padded slice into its range instead of adding the padded tensor";
   let description = [{

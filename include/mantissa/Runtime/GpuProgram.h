@@ -87,6 +87,11 @@ struct GpuStepOp {
   /// Threads that do work, and the loop iterations each runs in order (for
   /// reports: a reduction's length, one for elementwise kernels).
   int64_t threads = 1, serialIterations = 1;
+  /// For reports and the cost model, a kernel that is not a loop over
+  /// elements (the fused attention): the instructions each thread issues
+  /// per serial iteration (weighted by their issue rate: a load or store 4,
+  /// exp or log 8), and the launch's matrix flops on the tensor cores.
+  int64_t opsPerIteration = 1, tensorFlops = 0;
   /// The ops one launch runs (independent ops grouped into one launch),
   /// each on the launch's first `threads` threads; written when there are
   /// several, for reports.

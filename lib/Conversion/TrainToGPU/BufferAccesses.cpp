@@ -35,7 +35,8 @@ Value mlir::mantissa::getBaseBuffer(Value value) {
 BufferAccesses BufferAccesses::of(Operation *op) {
   BufferAccesses accesses;
   op->walk([&](Operation *nested) {
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(nested)) {
+    // linalg ops and the ops formed for the GPU (train.attention_kernel).
+    if (auto linalgOp = dyn_cast<DestinationStyleOpInterface>(nested)) {
       for (OpOperand *input : linalgOp.getDpsInputOperands())
         if (isa<MemRefType>(input->get().getType()))
           accesses.reads.insert(getBaseBuffer(input->get()));

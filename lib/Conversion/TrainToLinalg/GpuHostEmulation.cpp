@@ -3,17 +3,23 @@
 // emulateGpuKernels (TrainToGPU.h): every kernel of the step's gpu.module
 // as a host function that runs each block's threads in turn, from the very
 // gpu.func that became the PTX, so that the stand-in driver of the tests
-// runs GPU programs on the CPU (docs/gpu-step.md).
+// runs GPU programs on the CPU (docs/gpu-step.md). A kernel whose warps
+// run in lockstep (kWarpLockstepAttr: the fused attention) runs a warp at a
+// time instead, its lanes side by side (WarpEmulation).
 //
 //===----------------------------------------------------------------------===//
 
+#include "GpuAttentionKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
 #include "mantissa/Conversion/TrainToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -21,6 +27,20 @@
 
 using namespace mlir;
 using namespace mlir::mantissa;
+
+/// The host function of `kernel` (its arguments, then the grid and the
+/// block size), at the end of `hostModule`; `builder` at its entry.
+static Block *createHostFunction(OpBuilder &builder, gpu::GPUFuncOp kernel,
+                                 ModuleOp hostModule) {
+  builder.setInsertionPointToEnd(hostModule.getBody());
+  SmallVector<Type> types(kernel.getArgumentTypes());
+  types.append(2, builder.getIndexType());
+  auto host = builder.create<func::FuncOp>(kernel.getLoc(), kernel.getName(),
+                                           builder.getFunctionType(types, {}));
+  Block *entry = host.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  return entry;
+}
 
 namespace {
 
@@ -125,15 +145,9 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
     return kernel.emitOpError() << "has control flow the host cannot run";
   Block &body = kernel.getBody().front();
   Location loc = kernel.getLoc();
-  builder.setInsertionPointToEnd(hostModule.getBody());
-  SmallVector<Type> types(kernel.getArgumentTypes());
-  types.append(2, builder.getIndexType());
-  auto host = builder.create<func::FuncOp>(loc, kernel.getName(),
-                                           builder.getFunctionType(types, {}));
-  Block *entry = host.addEntryBlock();
-  builder.setInsertionPointToStart(entry);
-  Value grid = entry->getArgument(types.size() - 2);
-  Value blockSize = entry->getArgument(types.size() - 1);
+  Block *entry = createHostFunction(builder, kernel, hostModule);
+  Value grid = entry->getArgument(entry->getNumArguments() - 2);
+  Value blockSize = entry->getArgument(entry->getNumArguments() - 1);
 
   // Phases, and the values kept per thread across them.
   SmallVector<SmallVector<Operation *>> phases(1);
@@ -214,18 +228,369 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
   return success();
 }
 
+namespace {
+
+/// The host emulation of a kernel marked kWarpLockstepAttr: a warp at a
+/// time, every op of the kernel cloned once per lane (lane l's values in
+/// lanes[l]), so that what lanes exchange is read from the other lanes'
+/// clones: an xor shuffle lane l ^ offset's value, a ballot every lane's
+/// predicate, an mma.sync every lane's fragments (multiplied as the PTX ISA
+/// lays them out, by mantissa_emulated_mma). A loop or branch that
+/// contains an exchange runs once for the warp, with lane 0's bounds or
+/// condition (the kernel builder makes them the same on every lane); the
+/// others run once per lane.
+class WarpEmulation {
+public:
+  WarpEmulation(gpu::GPUFuncOp kernel, func::FuncOp mma)
+      : kernel(kernel), mma(mma) {}
+  LogicalResult build(ModuleOp hostModule);
+
+private:
+  static bool isExchange(Operation *op) {
+    if (auto assembly = dyn_cast<LLVM::InlineAsmOp>(op))
+      return assembly.getAsmString() == kMmaBf16Asm;
+    return isa<gpu::ShuffleOp, NVVM::VoteBallotOp>(op);
+  }
+  static bool containsExchange(Operation *op) {
+    return op
+        ->walk([](Operation *nested) {
+          return isExchange(nested) ? WalkResult::interrupt()
+                                    : WalkResult::advance();
+        })
+        .wasInterrupted();
+  }
+  LogicalResult cloneBlock(Block &block);
+  LogicalResult cloneOp(Operation &op);
+  LogicalResult cloneUniformFor(scf::ForOp loop);
+  LogicalResult cloneUniformIf(scf::IfOp branch);
+  LogicalResult cloneMma(LLVM::InlineAsmOp product);
+  Value index(int64_t value) {
+    return builder.create<arith::ConstantIndexOp>(kernel.getLoc(), value);
+  }
+  /// Every lane's value of each of `values`, lane by lane.
+  SmallVector<Value> allLanes(ValueRange values) {
+    SmallVector<Value> result;
+    for (IRMapping &lane : lanes)
+      for (Value value : values)
+        result.push_back(lane.lookup(value));
+    return result;
+  }
+  void mapAllLanes(ValueRange from, ValueRange to) {
+    for (auto [l, lane] : llvm::enumerate(lanes))
+      lane.map(from, to.slice(l * from.size(), from.size()));
+  }
+
+  gpu::GPUFuncOp kernel;
+  func::FuncOp mma;
+  OpBuilder builder{kernel.getContext()};
+  std::array<IRMapping, 32> lanes;
+  /// Each lane's four results of each mma.sync.
+  llvm::DenseMap<Value, std::array<std::array<Value, 4>, 32>> products;
+  Value block, grid, blockSize, warpBase;
+  /// The fragments an mma.sync exchanges: A, B, C, and D.
+  std::array<Value, 4> fragments;
+};
+
+} // namespace
+
+LogicalResult WarpEmulation::cloneBlock(Block &block) {
+  for (Operation &op : block.without_terminator())
+    if (failed(cloneOp(op)))
+      return failure();
+  return success();
+}
+
+LogicalResult WarpEmulation::cloneMma(LLVM::InlineAsmOp product) {
+  Location loc = product.getLoc();
+  ValueRange operands = product.getOperands();
+  // Operands: A (4 registers), B (2), C (4).
+  for (auto [l, lane] : llvm::enumerate(lanes)) {
+    Value at = index(l);
+    for (int64_t i = 0; i < 10; ++i) {
+      int64_t fragment = i < 4 ? 0 : i < 6 ? 1 : 2;
+      int64_t position = i < 4 ? i : i < 6 ? i - 4 : i - 6;
+      builder.create<memref::StoreOp>(loc, lane.lookup(operands[i]),
+                                      fragments[fragment],
+                                      ValueRange{at, index(position)});
+    }
+  }
+  builder.create<func::CallOp>(loc, mma, ValueRange(fragments));
+  auto &results = products[product.getResult(0)];
+  for (int64_t l = 0; l < 32; ++l)
+    for (int64_t j = 0; j < 4; ++j)
+      results[l][j] = builder.create<memref::LoadOp>(
+          loc, fragments[3], ValueRange{index(l), index(j)});
+  return success();
+}
+
+LogicalResult WarpEmulation::cloneUniformFor(scf::ForOp loop) {
+  Location loc = loop.getLoc();
+  IRMapping &first = lanes[0];
+  auto warpLoop = builder.create<scf::ForOp>(
+      loc, first.lookup(loop.getLowerBound()),
+      first.lookup(loop.getUpperBound()), first.lookup(loop.getStep()),
+      allLanes(loop.getInitArgs()));
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(warpLoop.getBody());
+  for (IRMapping &lane : lanes)
+    lane.map(loop.getInductionVar(), warpLoop.getInductionVar());
+  mapAllLanes(loop.getRegionIterArgs(), warpLoop.getRegionIterArgs());
+  if (failed(cloneBlock(*loop.getBody())))
+    return failure();
+  builder.create<scf::YieldOp>(
+      loc, allLanes(loop.getBody()->getTerminator()->getOperands()));
+  mapAllLanes(loop.getResults(), warpLoop.getResults());
+  return success();
+}
+
+LogicalResult WarpEmulation::cloneUniformIf(scf::IfOp branch) {
+  Location loc = branch.getLoc();
+  SmallVector<Type> types;
+  for (size_t l = 0; l < lanes.size(); ++l)
+    llvm::append_range(types, branch.getResultTypes());
+  auto warpBranch = builder.create<scf::IfOp>(
+      loc, types, lanes[0].lookup(branch.getCondition()),
+      /*withElseRegion=*/!branch.getElseRegion().empty());
+  for (auto [from, to] :
+       llvm::zip(branch->getRegions(), warpBranch->getRegions())) {
+    if (from.empty())
+      continue;
+    Block &target = to.front();
+    if (!target.empty())
+      target.getTerminator()->erase();
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToEnd(&target);
+    if (failed(cloneBlock(from.front())))
+      return failure();
+    builder.create<scf::YieldOp>(
+        loc, allLanes(from.front().getTerminator()->getOperands()));
+  }
+  mapAllLanes(branch.getResults(), warpBranch.getResults());
+  return success();
+}
+
+LogicalResult WarpEmulation::cloneOp(Operation &op) {
+  Location loc = op.getLoc();
+  auto lane = [&](int64_t l) {
+    return builder.create<arith::ConstantIndexOp>(loc, l).getResult();
+  };
+  if (auto id = dyn_cast<gpu::ThreadIdOp>(op)) {
+    for (auto [l, mapping] : llvm::enumerate(lanes))
+      mapping.map(id.getResult(),
+                  id.getDimension() == gpu::Dimension::x
+                      ? builder.create<arith::AddIOp>(loc, warpBase, lane(l))
+                            .getResult()
+                      : index(0));
+    return success();
+  }
+  Value uniform;
+  if (auto id = dyn_cast<gpu::BlockIdOp>(op))
+    uniform = id.getDimension() == gpu::Dimension::x ? block : index(0);
+  else if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
+    uniform = dim.getDimension() == gpu::Dimension::x ? blockSize : index(1);
+  else if (auto dim = dyn_cast<gpu::GridDimOp>(op))
+    uniform = dim.getDimension() == gpu::Dimension::x ? grid : index(1);
+  if (uniform) {
+    for (IRMapping &mapping : lanes)
+      mapping.map(op.getResult(0), uniform);
+    return success();
+  }
+  if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
+    std::optional<int64_t> offset = getConstantIntValue(shuffle.getOffset());
+    std::optional<int64_t> width = getConstantIntValue(shuffle.getWidth());
+    if (shuffle.getMode() != gpu::ShuffleMode::XOR || !offset || !width ||
+        *width != 32 || *offset < 0 || *offset >= 32)
+      return op.emitOpError()
+             << "cannot run on the host (only xor shuffles of whole warps by "
+                "a constant offset)";
+    Value valid = builder.create<arith::ConstantIntOp>(loc, 1, 1);
+    for (auto [l, mapping] : llvm::enumerate(lanes)) {
+      mapping.map(shuffle.getShuffleResult(),
+                  lanes[l ^ *offset].lookup(shuffle.getValue()));
+      mapping.map(shuffle.getValid(), valid);
+    }
+    return success();
+  }
+  if (auto ballot = dyn_cast<NVVM::VoteBallotOp>(op)) {
+    Value bits = builder.create<arith::ConstantIntOp>(loc, 0, 32);
+    for (auto [l, mapping] : llvm::enumerate(lanes)) {
+      Value set = builder.create<arith::ExtUIOp>(
+          loc, builder.getI32Type(), mapping.lookup(ballot.getPred()));
+      bits = builder.create<arith::OrIOp>(
+          loc, bits,
+          builder.create<arith::ShLIOp>(
+              loc, set, builder.create<arith::ConstantIntOp>(loc, l, 32)));
+    }
+    for (IRMapping &mapping : lanes)
+      mapping.map(ballot.getResult(), bits);
+    return success();
+  }
+  if (auto assembly = dyn_cast<LLVM::InlineAsmOp>(op)) {
+    if (!isExchange(assembly))
+      return op.emitOpError() << "cannot run on the host (inline PTX other "
+                                 "than the bf16 mma.sync m16n8k16)";
+    return cloneMma(assembly);
+  }
+  if (auto extract = dyn_cast<LLVM::ExtractValueOp>(op)) {
+    auto product = products.find(extract.getContainer());
+    if (product != products.end() && extract.getPosition().size() == 1) {
+      for (auto [l, mapping] : llvm::enumerate(lanes))
+        mapping.map(extract.getResult(),
+                    product->second[l][extract.getPosition()[0]]);
+      return success();
+    }
+  }
+  if (containsExchange(&op)) {
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      return cloneUniformFor(loop);
+    if (auto branch = dyn_cast<scf::IfOp>(op))
+      return cloneUniformIf(branch);
+    return op.emitOpError()
+           << "exchanges values between lanes in a region the host cannot "
+              "run a warp at a time";
+  }
+  if (isa<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect>(
+          op.getDialect()))
+    return op.emitOpError() << "cannot run on the host";
+  for (IRMapping &mapping : lanes)
+    builder.clone(op, mapping);
+  return success();
+}
+
+LogicalResult WarpEmulation::build(ModuleOp hostModule) {
+  if (!kernel.getBody().hasOneBlock())
+    return kernel.emitOpError() << "has control flow the host cannot run";
+  Location loc = kernel.getLoc();
+  Block *entry = createHostFunction(builder, kernel, hostModule);
+  grid = entry->getArgument(entry->getNumArguments() - 2);
+  blockSize = entry->getArgument(entry->getNumArguments() - 1);
+  for (auto [fragment, type] :
+       llvm::zip_equal(fragments, mma.getArgumentTypes()))
+    fragment = builder.create<memref::AllocaOp>(loc, cast<MemRefType>(type));
+  auto blocks = builder.create<scf::ForOp>(loc, index(0), grid, index(1));
+  builder.create<func::ReturnOp>(loc);
+  builder.setInsertionPoint(blocks.getBody()->getTerminator());
+  block = blocks.getInductionVar();
+  auto warps = builder.create<scf::ForOp>(
+      loc, index(0), builder.create<arith::DivUIOp>(loc, blockSize, index(32)),
+      index(1));
+  builder.setInsertionPoint(warps.getBody()->getTerminator());
+  warpBase =
+      builder.create<arith::MulIOp>(loc, warps.getInductionVar(), index(32));
+  for (IRMapping &lane : lanes)
+    lane.map(kernel.getArguments(), entry->getArguments().drop_back(2));
+  return cloneBlock(kernel.getBody().front());
+}
+
+/// mantissa_emulated_mma(A, B, C, D): D = A B + C for one warp's bf16
+/// mma.sync m16n8k16 (row-major A, column-major B, fp32 C and D), each
+/// lane's registers a row of A (4 x 2 bf16), B (2 x 2 bf16), C and D (4
+/// fp32), laid out as the PTX ISA gives them: lane = 4 * group + thread;
+/// A register r holds row group + 8 * (r % 2), columns 2 * thread +
+/// 8 * (r / 2) and the next (the lower in the low half); B register r rows
+/// 2 * thread + 8 * r and the next, column group; C value j row group +
+/// 8 * (j / 2), column 2 * thread + j % 2. Sums in fp32 over k in order.
+static func::FuncOp buildEmulatedMma(ModuleOp hostModule) {
+  MLIRContext *context = hostModule.getContext();
+  Location loc = hostModule.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(hostModule.getBody());
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  SmallVector<Type> types = {
+      MemRefType::get({32, 4}, i32), MemRefType::get({32, 2}, i32),
+      MemRefType::get({32, 4}, f32), MemRefType::get({32, 4}, f32)};
+  auto function = b.create<func::FuncOp>(loc, "mantissa_emulated_mma",
+                                         FunctionType::get(context, types, {}));
+  function.setPrivate();
+  Block *entry = function.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value a = entry->getArgument(0), bFragment = entry->getArgument(1),
+        c = entry->getArgument(2), d = entry->getArgument(3);
+  auto index = [&](int64_t value) {
+    return b.create<arith::ConstantIndexOp>(loc, value).getResult();
+  };
+  auto constant = [&](int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32).getResult();
+  };
+  // The bf16 in half `half` (0 low, 1 high) of register `bits`, as f32.
+  auto element = [&](Value bits, Value half) {
+    Value shift = b.create<arith::MulIOp>(
+        loc, b.create<arith::IndexCastOp>(loc, i32, half), constant(16));
+    Value value = b.create<arith::AndIOp>(
+        loc, b.create<arith::ShRUIOp>(loc, bits, shift), constant(0xffff));
+    return b.create<arith::BitcastOp>(
+        loc, f32, b.create<arith::ShLIOp>(loc, value, constant(16)));
+  };
+  auto div = [&](Value x, int64_t y) {
+    return b.create<arith::DivUIOp>(loc, x, index(y)).getResult();
+  };
+  auto rem = [&](Value x, int64_t y) {
+    return b.create<arith::RemUIOp>(loc, x, index(y)).getResult();
+  };
+  auto addi = [&](Value x, Value y) {
+    return b.create<arith::AddIOp>(loc, x, y).getResult();
+  };
+  auto muli = [&](Value x, int64_t y) {
+    return b.create<arith::MulIOp>(loc, x, index(y)).getResult();
+  };
+  auto lanes = b.create<scf::ForOp>(loc, index(0), index(32), index(1));
+  b.create<func::ReturnOp>(loc);
+  b.setInsertionPoint(lanes.getBody()->getTerminator());
+  Value lane = lanes.getInductionVar();
+  auto values = b.create<scf::ForOp>(loc, index(0), index(4), index(1));
+  b.setInsertionPoint(values.getBody()->getTerminator());
+  Value j = values.getInductionVar();
+  Value group = div(lane, 4), thread = rem(lane, 4);
+  Value row = addi(group, muli(div(j, 2), 8));
+  Value column = addi(muli(thread, 2), rem(j, 2));
+  Value initial = b.create<memref::LoadOp>(loc, c, ValueRange{lane, j});
+  auto sum = b.create<scf::ForOp>(loc, index(0), index(16), index(1),
+                                  ValueRange{initial});
+  b.create<memref::StoreOp>(loc, sum.getResult(0), d, ValueRange{lane, j});
+  b.setInsertionPointToStart(sum.getBody());
+  Value k = sum.getInductionVar();
+  // A(row, k): lane 4 * (row % 8) + (k % 8) / 2, register
+  // row / 8 + 2 * (k / 8), half k % 2.
+  Value aLane = addi(muli(rem(row, 8), 4), div(rem(k, 8), 2));
+  Value aRegister = addi(div(row, 8), muli(div(k, 8), 2));
+  Value aValue =
+      element(b.create<memref::LoadOp>(loc, a, ValueRange{aLane, aRegister}),
+              rem(k, 2));
+  // B(k, column): lane 4 * column + (k % 8) / 2, register k / 8, half k % 2.
+  Value bLane = addi(muli(column, 4), div(rem(k, 8), 2));
+  Value bValue = element(
+      b.create<memref::LoadOp>(loc, bFragment, ValueRange{bLane, div(k, 8)}),
+      rem(k, 2));
+  b.create<scf::YieldOp>(loc,
+                         ValueRange{b.create<arith::AddFOp>(
+                             loc, sum.getRegionIterArgs()[0],
+                             b.create<arith::MulFOp>(loc, aValue, bValue))});
+  return function;
+}
+
 LogicalResult mlir::mantissa::emulateGpuKernels(gpu::GPUModuleOp gpuModule,
                                                 ModuleOp hostModule) {
-  for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>())
-    if (kernel.isKernel() && failed(KernelEmulation(kernel).build(hostModule)))
+  func::FuncOp mma;
+  for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
+    if (!kernel.isKernel())
+      continue;
+    if (!kernel->hasAttr(kWarpLockstepAttr)) {
+      if (failed(KernelEmulation(kernel).build(hostModule)))
+        return failure();
+      continue;
+    }
+    if (!mma)
+      mma = buildEmulatedMma(hostModule);
+    if (failed(WarpEmulation(kernel, mma).build(hostModule)))
       return failure();
+  }
   return success();
 }
 
 LogicalResult mlir::mantissa::lowerEmulatedKernelsToLLVM(ModuleOp hostModule) {
   SmallVector<std::string> names;
   for (auto kernel : hostModule.getOps<func::FuncOp>())
-    names.push_back(kernel.getSymName().str());
+    if (kernel.isPublic())
+      names.push_back(kernel.getSymName().str());
   if (failed(lowerBufferizedToLLVM(hostModule)))
     return failure();
   for (const std::string &name : names)

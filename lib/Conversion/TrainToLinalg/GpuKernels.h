@@ -36,6 +36,12 @@ constexpr llvm::StringLiteral kThreadScatterLoops =
 LogicalResult buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
                              gpu::GPUModuleOp gpuModule);
 
+/// The PTX of the gpu.module `gpuModule` inside `container` (a
+/// gpu.container_module): lowered to NVVM for sm_90 with libdevice linked,
+/// as the step's kernels are.
+FailureOr<std::string> compileGpuModuleToPtx(ModuleOp container,
+                                             gpu::GPUModuleOp gpuModule);
+
 /// The thread's global index (block * blockDim + thread) as an index.
 Value buildThreadIndex(OpBuilder &builder, Location loc);
 

@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/TrainToGPU.h"
+#include "GpuAttentionKernels.h"
 #include "GpuKernels.h"
 #include "mantissa/Conversion/BufferAccesses.h"
 #include "mantissa/Conversion/GemmMatching.h"
@@ -46,6 +47,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
@@ -297,12 +299,21 @@ public:
 
   LogicalResult build();
   OwningOpRef<ModuleOp> takeKernels() { return std::move(kernels); }
+  /// The fused attention's kernels, by entry: which one, of what.
+  struct Attention {
+    AttentionKernel kind;
+    AttentionKernelSpec spec;
+  };
+  const llvm::StringMap<Attention> &getAttentionKernels() const {
+    return attentionKernels;
+  }
 
 private:
   LogicalResult visit(Operation *op);
   int64_t getBufferId(Value base);
   LogicalResult addConstant(memref::GetGlobalOp getGlobal);
   LogicalResult addKernel(Operation *op);
+  LogicalResult addAttention(train::AttentionKernelOp op);
   LogicalResult fuseGemmEpilogue(linalg::LinalgOp op);
   void groupIndependentKernels();
   void packArena();
@@ -335,6 +346,7 @@ private:
     int64_t foldParts = 0, partialsBuffer = -1;
   };
   llvm::StringMap<Touches> kernelTouches;
+  llvm::StringMap<Attention> attentionKernels;
   /// Whether `later` may run in the launch `earlier` although it depends on
   /// it: in every buffer where they conflict, each thread of both touches
   /// only one element, the same in both, and no other thread touches it.
@@ -589,6 +601,99 @@ LogicalResult GpuProgramBuilder::addKernel(Operation *op) {
   return success();
 }
 
+/// The fused attention's launches (docs/gpu-step.md): the forward's one
+/// kernel, or the backward's two (queries, then keys and values), each
+/// reading its operands' views in place by their strides.
+LogicalResult GpuProgramBuilder::addAttention(train::AttentionKernelOp op) {
+  auto shapeOf = [](Value value) {
+    return cast<MemRefType>(value.getType()).getShape();
+  };
+  ArrayRef<int64_t> shape = shapeOf(op.getInputs()[0]);
+  AttentionKernelSpec spec;
+  spec.batch = shape[0];
+  spec.heads = shape[1];
+  spec.sequence = shape[2];
+  spec.headDim = shape[3];
+  spec.scale = op.getScale().convertToDouble();
+  // Each operand's buffer and its element (batch, head, row, column).
+  llvm::DenseMap<const AttentionOperand *, int64_t> buffers;
+  auto describe = [&](Value view, AttentionOperand &operand) -> LogicalResult {
+    auto type = cast<MemRefType>(view.getType());
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(getStridesAndOffset(type, strides, offset)) ||
+        ShapedType::isDynamic(offset) ||
+        llvm::any_of(strides, ShapedType::isDynamic))
+      return op.emitOpError()
+             << "reads or writes " << type
+             << ", whose layout the attention kernels cannot address";
+    Value base = getBaseBuffer(view);
+    operand.elementType = type.getElementType();
+    operand.elements = cast<MemRefType>(base.getType()).getNumElements();
+    operand.offset = offset;
+    // [B, H, S, D]; the mask [S, S] for every batch and head; lse and
+    // delta [B, H, S].
+    switch (strides.size()) {
+    case 4:
+      operand.strides = {strides[0], strides[1], strides[2], strides[3]};
+      break;
+    case 2:
+      operand.strides = {0, 0, strides[0], strides[1]};
+      break;
+    default:
+      operand.strides = {strides[0], strides[1], strides[2], 0};
+      break;
+    }
+    buffers[&operand] = getBufferId(base);
+    return success();
+  };
+  bool backward = op.getBackward();
+  SmallVector<AttentionOperand *> inputs = {&spec.q, &spec.k, &spec.v,
+                                            &spec.mask};
+  SmallVector<AttentionOperand *> outputs = {&spec.out, &spec.lse};
+  if (backward) {
+    inputs.append({&spec.out, &spec.lse, &spec.dout});
+    outputs = {&spec.dq, &spec.dk, &spec.dv, &spec.delta};
+  }
+  for (auto [value, operand] : llvm::zip_equal(op.getInputs(), inputs))
+    if (failed(describe(value, *operand)))
+      return failure();
+  for (auto [value, operand] : llvm::zip_equal(op.getOutputs(), outputs))
+    if (failed(describe(value, *operand)))
+      return failure();
+  std::string why = whyAttentionKernelsCannotRun(spec);
+  if (!why.empty())
+    return op.emitOpError() << "cannot run as the attention kernels: " << why;
+
+  // The forward's one kernel, or the backward's two, each with its
+  // operands' buffers in the order of its arguments.
+  using Kind = AttentionKernel;
+  SmallVector<Kind> kinds = {Kind::Forward};
+  if (backward)
+    kinds = {Kind::BackwardQuery, Kind::BackwardKeyValue};
+  for (Kind kind : kinds) {
+    GpuStepOp kernelOp;
+    kernelOp.kind = GpuStepOp::Kind::Kernel;
+    kernelOp.entry =
+        llvm::formatv("{0}_attention{1}", step.getSymName(), program.ops.size())
+            .str();
+    kernelOp.source = describeOp(op);
+    Touches &touches = kernelTouches[kernelOp.entry];
+    touches.position = position;
+    for (const AttentionArgument &argument :
+         getAttentionKernelArguments(kind, spec)) {
+      int64_t id = buffers.lookup(argument.operand);
+      kernelOp.buffers.push_back(id);
+      touches.touches.insert(id);
+      if (isWrittenByAttentionKernel(kind, spec, argument.operand))
+        touches.writes.insert(id);
+    }
+    attentionKernels[kernelOp.entry] = {kind, spec};
+    program.ops.push_back(std::move(kernelOp));
+  }
+  return success();
+}
+
 LogicalResult GpuProgramBuilder::visit(Operation *op) {
   ++position;
   if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
@@ -614,6 +719,11 @@ LogicalResult GpuProgramBuilder::visit(Operation *op) {
           func::ReturnOp>(op) ||
       op->hasTrait<OpTrait::ConstantLike>())
     return success();
+  if (auto attention = dyn_cast<train::AttentionKernelOp>(op)) {
+    lastZeroFill.reset();
+    lastGemm.reset();
+    return addAttention(attention);
+  }
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
     if (std::optional<GpuStepOp> gemm = matchGemm(
             linalgOp, [&](Value base) { return getBufferId(base); })) {
@@ -734,9 +844,15 @@ void GpuProgramBuilder::groupIndependentKernels() {
   };
   std::vector<GpuStepOp> grouped;
   std::vector<Touches> touches;
+  // An attention kernel runs alone: its warps own tiles, not elements.
+  auto alone = [&](const GpuStepOp &op) {
+    return op.kind == GpuStepOp::Kind::Kernel &&
+           attentionKernels.count(op.entry);
+  };
   for (GpuStepOp &op : program.ops) {
-    if (op.kind != GpuStepOp::Kind::Kernel) {
-      touches.push_back(gemmTouches(op));
+    if (op.kind != GpuStepOp::Kind::Kernel || alone(op)) {
+      touches.push_back(alone(op) ? kernelTouches.find(op.entry)->second
+                                  : gemmTouches(op));
       grouped.push_back(std::move(op));
       continue;
     }
@@ -753,6 +869,7 @@ void GpuProgramBuilder::groupIndependentKernels() {
         return conflictsOn(own, other, buffer);
       });
       bool roomy = grouped[index].kind == GpuStepOp::Kind::Kernel &&
+                   !alone(grouped[index]) &&
                    grouped[index].members.size() < kMaxMembers;
       if (!independent) {
         std::optional<int64_t> local =
@@ -1157,6 +1274,51 @@ void useIntrinsicsForExactMath(gpu::GPUModuleOp gpuModule) {
 
 } // namespace
 
+FailureOr<std::string>
+mlir::mantissa::compileGpuModuleToPtx(ModuleOp container,
+                                      gpu::GPUModuleOp gpuModule) {
+  std::string ptx;
+  // Transcendental functions (exp, log, pow, tanh, erf, ...) are
+  // libdevice's, as CUDA's own math library computes them for torch.
+  std::string libdevice = getLibdevicePath();
+  if (failed(runPassPipeline(
+          container,
+          "builtin.module(expand-strided-metadata,lower-affine,"
+          "arith-emulate-unsupported-floats{source-types=bf16 "
+          "target-type=f32},convert-scf-to-cf,"
+          "nvvm-attach-target{chip=sm_90 features=+ptx80 O=3" +
+              (libdevice.empty() ? std::string() : " l=" + libdevice) + "})")))
+    return failure();
+  useIntrinsicsForExactMath(gpuModule);
+  if (failed(runPassPipeline(
+          container, "builtin.module(gpu.module(convert-gpu-to-nvvm{"
+                     "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
+                     "reconcile-unrealized-casts),"
+                     "gpu-module-to-binary{format=isa})")))
+    return failure();
+  container->walk([&](gpu::BinaryOp binary) {
+    for (Attribute object : binary.getObjects())
+      if (auto objectAttr = dyn_cast<gpu::ObjectAttr>(object))
+        ptx += objectAttr.getObject().getValue().str();
+  });
+  // The object is a C string; ptxas rejects the NUL.
+  while (!ptx.empty() && ptx.back() == '\0')
+    ptx.pop_back();
+  if (ptx.empty())
+    return gpuModule.emitOpError() << "the GPU pipeline produced no PTX";
+  size_t unresolved = ptx.find(".extern .func");
+  if (unresolved != std::string::npos)
+    return gpuModule.emitOpError()
+           << "the PTX calls functions it does not define ("
+           << StringRef(ptx).substr(unresolved).split('\n').first
+           << "): libdevice was "
+           << (libdevice.empty() ? "not found"
+                                 : "not linked (" + libdevice + ")")
+           << "; set MANTISSA_LIBDEVICE to libdevice.10.bc";
+
+  return ptx;
+}
+
 FailureOr<GpuStepProgram>
 mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
                                        bool withHostKernels) {
@@ -1165,7 +1327,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   registerTrainToGPUDialects(registry);
   context->appendDialectRegistry(registry);
   context->loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
-                       scf::SCFDialect, memref::MemRefDialect>();
+                       scf::SCFDialect, memref::MemRefDialect,
+                       vector::VectorDialect, math::MathDialect>();
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
   auto gpuStep = cast<train::StepOp>(step->clone());
@@ -1174,7 +1337,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   // (docs/gpu-step.md).
   if (failed(runPassPipeline(*module,
                              "builtin.module(mantissa-read-gathered-parameters,"
-                             "mantissa-add-into-slices)")))
+                             "mantissa-add-into-slices,"
+                             "mantissa-fuse-attention)")))
     return failure();
   std::vector<GpuStepTensor> arguments;
   for (unsigned index = 0, e = gpuStep.getNumArguments(); index < e; ++index)
@@ -1218,10 +1382,36 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   OpBuilder containerBuilder = OpBuilder::atBlockEnd(gpuContainer->getBody());
   auto gpuModule = containerBuilder.create<gpu::GPUModuleOp>(
       step.getLoc(), (step.getSymName() + "_kernels").str());
-  for (GpuStepOp &op : program.ops)
-    if (op.kind == GpuStepOp::Kind::Kernel &&
-        failed(buildGpuKernel(op, *kernels, gpuModule)))
-      return failure();
+  const llvm::StringMap<GpuProgramBuilder::Attention> &attention =
+      builder.getAttentionKernels();
+  // Attention kernels of the same shapes and layouts (every layer's) are
+  // one gpu.func, launched on each layer's buffers.
+  std::map<std::string, std::pair<std::string, AttentionLaunch>> built;
+  for (GpuStepOp &op : program.ops) {
+    if (op.kind != GpuStepOp::Kind::Kernel)
+      continue;
+    auto fused = attention.find(op.entry);
+    if (fused == attention.end()) {
+      if (failed(buildGpuKernel(op, *kernels, gpuModule)))
+        return failure();
+      continue;
+    }
+    std::string key =
+        describeAttentionKernel(fused->second.kind, fused->second.spec);
+    auto [found, added] = built.try_emplace(key, op.entry, AttentionLaunch());
+    if (added)
+      found->second.second =
+          buildAttentionKernel(gpuModule, op.entry, fused->second.kind,
+                               fused->second.spec, program.blockSize);
+    op.entry = found->second.first;
+    const AttentionLaunch &launch = found->second.second;
+    op.grid = launch.grid;
+    op.threads = launch.warps * 32;
+    op.serialIterations =
+        std::max<int64_t>(1, int64_t(std::lround(launch.stepsPerWarp)));
+    op.opsPerIteration = std::max<int64_t>(1, launch.opsPerStep);
+    op.tensorFlops = launch.tensorFlops();
+  }
   addConversionKernels(gpuModule);
   squareConstantPowers(gpuModule);
   if (withHostKernels) {
@@ -1230,43 +1420,9 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
       return failure();
   }
 
-  // Transcendental functions (exp, log, pow, tanh, erf, ...) are
-  // libdevice's, as CUDA's own math library computes them for torch.
-  std::string libdevice = getLibdevicePath();
-  if (failed(runPassPipeline(
-          *gpuContainer,
-          "builtin.module(expand-strided-metadata,lower-affine,"
-          "arith-emulate-unsupported-floats{source-types=bf16 "
-          "target-type=f32},convert-scf-to-cf,"
-          "nvvm-attach-target{chip=sm_90 features=+ptx80 O=3" +
-              (libdevice.empty() ? std::string() : " l=" + libdevice) + "})")))
+  FailureOr<std::string> ptx = compileGpuModuleToPtx(*gpuContainer, gpuModule);
+  if (failed(ptx))
     return failure();
-  useIntrinsicsForExactMath(gpuModule);
-  if (failed(runPassPipeline(
-          *gpuContainer, "builtin.module(gpu.module(convert-gpu-to-nvvm{"
-                         "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
-                         "reconcile-unrealized-casts),"
-                         "gpu-module-to-binary{format=isa})")))
-    return failure();
-  gpuContainer->walk([&](gpu::BinaryOp binary) {
-    for (Attribute object : binary.getObjects())
-      if (auto objectAttr = dyn_cast<gpu::ObjectAttr>(object))
-        program.ptx += objectAttr.getObject().getValue().str();
-  });
-  // The object is a C string; ptxas rejects the NUL.
-  while (!program.ptx.empty() && program.ptx.back() == '\0')
-    program.ptx.pop_back();
-  if (program.ptx.empty())
-    return step.emitOpError() << "the GPU pipeline produced no PTX";
-  size_t unresolved = program.ptx.find(".extern .func");
-  if (unresolved != std::string::npos)
-    return step.emitOpError()
-           << "the PTX calls functions it does not define ("
-           << StringRef(program.ptx).substr(unresolved).split('\n').first
-           << "): libdevice was "
-           << (libdevice.empty() ? "not found"
-                                 : "not linked (" + libdevice + ")")
-           << "; set MANTISSA_LIBDEVICE to libdevice.10.bc";
-
+  program.ptx = std::move(*ptx);
   return program;
 }

@@ -118,6 +118,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerReadGatheredParametersPass();
     mantissa::registerRoundProductsOncePass();
     mantissa::registerAddIntoSlicesPass();
+    mantissa::registerFuseAttentionPass();
     mantissa::registerSegmentScatterAccumulationsPass();
     mantissa::registerMaterializeOperandCastsPass();
     mantissa::registerFoldTransposesIntoViewsPass();

@@ -1836,6 +1836,12 @@ LogicalResult StepLowering::lower(Operation *op) {
                  }));
         return success();
       })
+      // Formed for the GPU (mantissa-fuse-attention): already on tensors,
+      // with their outputs' storage.
+      .Case<tensor::EmptyOp, train::AttentionKernelOp>([&](Operation *op) {
+        b.clone(*op, mapping);
+        return success();
+      })
       .Default([&](Operation *op) {
         return op->emitOpError()
                << "has no lowering to linalg (mantissa-lower-train-to-linalg)";

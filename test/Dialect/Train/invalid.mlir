@@ -148,3 +148,36 @@ train.step @return_type() -> (tensor<f32> {train.result = #train.result<loss>}) 
   // expected-error @+1 {{operand #0 has type 'tensor<bf16>' but step result #0 is 'tensor<f32>'}}
   train.return %0 : tensor<bf16>
 }
+
+// -----
+
+// The fused attention (mantissa-fuse-attention) checks its operands.
+func.func @attention_inputs(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>) {
+  // expected-error @+1 {{'train.attention_kernel' op takes 4 inputs and 2 outputs forward}}
+  %r:2 = train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x16xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>) {
+  // expected-error @+1 {{the mask is 'tensor<32x16xi1>'; expected a [32, 32] of 'i1'}}
+  %r:2 = train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x16xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xbf16>) {
+  // expected-error @+1 {{the log-sum-exp is 'tensor<1x2x32xbf16>'; expected a [1, 2, 32] of 'f32'}}
+  %r:2 = train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xbf16>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xbf16>
+  return
+}
+
+// -----
+
+func.func @attention_mixed(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o: memref<1x2x32x16xbf16>, %l: memref<1x2x32xf32>) {
+  // expected-error @+1 {{mixes tensors and memrefs}}
+  train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%o, %l : memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  return
+}

@@ -57,3 +57,16 @@ train.step @block(
 train.step @empty() {
   train.return
 }
+
+// -----
+
+// The fused attention, on tensors (its results its outputs) and on memrefs.
+// CHECK-LABEL: func.func @attention_kernel
+// CHECK: %{{.*}}:2 = train.attention_kernel {scale = 2.500000e-01 : f64} ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%{{.*}}, %{{.*}} : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+// CHECK: train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins({{.*}}) outs({{.*}} : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+// CHECK-NOT: ->
+func.func @attention_kernel(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>, %bq: memref<1x2x32x16xbf16>, %bm: memref<32x32xi1>, %bl: memref<1x2x32xf32>) {
+  %r:2 = train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+  train.attention_kernel {backward, scale = 0.25 : f64} ins(%bq, %bq, %bq, %bm, %bq, %bl, %bq : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>, memref<1x2x32x16xbf16>) outs(%bq, %bq, %bq, %bl : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  return
+}

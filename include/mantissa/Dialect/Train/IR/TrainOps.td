@@ -16,5 +16,6 @@ include "mantissa/Dialect/Train/IR/TrainLinalgOps.td"
 include "mantissa/Dialect/Train/IR/TrainShapeOps.td"
 include "mantissa/Dialect/Train/IR/TrainIndexingOps.td"
 include "mantissa/Dialect/Train/IR/TrainCreationOps.td"
+include "mantissa/Dialect/Train/IR/TrainKernelOps.td"
 
 #endif // MANTISSA_DIALECT_TRAIN_IR_TRAINOPS_TD

@@ -1,0 +1,40 @@
+//===- FusedAttention.h - What the fused attention kernels run --*- C++ -*-===//
+//
+// The shapes the fused attention's kernels take (GpuAttentionKernels.h),
+// checked once here for mantissa-fuse-attention, which only fuses what the
+// kernels can run, and for the kernels themselves.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_CONVERSION_FUSEDATTENTION_H
+#define MANTISSA_CONVERSION_FUSEDATTENTION_H
+
+#include "llvm/Support/FormatVariadic.h"
+#include <cstdint>
+#include <string>
+
+namespace mlir::mantissa {
+
+/// Rows (of a sequence) each warp owns, and the columns one step of its
+/// loop covers.
+constexpr int64_t kAttentionTileRows = 16;
+constexpr int64_t kAttentionStepColumns = 32;
+
+/// Why the kernels cannot run attention over `sequence` positions with
+/// heads of `headDim` (empty when they can): each warp's 16 rows and each
+/// step's 32 columns whole, and the head dimension in the mma.sync's k of
+/// 16, its fragments in registers.
+inline std::string whyAttentionShapeIsUnsupported(int64_t sequence,
+                                                  int64_t headDim) {
+  if (sequence <= 0 || sequence % kAttentionStepColumns != 0)
+    return llvm::formatv("the sequence ({0}) is not a multiple of {1}",
+                         sequence, kAttentionStepColumns);
+  if (headDim <= 0 || headDim % 16 != 0 || headDim > 128)
+    return llvm::formatv(
+        "the head dimension ({0}) is not a multiple of 16 up to 128", headDim);
+  return "";
+}
+
+} // namespace mlir::mantissa
+
+#endif // MANTISSA_CONVERSION_FUSEDATTENTION_H

@@ -1,0 +1,56 @@
+//===- TrainKernelOps.td - Ops the GPU path forms from the graph -*- tablegen -*-===//
+//
+// Operations that no export contains: the GPU path forms them from patterns
+// of the joint graph (mantissa-fuse-attention) and runs each as kernels of
+// its own. They take their results' storage as operands (destination
+// passing), so that bufferization gives them buffers, and then run on
+// memrefs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_DIALECT_TRAIN_IR_TRAINKERNELOPS_TD
+#define MANTISSA_DIALECT_TRAIN_IR_TRAINKERNELOPS_TD
+
+include "mantissa/Dialect/Train/IR/TrainDialect.td"
+include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<BufferizableOpInterface,
+        ["bufferizesToMemoryRead", "bufferizesToMemoryWrite",
+         "getAliasingValues", "bufferize"]>]> {
+  let summary = "fused causal-softmax attention, forward or backward";
+  let description = [{
+    Attention over `[batch, heads, sequence, head_dim]` bf16 tensors with
+    an `[sequence, sequence]` i1 mask (true: the key is hidden from the
+    query), as the graph computes it under autocast: scores
+    `bf16(bf16(q k^T) * scale)`, -inf where masked, softmax over the keys
+    in fp32, `out = p v` (the probabilities rounded to bf16 for it).
+
+    Forward: `ins(q, k, v, mask) outs(out, lse)`, `lse` the fp32
+    `[batch, heads, sequence]` log-sum-exp of each query's scores.
+    Backward (`backward`): `ins(q, k, v, mask, out, lse, dout)
+    outs(dq, dk, dv, delta)`, `delta = rowsum(dout * out)` in fp32 (the
+    softmax backward's term, `rowsum(dp * p)` of the graph).
+
+    On tensors its results are its outputs; on memrefs it has none. The GPU
+    program runs it as flash-attention kernels (docs/gpu-step.md).
+  }];
+  let arguments = (ins Variadic<AnyShaped>:$inputs,
+                       Variadic<AnyShaped>:$outputs, UnitAttr:$backward,
+                       F64Attr:$scale);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    attr-dict `ins` `(` $inputs `:` type($inputs) `)`
+    `outs` `(` $outputs `:` type($outputs) `)` (`->` type($results)^)?
+  }];
+  let extraClassDeclaration = [{
+    MutableOperandRange getDpsInitsMutable() { return getOutputsMutable(); }
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MANTISSA_DIALECT_TRAIN_IR_TRAINKERNELOPS_TD

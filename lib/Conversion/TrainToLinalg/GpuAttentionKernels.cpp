@@ -1,0 +1,942 @@
+//===- GpuAttentionKernels.cpp - Fused attention on the tensor cores ------===//
+//
+// Each warp owns 16 rows (queries in the forward and the query backward,
+// keys in the key/value backward) and walks the other side 32 at a time.
+// Matrix products are mma.sync m16n8k16 with bf16 operands and fp32 sums,
+// their fragments loaded straight from global memory in the layouts the
+// PTX ISA gives (lane = 4 * group + thread-in-group):
+//
+//   A (16 x 16, row-major)  register r: row group + 8 * (r % 2), columns
+//                           2 * thread + 8 * (r / 2) and the next one;
+//   B (16 x 8, "col")       register r: rows 2 * thread + 8 * r and the
+//                           next one, column group;
+//   C (16 x 8, fp32)        value j: row group + 8 * (j / 2), column
+//                           2 * thread + j % 2.
+//
+// Two C fragments side by side are, rounded to bf16 and paired, the A
+// fragment of the product that follows (scores, then probabilities times
+// values), so no score leaves the registers. The rows of a C fragment are
+// shared by the 4 lanes of a group, whose row maximum and sum take two xor
+// shuffles. A step of the loop that the mask closes entirely (above the
+// causal diagonal) is skipped by the whole warp (a ballot of the lanes'
+// mask values), so that causal attention does half the work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GpuAttentionKernels.h"
+#include "mantissa/Conversion/FusedAttention.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+
+using namespace mlir;
+using namespace mlir::mantissa;
+
+namespace {
+
+constexpr int64_t kTileRows = kAttentionTileRows;
+constexpr int64_t kStepColumns = kAttentionStepColumns;
+/// m16n8 fragments across one step.
+constexpr int64_t kStepFragments = kStepColumns / 8;
+
+/// An fp32 C (or D) fragment: the lane's four values.
+using Fragment = std::array<Value, 4>;
+/// A warp's 16 x 32 step: four fragments side by side.
+using Tile = std::array<Fragment, kStepFragments>;
+/// Whether the mask closes each value of a step (i1).
+using Closed = std::array<std::array<Value, 4>, kStepFragments>;
+
+/// An index as a value (none: 0) plus a constant, so that the elements of
+/// a fragment share their value's address arithmetic.
+struct Index {
+  Value value;
+  int64_t constant = 0;
+};
+Index plus(Index index, int64_t constant) {
+  return {index.value, index.constant + constant};
+}
+
+/// Orders the position cache's keys (values by their implementation).
+struct PositionOrder {
+  using Key = std::tuple<const AttentionOperand *, Value, Value, Block *>;
+  bool operator()(const Key &x, const Key &y) const {
+    auto raw = [](const Key &key) {
+      return std::make_tuple(
+          std::get<0>(key), std::get<1>(key).getAsOpaquePointer(),
+          std::get<2>(key).getAsOpaquePointer(), std::get<3>(key));
+    };
+    return raw(x) < raw(y);
+  }
+};
+
+/// Builds one attention kernel's body: the warp's lane, its batch and
+/// head, and the fragment loads, products and row reductions of
+/// docs/gpu-step.md's fused attention.
+class AttentionBuilder {
+public:
+  AttentionBuilder(OpBuilder &builder, Location loc,
+                   const AttentionKernelSpec &spec)
+      : b(builder), loc(loc), spec(spec) {}
+
+  Value index(int64_t value) {
+    return b.create<arith::ConstantIndexOp>(loc, value);
+  }
+  Value f32(double value) {
+    return b.create<arith::ConstantFloatOp>(loc, APFloat(float(value)),
+                                            b.getF32Type());
+  }
+  Value add(Value x, int64_t value) {
+    return value == 0 ? x : b.create<arith::AddIOp>(loc, x, index(value));
+  }
+  Value addf(Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y); }
+  Value mulf(Value x, Value y) { return b.create<arith::MulFOp>(loc, x, y); }
+  Value subf(Value x, Value y) { return b.create<arith::SubFOp>(loc, x, y); }
+  Value maxf(Value x, Value y) {
+    return b.create<arith::MaximumFOp>(loc, x, y);
+  }
+  /// e^x as 2^(x log2 e): one ex2.approx on the GPU (2 ulp), where
+  /// libdevice's expf takes six instructions for a value that is rounded
+  /// to bf16 or summed in fp32 next.
+  Value exp(Value x) {
+    return b.create<math::Exp2Op>(loc, mulf(x, f32(M_LOG2E)));
+  }
+  Value select(Value c, Value x, Value y) {
+    return b.create<arith::SelectOp>(loc, c, x, y);
+  }
+
+  /// The warp's lane, group and thread in group; its batch and head from
+  /// the warp's sequence (of batch * heads).
+  void setLane(Value thread) {
+    Value lane = b.create<arith::RemUIOp>(loc, thread, index(32));
+    group = b.create<arith::DivUIOp>(loc, lane, index(4));
+    inGroup = b.create<arith::RemUIOp>(loc, lane, index(4));
+    twice = b.create<arith::MulIOp>(loc, inGroup, index(2));
+  }
+  void setSequence(Value sequence) {
+    batch = b.create<arith::DivUIOp>(loc, sequence, index(spec.heads));
+    head = b.create<arith::RemUIOp>(loc, sequence, index(spec.heads));
+    for (auto [operand, buffer] : buffers) {
+      Value base = index(operand->offset);
+      for (auto [value, stride] : {std::pair{batch, operand->strides[0]},
+                                   std::pair{head, operand->strides[1]}})
+        if (stride != 0)
+          base = b.create<arith::AddIOp>(
+              loc, base, b.create<arith::MulIOp>(loc, value, index(stride)));
+      sequenceBase[operand] = base;
+    }
+  }
+
+  /// The position of element (row, column) of `operand` in its buffer: the
+  /// warp's sequence's base, the values' terms (shared by the accesses of a
+  /// block that have the same values), then the constants.
+  Value at(const AttentionOperand &operand, Index row, Index column) {
+    Block *block = b.getInsertionBlock();
+    Value &base = positions[{&operand, row.value, column.value, block}];
+    if (!base) {
+      base = sequenceBase.lookup(&operand);
+      auto term = [&](Value value, int64_t stride) {
+        if (value && stride != 0)
+          base = b.create<arith::AddIOp>(
+              loc, base, b.create<arith::MulIOp>(loc, value, index(stride)));
+      };
+      term(row.value, operand.strides[2]);
+      term(column.value, operand.strides[3]);
+    }
+    return add(base, row.constant * operand.strides[2] +
+                         column.constant * operand.strides[3]);
+  }
+  Value buffer(const AttentionOperand &operand) {
+    return buffers.lookup(&operand);
+  }
+  /// The element as it is stored (f32 for lse and delta, i1 for the mask).
+  Value load(const AttentionOperand &operand, Index row, Index column) {
+    return b.create<memref::LoadOp>(loc, buffer(operand),
+                                    at(operand, row, column));
+  }
+  void store(Value value, const AttentionOperand &operand, Index row,
+             Index column) {
+    b.create<memref::StoreOp>(loc, value, buffer(operand),
+                              at(operand, row, column));
+  }
+  /// A bf16 element.
+  Value bf16At(const AttentionOperand &operand, Index row, Index column) {
+    return b.create<memref::LoadOp>(loc, buffer(operand),
+                                    at(operand, row, column));
+  }
+  /// A bf16 element as f32.
+  Value loadF32(const AttentionOperand &operand, Index row, Index column) {
+    return widen(bf16At(operand, row, column));
+  }
+  Value i32(int64_t value) {
+    return b.create<arith::ConstantIntOp>(loc, value, 32);
+  }
+  Value widen(Value value) {
+    if (value.getType().isF32())
+      return value;
+    return b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
+  }
+  /// Two bf16 values in one register, the first in the low half (the
+  /// element of the lower index, as mma.sync takes them): one move in the
+  /// PTX (mov.b32 {lo, hi}).
+  Value pack(Value low, Value high) {
+    Value pair = b.create<vector::FromElementsOp>(
+        loc, VectorType::get({2}, b.getBF16Type()), ValueRange{low, high});
+    Value word = b.create<vector::BitCastOp>(
+        loc, VectorType::get({1}, b.getI32Type()), pair);
+    return b.create<vector::ExtractOp>(loc, word, ArrayRef<int64_t>{0});
+  }
+  /// Two f32 rounded to bf16 and packed: one cvt.rn.bf16x2.f32.
+  Value packF32(Value low, Value high) {
+    Value pair = b.create<vector::FromElementsOp>(
+        loc, VectorType::get({2}, b.getF32Type()), ValueRange{low, high});
+    Value rounded = b.create<arith::TruncFOp>(
+        loc, VectorType::get({2}, b.getBF16Type()), pair);
+    Value word = b.create<vector::BitCastOp>(
+        loc, VectorType::get({1}, b.getI32Type()), rounded);
+    return b.create<vector::ExtractOp>(loc, word, ArrayRef<int64_t>{0});
+  }
+  /// x rounded to bf16 and widened back.
+  Value roundBf16(Value value) {
+    return widen(b.create<arith::TruncFOp>(loc, b.getBF16Type(), value));
+  }
+  /// Elements (row, column) and (row, column + 1): one 32-bit load when the
+  /// operand has pairs (column even, as every fragment's is).
+  Value pairAcross(const AttentionOperand &operand, Index row, Index column) {
+    if (!pairs.count(&operand))
+      return pack(bf16At(operand, row, column),
+                  bf16At(operand, row, plus(column, 1)));
+    return b.create<memref::LoadOp>(
+        loc, pairs.lookup(&operand),
+        ValueRange{
+            b.create<arith::ShRUIOp>(loc, at(operand, row, column), index(1))});
+  }
+  /// Elements (row, column) and (row + 1, column).
+  Value pairDown(const AttentionOperand &operand, Index row, Index column) {
+    return pack(bf16At(operand, row, column),
+                bf16At(operand, plus(row, 1), column));
+  }
+  /// Stores x and y, rounded to bf16, at (row, column) and (row, column +
+  /// 1): one 32-bit store when the operand has pairs.
+  void storePair(Value x, Value y, const AttentionOperand &operand, Index row,
+                 Index column) {
+    if (pairs.count(&operand)) {
+      b.create<memref::StoreOp>(loc, packF32(x, y), pairs.lookup(&operand),
+                                ValueRange{b.create<arith::ShRUIOp>(
+                                    loc, at(operand, row, column), index(1))});
+      return;
+    }
+    Type bf16 = b.getBF16Type();
+    store(b.create<arith::TruncFOp>(loc, bf16, x), operand, row, column);
+    store(b.create<arith::TruncFOp>(loc, bf16, y), operand, row,
+          plus(column, 1));
+  }
+  /// The A fragment of rows row0..+16, columns column0..+16 of `operand`.
+  std::array<Value, 4> loadA(const AttentionOperand &operand, Value row0,
+                             int64_t column0) {
+    Index row{b.create<arith::AddIOp>(loc, row0, group)};
+    Index column{twice, column0};
+    return {pairAcross(operand, row, column),
+            pairAcross(operand, plus(row, 8), column),
+            pairAcross(operand, row, plus(column, 8)),
+            pairAcross(operand, plus(row, 8), plus(column, 8))};
+  }
+  /// The A fragments of the warp's 16 rows from row0, one per 16 columns
+  /// of the head dimension.
+  SmallVector<std::array<Value, 4>> loadRows(const AttentionOperand &operand,
+                                             Value row0) {
+    SmallVector<std::array<Value, 4>> rows;
+    for (int64_t column = 0; column < spec.headDim; column += 16)
+      rows.push_back(loadA(operand, row0, column));
+    return rows;
+  }
+  /// The B fragment B(k, n) = X[n0 + n][k0 + k]: a transposed operand (k
+  /// in the scores q k^T).
+  std::array<Value, 2> loadTransposedB(const AttentionOperand &operand,
+                                       Index n0, int64_t k0) {
+    Index row{b.create<arith::AddIOp>(loc, n0.value, group), n0.constant};
+    Index column{twice, k0};
+    return {pairAcross(operand, row, column),
+            pairAcross(operand, row, plus(column, 8))};
+  }
+  /// The B fragment B(k, n) = X[k0 + k][n0 + n] (v in p v).
+  std::array<Value, 2> loadB(const AttentionOperand &operand, Index k0,
+                             int64_t n0) {
+    Index row{b.create<arith::AddIOp>(loc, k0.value, twice), k0.constant};
+    Index column{group, n0};
+    return {pairDown(operand, row, column),
+            pairDown(operand, plus(row, 8), column)};
+  }
+  /// D = A B + C on the tensor cores, one warp-wide mma.sync.
+  Fragment mma(ArrayRef<Value> a, ArrayRef<Value> bFragment,
+               const Fragment &c) {
+    SmallVector<Value> operands(a);
+    llvm::append_range(operands, bFragment);
+    llvm::append_range(operands, c);
+    Type f32Type = b.getF32Type();
+    auto type = LLVM::LLVMStructType::getLiteral(
+        b.getContext(), {f32Type, f32Type, f32Type, f32Type});
+    auto product = b.create<LLVM::InlineAsmOp>(
+        loc, type, operands, kMmaBf16Asm, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+        /*has_side_effects=*/false, /*is_align_stack=*/false,
+        LLVM::AsmDialectAttr(), ArrayAttr());
+    Fragment d;
+    for (int64_t j = 0; j < 4; ++j)
+      d[j] = b.create<LLVM::ExtractValueOp>(loc, product.getResult(0), j);
+    return d;
+  }
+  Fragment zeros() {
+    Value zero = f32(0.0);
+    return {zero, zero, zero, zero};
+  }
+  /// The A fragment (k = the step's columns 16 * half ..) of a tile's
+  /// values rounded to bf16: C fragments 2 * half and 2 * half + 1.
+  std::array<Value, 4> tileAsA(const Tile &tile, int64_t half) {
+    const Fragment &left = tile[2 * half], &right = tile[2 * half + 1];
+    return {packF32(left[0], left[1]), packF32(left[2], left[3]),
+            packF32(right[0], right[1]), packF32(right[2], right[3])};
+  }
+  /// The row's value across the 4 lanes of the group.
+  Value acrossGroup(Value value, bool maximum) {
+    Value width = b.create<arith::ConstantIntOp>(loc, 32, 32);
+    for (int64_t offset : {1, 2}) {
+      auto shuffle = b.create<gpu::ShuffleOp>(
+          loc, value, b.create<arith::ConstantIntOp>(loc, offset, 32), width,
+          gpu::ShuffleMode::XOR);
+      value = maximum ? maxf(value, shuffle.getShuffleResult())
+                      : addf(value, shuffle.getShuffleResult());
+    }
+    return value;
+  }
+  /// Whether any lane's `open` holds (the same on every lane).
+  Value anyLane(Value open) {
+    Value all = b.create<arith::ConstantIntOp>(loc, -1, 32);
+    Value ballot = b.create<NVVM::VoteBallotOp>(loc, b.getI32Type(), all, open);
+    return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, ballot,
+                                   b.create<arith::ConstantIntOp>(loc, 0, 32));
+  }
+
+  /// The tile row (0: group, 1: group + 8) of fragment value j.
+  static int64_t rowOf(int64_t j) { return j / 2; }
+
+  /// The step's mask: whether the mask closes each value of the tile at
+  /// rows row0 + .., columns column0 + .. (`transposed`: the tile's rows are
+  /// the mask's columns, keys, and its columns the mask's rows, queries).
+  /// Neighbouring columns are one 16-bit load when the mask has pairs.
+  Closed loadMask(Value row0, Value column0, bool transposed) {
+    Closed closed;
+    Index row{b.create<arith::AddIOp>(loc, row0, group)};
+    Index column{b.create<arith::AddIOp>(loc, column0, twice)};
+    const AttentionOperand &mask = spec.mask;
+    for (int64_t n = 0; n < kStepFragments; ++n)
+      for (int64_t j = 0; j < 4; j += 2) {
+        Index r = plus(row, 8 * rowOf(j)), c = plus(column, 8 * n);
+        if (transposed) {
+          closed[n][j] = load(mask, c, r);
+          closed[n][j + 1] = load(mask, plus(c, 1), r);
+        } else if (!pairs.count(&mask)) {
+          closed[n][j] = load(mask, r, c);
+          closed[n][j + 1] = load(mask, r, plus(c, 1));
+        } else {
+          Value word =
+              b.create<memref::LoadOp>(loc, pairs.lookup(&mask),
+                                       ValueRange{b.create<arith::ShRUIOp>(
+                                           loc, at(mask, r, c), index(1))});
+          Type i16 = b.getI16Type();
+          auto nonzero = [&](Value byte) {
+            return b.create<arith::CmpIOp>(
+                loc, arith::CmpIPredicate::ne, byte,
+                b.create<arith::ConstantIntOp>(loc, 0, 16));
+          };
+          closed[n][j] = nonzero(b.create<arith::AndIOp>(
+              loc, word, b.create<arith::ConstantIntOp>(loc, 0xff, i16)));
+          closed[n][j + 1] = nonzero(b.create<arith::ShRUIOp>(
+              loc, word, b.create<arith::ConstantIntOp>(loc, 8, i16)));
+        }
+      }
+    return closed;
+  }
+  /// Whether any value of the step is open, on every lane.
+  Value anyOpen(const Closed &closed) {
+    Value open = b.create<arith::ConstantIntOp>(loc, 0, 1);
+    Value one = b.create<arith::ConstantIntOp>(loc, 1, 1);
+    for (const auto &fragment : closed)
+      for (Value value : fragment)
+        open = b.create<arith::OrIOp>(loc, open,
+                                      b.create<arith::XOrIOp>(loc, value, one));
+    return anyLane(open);
+  }
+  /// The scores of a step: the products rounded to bf16, scaled and
+  /// rounded again (the bf16 bmm and its scaling), -inf where closed.
+  Tile scores(const Tile &products, const Closed &closed) {
+    Tile scores;
+    Value scale = f32(spec.scale);
+    Value minusInfinity = f32(-std::numeric_limits<double>::infinity());
+    for (int64_t n = 0; n < kStepFragments; ++n)
+      for (int64_t j = 0; j < 4; ++j)
+        scores[n][j] =
+            select(closed[n][j], minusInfinity,
+                   roundBf16(mulf(roundBf16(products[n][j]), scale)));
+    return scores;
+  }
+  /// Products of the warp's A fragments (`rows`, one per 16 of the head
+  /// dimension) with the transposed operand's 32 rows from `column0`.
+  Tile scoreProducts(ArrayRef<std::array<Value, 4>> rows,
+                     const AttentionOperand &operand, Value column0) {
+    Tile tile;
+    for (int64_t n = 0; n < kStepFragments; ++n) {
+      Fragment sum = zeros();
+      for (size_t kk = 0; kk < rows.size(); ++kk)
+        sum =
+            mma(rows[kk],
+                loadTransposedB(operand, Index{column0, 8 * n}, 16 * kk), sum);
+      tile[n] = sum;
+    }
+    return tile;
+  }
+  /// acc[d] += tile (as A) times operand rows column0.. (as B), over the
+  /// head dimension's fragments.
+  void accumulate(SmallVector<Fragment> &acc, const Tile &tile,
+                  const AttentionOperand &operand, Value column0) {
+    for (int64_t half = 0; half < 2; ++half) {
+      std::array<Value, 4> a = tileAsA(tile, half);
+      for (size_t d = 0; d < acc.size(); ++d)
+        acc[d] =
+            mma(a, loadB(operand, Index{column0, 16 * half}, 8 * d), acc[d]);
+    }
+  }
+  /// Stores acc (rows row0.., the head dimension) as bf16, times factor[r].
+  void storeRows(ArrayRef<Fragment> acc, const AttentionOperand &operand,
+                 Value row0, ArrayRef<Value> factor) {
+    Index row{b.create<arith::AddIOp>(loc, row0, group)};
+    for (auto [d, fragment] : llvm::enumerate(acc))
+      for (int64_t j = 0; j < 4; j += 2) {
+        Value x = fragment[j], y = fragment[j + 1];
+        if (!factor.empty()) {
+          x = mulf(x, factor[rowOf(j)]);
+          y = mulf(y, factor[rowOf(j)]);
+        }
+        storePair(x, y, operand, plus(row, 8 * rowOf(j)),
+                  Index{twice, int64_t(8 * d)});
+      }
+  }
+
+  /// Each operand's buffer (a kernel argument) as elements and, where it
+  /// has them, as pairs (AttentionArgument), and its base in the warp's
+  /// sequence.
+  llvm::DenseMap<const AttentionOperand *, Value> buffers, pairs, sequenceBase;
+  /// Positions' value parts, per block they were computed in.
+  std::map<std::tuple<const AttentionOperand *, Value, Value, Block *>, Value,
+           PositionOrder>
+      positions;
+  OpBuilder &b;
+  Location loc;
+  const AttentionKernelSpec &spec;
+  Value group, inGroup, twice, batch, head;
+};
+
+/// The flat memref type of an operand's buffer: its elements, or their
+/// pairs as one integer twice as wide.
+MemRefType getBufferType(const AttentionOperand &operand, bool packed) {
+  if (!packed)
+    return MemRefType::get({std::max<int64_t>(1, operand.elements)},
+                           operand.elementType);
+  int64_t width = operand.elementType.isBF16() ? 32 : 16;
+  return MemRefType::get(
+      {operand.elements / 2},
+      IntegerType::get(operand.elementType.getContext(), width));
+}
+
+/// Flattens state for scf loops and branches.
+SmallVector<Value> flatten(ArrayRef<Value> head, ArrayRef<Fragment> fragments) {
+  SmallVector<Value> values(head);
+  for (const Fragment &fragment : fragments)
+    llvm::append_range(values, fragment);
+  return values;
+}
+SmallVector<Fragment> unflatten(ValueRange values) {
+  SmallVector<Fragment> fragments;
+  for (size_t i = 0; i + 4 <= values.size(); i += 4)
+    fragments.push_back(
+        {values[i], values[i + 1], values[i + 2], values[i + 3]});
+  return fragments;
+}
+
+/// The loop over the other side, 32 columns a step: `initial` the state it
+/// carries; each step loads the mask (rows row0.., columns the step's, or
+/// the other way round when `transposed`) and, unless it closes the whole
+/// step for the warp, runs `body(column0, state, closed)`, which returns the
+/// next state.
+scf::ForOp buildStepLoop(
+    AttentionBuilder &w, ValueRange initial, Value row0, bool transposed,
+    llvm::function_ref<SmallVector<Value>(Value, ValueRange, const Closed &)>
+        body) {
+  OpBuilder &b = w.b;
+  Location loc = w.loc;
+  auto loop = b.create<scf::ForOp>(loc, w.index(0), w.index(w.spec.sequence),
+                                   w.index(kStepColumns), initial);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value column0 = loop.getInductionVar();
+  ValueRange state = loop.getRegionIterArgs();
+  Closed closed = w.loadMask(row0, column0, transposed);
+  auto step = b.create<scf::IfOp>(loc, state.getTypes(), w.anyOpen(closed),
+                                  /*withElseRegion=*/true);
+  b.create<scf::YieldOp>(loc, step.getResults());
+  b.setInsertionPointToStart(step.elseBlock());
+  b.create<scf::YieldOp>(loc, state);
+  b.setInsertionPointToStart(step.thenBlock());
+  b.create<scf::YieldOp>(loc, body(column0, state, closed));
+  return loop;
+}
+
+/// The forward: out and lse of the warp's 16 queries.
+void buildForward(AttentionBuilder &w, Value row0) {
+  OpBuilder &b = w.b;
+  Location loc = w.loc;
+  const AttentionKernelSpec &spec = w.spec;
+  int64_t columns = spec.headDim / 8;
+  SmallVector<std::array<Value, 4>> rows = w.loadRows(spec.q, row0);
+  Value minusInfinity = w.f32(-std::numeric_limits<double>::infinity());
+  SmallVector<Fragment> acc(columns, w.zeros());
+  // State: the running maximum and sum of each of the lane's two rows, then
+  // the output's fragments.
+  SmallVector<Value> initial =
+      flatten({minusInfinity, minusInfinity, w.f32(0), w.f32(0)}, acc);
+  auto loop = buildStepLoop(
+      w, initial, row0, /*transposed=*/false,
+      [&](Value key0, ValueRange state, const Closed &closed) {
+        Tile s = w.scores(w.scoreProducts(rows, spec.k, key0), closed);
+        SmallVector<Value> maximum, sum, alpha, base;
+        for (int64_t r = 0; r < 2; ++r) {
+          Value rowMax = minusInfinity;
+          for (const Fragment &fragment : s)
+            for (int64_t j = 2 * r; j < 2 * r + 2; ++j)
+              rowMax = w.maxf(rowMax, fragment[j]);
+          Value next = w.maxf(state[r], w.acrossGroup(rowMax, true));
+          // A row closed so far subtracts 0 (exp(-inf - 0) = 0, not NaN).
+          Value closedRow = b.create<arith::CmpFOp>(
+              loc, arith::CmpFPredicate::OEQ, next, minusInfinity);
+          base.push_back(w.select(closedRow, w.f32(0), next));
+          maximum.push_back(next);
+          alpha.push_back(w.exp(w.subf(state[r], base[r])));
+        }
+        Tile p;
+        for (int64_t r = 0; r < 2; ++r) {
+          Value rowSum = w.f32(0);
+          for (int64_t n = 0; n < kStepFragments; ++n)
+            for (int64_t j = 2 * r; j < 2 * r + 2; ++j) {
+              p[n][j] = w.exp(w.subf(s[n][j], base[r]));
+              rowSum = w.addf(rowSum, p[n][j]);
+            }
+          sum.push_back(w.addf(w.mulf(state[2 + r], alpha[r]),
+                               w.acrossGroup(rowSum, false)));
+        }
+        SmallVector<Fragment> next = unflatten(state.drop_front(4));
+        for (Fragment &fragment : next)
+          for (int64_t j = 0; j < 4; ++j)
+            fragment[j] =
+                w.mulf(fragment[j], alpha[AttentionBuilder::rowOf(j)]);
+        w.accumulate(next, p, spec.v, key0);
+        return flatten({maximum[0], maximum[1], sum[0], sum[1]}, next);
+      });
+  ValueRange final = loop.getResults();
+  SmallVector<Value> inverse;
+  for (int64_t r = 0; r < 2; ++r)
+    inverse.push_back(b.create<arith::DivFOp>(loc, w.f32(1), final[2 + r]));
+  w.storeRows(unflatten(final.drop_front(4)), spec.out, row0, inverse);
+  // lse = max + log(sum), by the first lane of each group.
+  Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                        w.inGroup, w.index(0));
+  auto write = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(write.thenBlock()->getTerminator());
+  Index row{b.create<arith::AddIOp>(loc, row0, w.group)};
+  for (int64_t r = 0; r < 2; ++r) {
+    Value closedRow = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ,
+                                              final[r], minusInfinity);
+    Value value =
+        w.select(closedRow, minusInfinity,
+                 w.addf(final[r], b.create<math::LogOp>(loc, final[2 + r])));
+    w.store(value, spec.lse, plus(row, 8 * r), Index{});
+  }
+}
+
+/// The probabilities and the scores' gradient (times the scale, zero where
+/// closed) of one step: p = exp(s - lse), ds = p (dp - delta) with
+/// dp = bf16(dout v^T). `lse` and `delta` per tile value.
+std::pair<Tile, Tile> buildScoreGradient(AttentionBuilder &w, const Tile &s,
+                                         const Tile &dpProducts,
+                                         const Tile &lse, const Tile &delta,
+                                         const Closed &closed) {
+  Tile p, ds;
+  Value zero = w.f32(0), scale = w.f32(w.spec.scale);
+  for (int64_t n = 0; n < kStepFragments; ++n)
+    for (int64_t j = 0; j < 4; ++j) {
+      p[n][j] = w.select(closed[n][j], zero, w.exp(w.subf(s[n][j], lse[n][j])));
+      Value dp = w.roundBf16(dpProducts[n][j]);
+      ds[n][j] =
+          w.select(closed[n][j], zero,
+                   w.mulf(w.mulf(p[n][j], w.subf(dp, delta[n][j])), scale));
+    }
+  return {p, ds};
+}
+
+/// The query backward: delta of the warp's 16 queries, then their dq.
+void buildBackwardQuery(AttentionBuilder &w, Value row0) {
+  OpBuilder &b = w.b;
+  Location loc = w.loc;
+  const AttentionKernelSpec &spec = w.spec;
+  int64_t columns = spec.headDim / 8;
+  SmallVector<std::array<Value, 4>> queries = w.loadRows(spec.q, row0),
+                                    gradients = w.loadRows(spec.dout, row0);
+  // delta of rows group and group + 8: the lane's columns, then the group's.
+  Index row{b.create<arith::AddIOp>(loc, row0, w.group)};
+  SmallVector<Value> rowDelta, rowLse;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value sum = w.f32(0);
+    Index at = plus(row, 8 * r);
+    for (int64_t c = 0; c < spec.headDim; c += 8)
+      for (int64_t i = 0; i < 2; ++i) {
+        Index column{w.twice, c + i};
+        sum = w.addf(sum, w.mulf(w.loadF32(spec.dout, at, column),
+                                 w.loadF32(spec.out, at, column)));
+      }
+    rowDelta.push_back(w.acrossGroup(sum, false));
+    rowLse.push_back(w.load(spec.lse, at, Index{}));
+  }
+  {
+    Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                          w.inGroup, w.index(0));
+    auto write = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(write.thenBlock()->getTerminator());
+    for (int64_t r = 0; r < 2; ++r)
+      w.store(rowDelta[r], spec.delta, plus(row, 8 * r), Index{});
+  }
+  Tile lseTile, deltaTile;
+  for (int64_t n = 0; n < kStepFragments; ++n)
+    for (int64_t j = 0; j < 4; ++j) {
+      lseTile[n][j] = rowLse[AttentionBuilder::rowOf(j)];
+      deltaTile[n][j] = rowDelta[AttentionBuilder::rowOf(j)];
+    }
+  SmallVector<Fragment> acc(columns, w.zeros());
+  auto loop = buildStepLoop(
+      w, flatten({}, acc), row0, /*transposed=*/false,
+      [&](Value key0, ValueRange state, const Closed &closed) {
+        Tile s = w.scores(w.scoreProducts(queries, spec.k, key0), closed);
+        Tile dp = w.scoreProducts(gradients, spec.v, key0);
+        Tile ds =
+            buildScoreGradient(w, s, dp, lseTile, deltaTile, closed).second;
+        SmallVector<Fragment> next = unflatten(state);
+        w.accumulate(next, ds, spec.k, key0);
+        return flatten({}, next);
+      });
+  w.storeRows(unflatten(loop.getResults()), spec.dq, row0, {});
+}
+
+/// The key/value backward: dk and dv of the warp's 16 keys, over every
+/// query (its tiles transposed: rows are keys, columns queries).
+void buildBackwardKeyValue(AttentionBuilder &w, Value row0) {
+  OpBuilder &b = w.b;
+  Location loc = w.loc;
+  const AttentionKernelSpec &spec = w.spec;
+  int64_t columns = spec.headDim / 8;
+  SmallVector<std::array<Value, 4>> keys = w.loadRows(spec.k, row0),
+                                    values = w.loadRows(spec.v, row0);
+  SmallVector<Fragment> acc(2 * columns, w.zeros());
+  auto loop = buildStepLoop(
+      w, flatten({}, acc), row0, /*transposed=*/true,
+      [&](Value query0, ValueRange state, const Closed &closed) {
+        Tile s = w.scores(w.scoreProducts(keys, spec.q, query0), closed);
+        Tile dp = w.scoreProducts(values, spec.dout, query0);
+        // Each value's query's lse and delta.
+        Tile lseTile, deltaTile;
+        Value column = b.create<arith::AddIOp>(loc, query0, w.twice);
+        for (int64_t n = 0; n < kStepFragments; ++n)
+          for (int64_t i = 0; i < 2; ++i) {
+            Index at{column, 8 * n + i};
+            Value rowLse = w.load(spec.lse, at, Index{});
+            Value rowDelta = w.load(spec.delta, at, Index{});
+            for (int64_t j = i; j < 4; j += 2) {
+              lseTile[n][j] = rowLse;
+              deltaTile[n][j] = rowDelta;
+            }
+          }
+        auto [p, ds] = buildScoreGradient(w, s, dp, lseTile, deltaTile, closed);
+        SmallVector<Fragment> next = unflatten(state);
+        SmallVector<Fragment> dkAcc(next.begin(), next.begin() + columns),
+            dvAcc(next.begin() + columns, next.end());
+        w.accumulate(dvAcc, p, spec.dout, query0);
+        w.accumulate(dkAcc, ds, spec.q, query0);
+        llvm::append_range(dkAcc, dvAcc);
+        return flatten({}, dkAcc);
+      });
+  SmallVector<Fragment> result = unflatten(loop.getResults());
+  w.storeRows(ArrayRef(result).take_front(columns), spec.dk, row0, {});
+  w.storeRows(ArrayRef(result).drop_front(columns), spec.dv, row0, {});
+}
+
+} // namespace
+
+std::string
+mlir::mantissa::whyAttentionKernelsCannotRun(const AttentionKernelSpec &spec) {
+  std::string why = whyAttentionShapeIsUnsupported(spec.sequence, spec.headDim);
+  if (!why.empty())
+    return why;
+  if (spec.batch <= 0 || spec.heads <= 0)
+    return "the batch or the heads are empty";
+  auto reaches = [&](const AttentionOperand &operand, int64_t rows,
+                     int64_t columns) {
+    int64_t last = operand.offset;
+    for (auto [extent, stride] : llvm::zip_equal(
+             std::array<int64_t, 4>{spec.batch, spec.heads, rows, columns},
+             operand.strides)) {
+      if (stride < 0)
+        return false;
+      last += (extent - 1) * stride;
+    }
+    return operand.offset >= 0 && last < operand.elements;
+  };
+  struct Named {
+    const char *name;
+    const AttentionOperand *operand;
+    bool bf16;
+    int64_t columns;
+  };
+  for (const Named &named : {Named{"q", &spec.q, true, spec.headDim},
+                             Named{"k", &spec.k, true, spec.headDim},
+                             Named{"v", &spec.v, true, spec.headDim},
+                             Named{"out", &spec.out, true, spec.headDim},
+                             Named{"dout", &spec.dout, true, spec.headDim},
+                             Named{"dq", &spec.dq, true, spec.headDim},
+                             Named{"dk", &spec.dk, true, spec.headDim},
+                             Named{"dv", &spec.dv, true, spec.headDim},
+                             Named{"mask", &spec.mask, false, spec.sequence},
+                             Named{"lse", &spec.lse, false, 1},
+                             Named{"delta", &spec.delta, false, 1}}) {
+    if (!named.operand->elementType)
+      continue;
+    Type expected =
+        named.bf16
+            ? Type(BFloat16Type::get(named.operand->elementType.getContext()))
+            : named.operand->elementType;
+    if (named.operand->elementType != expected)
+      return llvm::formatv("{0} is not bf16", named.name);
+    if (!reaches(*named.operand, spec.sequence, named.columns))
+      return llvm::formatv("{0} has elements outside its buffer", named.name);
+  }
+  return "";
+}
+
+SmallVector<AttentionArgument>
+mlir::mantissa::getAttentionKernelArguments(AttentionKernel kind,
+                                            const AttentionKernelSpec &spec) {
+  SmallVector<const AttentionOperand *> operands;
+  switch (kind) {
+  case AttentionKernel::Forward:
+    operands = {&spec.q, &spec.k, &spec.v, &spec.mask, &spec.out, &spec.lse};
+    break;
+  case AttentionKernel::BackwardQuery:
+    operands = {&spec.q,    &spec.k,   &spec.v,     &spec.mask, &spec.out,
+                &spec.dout, &spec.lse, &spec.delta, &spec.dq};
+    break;
+  case AttentionKernel::BackwardKeyValue:
+    operands = {&spec.q,   &spec.k,     &spec.v,  &spec.mask, &spec.dout,
+                &spec.lse, &spec.delta, &spec.dk, &spec.dv};
+    break;
+  }
+  SmallVector<AttentionArgument> arguments;
+  for (const AttentionOperand *operand : operands) {
+    arguments.push_back({operand, false});
+    // Pairs of columns: contiguous, every pair at an even element. The
+    // mask's where its rows are the warp's (not transposed).
+    bool even = operand->elements % 2 == 0 && operand->offset % 2 == 0 &&
+                llvm::all_of(ArrayRef(operand->strides).take_front(3),
+                             [](int64_t stride) { return stride % 2 == 0; });
+    bool pairs =
+        operand->strides[3] == 1 &&
+        (operand->elementType.isBF16() ||
+         (operand == &spec.mask && kind != AttentionKernel::BackwardKeyValue));
+    if (even && pairs)
+      arguments.push_back({operand, true});
+  }
+  return arguments;
+}
+
+bool mlir::mantissa::isWrittenByAttentionKernel(
+    AttentionKernel kind, const AttentionKernelSpec &spec,
+    const AttentionOperand *operand) {
+  return operand == &spec.out || operand == &spec.lse || operand == &spec.dq ||
+         operand == &spec.dk || operand == &spec.dv ||
+         (operand == &spec.delta && kind == AttentionKernel::BackwardQuery);
+}
+
+std::string
+mlir::mantissa::describeAttentionKernel(AttentionKernel kind,
+                                        const AttentionKernelSpec &spec) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << int(kind) << ' ' << spec.batch << ' ' << spec.heads << ' '
+     << spec.sequence << ' ' << spec.headDim << ' ';
+  os << llvm::formatv("{0:e17}", spec.scale);
+  for (const AttentionOperand *operand :
+       {&spec.q, &spec.k, &spec.v, &spec.mask, &spec.out, &spec.lse, &spec.dout,
+        &spec.delta, &spec.dq, &spec.dk, &spec.dv}) {
+    os << " | ";
+    if (operand->elementType)
+      os << operand->elementType;
+    os << ' ' << operand->elements << ' ' << operand->offset;
+    for (int64_t stride : operand->strides)
+      os << ' ' << stride;
+  }
+  return text;
+}
+
+/// What a step of `kernel`'s loop issues per lane (the mask's loads and the
+/// ballot every step, the rest where the step is open): weighted
+/// instructions and mma.syncs, into `launch`; false when it has no loop.
+static bool countStep(gpu::GPUFuncOp kernel, AttentionLaunch &launch) {
+  scf::ForOp loop;
+  kernel.walk([&](scf::ForOp found) { loop = found; });
+  if (!loop)
+    return false;
+  loop.getBody()->walk([&](Operation *op) {
+    if (isa<LLVM::InlineAsmOp>(op)) {
+      ++launch.mmasPerStep;
+    } else if (isa<math::ExpOp, math::Exp2Op, math::LogOp>(op)) {
+      launch.opsPerStep += 8;
+    } else if (isa<memref::LoadOp, memref::StoreOp>(op)) {
+      launch.opsPerStep += 4;
+    } else if (!op->hasTrait<OpTrait::ConstantLike>() &&
+               !op->hasTrait<OpTrait::IsTerminator>() &&
+               // Reinterpretations, free in the machine code.
+               !isa<LLVM::ExtractValueOp, scf::IfOp, vector::BitCastOp,
+                    vector::ExtractOp>(op)) {
+      ++launch.opsPerStep;
+    }
+  });
+  return true;
+}
+
+AttentionLaunch mlir::mantissa::buildAttentionKernel(
+    gpu::GPUModuleOp gpuModule, StringRef name, AttentionKernel kind,
+    const AttentionKernelSpec &spec, int64_t blockSize) {
+  SmallVector<AttentionArgument> arguments =
+      getAttentionKernelArguments(kind, spec);
+  SmallVector<Type> types;
+  for (const AttentionArgument &argument : arguments)
+    types.push_back(getBufferType(*argument.operand, argument.pairs));
+  Location loc = gpuModule.getLoc();
+  Block *body = gpuModule.getBody();
+  OpBuilder b = !body->empty() && body->back().hasTrait<OpTrait::IsTerminator>()
+                    ? OpBuilder(&body->back())
+                    : OpBuilder::atBlockEnd(body);
+  auto kernel =
+      b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType(types, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  kernel->setAttr(kWarpLockstepAttr, b.getUnitAttr());
+  // An operand's two views are two arguments: noalias holds where they are
+  // only read; an output is written through one of them only (its pairs
+  // where it has them).
+  for (auto [position, argument] : llvm::enumerate(arguments)) {
+    kernel.setArgAttr(position, LLVM::LLVMDialect::getNoAliasAttrName(),
+                      b.getUnitAttr());
+    if (!isWrittenByAttentionKernel(kind, spec, argument.operand))
+      kernel.setArgAttr(position, LLVM::LLVMDialect::getReadonlyAttrName(),
+                        b.getUnitAttr());
+  }
+  Block *entry = &kernel.getBody().front();
+  b.setInsertionPointToStart(entry);
+  b.setInsertionPoint(b.create<gpu::ReturnOp>(loc));
+  AttentionBuilder w(b, loc, spec);
+  for (auto [argument, value] :
+       llvm::zip_equal(arguments, entry->getArguments()))
+    (argument.pairs ? w.pairs : w.buffers)[argument.operand] = value;
+  // Warp number: block * warps per block + thread / 32; its tile of 16 rows
+  // of one sequence. Warps past the last tile (the last block's) do nothing.
+  int64_t warpsPerBlock = blockSize / 32;
+  int64_t tiles = spec.sequence / kTileRows;
+  int64_t warps = spec.batch * spec.heads * tiles;
+  Value thread = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
+  Value warp = b.create<arith::AddIOp>(
+      loc,
+      b.create<arith::MulIOp>(loc,
+                              b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x),
+                              w.index(warpsPerBlock)),
+      b.create<arith::DivUIOp>(loc, thread, w.index(32)));
+  w.setLane(thread);
+  auto active = b.create<scf::IfOp>(
+      loc,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, warp,
+                              w.index(warps)),
+      /*withElseRegion=*/false);
+  b.setInsertionPoint(active.thenBlock()->getTerminator());
+  w.setSequence(b.create<arith::DivUIOp>(loc, warp, w.index(tiles)));
+  Value row0 = b.create<arith::MulIOp>(
+      loc, b.create<arith::RemUIOp>(loc, warp, w.index(tiles)),
+      w.index(kTileRows));
+  switch (kind) {
+  case AttentionKernel::Forward:
+    buildForward(w, row0);
+    break;
+  case AttentionKernel::BackwardQuery:
+    buildBackwardQuery(w, row0);
+    break;
+  case AttentionKernel::BackwardKeyValue:
+    buildBackwardKeyValue(w, row0);
+    break;
+  }
+  // What LLVM would share and hoist anyway, so that the counts below are
+  // of what a step issues.
+  PassManager cleanup(gpuModule.getContext(),
+                      gpu::GPUFuncOp::getOperationName());
+  cleanup.addPass(createCanonicalizerPass());
+  cleanup.addPass(createCSEPass());
+  cleanup.addPass(createLoopInvariantCodeMotionPass());
+  cleanup.addPass(createCanonicalizerPass());
+  cleanup.addPass(createCSEPass());
+  if (failed(cleanup.run(kernel)))
+    llvm::report_fatal_error("the attention kernel does not clean up");
+  AttentionLaunch launch;
+  launch.warps = warps;
+  launch.grid = (warps + warpsPerBlock - 1) / warpsPerBlock;
+  // Steps under a causal mask: rows (queries) 16 t .. 16 t + 15 see the
+  // keys up to theirs; keys 16 t .. are seen by the queries from theirs.
+  int64_t steps = spec.sequence / kStepColumns, taken = 0;
+  for (int64_t tile = 0; tile < tiles; ++tile)
+    taken += kind == AttentionKernel::BackwardKeyValue
+                 ? steps - (tile * kTileRows) / kStepColumns
+                 : (tile * kTileRows + kTileRows - 1) / kStepColumns + 1;
+  launch.stepsPerWarp = double(taken) / double(tiles);
+  if (!countStep(kernel, launch)) {
+    // One step, whose loop the clean-up unrolled: the step of the same
+    // kernel over two, built aside.
+    OwningOpRef<ModuleOp> scratch = ModuleOp::create(loc);
+    auto aside = OpBuilder::atBlockEnd(scratch->getBody())
+                     .create<gpu::GPUModuleOp>(loc, "aside");
+    AttentionKernelSpec twoSteps = spec;
+    twoSteps.sequence = 2 * kStepColumns;
+    AttentionLaunch twin =
+        buildAttentionKernel(aside, name, kind, twoSteps, blockSize);
+    launch.opsPerStep = twin.opsPerStep;
+    launch.mmasPerStep = twin.mmasPerStep;
+  }
+  return launch;
+}
+
+int64_t AttentionLaunch::tensorFlops() const {
+  // One mma.sync m16n8k16: 16 x 8 x 16 multiply-adds.
+  return int64_t(double(warps) * stepsPerWarp * double(mmasPerStep) * 2 * 16 *
+                 8 * 16);
+}

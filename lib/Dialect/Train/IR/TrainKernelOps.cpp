@@ -1,0 +1,122 @@
+//===- TrainKernelOps.cpp - Ops the GPU path forms from the graph ---------===//
+//
+// train.attention_kernel: its verifier, its memory effects on buffers, and
+// its bufferization (destination passing: each output bufferizes in place
+// into its result).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+
+using namespace mlir;
+using namespace mlir::mantissa::train;
+
+LogicalResult AttentionKernelOp::verify() {
+  bool backward = getBackward();
+  size_t inputs = backward ? 7 : 4, outputs = backward ? 4 : 2;
+  if (getInputs().size() != inputs || getOutputs().size() != outputs)
+    return emitOpError() << "takes " << inputs << " inputs and " << outputs
+                         << " outputs " << (backward ? "backward" : "forward");
+  auto shapeOf = [](Value value) { return cast<ShapedType>(value.getType()); };
+  ShapedType query = shapeOf(getInputs()[0]);
+  if (!query.hasStaticShape() || query.getRank() != 4)
+    return emitOpError() << "needs a static [batch, heads, sequence, "
+                            "head_dim] query";
+  ArrayRef<int64_t> shape = query.getShape();
+  Type bf16 = BFloat16Type::get(getContext());
+  SmallVector<int64_t> rows(shape.take_front(3));
+  SmallVector<int64_t> mask = {shape[2], shape[2]};
+  auto expect = [&](Value value, ArrayRef<int64_t> expected, Type element,
+                    StringRef what) -> LogicalResult {
+    ShapedType type = shapeOf(value);
+    if (type.getShape() != expected || type.getElementType() != element)
+      return emitOpError() << what << " is " << type << "; expected "
+                           << (expected.empty() ? "" : "a ") << "["
+                           << llvm::make_range(expected.begin(), expected.end())
+                           << "] of " << element;
+    return success();
+  };
+  Type f32 = Float32Type::get(getContext()),
+       i1 = IntegerType::get(getContext(), 1);
+  SmallVector<std::tuple<Value, ArrayRef<int64_t>, Type, StringRef>> checks = {
+      {getInputs()[1], shape, bf16, "the key"},
+      {getInputs()[2], shape, bf16, "the value"},
+      {getInputs()[3], mask, i1, "the mask"}};
+  if (backward) {
+    checks.push_back({getInputs()[4], shape, bf16, "the output"});
+    checks.push_back({getInputs()[5], rows, f32, "the log-sum-exp"});
+    checks.push_back({getInputs()[6], shape, bf16, "the output's gradient"});
+    for (int64_t i = 0; i < 3; ++i)
+      checks.push_back({getOutputs()[i], shape, bf16, "a gradient"});
+    checks.push_back({getOutputs()[3], rows, f32, "delta"});
+  } else {
+    checks.push_back({getOutputs()[0], shape, bf16, "the output"});
+    checks.push_back({getOutputs()[1], rows, f32, "the log-sum-exp"});
+  }
+  if (query.getElementType() != bf16)
+    return emitOpError() << "the query is " << query << "; expected bf16";
+  for (auto [value, expected, element, what] : checks)
+    if (failed(expect(value, expected, element, what)))
+      return failure();
+  bool onTensors = isa<RankedTensorType>(getOutputs()[0].getType());
+  if (llvm::any_of(getOperandTypes(), [&](Type type) {
+        return isa<RankedTensorType>(type) != onTensors;
+      }))
+    return emitOpError() << "mixes tensors and memrefs";
+  if (onTensors ? getResultTypes() != getOutputs().getTypes()
+                : getNumResults() != 0)
+    return emitOpError() << "has results other than its outputs' tensors";
+  return success();
+}
+
+void AttentionKernelOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &input : getInputsMutable())
+    if (isa<MemRefType>(input.get().getType()))
+      effects.emplace_back(MemoryEffects::Read::get(), &input,
+                           SideEffects::DefaultResource::get());
+  for (OpOperand &output : getOutputsMutable())
+    if (isa<MemRefType>(output.get().getType()))
+      effects.emplace_back(MemoryEffects::Write::get(), &output,
+                           SideEffects::DefaultResource::get());
+}
+
+bool AttentionKernelOp::bufferizesToMemoryRead(
+    OpOperand &operand, const bufferization::AnalysisState &) {
+  return !isDpsInit(&operand);
+}
+
+bool AttentionKernelOp::bufferizesToMemoryWrite(
+    OpOperand &operand, const bufferization::AnalysisState &) {
+  return isDpsInit(&operand);
+}
+
+bufferization::AliasingValueList
+AttentionKernelOp::getAliasingValues(OpOperand &operand,
+                                     const bufferization::AnalysisState &) {
+  if (!isDpsInit(&operand))
+    return {};
+  return {
+      {getTiedOpResult(&operand), bufferization::BufferRelation::Equivalent}};
+}
+
+LogicalResult AttentionKernelOp::bufferize(
+    RewriterBase &rewriter,
+    const bufferization::BufferizationOptions &options) {
+  SmallVector<Value> inputs, outputs;
+  for (auto [values, buffers] :
+       {std::pair{getInputs(), &inputs}, std::pair{getOutputs(), &outputs}})
+    for (Value value : values) {
+      FailureOr<Value> buffer =
+          bufferization::getBuffer(rewriter, value, options);
+      if (failed(buffer))
+        return failure();
+      buffers->push_back(*buffer);
+    }
+  rewriter.create<AttentionKernelOp>(getLoc(), TypeRange{}, inputs, outputs,
+                                     getBackwardAttr(), getScaleAttr());
+  bufferization::replaceOpWithBufferizedValues(rewriter, *this, outputs);
+  return success();
+}
