@@ -355,6 +355,15 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       !trainer.saveCheckpointDir.empty() || !trainer.resumeDir.empty();
   if (steps <= 0 && checkpointing)
     return reportError("--save-checkpoint and --resume need --steps N");
+  // One step's loss and gradients are the evaluation without --steps, on
+  // the CPU: not something training writes.
+  if (!gradsPath.empty() && steps > 0)
+    return reportError("--dump-grads writes one step's loss and gradients "
+                       "without training; it cannot be combined with --steps");
+  if (!gradsPath.empty() && (device == "cuda" || device == "gpu"))
+    return reportError("--dump-grads evaluates the step on the CPU; it cannot "
+                       "be combined with --device " +
+                       device);
   // Ranks of an mpirun launch (else one).
   std::unique_ptr<rt::Communicator> communicator;
   if (steps > 0) {

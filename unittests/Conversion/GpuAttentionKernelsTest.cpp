@@ -103,7 +103,8 @@ protected:
   /// Runs forward and backward of `problem` with `closed(query, key)` as
   /// the mask and checks every output against double precision.
   void check(const Problem &problem,
-             const std::function<bool(int64_t, int64_t)> &closed) {
+             const std::function<bool(int64_t, int64_t)> &closed,
+             Problem::Layout valueLayout = Problem::Layout::Dense) {
     const int64_t B = problem.batch, H = problem.heads, S = problem.sequence,
                   D = problem.headDim;
     Type bf16 = BFloat16Type::get(&context), f32 = Float32Type::get(&context),
@@ -117,7 +118,7 @@ protected:
     spec.scale = problem.scale;
     spec.q = problem.operand(bf16, Layout::Interleaved);
     spec.k = problem.operand(bf16, Layout::Interleaved);
-    spec.v = problem.operand(bf16, Layout::Dense);
+    spec.v = problem.operand(bf16, valueLayout);
     spec.out = problem.operand(bf16, Layout::Dense);
     spec.dout = problem.operand(bf16, Layout::Interleaved);
     spec.dq = problem.operand(bf16, Layout::Dense);
@@ -362,13 +363,17 @@ TEST_F(GpuAttentionKernelsTest, CausalMatchesDoublePrecision) {
 }
 
 /// A mask that is not causal (every query sees a different set of keys,
-/// some steps closed for some warps only), head dimension 16.
+/// some steps closed for some warps only), head dimension 16, v stored
+/// transposed (no pairs of neighbouring columns to load at once).
 TEST_F(GpuAttentionKernelsTest, ArbitraryMaskMatchesDoublePrecision) {
-  check({1, 2, 96, 16, 0.25}, [](int64_t query, int64_t key) {
-    if (key == query)
-      return false;
-    return (query * 7 + key * 3) % 5 == 0 || (key >= 64 && query < 40);
-  });
+  check(
+      {1, 2, 96, 16, 0.25},
+      [](int64_t query, int64_t key) {
+        if (key == query)
+          return false;
+        return (query * 7 + key * 3) % 5 == 0 || (key >= 64 && query < 40);
+      },
+      Problem::Layout::Transposed);
 }
 
 } // namespace

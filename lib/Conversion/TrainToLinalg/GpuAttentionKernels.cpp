@@ -15,7 +15,11 @@
 //
 // Two C fragments side by side are, rounded to bf16 and paired, the A
 // fragment of the product that follows (scores, then probabilities times
-// values), so no score leaves the registers. The rows of a C fragment are
+// values), so no score leaves the registers. In that product (its B rows
+// are keys or queries, its columns the head dimension) two neighbouring
+// 8-column tiles take their columns interleaved, so that a lane's two
+// columns are one 32-bit load per row and its outputs 4 neighbouring
+// columns. The rows of a C fragment are
 // shared by the 4 lanes of a group, whose row maximum and sum take two xor
 // shuffles. A step of the loop that the mask closes entirely (above the
 // causal diagonal) is skipped by the whole warp (a ballot of the lanes'
@@ -122,6 +126,7 @@ public:
     group = b.create<arith::DivUIOp>(loc, lane, index(4));
     inGroup = b.create<arith::RemUIOp>(loc, lane, index(4));
     twice = b.create<arith::MulIOp>(loc, inGroup, index(2));
+    twiceGroup = b.create<arith::MulIOp>(loc, group, index(2));
   }
   void setSequence(Value sequence) {
     batch = b.create<arith::DivUIOp>(loc, sequence, index(spec.heads));
@@ -221,11 +226,6 @@ public:
         ValueRange{
             b.create<arith::ShRUIOp>(loc, at(operand, row, column), index(1))});
   }
-  /// Elements (row, column) and (row + 1, column).
-  Value pairDown(const AttentionOperand &operand, Index row, Index column) {
-    return pack(bf16At(operand, row, column),
-                bf16At(operand, plus(row, 1), column));
-  }
   /// Stores x and y, rounded to bf16, at (row, column) and (row, column +
   /// 1): one 32-bit store when the operand has pairs.
   void storePair(Value x, Value y, const AttentionOperand &operand, Index row,
@@ -269,13 +269,36 @@ public:
     return {pairAcross(operand, row, column),
             pairAcross(operand, row, plus(column, 8))};
   }
-  /// The B fragment B(k, n) = X[k0 + k][n0 + n] (v in p v).
-  std::array<Value, 2> loadB(const AttentionOperand &operand, Index k0,
-                             int64_t n0) {
+  /// The B fragments B(k, n) = X[k0 + k][d(n)] of two neighbouring
+  /// 8-column tiles from column d0 (v in p v), the tiles' columns
+  /// interleaved: in the first, column n is d0 + 2 n, in the second
+  /// d0 + 2 n + 1. A lane's two columns are then neighbours, one 32-bit load
+  /// per row (two halves, one per tile), and each lane's outputs are 4
+  /// neighbouring columns (storeRows). The products do not care which
+  /// column is which, as long as the outputs are stored where they belong.
+  std::array<std::array<Value, 2>, 2>
+  loadInterleavedB(const AttentionOperand &operand, Index k0, int64_t d0) {
     Index row{b.create<arith::AddIOp>(loc, k0.value, twice), k0.constant};
-    Index column{group, n0};
-    return {pairDown(operand, row, column),
-            pairDown(operand, plus(row, 8), column)};
+    Index column{twiceGroup, d0};
+    std::array<std::array<Value, 2>, 2> tiles;
+    for (int64_t r = 0; r < 2; ++r) {
+      auto [upperLeft, upperRight] =
+          halves(pairAcross(operand, plus(row, 8 * r), column));
+      auto [lowerLeft, lowerRight] =
+          halves(pairAcross(operand, plus(row, 8 * r + 1), column));
+      tiles[0][r] = pack(upperLeft, lowerLeft);
+      tiles[1][r] = pack(upperRight, lowerRight);
+    }
+    return tiles;
+  }
+  /// The two bf16 halves of a packed pair (the low one first).
+  std::pair<Value, Value> halves(Value word) {
+    Value vector = b.create<vector::BitCastOp>(
+        loc, VectorType::get({2}, b.getBF16Type()),
+        b.create<vector::FromElementsOp>(
+            loc, VectorType::get({1}, b.getI32Type()), ValueRange{word}));
+    return {b.create<vector::ExtractOp>(loc, vector, ArrayRef<int64_t>{0}),
+            b.create<vector::ExtractOp>(loc, vector, ArrayRef<int64_t>{1})};
   }
   /// D = A B + C on the tensor cores, one warp-wide mma.sync.
   Fragment mma(ArrayRef<Value> a, ArrayRef<Value> bFragment,
@@ -410,24 +433,30 @@ public:
                   const AttentionOperand &operand, Value column0) {
     for (int64_t half = 0; half < 2; ++half) {
       std::array<Value, 4> a = tileAsA(tile, half);
-      for (size_t d = 0; d < acc.size(); ++d)
-        acc[d] =
-            mma(a, loadB(operand, Index{column0, 16 * half}, 8 * d), acc[d]);
+      for (size_t d = 0; d < acc.size(); d += 2) {
+        auto tiles =
+            loadInterleavedB(operand, Index{column0, 16 * half}, 8 * d);
+        acc[d] = mma(a, tiles[0], acc[d]);
+        acc[d + 1] = mma(a, tiles[1], acc[d + 1]);
+      }
     }
   }
-  /// Stores acc (rows row0.., the head dimension) as bf16, times factor[r].
+  /// Stores acc (rows row0.., the head dimension, its tiles interleaved in
+  /// pairs as accumulate leaves them) as bf16, times factor[r]: value j of
+  /// tile 2 p + s is column 16 p + 4 thread + 2 (j % 2) + s.
   void storeRows(ArrayRef<Fragment> acc, const AttentionOperand &operand,
                  Value row0, ArrayRef<Value> factor) {
     Index row{b.create<arith::AddIOp>(loc, row0, group)};
-    for (auto [d, fragment] : llvm::enumerate(acc))
-      for (int64_t j = 0; j < 4; j += 2) {
-        Value x = fragment[j], y = fragment[j + 1];
+    Value fourThread = b.create<arith::MulIOp>(loc, inGroup, index(4));
+    for (size_t d = 0; d < acc.size(); d += 2)
+      for (int64_t j = 0; j < 4; ++j) {
+        Value x = acc[d][j], y = acc[d + 1][j];
         if (!factor.empty()) {
           x = mulf(x, factor[rowOf(j)]);
           y = mulf(y, factor[rowOf(j)]);
         }
         storePair(x, y, operand, plus(row, 8 * rowOf(j)),
-                  Index{twice, int64_t(8 * d)});
+                  Index{fourThread, int64_t(8 * d + 2 * (j % 2))});
       }
   }
 
@@ -442,7 +471,7 @@ public:
   OpBuilder &b;
   Location loc;
   const AttentionKernelSpec &spec;
-  Value group, inGroup, twice, batch, head;
+  Value group, inGroup, twice, twiceGroup, batch, head;
 };
 
 /// The flat memref type of an operand's buffer: its elements, or their
