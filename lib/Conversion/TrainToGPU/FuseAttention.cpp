@@ -298,6 +298,10 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   attention.backwardAt = attention.dv->isBeforeInBlock(dp)
                              ? attention.dv.getOperation()
                              : dp.getOperation();
+  // The backward comes where the forward's results exist (in a joint
+  // graph, always).
+  if (!attention.out->isBeforeInBlock(attention.backwardAt))
+    return std::nullopt;
   return attention;
 }
 
