@@ -22,9 +22,10 @@
 // Every operand is reached through views that merge or split [B, H],
 // transposes of the last two dimensions and roundings to bf16 (of fp32 or
 // of a widened bf16 value), from a [B, H, S, D] tensor; the fused ops take
-// those tensors rounded to bf16 once. Nothing else changes: the ops the
-// fusion leaves unused go, the rest stay (a probability tensor someone else
-// reads is still computed).
+// those tensors rounded to bf16 once. Where the probabilities have other
+// readers, nothing is fused. The ops the fusion leaves unused go, and so do
+// the view and transpose round trips between the fused ops' results and
+// their readers.
 //
 //===----------------------------------------------------------------------===//
 

@@ -19,11 +19,11 @@
 // are keys or queries, its columns the head dimension) two neighbouring
 // 8-column tiles take their columns interleaved, so that a lane's two
 // columns are one 32-bit load per row and its outputs 4 neighbouring
-// columns. The rows of a C fragment are
-// shared by the 4 lanes of a group, whose row maximum and sum take two xor
-// shuffles. A step of the loop that the mask closes entirely (above the
-// causal diagonal) is skipped by the whole warp (a ballot of the lanes'
-// mask values), so that causal attention does half the work.
+// columns. The rows of a C fragment are shared by the 4 lanes of a group,
+// whose row maximum and sum take two xor shuffles. A step of the loop that
+// the mask closes entirely (above the causal diagonal) is skipped by the
+// whole warp (a ballot of the lanes' mask values), so that causal
+// attention does half the work.
 //
 //===----------------------------------------------------------------------===//
 

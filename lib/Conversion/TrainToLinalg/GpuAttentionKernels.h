@@ -31,7 +31,7 @@ struct AttentionOperand {
   std::array<int64_t, 4> strides = {0, 0, 0, 0};
 };
 
-/// Causal-mask attention of `batch` x `heads` sequences of `sequence`
+/// Masked attention of `batch` x `heads` sequences of `sequence`
 /// positions, head dimension `headDim`: scores = bf16(bf16(q k^T) * scale)
 /// (the products rounded as the bf16 bmm and its scaling round them),
 /// -inf where `mask` is true, softmax along the keys in fp32, out = p v.
