@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuAttentionKernels.h"
+#include "GpuKernels.h"
 #include "mantissa/Conversion/FusedAttention.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -41,8 +42,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <limits>
-#include <map>
-#include <tuple>
 
 using namespace mlir;
 using namespace mlir::mantissa;
@@ -70,19 +69,6 @@ struct Index {
 Index plus(Index index, int64_t constant) {
   return {index.value, index.constant + constant};
 }
-
-/// Orders the position cache's keys (values by their implementation).
-struct PositionOrder {
-  using Key = std::tuple<const AttentionOperand *, Value, Value, Block *>;
-  bool operator()(const Key &x, const Key &y) const {
-    auto raw = [](const Key &key) {
-      return std::make_tuple(
-          std::get<0>(key), std::get<1>(key).getAsOpaquePointer(),
-          std::get<2>(key).getAsOpaquePointer(), std::get<3>(key));
-    };
-    return raw(x) < raw(y);
-  }
-};
 
 /// Builds one attention kernel's body: the warp's lane, its batch and
 /// head, and the fragment loads, products and row reductions of
@@ -143,28 +129,24 @@ public:
   }
 
   /// The position of element (row, column) of `operand` in its buffer: the
-  /// warp's sequence's base, the values' terms (shared by the accesses of a
-  /// block that have the same values), then the constants.
+  /// warp's sequence's base, the values' terms, then the constants (so that
+  /// the elements of a fragment share the terms, which the clean-up's CSE
+  /// merges, and the constants fold into the loads' addresses).
   Value at(const AttentionOperand &operand, Index row, Index column) {
-    Block *block = b.getInsertionBlock();
-    Value &base = positions[{&operand, row.value, column.value, block}];
-    if (!base) {
-      base = sequenceBase.lookup(&operand);
-      auto term = [&](Value value, int64_t stride) {
-        if (value && stride != 0)
-          base = b.create<arith::AddIOp>(
-              loc, base, b.create<arith::MulIOp>(loc, value, index(stride)));
-      };
-      term(row.value, operand.strides[2]);
-      term(column.value, operand.strides[3]);
-    }
-    return add(base, row.constant * operand.strides[2] +
-                         column.constant * operand.strides[3]);
+    Value position = sequenceBase.lookup(&operand);
+    for (auto [value, stride] : {std::pair{row.value, operand.strides[2]},
+                                 std::pair{column.value, operand.strides[3]}})
+      if (value && stride != 0)
+        position = b.create<arith::AddIOp>(
+            loc, position, b.create<arith::MulIOp>(loc, value, index(stride)));
+    return add(position, row.constant * operand.strides[2] +
+                             column.constant * operand.strides[3]);
   }
   Value buffer(const AttentionOperand &operand) {
     return buffers.lookup(&operand);
   }
-  /// The element as it is stored (f32 for lse and delta, i1 for the mask).
+  /// The element as it is stored (bf16, f32 for lse and delta, i1 for the
+  /// mask).
   Value load(const AttentionOperand &operand, Index row, Index column) {
     return b.create<memref::LoadOp>(loc, buffer(operand),
                                     at(operand, row, column));
@@ -174,17 +156,9 @@ public:
     b.create<memref::StoreOp>(loc, value, buffer(operand),
                               at(operand, row, column));
   }
-  /// A bf16 element.
-  Value bf16At(const AttentionOperand &operand, Index row, Index column) {
-    return b.create<memref::LoadOp>(loc, buffer(operand),
-                                    at(operand, row, column));
-  }
   /// A bf16 element as f32.
   Value loadF32(const AttentionOperand &operand, Index row, Index column) {
-    return widen(bf16At(operand, row, column));
-  }
-  Value i32(int64_t value) {
-    return b.create<arith::ConstantIntOp>(loc, value, 32);
+    return widen(load(operand, row, column));
   }
   Value widen(Value value) {
     if (value.getType().isF32())
@@ -219,8 +193,8 @@ public:
   /// operand has pairs (column even, as every fragment's is).
   Value pairAcross(const AttentionOperand &operand, Index row, Index column) {
     if (!pairs.count(&operand))
-      return pack(bf16At(operand, row, column),
-                  bf16At(operand, row, plus(column, 1)));
+      return pack(load(operand, row, column),
+                  load(operand, row, plus(column, 1)));
     return b.create<memref::LoadOp>(
         loc, pairs.lookup(&operand),
         ValueRange{
@@ -460,14 +434,24 @@ public:
       }
   }
 
+  /// Stores one value per row of the lane's two (row0 + group and 8 rows
+  /// further: lse, delta) from the first lane of each group.
+  void storeRowValues(ArrayRef<Value> values, const AttentionOperand &operand,
+                      Value row0) {
+    Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                          inGroup, index(0));
+    auto write = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(write.thenBlock()->getTerminator());
+    Index row{b.create<arith::AddIOp>(loc, row0, group)};
+    for (auto [r, value] : llvm::enumerate(values))
+      store(value, operand, plus(row, 8 * r), Index{});
+  }
+
   /// Each operand's buffer (a kernel argument) as elements and, where it
   /// has them, as pairs (AttentionArgument), and its base in the warp's
   /// sequence.
   llvm::DenseMap<const AttentionOperand *, Value> buffers, pairs, sequenceBase;
-  /// Positions' value parts, per block they were computed in.
-  std::map<std::tuple<const AttentionOperand *, Value, Value, Block *>, Value,
-           PositionOrder>
-      positions;
   OpBuilder &b;
   Location loc;
   const AttentionKernelSpec &spec;
@@ -584,21 +568,16 @@ void buildForward(AttentionBuilder &w, Value row0) {
   for (int64_t r = 0; r < 2; ++r)
     inverse.push_back(b.create<arith::DivFOp>(loc, w.f32(1), final[2 + r]));
   w.storeRows(unflatten(final.drop_front(4)), spec.out, row0, inverse);
-  // lse = max + log(sum), by the first lane of each group.
-  Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                        w.inGroup, w.index(0));
-  auto write = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(write.thenBlock()->getTerminator());
-  Index row{b.create<arith::AddIOp>(loc, row0, w.group)};
+  // lse = max + log(sum), -inf for a row the mask closes.
+  SmallVector<Value> lse;
   for (int64_t r = 0; r < 2; ++r) {
     Value closedRow = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ,
                                               final[r], minusInfinity);
-    Value value =
+    lse.push_back(
         w.select(closedRow, minusInfinity,
-                 w.addf(final[r], b.create<math::LogOp>(loc, final[2 + r])));
-    w.store(value, spec.lse, plus(row, 8 * r), Index{});
+                 w.addf(final[r], b.create<math::LogOp>(loc, final[2 + r]))));
   }
+  w.storeRowValues(lse, spec.lse, row0);
 }
 
 /// The probabilities and the scores' gradient (times the scale, zero where
@@ -644,15 +623,7 @@ void buildBackwardQuery(AttentionBuilder &w, Value row0) {
     rowDelta.push_back(w.acrossGroup(sum, false));
     rowLse.push_back(w.load(spec.lse, at, Index{}));
   }
-  {
-    Value first = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                          w.inGroup, w.index(0));
-    auto write = b.create<scf::IfOp>(loc, first, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(write.thenBlock()->getTerminator());
-    for (int64_t r = 0; r < 2; ++r)
-      w.store(rowDelta[r], spec.delta, plus(row, 8 * r), Index{});
-  }
+  w.storeRowValues(rowDelta, spec.delta, row0);
   Tile lseTile, deltaTile;
   for (int64_t n = 0; n < kStepFragments; ++n)
     for (int64_t j = 0; j < 4; ++j) {
@@ -867,10 +838,7 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   for (const AttentionArgument &argument : arguments)
     types.push_back(getBufferType(*argument.operand, argument.pairs));
   Location loc = gpuModule.getLoc();
-  Block *body = gpuModule.getBody();
-  OpBuilder b = !body->empty() && body->back().hasTrait<OpTrait::IsTerminator>()
-                    ? OpBuilder(&body->back())
-                    : OpBuilder::atBlockEnd(body);
+  OpBuilder b = getModuleEndBuilder(gpuModule);
   auto kernel =
       b.create<gpu::GPUFuncOp>(loc, name, b.getFunctionType(types, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());

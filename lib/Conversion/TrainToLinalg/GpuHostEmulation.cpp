@@ -28,6 +28,27 @@
 using namespace mlir;
 using namespace mlir::mantissa;
 
+/// A 1-D launch on the host: the block's and thread's indices, the grid
+/// and block sizes, and the values of the other dimensions (0 and 1).
+struct HostGeometry {
+  Value block, thread, grid, blockSize, zero, one;
+};
+
+/// The value of launch-geometry op `op` (block or thread index, grid or
+/// block size) in `geometry`; null for any other op.
+static Value getHostGeometry(Operation *op, const HostGeometry &geometry) {
+  auto x = [](auto idOp) { return idOp.getDimension() == gpu::Dimension::x; };
+  if (auto id = dyn_cast<gpu::BlockIdOp>(op))
+    return x(id) ? geometry.block : geometry.zero;
+  if (auto id = dyn_cast<gpu::ThreadIdOp>(op))
+    return x(id) ? geometry.thread : geometry.zero;
+  if (auto dim = dyn_cast<gpu::GridDimOp>(op))
+    return x(dim) ? geometry.grid : geometry.one;
+  if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
+    return x(dim) ? geometry.blockSize : geometry.one;
+  return nullptr;
+}
+
 /// The host function of `kernel` (its arguments, then the grid and the
 /// block size), at the end of `hostModule`; `builder` at its entry.
 static Block *createHostFunction(OpBuilder &builder, gpu::GPUFuncOp kernel,
@@ -201,23 +222,15 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
   // Launch geometry as the loops give it: x only (the kernels are 1-D).
   for (scf::ForOp threads : threadLoops) {
     WalkResult result = threads.getBody()->walk([&](Operation *op) {
-      Value replacement;
-      auto dimension = [&](auto idOp) {
-        return idOp.getDimension() == gpu::Dimension::x;
-      };
-      if (auto id = dyn_cast<gpu::BlockIdOp>(op))
-        replacement = dimension(id) ? blocks.getInductionVar() : zero;
-      else if (auto id = dyn_cast<gpu::ThreadIdOp>(op))
-        replacement = dimension(id) ? threads.getInductionVar() : zero;
-      else if (auto dim = dyn_cast<gpu::GridDimOp>(op))
-        replacement = dimension(dim) ? grid : one;
-      else if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
-        replacement = dimension(dim) ? blockSize : one;
-      else if (isa<gpu::GPUDialect>(op->getDialect()))
-        return op->emitOpError() << "cannot run on the host",
-               WalkResult::interrupt();
-      else
+      Value replacement = getHostGeometry(op, {blocks.getInductionVar(),
+                                               threads.getInductionVar(), grid,
+                                               blockSize, zero, one});
+      if (!replacement) {
+        if (isa<gpu::GPUDialect>(op->getDialect()))
+          return op->emitOpError() << "cannot run on the host",
+                 WalkResult::interrupt();
         return WalkResult::advance();
+      }
       op->getResult(0).replaceAllUsesWith(replacement);
       op->erase();
       return WalkResult::skip();
@@ -371,28 +384,19 @@ LogicalResult WarpEmulation::cloneUniformIf(scf::IfOp branch) {
 
 LogicalResult WarpEmulation::cloneOp(Operation &op) {
   Location loc = op.getLoc();
-  auto lane = [&](int64_t l) {
-    return builder.create<arith::ConstantIndexOp>(loc, l).getResult();
-  };
-  if (auto id = dyn_cast<gpu::ThreadIdOp>(op)) {
-    for (auto [l, mapping] : llvm::enumerate(lanes))
-      mapping.map(id.getResult(),
-                  id.getDimension() == gpu::Dimension::x
-                      ? builder.create<arith::AddIOp>(loc, warpBase, lane(l))
+  if (isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::GridDimOp, gpu::BlockDimOp>(
+          op)) {
+    // Lane l's thread is warpBase + l.
+    bool threadIndex = isa<gpu::ThreadIdOp>(op);
+    for (auto [l, mapping] : llvm::enumerate(lanes)) {
+      Value thread =
+          threadIndex ? builder.create<arith::AddIOp>(loc, warpBase, index(l))
                             .getResult()
-                      : index(0));
-    return success();
-  }
-  Value uniform;
-  if (auto id = dyn_cast<gpu::BlockIdOp>(op))
-    uniform = id.getDimension() == gpu::Dimension::x ? block : index(0);
-  else if (auto dim = dyn_cast<gpu::BlockDimOp>(op))
-    uniform = dim.getDimension() == gpu::Dimension::x ? blockSize : index(1);
-  else if (auto dim = dyn_cast<gpu::GridDimOp>(op))
-    uniform = dim.getDimension() == gpu::Dimension::x ? grid : index(1);
-  if (uniform) {
-    for (IRMapping &mapping : lanes)
-      mapping.map(op.getResult(0), uniform);
+                      : Value();
+      mapping.map(op.getResult(0),
+                  getHostGeometry(&op, {block, thread, grid, blockSize,
+                                        index(0), index(1)}));
+    }
     return success();
   }
   if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
