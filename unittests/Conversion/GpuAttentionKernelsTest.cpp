@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../../lib/Conversion/TrainToLinalg/GpuAttentionKernels.h"
-#include "../../lib/Conversion/TrainToLinalg/GpuKernels.h"
+#include "../../lib/Conversion/TrainToGPU/GpuAttentionKernels.h"
+#include "../../lib/Conversion/TrainToGPU/GpuKernels.h"
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -679,4 +679,51 @@ def FuseParallelKernelsPass
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def GroupLaunchesPass
+    : Pass<"mantissa-group-launches", "::mlir::func::FuncOp"> {
+  let summary = "Decide which kernels of a bufferized step share a GPU launch";
+  let description = [{
+    On a bufferized step ready for the GPU program (GpuStepOps.h says what
+    each op becomes: a generated kernel, a GEMM, the fill or epilogue a GEMM
+    absorbs, the attention kernels), marks every kernel op with the launch
+    it runs in (`mantissa.gpu_launch`, numbered in program order), its
+    place among that launch's members (`mantissa.gpu_member`) and the
+    stride of its threads there (`mantissa.gpu_thread_stride`: iteration i
+    on thread i * stride). One launch of the largest thread count then runs
+    its members one after the other on each thread, without a launch in
+    between.
+
+    A kernel joins the latest launch, at most 12 ops back, that it may run
+    in without changing a result:
+    - independent: neither it nor anything in between (kernels, GEMMs,
+      attention) touches what the other writes;
+    - or dependent thread-locally: on every buffer where it conflicts with
+      a member, both run on the same threads, and each thread touches one
+      element, the same in both, that no other thread touches;
+    - or as the fold of a split reduction (`mantissa.gpu_fold_parts = P`)
+      whose partials a member computed, thread t partial t: the fold runs
+      output u on the threads from u * P, where the warp's shuffles combine
+      what each lane computed; the fill of its output, independent of the
+      rest of the launch, moves behind the partials onto the fold's threads.
+    GEMMs and the attention kernels run alone. A launch holds at most 16
+    members.
+  }];
+}
+
+def PackArenaPass : Pass<"mantissa-pack-arena", "::mlir::func::FuncOp"> {
+  let summary = "Place a bufferized step's temporaries in one arena, reusing the bytes of dead ones";
+  let description = [{
+    On a bufferized step ready for the GPU program, gives each
+    `memref.alloc` its offset in the arena of temporaries
+    (`mantissa.gpu_arena_offset`, a multiple of 256 bytes) and the function
+    the arena's size (`mantissa.gpu_arena_bytes`). A temporary lives from
+    its allocation to the last op that uses it (through views), where each
+    kernel runs at its launch (`mantissa.gpu_launch`: the position of the
+    launch's first member), so every buffer of a launch is alive when it
+    runs. Everything runs in order on one stream, so first fit, in the
+    order lifetimes start, may give a temporary the bytes of any that died
+    before it was allocated.
+  }];
+}
+
 #endif // MANTISSA_CONVERSION_PASSES_TD

@@ -73,6 +73,11 @@ LogicalResult lowerEmulatedKernelsToLLVM(ModuleOp hostModule);
 /// Registers what compileTrainStepForGpu needs in `registry`.
 void registerTrainToGPUDialects(DialectRegistry &registry);
 
+/// Registers the GPU step's passes (lib/Conversion/TrainToGPU) and the CPU
+/// pipeline's, so that runPassPipeline can parse pipelines naming them;
+/// once per process.
+void registerTrainToGPUPasses();
+
 /// Compiles a copy of the planned `step` for the GPU. Every op of the
 /// bufferized step becomes a kernel (its parallel loops spread over
 /// threads, reductions in order within each thread) or, for matrix

@@ -110,18 +110,6 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerLowerTrainToLinalgPass();
     mantissa::registerMarkArgumentsReadOnlyPass();
     mantissa::registerComputeResultsInPlacePass();
-    mantissa::registerFoldCopiesIntoProducersPass();
-    mantissa::registerFuseParallelKernelsPass();
-    mantissa::registerShareRoundingsPass();
-    mantissa::registerSplitReductionsPass();
-    mantissa::registerRecomputeWideningProducersPass();
-    mantissa::registerReadGatheredParametersPass();
-    mantissa::registerRoundProductsOncePass();
-    mantissa::registerAddIntoSlicesPass();
-    mantissa::registerFuseAttentionPass();
-    mantissa::registerSegmentScatterAccumulationsPass();
-    mantissa::registerMaterializeOperandCastsPass();
-    mantissa::registerFoldTransposesIntoViewsPass();
     mantissa::registerConvertCopiesToLinalgPass();
     mantissa::registerCallGemmLibraryPass();
     mantissa::registerInterchangeReductionsOutwardPass();

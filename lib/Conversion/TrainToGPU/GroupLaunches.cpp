@@ -1,0 +1,393 @@
+//===- GroupLaunches.cpp - Kernels of a GPU step that share a launch ------===//
+//
+// mantissa-group-launches: each kernel of a bufferized step joins an earlier
+// launch where running it there changes no result (independent, dependent
+// thread by thread on one element, or folding partials that the launch's
+// lanes computed), marked for the program builder (GpuStepOps.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Conversion/BufferAccesses.h"
+#include "mantissa/Conversion/GemmMatching.h"
+#include "mantissa/Conversion/GpuStepOps.h"
+#include "mantissa/Conversion/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
+
+namespace mlir::mantissa {
+#define GEN_PASS_DEF_GROUPLAUNCHESPASS
+#include "mantissa/Conversion/Passes.h.inc"
+} // namespace mlir::mantissa
+
+using namespace mlir;
+using namespace mlir::mantissa;
+
+namespace {
+
+/// Ops a launch holds at most (each is a branch in its body), and how far
+/// back a kernel looks for one to join.
+constexpr size_t kMaxMembers = 16, kLookBack = 12;
+
+/// The base buffers an op of the program writes and touches (reads or
+/// writes).
+struct Touches {
+  llvm::SmallSetVector<Value, 8> writes, touches;
+  /// For a linalg kernel: its threads' shape (its parallel loops, in
+  /// order) and, per buffer, the one element each thread touches of it
+  /// (getThreadElement) when every access of the buffer touches one.
+  std::optional<SmallVector<int64_t>> threadShape;
+  llvm::DenseMap<Value, std::optional<SmallVector<int64_t>>> elements;
+  /// For the fold of a split reduction (getTreeFoldParts): the parts each
+  /// output folds and the buffer of the partials.
+  int64_t foldParts = 0;
+  Value partials;
+
+  void add(Value base, bool written) {
+    touches.insert(base);
+    if (written)
+      writes.insert(base);
+  }
+};
+
+/// Whether the later of two ops conflicts with the earlier on `buffer`: the
+/// earlier writes it, or the later writes what the earlier touches.
+bool conflictsOn(const Touches &later, const Touches &earlier, Value buffer) {
+  return earlier.writes.contains(buffer) ||
+         (later.writes.contains(buffer) && earlier.touches.contains(buffer));
+}
+
+/// Whether two ops conflict on any buffer.
+bool conflict(const Touches &a, const Touches &b) {
+  return llvm::any_of(a.touches,
+                      [&](Value buffer) { return conflictsOn(a, b, buffer); });
+}
+
+/// The one element of `operand` that each thread of `op` touches, when
+/// there is one (the operand's map uses parallel loops only) and no two
+/// threads share it: the element offset, in its base buffer, as
+/// [offset, coefficient of each parallel loop] (thread coordinates in
+/// `parallelDims` order, of extents `shape`).
+std::optional<SmallVector<int64_t>>
+getThreadElement(linalg::LinalgOp op, OpOperand &operand,
+                 ArrayRef<unsigned> parallelDims, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getViewLayout(operand.get(), strides, offset)))
+    return std::nullopt;
+  SmallVector<int64_t> element(1 + parallelDims.size(), 0);
+  element[0] = offset;
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  for (auto [position, expr] : llvm::enumerate(map.getResults())) {
+    if (auto constant = dyn_cast<AffineConstantExpr>(expr)) {
+      element[0] += constant.getValue() * strides[position];
+      continue;
+    }
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (!dim)
+      return std::nullopt;
+    const unsigned *found = llvm::find(parallelDims, dim.getPosition());
+    if (found == parallelDims.end())
+      return std::nullopt; // a reduction loop: many elements per thread
+    element[1 + (found - parallelDims.begin())] += strides[position];
+  }
+  // Distinct threads, distinct elements: the loops' strides nest.
+  SmallVector<std::pair<int64_t, int64_t>> loops; // (coefficient, extent)
+  for (auto [coefficient, extent] :
+       llvm::zip_equal(ArrayRef(element).drop_front(), shape))
+    if (extent > 1)
+      loops.push_back({coefficient, extent});
+  llvm::sort(loops);
+  int64_t covered = 1;
+  for (auto [coefficient, extent] : loops) {
+    if (coefficient < covered)
+      return std::nullopt;
+    covered = coefficient * extent;
+  }
+  return element;
+}
+
+/// What the launch for `op` touches, with its threads' elements when it
+/// is a kernel that reads and writes memory only through the operands of
+/// one linalg op.
+Touches getTouches(Operation *op, const GpuStepOpRole &role) {
+  Touches result;
+  GpuOpBuffers buffers = getGpuOpBuffers(op, role);
+  for (Value view : buffers.writes)
+    result.add(getBaseBuffer(view), true);
+  for (Value view : buffers.reads)
+    result.add(getBaseBuffer(view), false);
+  if (role.kind != GpuStepOpRole::Kind::Kernel)
+    return result;
+  if (std::optional<int64_t> parts = getTreeFoldParts(op)) {
+    result.foldParts = *parts;
+    result.partials = getBaseBuffer(op->getOperand(0));
+  }
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || llvm::any_of(buffers.reads, [&](Value view) {
+        return !llvm::is_contained(op->getOperands(), view);
+      }))
+    return result;
+  SmallVector<int64_t> ranges = linalgOp.getStaticLoopRanges();
+  SmallVector<unsigned> parallelDims;
+  SmallVector<int64_t> shape;
+  for (auto [dim, iterator] : llvm::enumerate(linalgOp.getIteratorTypesArray()))
+    if (linalg::isParallelIterator(iterator)) {
+      parallelDims.push_back(dim);
+      shape.push_back(ranges[dim]);
+    }
+  if (llvm::any_of(shape, ShapedType::isDynamic))
+    return result;
+  result.threadShape = shape;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    std::optional<SmallVector<int64_t>> element =
+        getThreadElement(linalgOp, operand, parallelDims, shape);
+    auto [entry, inserted] =
+        result.elements.try_emplace(getBaseBuffer(operand.get()), element);
+    if (!inserted && entry->second != element)
+      entry->second = std::nullopt;
+  }
+  return result;
+}
+
+/// A launch being formed: its members in order, each with its thread
+/// stride, and what they touch together.
+struct Launch {
+  /// Its op and the stride of its threads.
+  struct Member {
+    Operation *op;
+    int64_t stride;
+  };
+  SmallVector<Member> members;
+  /// Whether kernels may join it (not a GEMM nor the attention kernels).
+  bool joinable = false;
+  Touches touches;
+};
+
+class LaunchGrouper {
+public:
+  void add(Operation *op, const GpuStepOpRole &role);
+  void mark(MLIRContext *context) const;
+
+private:
+  /// Whether `op` may run in `launch` although it depends on it: in every
+  /// buffer where they conflict, each thread of both touches only one
+  /// element, the same in both, and no other thread touches it. Then the
+  /// thread mapping it runs with there (its partners', all alike).
+  std::optional<Launch::Member>
+  dependsOnlyThreadLocally(Operation *op, const Launch &launch) const;
+  /// Whether `op` folds the partials that a member of `launch` computed,
+  /// thread t partial t: it may then run in that launch after it, output u
+  /// on the threads from u * parts, where each lane loads the partial that
+  /// it computed itself and the warp's shuffles do the rest. Anything else
+  /// of the launch it conflicts with must be a member that nothing else of
+  /// the launch conflicts with, touching only what `op`'s thread for the
+  /// same iteration touches (the output's fill): the indices of those
+  /// members, which move to the end of the launch, onto the fold's threads.
+  std::optional<SmallVector<size_t>>
+  foldsPartialsOf(Operation *op, const Launch &launch) const;
+
+  llvm::DenseMap<Operation *, Touches> touches;
+  std::vector<Launch> launches;
+};
+
+void LaunchGrouper::add(Operation *op, const GpuStepOpRole &role) {
+  using Kind = GpuStepOpRole::Kind;
+  if (role.kind != Kind::Kernel) {
+    Launch launch;
+    launch.members.push_back({op, 1});
+    launch.touches = getTouches(op, role);
+    launches.push_back(std::move(launch));
+    return;
+  }
+  const Touches &own = touches[op] = getTouches(op, role);
+  // The latest launch this kernel can join, looking back past what it is
+  // independent of, and the threads it runs on there: independent of it,
+  // its own.
+  Launch *target = nullptr;
+  Launch::Member mapping{op, std::max<int64_t>(1, own.foldParts)};
+  for (size_t back = 0; back < std::min(kLookBack, launches.size()); ++back) {
+    Launch &other = launches[launches.size() - 1 - back];
+    bool independent = llvm::none_of(own.touches, [&](Value buffer) {
+      return conflictsOn(own, other.touches, buffer);
+    });
+    bool roomy = other.joinable && other.members.size() < kMaxMembers;
+    if (!independent) {
+      if (!roomy)
+        break;
+      if (std::optional<Launch::Member> local =
+              dependsOnlyThreadLocally(op, other)) {
+        // On the threads of the members it depends on.
+        target = &other;
+        mapping = *local;
+      } else if (std::optional<SmallVector<size_t>> moved =
+                     foldsPartialsOf(op, other)) {
+        target = &other;
+        mapping.stride = own.foldParts;
+        // The output's fill, independent of the rest of the launch, last,
+        // on the fold's threads.
+        for (size_t position : llvm::reverse(*moved)) {
+          Launch::Member member = other.members[position];
+          other.members.erase(other.members.begin() + position);
+          member.stride = mapping.stride;
+          other.members.push_back(member);
+        }
+      }
+      break;
+    }
+    if (roomy) {
+      target = &other;
+      break;
+    }
+  }
+  if (!target) {
+    Launch launch;
+    launch.members.push_back(mapping);
+    launch.joinable = true;
+    launch.touches = own;
+    launches.push_back(std::move(launch));
+    return;
+  }
+  target->members.push_back(mapping);
+  target->touches.writes.insert(own.writes.begin(), own.writes.end());
+  target->touches.touches.insert(own.touches.begin(), own.touches.end());
+}
+
+std::optional<Launch::Member>
+LaunchGrouper::dependsOnlyThreadLocally(Operation *op,
+                                        const Launch &launch) const {
+  const Touches &own = touches.find(op)->second;
+  if (!own.threadShape)
+    return std::nullopt;
+  // A fold's threads are fixed (a tree over its parts); any other kernel
+  // takes its partners' stride.
+  int64_t ownStride = std::max<int64_t>(1, own.foldParts);
+  std::optional<Launch::Member> partner;
+  for (const Launch::Member &member : launch.members) {
+    const Touches &other = touches.find(member.op)->second;
+    for (Value buffer : own.touches) {
+      if (!conflictsOn(own, other, buffer))
+        continue;
+      // The same threads, each touching one element that no other thread
+      // touches, the same in both: thread t runs the earlier member's
+      // iteration, then this op's, on that element alone.
+      if (other.threadShape != own.threadShape ||
+          (partner && partner->stride != member.stride) ||
+          (ownStride != 1 && ownStride != member.stride))
+        return std::nullopt;
+      partner = member;
+      auto mine = own.elements.find(buffer);
+      auto theirs = other.elements.find(buffer);
+      if (mine == own.elements.end() || theirs == other.elements.end() ||
+          !mine->second || mine->second != theirs->second)
+        return std::nullopt;
+    }
+  }
+  if (!partner)
+    return Launch::Member{op, ownStride};
+  return Launch::Member{op, partner->stride};
+}
+
+std::optional<SmallVector<size_t>>
+LaunchGrouper::foldsPartialsOf(Operation *op, const Launch &launch) const {
+  const Touches &own = touches.find(op)->second;
+  int64_t parts = own.foldParts;
+  if (parts < 2 || !own.threadShape)
+    return std::nullopt;
+  // Thread t of the partials' generic computes partial t: its threads are
+  // the outputs' then the part, and it writes [output..., part] densely.
+  SmallVector<int64_t> partialThreads(*own.threadShape);
+  partialThreads.push_back(parts);
+  SmallVector<int64_t> dense(1 + partialThreads.size(), 0);
+  int64_t stride = 1;
+  for (size_t dim = partialThreads.size(); dim-- > 0;) {
+    dense[1 + dim] = partialThreads[dim] > 1 ? stride : 0;
+    stride *= partialThreads[dim];
+  }
+  bool computed = false;
+  SmallVector<size_t> moved;
+  for (auto [index, member] : llvm::enumerate(launch.members)) {
+    const Touches &other = touches.find(member.op)->second;
+    bool conflicts = false;
+    for (Value buffer : own.touches) {
+      if (!conflictsOn(own, other, buffer))
+        continue;
+      conflicts = true;
+      if (member.stride != 1 || !other.threadShape)
+        return std::nullopt;
+      auto element = other.elements.find(buffer);
+      if (element == other.elements.end() || !element->second)
+        return std::nullopt;
+      if (buffer != own.partials) {
+        // Thread-local to the fold (the output's fill).
+        auto mine = own.elements.find(buffer);
+        if (*other.threadShape != *own.threadShape ||
+            mine == own.elements.end() || mine->second != element->second)
+          return std::nullopt;
+        continue;
+      }
+      SmallVector<int64_t> written(*element->second);
+      for (auto [position, extent] : llvm::enumerate(partialThreads))
+        if (extent == 1)
+          written[1 + position] = 0;
+      if (*other.threadShape != partialThreads || written != dense)
+        return std::nullopt;
+      computed = true;
+    }
+    if (conflicts && !other.writes.contains(own.partials))
+      moved.push_back(index);
+  }
+  // What moves must not conflict with anything else of the launch.
+  for (size_t index : moved) {
+    const Touches &mover = touches.find(launch.members[index].op)->second;
+    for (auto [other, member] : llvm::enumerate(launch.members))
+      if (other != index && conflict(mover, touches.find(member.op)->second))
+        return std::nullopt;
+  }
+  if (!computed)
+    return std::nullopt;
+  return moved;
+}
+
+void LaunchGrouper::mark(MLIRContext *context) const {
+  Builder builder(context);
+  int64_t number = 0;
+  for (const Launch &launch : launches) {
+    if (!launch.joinable)
+      continue;
+    for (auto [index, member] : llvm::enumerate(launch.members)) {
+      member.op->setAttr(kGpuLaunchAttr, builder.getI64IntegerAttr(number));
+      member.op->setAttr(kGpuLaunchMemberAttr,
+                         builder.getI64IntegerAttr(index));
+      member.op->setAttr(kGpuThreadStrideAttr,
+                         builder.getI64IntegerAttr(member.stride));
+    }
+    ++number;
+  }
+}
+
+struct GroupLaunchesPass
+    : public mlir::mantissa::impl::GroupLaunchesPassBase<GroupLaunchesPass> {
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    if (function.isExternal())
+      return;
+    Block &body = function.getBody().front();
+    FailureOr<llvm::DenseMap<Operation *, GpuStepOpRole>> roles =
+        getGpuStepOpRoles(body);
+    if (failed(roles))
+      return signalPassFailure();
+    LaunchGrouper grouper;
+    for (Operation &op : body) {
+      const GpuStepOpRole &role = roles->find(&op)->second;
+      if (role.kind != GpuStepOpRole::Kind::Free &&
+          role.kind != GpuStepOpRole::Kind::InGemm)
+        grouper.add(&op, role);
+    }
+    grouper.mark(function.getContext());
+  }
+};
+
+} // namespace

@@ -1,0 +1,163 @@
+// RUN: mantissa-opt %s --pass-pipeline='builtin.module(func.func(mantissa-group-launches))' --split-input-file | FileCheck %s
+
+// Kernels join the latest launch they may run in. exp and tanh are
+// independent: one launch. The square reads the element of %t that its own
+// thread wrote: it joins too, on the same threads. The sum reads %t
+// transposed (an element another thread wrote): a launch of its own.
+
+// CHECK-LABEL: func.func @chain
+// CHECK: ins(%arg0 {{.*}} outs(%[[T:.*]] : memref<64x64xf32>)
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 0 : i64, mantissa.gpu_thread_stride = 1 : i64}
+// CHECK: math.exp
+// CHECK: ins(%arg1
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64, mantissa.gpu_thread_stride = 1 : i64}
+// CHECK: math.tanh
+// CHECK: ins(%[[T]]
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 2 : i64, mantissa.gpu_thread_stride = 1 : i64}
+// CHECK: arith.mulf
+// CHECK: ins(%[[T]]
+// CHECK-SAME: {mantissa.gpu_launch = 1 : i64, mantissa.gpu_member = 0 : i64, mantissa.gpu_thread_stride = 1 : i64}
+// CHECK: arith.addf
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#tr = affine_map<(d0, d1) -> (d1, d0)>
+func.func @chain(%x: memref<64x64xf32>, %y: memref<64x64xf32>, %a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
+  %t = memref.alloc() : memref<64x64xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<64x64xf32>) outs(%t : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<64x64xf32>) outs(%a : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.tanh %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t : memref<64x64xf32>) outs(%b : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = arith.mulf %in, %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#tr, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t : memref<64x64xf32>) outs(%c : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = arith.addf %in, %in : f32
+    linalg.yield %e : f32
+  }
+  memref.dealloc %t : memref<64x64xf32>
+  return
+}
+
+// -----
+
+// A GEMM runs alone, with the zero fill of its output (beta = 0): neither
+// is marked. The tanh, independent of the GEMM, looks back past it into the
+// exp's launch; the exp of the product waits for the GEMM.
+
+// CHECK-LABEL: func.func @gemm
+// CHECK: ins(%arg2 {{.*}} outs(%arg3
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 0 : i64
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[P:.*]] : memref<64x64xf32>){{$}}
+// CHECK: linalg.matmul ins({{.*}}) outs(%[[P]] : memref<64x64xf32>){{$}}
+// CHECK: ins(%arg2 {{.*}} outs(%arg4
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64
+// CHECK: ins(%[[P]] {{.*}} outs(%arg5
+// CHECK-SAME: mantissa.gpu_launch = 1 : i64, mantissa.gpu_member = 0 : i64
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @gemm(%x: memref<64x64xf32>, %w: memref<64x64xf32>, %y: memref<64x64xf32>, %a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<64x64xf32>) outs(%a : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  %zero = arith.constant 0.0 : f32
+  %p = memref.alloc() : memref<64x64xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<64x64xf32>)
+  linalg.matmul ins(%x, %w : memref<64x64xf32>, memref<64x64xf32>) outs(%p : memref<64x64xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<64x64xf32>) outs(%b : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.tanh %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : memref<64x64xf32>) outs(%c : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  memref.dealloc %p : memref<64x64xf32>
+  return
+}
+
+// -----
+
+// A split row sum (mantissa-split-reductions' output): the fold of 32
+// partials per row joins the partials' launch on 32 threads per row (its
+// lanes shuffle what each computed), and the fill of the row sums, which
+// only the fold's thread for the same row touches, moves behind the
+// partials onto the fold's threads.
+
+// CHECK-LABEL: func.func @row_sum
+// CHECK: linalg.fill {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 2 : i64, mantissa.gpu_thread_stride = 32 : i64} ins(%{{.*}} : f32) outs(%arg1 : memref<4xf32>)
+// CHECK: linalg.fill {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 0 : i64, mantissa.gpu_thread_stride = 1 : i64} ins(%{{.*}} : f32) outs(%[[P:.*]] : memref<4x32xf32>)
+// CHECK: outs(%[[P]]
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64, mantissa.gpu_thread_stride = 1 : i64}
+// CHECK: ins(%[[P]]
+// CHECK-SAME: {mantissa.gpu_fold_parts = 32 : i64, mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 3 : i64, mantissa.gpu_thread_stride = 32 : i64}
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d2)>
+#map2 = affine_map<(d0, d1) -> (d0, d1)>
+#map3 = affine_map<(d0, d1) -> (d0)>
+func.func @row_sum(%arg0: memref<4x512xf32>, %arg1: memref<4xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  linalg.fill ins(%cst : f32) outs(%arg1 : memref<4xf32>)
+  %alloc = memref.alloc() : memref<4x32xf32>
+  %cst_0 = arith.constant -0.000000e+00 : f32
+  linalg.fill ins(%cst_0 : f32) outs(%alloc : memref<4x32xf32>)
+  %expand_shape = memref.expand_shape %arg0 [[0], [1, 2]] output_shape [4, 16, 32] : memref<4x512xf32> into memref<4x16x32xf32>
+  linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["parallel", "reduction", "parallel"]} ins(%expand_shape : memref<4x16x32xf32>) outs(%alloc : memref<4x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.exp %in : f32
+    %1 = arith.addf %0, %out : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#map2, #map3], iterator_types = ["parallel", "reduction"]} ins(%alloc : memref<4x32xf32>) outs(%arg1 : memref<4xf32>) attrs =  {mantissa.gpu_fold_parts = 32 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %out : f32
+    linalg.yield %0 : f32
+  }
+  memref.dealloc %alloc : memref<4x32xf32>
+  return
+}
+
+// -----
+
+// The same fold where a kernel in between reads the row sums' buffer: the
+// fill cannot move behind it, so the fold starts a launch of its own.
+
+// CHECK-LABEL: func.func @fold_after_reader
+// CHECK: linalg.fill {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 0 : i64, mantissa.gpu_thread_stride = 1 : i64} ins(%{{.*}} : f32) outs(%arg1 : memref<4xf32>)
+// CHECK: ins(%arg1 : memref<4xf32>) outs(%arg2
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64
+// CHECK: mantissa.gpu_fold_parts = 32 : i64, mantissa.gpu_launch = 1 : i64, mantissa.gpu_member = 0 : i64, mantissa.gpu_thread_stride = 32 : i64
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#map3 = affine_map<(d0, d1) -> (d0)>
+#vec = affine_map<(d0) -> (d0)>
+func.func @fold_after_reader(%partials: memref<4x32xf32>, %arg1: memref<4xf32>, %copy: memref<4xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  linalg.fill ins(%cst : f32) outs(%arg1 : memref<4xf32>)
+  linalg.generic {indexing_maps = [#vec, #vec], iterator_types = ["parallel"]} ins(%arg1 : memref<4xf32>) outs(%copy : memref<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map3], iterator_types = ["parallel", "reduction"]} ins(%partials : memref<4x32xf32>) outs(%arg1 : memref<4xf32>) attrs =  {mantissa.gpu_fold_parts = 32 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %out : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
