@@ -286,6 +286,7 @@ void parseKernel(const json &entry, const std::string &what,
         optionalInteger(members[m], "thread_stride", where, 1, 1);
     member.elementsPerThread =
         optionalInteger(members[m], "elements_per_thread", where, 1, 1);
+    member.rowColumns = optionalInteger(members[m], "row_columns", where, 0, 0);
     if (program.blockSize % member.threadStride != 0)
       throw ProgramError{where + ": thread_stride " +
                          std::to_string(member.threadStride) +
@@ -558,6 +559,8 @@ std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
             entry["thread_stride"] = member.threadStride;
           if (member.elementsPerThread != 1)
             entry["elements_per_thread"] = member.elementsPerThread;
+          if (member.rowColumns != 0)
+            entry["row_columns"] = member.rowColumns;
           members.push_back(std::move(entry));
         }
         kernel["members"] = std::move(members);

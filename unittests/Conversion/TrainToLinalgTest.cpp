@@ -623,6 +623,64 @@ TEST_F(TrainToLinalgTest, LongReductionsFoldInTheLaunchOfTheirPartials) {
   EXPECT_NE(program->ptx.find("shfl.sync.bfly.b32"), std::string::npos);
 }
 
+/// An RMSNorm (row mean of squares, rsqrt, the row scaled by it and by a
+/// gain) and a row-sum backward (rows times their sum): on the GPU, the
+/// elementwise op that reads each row's fold runs by rows in the fold's
+/// launch, row r on the fold's 32 lanes after a barrier, each lane a
+/// strided share of the 512 columns. The host emulation runs each phase's
+/// threads from the last to the first, so reading a row's sum before the
+/// barrier (or without one) would read the stale value. Against the
+/// interpreter, f32 and bf16.
+TEST_F(TrainToLinalgTest, RowOpsRunInTheLaunchOfTheirFold) {
+  auto norm = [&](StringRef e) {
+    return "  %q = train.mul %a, %a : " + t("6x512", e) + ", " + t("6x512", e) +
+           " -> " + t("6x512", e) + "\n  %m = train.mean %q {dims = " +
+           "array<i64: 1>, keepdim} : " + t("6x512", e) + " -> " + t("6x1", e) +
+           "\n  %v = train.add_scalar %m {scalar = 1.0e-05 : f64} : " +
+           t("6x1", e) + " -> " + t("6x1", e) +
+           "\n  %r = train.rsqrt %v : " + t("6x1", e) + " -> " + t("6x1", e) +
+           "\n  %n = train.mul %a, %r : " + t("6x512", e) + ", " + t("6x1", e) +
+           " -> " + t("6x512", e) +
+           "\n  %y = train.mul %n, %w : " + t("6x512", e) + ", " + t("512", e) +
+           " -> " + t("6x512", e) + "\n  %s = train.sum %y {dims = " +
+           "array<i64: 1>, keepdim} : " + t("6x512", e) + " -> " + t("6x1", e) +
+           "\n  %g = train.mul %a, %s : " + t("6x512", e) + ", " + t("6x1", e) +
+           " -> " + t("6x512", e);
+  };
+  for (StringRef e : kFloatTypes)
+    check({{"a", t("6x512", e)}, {"w", t("512", e)}}, norm(e),
+          {{"y", t("6x512", e)}, {"g", t("6x512", e)}});
+
+  std::string source =
+      buildStep({{"a", t("6x512", "f32")}, {"w", t("512", "f32")}}, norm("f32"),
+                {{"y", t("6x512", "f32")}, {"g", t("6x512", "f32")}});
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module) << diagnostics;
+  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
+      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  ASSERT_TRUE(succeeded(program)) << diagnostics;
+  // Both row ops run by rows of 512 on the 32 lanes of their fold, in the
+  // fold's launch.
+  int byRows = 0;
+  for (const GpuStepOp &op : program->ops)
+    for (const GpuStepOp::Member &member : op.members) {
+      if (member.rowColumns == 0)
+        continue;
+      ++byRows;
+      EXPECT_EQ(member.rowColumns, 512);
+      EXPECT_EQ(member.threadStride, 32);
+      EXPECT_EQ(member.threads, 6);
+      EXPECT_EQ(member.serialIterations, 512 / 32);
+      EXPECT_TRUE(llvm::any_of(op.members, [](const GpuStepOp::Member &fold) {
+        return fold.rowColumns == 0 && fold.threadStride == 32;
+      }));
+      EXPECT_EQ(op.threads, 6 * 32);
+    }
+  EXPECT_EQ(byRows, 2);
+  EXPECT_NE(program->ptx.find("bar.sync"), std::string::npos);
+}
+
 /// Launches of large elementwise ops (a million threads or more) run four
 /// iterations per thread, t, t + T', t + 2T', t + 3T' (T' a quarter of the
 /// iterations, rounded up; the last threads run fewer): an elementwise

@@ -85,6 +85,7 @@ GpuProgram sampleProgram() {
   second.threads = 4;
   second.serialIterations = 32;
   second.threadStride = 32;
+  second.rowColumns = 64;
   first.elementsPerThread = 4;
   kernel.members = {first, second};
 
@@ -180,6 +181,8 @@ TEST(GpuProgram, EveryFieldSurvivesWritingAndReading) {
   EXPECT_EQ(kernel.members[1].threads, 4);
   EXPECT_EQ(kernel.members[1].serialIterations, 32);
   EXPECT_EQ(kernel.members[1].threadStride, 32);
+  EXPECT_EQ(kernel.members[1].rowColumns, 64);
+  EXPECT_EQ(kernel.members[0].rowColumns, 0);
   EXPECT_EQ(kernel.members[0].threadStride, 1);
   EXPECT_EQ(kernel.members[0].elementsPerThread, 4);
   EXPECT_EQ(kernel.members[1].elementsPerThread, 1);
@@ -210,11 +213,13 @@ TEST(GpuProgram, OptionalFieldsAreLeftOutWhenEmpty) {
   ASSERT_TRUE(parseGpuProgram(text, read, error)) << error;
   EXPECT_TRUE(read.forwardFile.empty());
   EXPECT_TRUE(read.ops[0].members.empty());
-  // A member on consecutive threads has no thread_stride, and one running
-  // an iteration a thread no elements_per_thread: the sample's second
-  // member has a stride, its first several iterations a thread.
+  // A member on consecutive threads has no thread_stride, one running an
+  // iteration a thread no elements_per_thread, one not by rows no
+  // row_columns: the sample's second member has a stride and runs by rows,
+  // its first several iterations a thread.
   text = writeGpuProgram(sampleProgram());
-  for (const char *key : {"\"thread_stride\"", "\"elements_per_thread\""}) {
+  for (const char *key :
+       {"\"thread_stride\"", "\"elements_per_thread\"", "\"row_columns\""}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
     EXPECT_EQ(text.find(key), text.rfind(key)) << key;
   }
@@ -264,6 +269,9 @@ TEST(GpuProgram, RefusesWhatTheWriterNeverEmits) {
             "op 0 (linalg.generic (model.py:3)): member 0: "
             "'elements_per_thread' is -1, out of range [1, "
             "9223372036854775807]");
+  EXPECT_EQ(parseError(edited("\"row_columns\": 64", "\"row_columns\": -2")),
+            "op 0 (linalg.generic (model.py:3)): member 1: 'row_columns' is "
+            "-2, out of range [0, 9223372036854775807]");
   EXPECT_EQ(parseError(edited("\"thread_stride\": 32", "\"thread_stride\": 0")),
             "op 0 (linalg.generic (model.py:3)): member 1: 'thread_stride' is "
             "0, out of range [1, 9223372036854775807]");

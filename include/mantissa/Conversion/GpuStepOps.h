@@ -30,6 +30,11 @@ constexpr llvm::StringLiteral kGpuLaunchAttr = "mantissa.gpu_launch";
 constexpr llvm::StringLiteral kGpuLaunchMemberAttr = "mantissa.gpu_member";
 constexpr llvm::StringLiteral kGpuThreadStrideAttr =
     "mantissa.gpu_thread_stride";
+/// On a kernel op that runs by rows in its launch: the columns of each row
+/// (its iterations are rows of that many, row r on the thread-stride lanes
+/// from r * stride, lane l running columns l, l + stride, ..., after a
+/// barrier of the block).
+constexpr llvm::StringLiteral kGpuRowColumnsAttr = "mantissa.gpu_row_columns";
 /// On a memref.alloc: its offset in the arena of temporaries; on the step's
 /// function: the arena's bytes.
 constexpr llvm::StringLiteral kGpuArenaOffsetAttr = "mantissa.gpu_arena_offset";
@@ -91,7 +96,7 @@ std::optional<int64_t> getTreeFoldParts(Operation *op);
 
 /// The launch marks of a kernel op, when mantissa-group-launches set them.
 struct GpuLaunchMark {
-  int64_t launch, member, threadStride;
+  int64_t launch, member, threadStride, rowColumns = 0;
 };
 std::optional<GpuLaunchMark> getGpuLaunchMark(Operation *op);
 

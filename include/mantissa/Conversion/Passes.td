@@ -704,7 +704,13 @@ def GroupLaunchesPass
       whose partials a member computed, thread t partial t: the fold runs
       output u on the threads from u * P, where the warp's shuffles combine
       what each lane computed; the fill of its output, independent of the
-      rest of the launch, moves behind the partials onto the fold's threads.
+      rest of the launch, moves behind the partials onto the fold's threads;
+    - or by rows (`mantissa.gpu_row_columns` = the columns of a row): its
+      parallel loops are a fold's outputs (rows, loops of extent 1 aside)
+      then columns, and of what the launch writes it reads only each row's
+      value that the fold's lanes for the row wrote; row r runs on those
+      lanes after a barrier of the block, each lane a strided share of the
+      columns (a norm's scaling by its rsqrt, in the launch of its sum).
     GEMMs and the attention kernels run alone. A launch holds at most 16
     members.
   }];

@@ -111,6 +111,12 @@ struct GpuStepOp {
     /// t, t + threads, ... (a large elementwise op, several loads in
     /// flight per thread).
     int64_t elementsPerThread = 1;
+    /// A member that runs by rows (0: not): its iterations are `threads`
+    /// rows of `rowColumns` each, row r on the threadStride lanes from
+    /// r * threadStride (the threads of the fold that computed what the row
+    /// reads), lane l running columns l, l + threadStride, ... after a
+    /// barrier of the block.
+    int64_t rowColumns = 0;
   };
   std::vector<Member> members;
 

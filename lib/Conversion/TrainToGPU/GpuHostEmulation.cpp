@@ -66,9 +66,9 @@ static Block *createHostFunction(OpBuilder &builder, gpu::GPUFuncOp kernel,
 namespace {
 
 /// The host emulation of one kernel: its top-level ops in phases, split
-/// before each shuffle, which the host runs for every thread of a block
-/// before it starts the next. A value that a later phase uses is
-/// recomputed there when it is pure (the thread's index, views, constants),
+/// before each shuffle and at each barrier, which the host runs for every
+/// thread of a block before it starts the next. A value that a later phase uses
+/// is recomputed there when it is pure (the thread's index, views, constants),
 /// else kept per thread in a slot of the block's threads (a loaded value;
 /// every shuffled value, which a thread reads from another thread's
 /// slot).
@@ -173,8 +173,12 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
   // Phases, and the values kept per thread across them.
   SmallVector<SmallVector<Operation *>> phases(1);
   for (Operation &op : body.without_terminator()) {
-    if (isa<gpu::ShuffleOp>(op))
+    if (isa<gpu::ShuffleOp, gpu::BarrierOp>(op))
       phases.emplace_back();
+    // A barrier is the split itself: every thread of the block runs the
+    // phase before it before any runs the next.
+    if (isa<gpu::BarrierOp>(op))
+      continue;
     phaseOf[&op] = phases.size() - 1;
     phases.back().push_back(&op);
   }
@@ -203,15 +207,20 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
 
   Value zero = builder.create<arith::ConstantIndexOp>(loc, 0);
   Value one = builder.create<arith::ConstantIndexOp>(loc, 1);
+  Value last = builder.create<arith::SubIOp>(loc, blockSize, one);
   auto blocks = builder.create<scf::ForOp>(loc, zero, grid, one);
   builder.create<func::ReturnOp>(loc);
-  SmallVector<scf::ForOp> threadLoops;
+  // Each phase runs the block's threads from the last to the first, so
+  // that a kernel whose threads read what others of the block wrote in the
+  // same phase (a missing barrier) reads stale values here too.
+  SmallVector<std::pair<scf::ForOp, Value>> threadLoops;
   for (ArrayRef<Operation *> ops : phases) {
     builder.setInsertionPoint(blocks.getBody()->getTerminator());
     auto threads = builder.create<scf::ForOp>(loc, zero, blockSize, one);
-    threadLoops.push_back(threads);
     builder.setInsertionPoint(threads.getBody()->getTerminator());
-    thread = threads.getInductionVar();
+    thread =
+        builder.create<arith::SubIOp>(loc, last, threads.getInductionVar());
+    threadLoops.push_back({threads, thread});
     mapping.clear();
     mapping.map(kernel.getArguments(), entry->getArguments().drop_back(2));
     // In order: what an op uses of its own phase is cloned before it.
@@ -220,11 +229,10 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
         return failure();
   }
   // Launch geometry as the loops give it: x only (the kernels are 1-D).
-  for (scf::ForOp threads : threadLoops) {
+  for (auto [threads, reversed] : threadLoops) {
     WalkResult result = threads.getBody()->walk([&](Operation *op) {
-      Value replacement = getHostGeometry(op, {blocks.getInductionVar(),
-                                               threads.getInductionVar(), grid,
-                                               blockSize, zero, one});
+      Value replacement = getHostGeometry(
+          op, {blocks.getInductionVar(), reversed, grid, blockSize, zero, one});
       if (!replacement) {
         if (isa<gpu::GPUDialect>(op->getDialect()))
           return op->emitOpError() << "cannot run on the host",

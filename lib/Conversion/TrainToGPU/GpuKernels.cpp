@@ -237,13 +237,23 @@ getKernelMemberShape(func::FuncOp function,
 /// across their whole launch in the arena packing (which the program's
 /// checker verifies), and GpuStep::run refuses arguments and results bound
 /// to overlapping storage.
+///
+/// In a kernel with a barrier (a member by rows reads what other threads
+/// of its block wrote before it), a written buffer is not `noalias`: LLVM's
+/// alias analysis takes a noalias argument for memory that no call it is
+/// not passed to touches, the barrier's intrinsic included, and could then
+/// move a load of what another thread stored across the barrier.
 void markArgumentsNoAlias(gpu::GPUFuncOp kernel,
                           const llvm::SmallDenseSet<Value> &written) {
   UnitAttr unit = UnitAttr::get(kernel.getContext());
+  bool barrier = false;
+  kernel.walk([&](gpu::BarrierOp) { barrier = true; });
   for (BlockArgument argument : kernel.getArguments()) {
-    kernel.setArgAttr(argument.getArgNumber(),
-                      LLVM::LLVMDialect::getNoAliasAttrName(), unit);
-    if (!written.contains(argument))
+    bool isWritten = written.contains(argument);
+    if (!isWritten || !barrier)
+      kernel.setArgAttr(argument.getArgNumber(),
+                        LLVM::LLVMDialect::getNoAliasAttrName(), unit);
+    if (!isWritten)
       kernel.setArgAttr(argument.getArgNumber(),
                         LLVM::LLVMDialect::getReadonlyAttrName(), unit);
   }
@@ -505,6 +515,39 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
       spreadLoops(spreadAt, spread, iteration);
     };
     Value limit = index(builder, shape.threads);
+    if (member.rowColumns > 0) {
+      // By rows: row r on the lanes from r * stride, lane l running
+      // columns l, l + stride, ... in order, after the block's barrier (the
+      // row's lanes wrote what it reads earlier in the launch).
+      int64_t columns = member.rowColumns, lanes = member.threadStride;
+      if (lanes < 2 || shape.threads % columns != 0)
+        return function.emitOpError()
+               << "runs by rows of " << columns << " columns on " << lanes
+               << " lanes, which its " << shape.threads
+               << " iterations do not divide into";
+      int64_t rows = shape.threads / columns;
+      builder.create<gpu::BarrierOp>(loc);
+      Value lane =
+          builder.create<arith::RemUIOp>(loc, linear, index(builder, lanes));
+      Value row =
+          builder.create<arith::DivUIOp>(loc, linear, index(builder, lanes));
+      auto guard = builder.create<scf::IfOp>(
+          loc, below(builder, row, index(builder, rows)), false);
+      OpBuilder then(guard.thenBlock()->getTerminator());
+      Value first = then.create<arith::MulIOp>(loc, row, index(then, columns));
+      auto loop = then.create<scf::ForOp>(loc, lane, index(then, columns),
+                                          index(then, lanes));
+      OpBuilder body(loop.getBody()->getTerminator());
+      emitIteration(
+          body, body.create<arith::AddIOp>(loc, first, loop.getInductionVar()));
+      member.threads = rows;
+      member.serialIterations =
+          llvm::divideCeil(columns, lanes) * shape.iterations;
+      op.serialIterations =
+          std::max(op.serialIterations, member.serialIterations);
+      op.threads = std::max(op.threads, rows * lanes);
+      continue;
+    }
     if (member.threadStride > 1) {
       Value stride = index(builder, member.threadStride);
       Value iteration = builder.create<arith::DivUIOp>(loc, linear, stride);

@@ -350,5 +350,7 @@ std::optional<GpuLaunchMark> mlir::mantissa::getGpuLaunchMark(Operation *op) {
   auto stride = op->getAttrOfType<IntegerAttr>(kGpuThreadStrideAttr);
   if (!launch || !member || !stride)
     return std::nullopt;
-  return GpuLaunchMark{launch.getInt(), member.getInt(), stride.getInt()};
+  auto columns = op->getAttrOfType<IntegerAttr>(kGpuRowColumnsAttr);
+  return GpuLaunchMark{launch.getInt(), member.getInt(), stride.getInt(),
+                       columns ? columns.getInt() : 0};
 }

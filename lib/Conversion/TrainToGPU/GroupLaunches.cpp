@@ -107,6 +107,86 @@ getThreadElement(linalg::LinalgOp op, OpOperand &operand,
   return element;
 }
 
+/// `element` ([offset, coefficient of each thread loop], loops of extents
+/// `shape`) without the loops of extent 1, which no two threads tell apart.
+SmallVector<int64_t> withoutUnitLoops(ArrayRef<int64_t> element,
+                                      ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> result = {element.front()};
+  for (auto [position, extent] : llvm::enumerate(shape))
+    if (extent != 1)
+      result.push_back(element[1 + position]);
+  return result;
+}
+
+/// How many leading loops of `shape` are the rows `rows` (the same extents
+/// in order, loops of extent 1 aside: a keepdim reduction's rows), if some
+/// are.
+std::optional<size_t> getRowLoops(ArrayRef<int64_t> shape,
+                                  ArrayRef<int64_t> rows) {
+  SmallVector<int64_t> wanted;
+  llvm::copy_if(rows, std::back_inserter(wanted),
+                [](int64_t extent) { return extent != 1; });
+  size_t matched = 0;
+  for (size_t loops = 0;; ++loops) {
+    if (matched == wanted.size())
+      return loops;
+    if (loops == shape.size() ||
+        (shape[loops] != 1 && shape[loops] != wanted[matched++]))
+      return std::nullopt;
+  }
+}
+
+/// The one element of `buffer` that every iteration of row r of `op` (its
+/// first `rowLoops` parallel loops, of its thread loops' extents `shape`)
+/// touches, whatever its columns (its other parallel loops), as [offset,
+/// coefficient of each row loop] (withoutUnitLoops); none when an access
+/// moves with a column or a reduction loop, or two accesses differ.
+std::optional<SmallVector<int64_t>> getRowElement(linalg::LinalgOp op,
+                                                  Value buffer,
+                                                  ArrayRef<int64_t> shape,
+                                                  size_t rowLoops) {
+  SmallVector<unsigned> parallelDims;
+  for (auto [dim, iterator] : llvm::enumerate(op.getIteratorTypesArray()))
+    if (linalg::isParallelIterator(iterator))
+      parallelDims.push_back(dim);
+  std::optional<SmallVector<int64_t>> result;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()) ||
+        getBaseBuffer(operand.get()) != buffer)
+      continue;
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(getViewLayout(operand.get(), strides, offset)))
+      return std::nullopt;
+    SmallVector<int64_t> element(1 + rowLoops, 0);
+    element[0] = offset;
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    for (auto [position, expr] : llvm::enumerate(map.getResults())) {
+      if (auto constant = dyn_cast<AffineConstantExpr>(expr)) {
+        element[0] += constant.getValue() * strides[position];
+        continue;
+      }
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim)
+        return std::nullopt;
+      const unsigned *found = llvm::find(parallelDims, dim.getPosition());
+      size_t loop = found - parallelDims.begin();
+      if (found == parallelDims.end() || loop >= rowLoops) {
+        // A reduction or column loop moves it, unless it stays put there.
+        if (strides[position] != 0)
+          return std::nullopt;
+        continue;
+      }
+      element[1 + loop] += strides[position];
+    }
+    element = withoutUnitLoops(element, shape.take_front(rowLoops));
+    if (result && *result != element)
+      return std::nullopt;
+    result = element;
+  }
+  return result;
+}
+
 /// What the launch for `op` touches, with its threads' elements when it
 /// is a kernel that reads and writes memory only through the operands of
 /// one linalg op.
@@ -155,10 +235,11 @@ Touches getTouches(Operation *op, const GpuStepOpRole &role) {
 /// A launch being formed: its members in order, each with its thread
 /// stride, and what they touch together.
 struct Launch {
-  /// Its op and the stride of its threads.
+  /// Its op, the stride of its threads and, for a member that runs by
+  /// rows, the columns of a row (0: it does not).
   struct Member {
     Operation *op;
-    int64_t stride;
+    int64_t stride, columns = 0;
   };
   SmallVector<Member> members;
   /// Whether kernels may join it (not a GEMM nor the attention kernels).
@@ -188,6 +269,17 @@ private:
   /// members, which move to the end of the launch, onto the fold's threads.
   std::optional<SmallVector<size_t>>
   foldsPartialsOf(Operation *op, const Launch &launch) const;
+  /// Whether `op` may run in `launch` by rows: it is a linalg op whose
+  /// parallel loops are the rows of a fold in the launch (its outputs) and
+  /// then columns, and where it conflicts with the launch, it only reads
+  /// what the threads of a row wrote for that row (the fold's output, the
+  /// ops on its threads), the same element for every column. Row r then
+  /// runs on the fold's lanes for r after a barrier of the block, each
+  /// lane a strided share of the columns: the row's sums reach the op
+  /// without a launch in between. Then its mapping (the fold's stride, the
+  /// columns of a row).
+  std::optional<Launch::Member> readsRowsOf(Operation *op,
+                                            const Launch &launch) const;
 
   llvm::DenseMap<Operation *, Touches> touches;
   std::vector<Launch> launches;
@@ -234,6 +326,9 @@ void LaunchGrouper::add(Operation *op, const GpuStepOpRole &role) {
           member.stride = mapping.stride;
           other.members.push_back(member);
         }
+      } else if (std::optional<Launch::Member> rows = readsRowsOf(op, other)) {
+        target = &other;
+        mapping = *rows;
       }
       break;
     }
@@ -274,7 +369,8 @@ LaunchGrouper::dependsOnlyThreadLocally(Operation *op,
       // touches, the same in both: thread t runs the earlier member's
       // iteration, then this op's, on that element alone.
       if (other.threadShape != own.threadShape ||
-          (partner && partner->stride != member.stride) ||
+          (partner && (partner->stride != member.stride ||
+                       partner->columns != member.columns)) ||
           (ownStride != 1 && ownStride != member.stride))
         return std::nullopt;
       partner = member;
@@ -287,7 +383,7 @@ LaunchGrouper::dependsOnlyThreadLocally(Operation *op,
   }
   if (!partner)
     return Launch::Member{op, ownStride};
-  return Launch::Member{op, partner->stride};
+  return Launch::Member{op, partner->stride, partner->columns};
 }
 
 std::optional<SmallVector<size_t>>
@@ -315,7 +411,7 @@ LaunchGrouper::foldsPartialsOf(Operation *op, const Launch &launch) const {
       if (!conflictsOn(own, other, buffer))
         continue;
       conflicts = true;
-      if (member.stride != 1 || !other.threadShape)
+      if (member.stride != 1 || member.columns != 0 || !other.threadShape)
         return std::nullopt;
       auto element = other.elements.find(buffer);
       if (element == other.elements.end() || !element->second)
@@ -351,6 +447,52 @@ LaunchGrouper::foldsPartialsOf(Operation *op, const Launch &launch) const {
   return moved;
 }
 
+std::optional<Launch::Member>
+LaunchGrouper::readsRowsOf(Operation *op, const Launch &launch) const {
+  const Touches &own = touches.find(op)->second;
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp || !own.threadShape || own.foldParts)
+    return std::nullopt;
+  ArrayRef<int64_t> shape = *own.threadShape;
+  std::optional<Launch::Member> rows;
+  std::optional<SmallVector<int64_t>> rowShape;
+  size_t rowLoops = 0;
+  for (const Launch::Member &member : launch.members) {
+    const Touches &other = touches.find(member.op)->second;
+    for (Value buffer : own.touches) {
+      if (!conflictsOn(own, other, buffer))
+        continue;
+      // Only reads of what the lanes of one row wrote, all members on the
+      // same lanes.
+      if (own.writes.contains(buffer) || member.stride < 2 ||
+          member.columns != 0 || !other.threadShape ||
+          (rows && rows->stride != member.stride) ||
+          (rowShape && *rowShape != *other.threadShape))
+        return std::nullopt;
+      if (!rowShape) {
+        // Its rows first, then at least one column.
+        std::optional<size_t> loops = getRowLoops(shape, *other.threadShape);
+        if (!loops || *loops == shape.size())
+          return std::nullopt;
+        rowLoops = *loops;
+        rowShape = *other.threadShape;
+        rows = Launch::Member{op, member.stride};
+      }
+      auto written = other.elements.find(buffer);
+      if (written == other.elements.end() || !written->second ||
+          getRowElement(linalgOp, buffer, shape, rowLoops) !=
+              withoutUnitLoops(*written->second, *rowShape))
+        return std::nullopt;
+    }
+  }
+  if (!rows)
+    return std::nullopt;
+  rows->columns = 1;
+  for (int64_t extent : shape.drop_front(rowLoops))
+    rows->columns *= extent;
+  return rows;
+}
+
 void LaunchGrouper::mark(MLIRContext *context) const {
   Builder builder(context);
   int64_t number = 0;
@@ -363,6 +505,9 @@ void LaunchGrouper::mark(MLIRContext *context) const {
                          builder.getI64IntegerAttr(index));
       member.op->setAttr(kGpuThreadStrideAttr,
                          builder.getI64IntegerAttr(member.stride));
+      if (member.columns != 0)
+        member.op->setAttr(kGpuRowColumnsAttr,
+                           builder.getI64IntegerAttr(member.columns));
     }
     ++number;
   }

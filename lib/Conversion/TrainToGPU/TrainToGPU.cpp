@@ -308,6 +308,7 @@ void GpuProgramBuilder::addToLaunch(Operation *op, GpuStepOp kernelOp) {
   }
   GpuStepOp::Member member = std::move(kernelOp.members.front());
   member.threadStride = mark->threadStride;
+  member.rowColumns = mark->rowColumns;
   memberPlaces[member.function] = mark->member;
   auto [found, added] = launches.try_emplace(mark->launch, program.ops.size());
   if (added) {

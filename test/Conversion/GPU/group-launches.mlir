@@ -161,3 +161,54 @@ func.func @fold_after_reader(%partials: memref<4x32xf32>, %arg1: memref<4xf32>, 
   }
   return
 }
+
+// -----
+
+// An elementwise op that reads each row's sum joins the fold's launch by
+// rows: row r on the fold's 32 lanes for r, each lane a strided share of
+// the 512 columns (after a barrier: what it reads, lane 0 wrote). Writing
+// the rows back over the input instead, which the partials of other lanes
+// still read, it stays out.
+
+// CHECK-LABEL: func.func @by_rows
+// CHECK: ins(%[[P:.*]] : memref<4x32xf32>) outs(%arg1
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 3 : i64, mantissa.gpu_thread_stride = 32 : i64
+// CHECK: ins(%arg0, %arg1 : memref<4x512xf32>, memref<4xf32>) outs(%arg2
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 4 : i64, mantissa.gpu_row_columns = 512 : i64, mantissa.gpu_thread_stride = 32 : i64
+// CHECK: ins(%arg1 : memref<4xf32>) outs(%arg0
+// CHECK-SAME: mantissa.gpu_launch = 1 : i64, mantissa.gpu_member = 0 : i64, mantissa.gpu_thread_stride = 1 : i64
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d2)>
+#map2 = affine_map<(d0, d1) -> (d0, d1)>
+#map3 = affine_map<(d0, d1) -> (d0)>
+func.func @by_rows(%arg0: memref<4x512xf32>, %arg1: memref<4xf32>, %arg2: memref<4x512xf32>) {
+  %cst = arith.constant 0.000000e+00 : f32
+  linalg.fill ins(%cst : f32) outs(%arg1 : memref<4xf32>)
+  %alloc = memref.alloc() : memref<4x32xf32>
+  %cst_0 = arith.constant -0.000000e+00 : f32
+  linalg.fill ins(%cst_0 : f32) outs(%alloc : memref<4x32xf32>)
+  %expand_shape = memref.expand_shape %arg0 [[0], [1, 2]] output_shape [4, 16, 32] : memref<4x512xf32> into memref<4x16x32xf32>
+  linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["parallel", "reduction", "parallel"]} ins(%expand_shape : memref<4x16x32xf32>) outs(%alloc : memref<4x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.mulf %in, %in : f32
+    %1 = arith.addf %0, %out : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#map2, #map3], iterator_types = ["parallel", "reduction"]} ins(%alloc : memref<4x32xf32>) outs(%arg1 : memref<4xf32>) attrs =  {mantissa.gpu_fold_parts = 32 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %out : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#map2, #map3, #map2], iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1 : memref<4x512xf32>, memref<4xf32>) outs(%arg2 : memref<4x512xf32>) {
+  ^bb0(%x: f32, %s: f32, %out: f32):
+    %0 = arith.mulf %x, %s : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#map3, #map2], iterator_types = ["parallel", "parallel"]} ins(%arg1 : memref<4xf32>) outs(%arg0 : memref<4x512xf32>) {
+  ^bb0(%s: f32, %out: f32):
+    %0 = arith.mulf %out, %s : f32
+    linalg.yield %0 : f32
+  }
+  memref.dealloc %alloc : memref<4x32xf32>
+  return
+}
