@@ -681,6 +681,73 @@ TEST_F(TrainToLinalgTest, RowOpsRunInTheLaunchOfTheirFold) {
   EXPECT_NE(program->ptx.find("bar.sync"), std::string::npos);
 }
 
+/// LayerNorm forward and backward over rows of 512 (long enough to split):
+/// against the interpreter, and on the GPU each row op runs in the launch
+/// of the fold it reads.
+TEST_F(TrainToLinalgTest, LayerNormsRunByRows) {
+  auto body = [&](StringRef e) {
+    return "  %r, %m, %s = train.layer_norm %x weight %w : " + t("512", e) +
+           " bias %b : " + t("512", e) +
+           " {normalized_rank = 1 : i64, eps = 1.0e-05 : f64} : " +
+           t("6x512", e) + " -> " + t("6x512", e) + ", " + t("6x1", e) + ", " +
+           t("6x1", e) +
+           "\n  %gi, %gw, %gb = train.layer_norm_backward %g, %x, %m, %s "
+           "weight %w : " +
+           t("512", e) + " bias %b : " + t("512", e) +
+           " {normalized_rank = 1 : i64} : " + t("6x512", e) + ", " +
+           t("6x512", e) + ", " + t("6x1", e) + ", " + t("6x1", e) + " -> " +
+           t("6x512", e) + ", " + t("512", e) + ", " + t("512", e);
+  };
+  auto args = [&](StringRef e) {
+    return SmallVector<Arg>{{"g", t("6x512", e)},
+                            {"x", t("6x512", e)},
+                            {"w", t("512", e)},
+                            {"b", t("512", e)}};
+  };
+  auto results = [&](StringRef e) {
+    return SmallVector<Arg>{{"r", t("6x512", e)},
+                            {"gi", t("6x512", e)},
+                            {"gw", t("512", e)},
+                            {"gb", t("512", e)}};
+  };
+  for (StringRef e : kFloatTypes)
+    check(args(e), body(e), results(e));
+  std::string source = buildStep(args("f32"), body("f32"), results("f32"));
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module) << diagnostics;
+  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
+      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  ASSERT_TRUE(succeeded(program)) << diagnostics;
+  // The output and the input gradient by rows of 512, each in the launch
+  // of the fold it reads; the variance's partials by rows of 32 (one
+  // column per lane) in the launch of the mean's fold, so that the
+  // variance's fold joins them there. Three launches in all: the mean's
+  // partials (with the fills), the rest by rows, the gain and bias
+  // gradients' column sums (a launch holds at most 16 ops).
+  int kernels = 0, wide = 0, narrow = 0;
+  for (const GpuStepOp &op : program->ops) {
+    if (op.kind != GpuStepOp::Kind::Kernel)
+      continue;
+    ++kernels;
+    for (const GpuStepOp::Member &member : op.members) {
+      if (member.rowColumns == 0)
+        continue;
+      EXPECT_EQ(member.threadStride, 32);
+      EXPECT_EQ(member.threads, 6);
+      if (member.rowColumns == 512)
+        ++wide;
+      else if (member.rowColumns == 32)
+        ++narrow;
+      else
+        ADD_FAILURE() << "by rows of " << member.rowColumns;
+    }
+  }
+  EXPECT_EQ(wide, 2);
+  EXPECT_GE(narrow, 1);
+  EXPECT_EQ(kernels, 3);
+}
+
 /// Launches of large elementwise ops (a million threads or more) run four
 /// iterations per thread, t, t + T', t + 2T', t + 3T' (T' a quarter of the
 /// iterations, rounded up; the last threads run fewer): an elementwise

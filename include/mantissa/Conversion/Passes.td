@@ -710,7 +710,10 @@ def GroupLaunchesPass
       then columns, and of what the launch writes it reads only each row's
       value that the fold's lanes for the row wrote; row r runs on those
       lanes after a barrier of the block, each lane a strided share of the
-      columns (a norm's scaling by its rsqrt, in the launch of its sum).
+      columns (a norm's scaling by its rsqrt, in the launch of its sum);
+      with one column per lane (a second reduction's partials reading the
+      first's result) it runs on the threads a plain member would, and
+      may also depend element by element on such members.
     GEMMs and the attention kernels run alone. A launch holds at most 16
     members.
   }];

@@ -240,6 +240,12 @@ struct Launch {
   struct Member {
     Operation *op;
     int64_t stride, columns = 0;
+
+    /// Whether it runs iteration t on thread t: a member by rows with one
+    /// column per lane does too (after its barrier).
+    bool runsOnItsOwnThreads() const {
+      return columns == 0 ? stride == 1 : columns == stride;
+    }
   };
   SmallVector<Member> members;
   /// Whether kernels may join it (not a GEMM nor the attention kernels).
@@ -277,7 +283,10 @@ private:
   /// runs on the fold's lanes for r after a barrier of the block, each
   /// lane a strided share of the columns: the row's sums reach the op
   /// without a launch in between. Then its mapping (the fold's stride, the
-  /// columns of a row).
+  /// columns of a row). Where a row has one column per lane (the partials
+  /// of a second reduction reading the first's result: a LayerNorm's
+  /// variance, a softmax's sum after its max), it may also depend thread
+  /// by thread on members on their own threads.
   std::optional<Launch::Member> readsRowsOf(Operation *op,
                                             const Launch &launch) const;
 
@@ -368,12 +377,16 @@ LaunchGrouper::dependsOnlyThreadLocally(Operation *op,
       // The same threads, each touching one element that no other thread
       // touches, the same in both: thread t runs the earlier member's
       // iteration, then this op's, on that element alone.
+      // (A member by rows on its own threads counts as one.)
+      Launch::Member mapping = member;
+      if (mapping.runsOnItsOwnThreads())
+        mapping = {member.op, 1};
       if (other.threadShape != own.threadShape ||
-          (partner && (partner->stride != member.stride ||
-                       partner->columns != member.columns)) ||
-          (ownStride != 1 && ownStride != member.stride))
+          (partner && (partner->stride != mapping.stride ||
+                       partner->columns != mapping.columns)) ||
+          (ownStride != 1 && ownStride != mapping.stride))
         return std::nullopt;
-      partner = member;
+      partner = mapping;
       auto mine = own.elements.find(buffer);
       auto theirs = other.elements.find(buffer);
       if (mine == own.elements.end() || theirs == other.elements.end() ||
@@ -411,7 +424,7 @@ LaunchGrouper::foldsPartialsOf(Operation *op, const Launch &launch) const {
       if (!conflictsOn(own, other, buffer))
         continue;
       conflicts = true;
-      if (member.stride != 1 || member.columns != 0 || !other.threadShape)
+      if (!member.runsOnItsOwnThreads() || !other.threadShape)
         return std::nullopt;
       auto element = other.elements.find(buffer);
       if (element == other.elements.end() || !element->second)
@@ -457,11 +470,23 @@ LaunchGrouper::readsRowsOf(Operation *op, const Launch &launch) const {
   std::optional<Launch::Member> rows;
   std::optional<SmallVector<int64_t>> rowShape;
   size_t rowLoops = 0;
+  // Whether it depends thread by thread on a member on its own threads.
+  bool local = false;
   for (const Launch::Member &member : launch.members) {
     const Touches &other = touches.find(member.op)->second;
     for (Value buffer : own.touches) {
       if (!conflictsOn(own, other, buffer))
         continue;
+      if (member.runsOnItsOwnThreads() &&
+          other.threadShape == own.threadShape) {
+        auto mine = own.elements.find(buffer);
+        auto theirs = other.elements.find(buffer);
+        if (mine == own.elements.end() || theirs == other.elements.end() ||
+            !mine->second || mine->second != theirs->second)
+          return std::nullopt;
+        local = true;
+        continue;
+      }
       // Only reads of what the lanes of one row wrote, all members on the
       // same lanes.
       if (own.writes.contains(buffer) || member.stride < 2 ||
@@ -490,6 +515,8 @@ LaunchGrouper::readsRowsOf(Operation *op, const Launch &launch) const {
   rows->columns = 1;
   for (int64_t extent : shape.drop_front(rowLoops))
     rows->columns *= extent;
+  if (local && !rows->runsOnItsOwnThreads())
+    return std::nullopt;
   return rows;
 }
 

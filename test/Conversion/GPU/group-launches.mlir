@@ -212,3 +212,50 @@ func.func @by_rows(%arg0: memref<4x512xf32>, %arg1: memref<4xf32>, %arg2: memref
   memref.dealloc %alloc : memref<4x32xf32>
   return
 }
+
+// -----
+
+// A second reduction's partials that read the first's row sums (a
+// LayerNorm's variance after its mean): by rows of 32 columns, one per
+// lane, they run on the threads their fill ran on, so they may also write
+// what it zeroed, and the second fold joins them (its output's fill moving
+// onto the fold's threads).
+
+// CHECK-LABEL: func.func @chained
+// CHECK: linalg.fill {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 3 : i64, mantissa.gpu_thread_stride = 32 : i64} ins(%{{.*}} : f32) outs(%arg2 : memref<4xf32>)
+// CHECK: linalg.fill {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64, mantissa.gpu_thread_stride = 1 : i64} ins(%{{.*}} : f32) outs(%[[Q:.*]] : memref<4x32xf32>)
+// CHECK: ins(%arg0, %arg1 : memref<4x16x32xf32>, memref<4xf32>) outs(%[[Q]]
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 2 : i64, mantissa.gpu_row_columns = 32 : i64, mantissa.gpu_thread_stride = 32 : i64
+// CHECK: ins(%[[Q]] : memref<4x32xf32>) outs(%arg2
+// CHECK-SAME: mantissa.gpu_fold_parts = 32 : i64, mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 4 : i64, mantissa.gpu_thread_stride = 32 : i64
+#map = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d2)>
+#row3 = affine_map<(d0, d1, d2) -> (d0)>
+#map2 = affine_map<(d0, d1) -> (d0, d1)>
+#map3 = affine_map<(d0, d1) -> (d0)>
+func.func @chained(%arg0: memref<4x16x32xf32>, %arg1: memref<4xf32>, %arg2: memref<4xf32>, %p: memref<4x32xf32>) {
+  linalg.generic {indexing_maps = [#map2, #map3], iterator_types = ["parallel", "reduction"]} ins(%p : memref<4x32xf32>) outs(%arg1 : memref<4xf32>) attrs =  {mantissa.gpu_fold_parts = 32 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %out : f32
+    linalg.yield %0 : f32
+  }
+  %cst = arith.constant 0.000000e+00 : f32
+  linalg.fill ins(%cst : f32) outs(%arg2 : memref<4xf32>)
+  %q = memref.alloc() : memref<4x32xf32>
+  %cst_0 = arith.constant -0.000000e+00 : f32
+  linalg.fill ins(%cst_0 : f32) outs(%q : memref<4x32xf32>)
+  linalg.generic {indexing_maps = [#map, #row3, #map1], iterator_types = ["parallel", "reduction", "parallel"]} ins(%arg0, %arg1 : memref<4x16x32xf32>, memref<4xf32>) outs(%q : memref<4x32xf32>) {
+  ^bb0(%x: f32, %m: f32, %out: f32):
+    %0 = arith.subf %x, %m : f32
+    %1 = arith.mulf %0, %0 : f32
+    %2 = arith.addf %1, %out : f32
+    linalg.yield %2 : f32
+  }
+  linalg.generic {indexing_maps = [#map2, #map3], iterator_types = ["parallel", "reduction"]} ins(%q : memref<4x32xf32>) outs(%arg2 : memref<4xf32>) attrs =  {mantissa.gpu_fold_parts = 32 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %out : f32
+    linalg.yield %0 : f32
+  }
+  memref.dealloc %q : memref<4x32xf32>
+  return
+}
