@@ -458,8 +458,11 @@ def FoldTransposesIntoViewsPass
     : Pass<"mantissa-fold-transposes-into-views", "::mlir::func::FuncOp"> {
   let summary = "Replace a transpose into a temporary by a strided view of its input";
   let description = [{
-    On a bufferized step, each `linalg.transpose` into a temporary becomes a
-    `memref.transpose` view of its input when the temporary is only read
+    On a bufferized step, each transpose into a temporary (`linalg.transpose`,
+    or the `linalg.generic` it generalizes to: one input and one output
+    indexed by permutations, all loops parallel, a body that yields the
+    input) becomes a `memref.transpose` view of its input when the
+    temporary is only read
     afterwards (by linalg ops, directly or through reshapes and transposes
     that the input's strides allow, which are rebuilt on the view) and
     nothing writes the input's buffer after the transpose. The copy then

@@ -23,7 +23,51 @@ using namespace mlir::mantissa;
 
 namespace {
 
-/// Replaces each linalg.transpose into a temporary by a memref.transpose
+/// A transpose: `input` copied into `init` with `permutation` (dimension i
+/// of `init` is dimension permutation[i] of `input`), as linalg.transpose
+/// or as the linalg.generic it generalizes to (one input, one output, both
+/// maps permutations, all loops parallel, a body that yields the input).
+struct Transpose {
+  Operation *op;
+  Value input, init;
+  SmallVector<int64_t> permutation;
+};
+
+std::optional<Transpose> matchTranspose(Operation *op) {
+  if (auto transpose = dyn_cast<linalg::TransposeOp>(op))
+    return Transpose{op, transpose.getInput(), transpose.getInit(),
+                     SmallVector<int64_t>(transpose.getPermutation())};
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getNumLoops() != generic.getNumParallelLoops() ||
+      !generic.hasPureBufferSemantics())
+    return std::nullopt;
+  OpOperand *input = generic.getDpsInputOperand(0);
+  OpOperand *init = generic.getDpsInitOperand(0);
+  Block *body = generic.getBody();
+  if (body->getOperations().size() != 1 ||
+      body->getTerminator()->getOperand(0) != body->getArgument(0) ||
+      getElementTypeOrSelf(input->get().getType()) !=
+          getElementTypeOrSelf(init->get().getType()))
+    return std::nullopt;
+  AffineMap inputMap = generic.getMatchingIndexingMap(input);
+  AffineMap initMap = generic.getMatchingIndexingMap(init);
+  if (!inputMap.isPermutation() || !initMap.isPermutation())
+    return std::nullopt;
+  // Element x of the output is element (inputMap o initMap^-1)(x) of the
+  // input: dimension k of the input is dimension q[k] of the output, so
+  // dimension i of the output is dimension q^-1[i] of the input.
+  AffineMap outputToInput = inputMap.compose(inversePermutation(initMap));
+  AffineMap inverse = inversePermutation(outputToInput);
+  SmallVector<int64_t> permutation;
+  for (AffineExpr result : inverse.getResults())
+    permutation.push_back(cast<AffineDimExpr>(result).getPosition());
+  return Transpose{op, input->get(), init->get(), permutation};
+}
+
+/// Replaces each transpose (matchTranspose) into a temporary by a
+/// memref.transpose
 /// view of its input, when the temporary is only read afterwards (by linalg
 /// ops, directly or through reshapes and transposes that the input's
 /// strides allow) and nothing writes the input's buffer after the
@@ -31,37 +75,41 @@ namespace {
 /// operand as transa/transb and kernels read through the strided view.
 void foldTransposesIntoViews(func::FuncOp function) {
   Block &body = function.getBody().front();
-  SmallVector<linalg::TransposeOp> transposes;
+  SmallVector<Operation *> transposes;
   for (Operation &op : body)
-    if (auto transpose = dyn_cast<linalg::TransposeOp>(op))
-      transposes.push_back(transpose);
+    if (matchTranspose(&op))
+      transposes.push_back(&op);
   auto readByGemm = [](OpOperand *operand) {
     return isGemm(cast<linalg::LinalgOp>(operand->getOwner()));
   };
-  for (linalg::TransposeOp transpose : transposes) {
-    Value input = transpose.getInput();
-    auto alloc = transpose.getInit().getDefiningOp<memref::AllocOp>();
+  for (Operation *op : transposes) {
+    // Matched again: folding an earlier transpose may have moved this one's
+    // input onto a view.
+    Transpose transpose = *matchTranspose(op);
+    Value input = transpose.input;
+    auto alloc = transpose.init.getDefiningOp<memref::AllocOp>();
     if (!alloc || alloc->getBlock() != &body)
       continue;
     Value inputBase = getBaseBuffer(input);
     bool inputWrittenLater = false;
-    for (Operation *op = transpose->getNextNode(); op && !inputWrittenLater;
+    for (Operation *op = transpose.op->getNextNode(); op && !inputWrittenLater;
          op = op->getNextNode())
       inputWrittenLater = writesBuffer(op, inputBase);
     if (inputWrittenLater)
       continue;
-    OpBuilder builder(transpose);
+    OpBuilder builder(transpose.op);
     AffineMap permutation = AffineMap::getPermutationMap(
-        SmallVector<unsigned>(transpose.getPermutation()),
+        SmallVector<unsigned>(transpose.permutation.begin(),
+                              transpose.permutation.end()),
         builder.getContext());
     auto view = builder.create<memref::TransposeOp>(
-        transpose.getLoc(), input, AffineMapAttr::get(permutation));
+        transpose.op->getLoc(), input, AffineMapAttr::get(permutation));
     if (view.getType().getShape() != alloc.getType().getShape()) {
       view.erase();
       continue;
     }
     ReadRedirection redirection;
-    bool folded = redirection.collect(alloc, view, transpose);
+    bool folded = redirection.collect(alloc, view, transpose.op);
     if (folded) {
       // Readers that are GEMMs must stay GEMMs (a contraction that cuBLAS
       // cannot take runs far slower as a kernel than a transpose costs).
@@ -80,7 +128,7 @@ void foldTransposesIntoViews(func::FuncOp function) {
       continue;
     }
     redirection.eraseViews(/*newOnes=*/false);
-    transpose.erase();
+    transpose.op->erase();
     for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
       user->erase();
     alloc.erase();

@@ -64,3 +64,92 @@ func.func @input_written_later(%x: memref<8x16xf32>, %y: memref<16x8xf32>) {
   memref.dealloc %t : memref<16x8xf32>
   return
 }
+
+// -----
+
+// The same transpose as a generic (how a permute reaches the GPU passes
+// after elementwise fusion generalized it): input map (d1, d2, d0), output
+// identity, a body that yields the input. The weight gradient's GEMM reads
+// the collapsed view as a transposed operand.
+
+// CHECK-LABEL: func.func @generic_transpose
+// CHECK-SAME: %[[X:[^:]*]]: memref<4x32x344xbf16>
+// CHECK-NOT: linalg.generic
+// CHECK: %[[T:.*]] = memref.transpose %[[X]] (d0, d1, d2) -> (d2, d0, d1) : memref<4x32x344xbf16> to memref<344x4x32xbf16, strided<[1, 11008, 344]>>
+// CHECK: %[[C:.*]] = memref.collapse_shape %[[T]] {{\[}}[0], [1, 2]] : memref<344x4x32xbf16, strided<[1, 11008, 344]>> into memref<344x128xbf16, strided<[1, 344]>>
+// CHECK: linalg.matmul ins(%[[C]], %{{.*}} : memref<344x128xbf16, strided<[1, 344]>>, memref<128x128xbf16>)
+#perm = affine_map<(d0, d1, d2) -> (d1, d2, d0)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @generic_transpose(%x: memref<4x32x344xbf16>, %w: memref<128x128xbf16>, %y: memref<344x128xf32>) {
+  %t = memref.alloc() : memref<344x4x32xbf16>
+  linalg.generic {indexing_maps = [#perm, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<4x32x344xbf16>) outs(%t : memref<344x4x32xbf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    linalg.yield %in : bf16
+  }
+  %c = memref.collapse_shape %t [[0], [1, 2]] : memref<344x4x32xbf16> into memref<344x128xbf16>
+  linalg.matmul ins(%c, %w : memref<344x128xbf16>, memref<128x128xbf16>) outs(%y : memref<344x128xf32>)
+  memref.dealloc %t : memref<344x4x32xbf16>
+  return
+}
+
+// -----
+
+// A generic that also rounds (not a copy) stays.
+
+// CHECK-LABEL: func.func @rounding_transpose
+// CHECK: linalg.generic
+// CHECK: arith.truncf
+#perm = affine_map<(d0, d1) -> (d1, d0)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @rounding_transpose(%x: memref<8x16xf32>, %y: memref<16x8xbf16>) {
+  %t = memref.alloc() : memref<16x8xbf16>
+  linalg.generic {indexing_maps = [#perm, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x16xf32>) outs(%t : memref<16x8xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  linalg.copy ins(%t : memref<16x8xbf16>) outs(%y : memref<16x8xbf16>)
+  memref.dealloc %t : memref<16x8xbf16>
+  return
+}
+
+// -----
+
+// A transpose of a transpose: folding the first moves the second's input
+// onto a view, which the second then folds through too; the reader reads
+// %x itself, through two views.
+
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-SAME: %[[X:[^:]*]]: memref<8x16xf32>
+// CHECK-NOT: linalg.generic {{.*}} -> (d1, d0)
+// CHECK: %[[A:.*]] = memref.transpose %[[X]] (d0, d1) -> (d1, d0) : memref<8x16xf32> to memref<16x8xf32, strided<[1, 16]>>
+// CHECK: %[[B:.*]] = memref.transpose %[[A]] (d0, d1) -> (d1, d0) : memref<16x8xf32, strided<[1, 16]>> to memref<8x16xf32, strided<[16, 1]>>
+// CHECK: linalg.generic {{.*}} ins(%[[B]] : memref<8x16xf32, strided<[16, 1]>>)
+// CHECK: math.exp
+#perm = affine_map<(d0, d1) -> (d1, d0)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @transpose_of_transpose(%x: memref<8x16xf32>, %y: memref<8x16xf32>) {
+  %t1 = memref.alloc() : memref<16x8xf32>
+  linalg.generic {indexing_maps = [#perm, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x16xf32>) outs(%t1 : memref<16x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  %t2 = memref.alloc() : memref<8x16xf32>
+  linalg.generic {indexing_maps = [#perm, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t1 : memref<16x8xf32>) outs(%t2 : memref<8x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t2 : memref<8x16xf32>) outs(%y : memref<8x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  memref.dealloc %t1 : memref<16x8xf32>
+  memref.dealloc %t2 : memref<8x16xf32>
+  return
+}
