@@ -69,7 +69,8 @@ struct BufferAccesses {
 /// rounded result), so it must stay as it is and where it is.
 bool isGemmEpilogueCandidate(Operation *op);
 
-/// `view` (expand_shape, collapse_shape or memref.transpose) applied to
+/// `view` (expand_shape, collapse_shape, memref.transpose or a static
+/// subview) applied to
 /// `source` instead of its own source, its layout recomputed, built at the
 /// builder's insertion point; null when the view cannot take that source's
 /// strides.

@@ -95,6 +95,19 @@ Value mlir::mantissa::rebuildView(OpBuilder &builder, Operation *view,
   if (auto transpose = dyn_cast<memref::TransposeOp>(view))
     return builder.create<memref::TransposeOp>(
         loc, source, AffineMapAttr::get(transpose.getPermutation()));
+  // The same static window (RoPE's halves of the last dimension), its
+  // strides the new source's.
+  if (auto subview = dyn_cast<memref::SubViewOp>(view)) {
+    if (!subview.getOffsets().empty() || !subview.getSizes().empty() ||
+        !subview.getStrides().empty())
+      return {};
+    auto type = cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
+        subview.getType().getShape(), sourceType, subview.getMixedOffsets(),
+        subview.getMixedSizes(), subview.getMixedStrides()));
+    return builder.create<memref::SubViewOp>(
+        loc, type, source, subview.getMixedOffsets(), subview.getMixedSizes(),
+        subview.getMixedStrides());
+  }
   return {};
 }
 

@@ -153,3 +153,35 @@ func.func @transpose_of_transpose(%x: memref<8x16xf32>, %y: memref<8x16xf32>) {
   memref.dealloc %t2 : memref<8x16xf32>
   return
 }
+
+// -----
+
+// Read through static windows (RoPE's halves of the head dimension): the
+// windows are rebuilt on the transposed view, with its strides.
+
+// CHECK-LABEL: func.func @windows_of_transpose
+// CHECK-SAME: %[[X:[^:]*]]: memref<4x8x2x16xf32>
+// CHECK: %[[T:.*]] = memref.transpose %[[X]] (d0, d1, d2, d3) -> (d0, d2, d1, d3) : memref<4x8x2x16xf32> to memref<4x2x8x16xf32, strided<[256, 16, 32, 1]>>
+// CHECK: %[[L:.*]] = memref.subview %[[T]][0, 0, 0, 0] [4, 2, 8, 8] [1, 1, 1, 1] : memref<4x2x8x16xf32, strided<[256, 16, 32, 1]>> to memref<4x2x8x8xf32, strided<[256, 16, 32, 1]>>
+// CHECK: %[[H:.*]] = memref.subview %[[T]][0, 0, 0, 8] [4, 2, 8, 8] [1, 1, 1, 1] : memref<4x2x8x16xf32, strided<[256, 16, 32, 1]>> to memref<4x2x8x8xf32, strided<[256, 16, 32, 1], offset: 8>>
+// CHECK: linalg.generic {{.*}} ins(%[[L]], %[[H]] :
+#perm = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @windows_of_transpose(%x: memref<4x8x2x16xf32>, %y: memref<4x2x8x8xf32>) {
+  %t = memref.alloc() : memref<4x2x8x16xf32>
+  linalg.generic {indexing_maps = [#perm, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<4x8x2x16xf32>) outs(%t : memref<4x2x8x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  %lo = memref.subview %t[0, 0, 0, 0] [4, 2, 8, 8] [1, 1, 1, 1] : memref<4x2x8x16xf32> to memref<4x2x8x8xf32, strided<[256, 128, 16, 1]>>
+  %hi = memref.subview %t[0, 0, 0, 8] [4, 2, 8, 8] [1, 1, 1, 1] : memref<4x2x8x16xf32> to memref<4x2x8x8xf32, strided<[256, 128, 16, 1], offset: 8>>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%lo, %hi : memref<4x2x8x8xf32, strided<[256, 128, 16, 1]>>, memref<4x2x8x8xf32, strided<[256, 128, 16, 1], offset: 8>>) outs(%y : memref<4x2x8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %s = arith.subf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %t : memref<4x2x8x16xf32>
+  return
+}
