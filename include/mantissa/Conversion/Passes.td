@@ -454,6 +454,23 @@ def MaterializeOperandCastsPass
   ];
 }
 
+def ReuseWrittenRoundingsPass
+    : Pass<"mantissa-reuse-written-roundings", "::mlir::func::FuncOp"> {
+  let summary = "Copy a rounding that the rounded buffer's writer already wrote";
+  let description = [{
+    On a bufferized step, a `linalg.generic` that only rounds a temporary X
+    (one `truncf`, read whole through a permutation: a GEMM operand's cast
+    that mantissa-materialize-operand-casts moved out of the contraction,
+    reading X transposed) becomes a copy, through the same permutation, of
+    the temporary Y into which X's last writer also wrote the same rounding
+    (a kernel that yields a value and its bf16 copy, indexed alike), when
+    nothing writes Y in between: the same bits, and a copy that
+    mantissa-fold-transposes-into-views then reads as a view of Y (a
+    norm backward's gradient, rounded once for both of its GEMMs).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def FoldTransposesIntoViewsPass
     : Pass<"mantissa-fold-transposes-into-views", "::mlir::func::FuncOp"> {
   let summary = "Replace a transpose into a temporary by a strided view of its input";

@@ -686,6 +686,7 @@ void mlir::mantissa::registerTrainToGPUPasses() {
     mantissa::registerSegmentScatterAccumulationsPass();
     mantissa::registerMaterializeOperandCastsPass();
     mantissa::registerFoldTransposesIntoViewsPass();
+    mantissa::registerReuseWrittenRoundingsPass();
   });
 }
 
@@ -776,6 +777,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   if (failed(runPassPipeline(
           *module,
           "builtin.module(func.func(mantissa-materialize-operand-casts,"
+          "mantissa-reuse-written-roundings,"
           "mantissa-fold-transposes-into-views,"
           "mantissa-segment-scatter-accumulations,"
           "mantissa-fold-copies-into-producers,mantissa-share-roundings,"
