@@ -63,19 +63,19 @@ bool conflict(const Touches &a, const Touches &b) {
                       [&](Value buffer) { return conflictsOn(a, b, buffer); });
 }
 
-/// The one element of `operand` that each thread of `op` touches, when
-/// there is one (the operand's map uses parallel loops only) and no two
-/// threads share it: the element offset, in its base buffer, as
-/// [offset, coefficient of each parallel loop] (thread coordinates in
-/// `parallelDims` order, of extents `shape`).
+/// The element of `operand` that an iteration of the first `count`
+/// parallel loops of `op` (in `parallelDims` order) touches, as [offset in
+/// its base buffer, coefficient of each of those loops]; none when another
+/// loop (a later parallel loop or a reduction) moves it, or an index is
+/// neither a loop nor a constant.
 std::optional<SmallVector<int64_t>>
-getThreadElement(linalg::LinalgOp op, OpOperand &operand,
-                 ArrayRef<unsigned> parallelDims, ArrayRef<int64_t> shape) {
+getLoopElement(linalg::LinalgOp op, OpOperand &operand,
+               ArrayRef<unsigned> parallelDims, size_t count) {
   SmallVector<int64_t> strides;
   int64_t offset;
   if (failed(getViewLayout(operand.get(), strides, offset)))
     return std::nullopt;
-  SmallVector<int64_t> element(1 + parallelDims.size(), 0);
+  SmallVector<int64_t> element(1 + count, 0);
   element[0] = offset;
   AffineMap map = op.getMatchingIndexingMap(&operand);
   for (auto [position, expr] : llvm::enumerate(map.getResults())) {
@@ -86,15 +86,30 @@ getThreadElement(linalg::LinalgOp op, OpOperand &operand,
     auto dim = dyn_cast<AffineDimExpr>(expr);
     if (!dim)
       return std::nullopt;
-    const unsigned *found = llvm::find(parallelDims, dim.getPosition());
-    if (found == parallelDims.end())
-      return std::nullopt; // a reduction loop: many elements per thread
-    element[1 + (found - parallelDims.begin())] += strides[position];
+    size_t loop =
+        llvm::find(parallelDims, dim.getPosition()) - parallelDims.begin();
+    if (loop < count)
+      element[1 + loop] += strides[position];
+    else if (strides[position] != 0)
+      return std::nullopt;
   }
+  return element;
+}
+
+/// The one element of `operand` that each thread of `op` touches, when
+/// there is one (getLoopElement over all its parallel loops, of extents
+/// `shape`) and no two threads share it.
+std::optional<SmallVector<int64_t>>
+getThreadElement(linalg::LinalgOp op, OpOperand &operand,
+                 ArrayRef<unsigned> parallelDims, ArrayRef<int64_t> shape) {
+  std::optional<SmallVector<int64_t>> element =
+      getLoopElement(op, operand, parallelDims, parallelDims.size());
+  if (!element)
+    return std::nullopt;
   // Distinct threads, distinct elements: the loops' strides nest.
   SmallVector<std::pair<int64_t, int64_t>> loops; // (coefficient, extent)
   for (auto [coefficient, extent] :
-       llvm::zip_equal(ArrayRef(element).drop_front(), shape))
+       llvm::zip_equal(ArrayRef(*element).drop_front(), shape))
     if (extent > 1)
       loops.push_back({coefficient, extent});
   llvm::sort(loops);
@@ -154,35 +169,15 @@ std::optional<SmallVector<int64_t>> getRowElement(linalg::LinalgOp op,
     if (!isa<MemRefType>(operand.get().getType()) ||
         getBaseBuffer(operand.get()) != buffer)
       continue;
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (failed(getViewLayout(operand.get(), strides, offset)))
+    std::optional<SmallVector<int64_t>> element =
+        getLoopElement(op, operand, parallelDims, rowLoops);
+    if (!element)
       return std::nullopt;
-    SmallVector<int64_t> element(1 + rowLoops, 0);
-    element[0] = offset;
-    AffineMap map = op.getMatchingIndexingMap(&operand);
-    for (auto [position, expr] : llvm::enumerate(map.getResults())) {
-      if (auto constant = dyn_cast<AffineConstantExpr>(expr)) {
-        element[0] += constant.getValue() * strides[position];
-        continue;
-      }
-      auto dim = dyn_cast<AffineDimExpr>(expr);
-      if (!dim)
-        return std::nullopt;
-      const unsigned *found = llvm::find(parallelDims, dim.getPosition());
-      size_t loop = found - parallelDims.begin();
-      if (found == parallelDims.end() || loop >= rowLoops) {
-        // A reduction or column loop moves it, unless it stays put there.
-        if (strides[position] != 0)
-          return std::nullopt;
-        continue;
-      }
-      element[1 + loop] += strides[position];
-    }
-    element = withoutUnitLoops(element, shape.take_front(rowLoops));
-    if (result && *result != element)
+    SmallVector<int64_t> row =
+        withoutUnitLoops(*element, shape.take_front(rowLoops));
+    if (result && *result != row)
       return std::nullopt;
-    result = element;
+    result = row;
   }
   return result;
 }
