@@ -132,6 +132,18 @@ protected:
 
   /// Interprets and compiles the step, runs both on the same random inputs
   /// and compares every result.
+  /// The step of `body` compiled for the GPU (without host kernels); a
+  /// failure leaves its messages in `diagnostics`.
+  FailureOr<GpuStepProgram> compileForGpu(ArrayRef<Arg> args, StringRef body,
+                                          ArrayRef<Arg> results) {
+    OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
+        buildStep(args, body, results), ParserConfig(&context));
+    if (!module)
+      return failure();
+    return compileTrainStepForGpu(*module->getOps<train::StepOp>().begin(),
+                                  /*withHostKernels=*/false);
+  }
+
   void check(ArrayRef<Arg> args, StringRef body, ArrayRef<Arg> results,
              float low = -2.0f, float high = 2.0f) {
     std::string source = buildStep(args, body, results);
@@ -580,18 +592,13 @@ TEST_F(TrainToLinalgTest, LongReductionsFoldInTheLaunchOfTheirPartials) {
   // The program: the fold in its partials' launch, output u on the threads
   // from u * parts, after its output's zero fill, which moved behind the
   // partials onto the fold's threads; no launch of its own.
-  std::string source =
-      buildStep({{"a", t("6x512", "f32")}},
-                "  %x = train.exp %a : " + t("6x512", "f32") + " -> " +
-                    t("6x512", "f32") +
-                    "\n  %r = train.sum %x {dims = array<i64: 1>} : " +
-                    t("6x512", "f32") + " -> " + t("6", "f32"),
-                {{"r", t("6", "f32")}});
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, ParserConfig(&context));
-  ASSERT_TRUE(module) << diagnostics;
-  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
-      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  FailureOr<GpuStepProgram> program =
+      compileForGpu({{"a", t("6x512", "f32")}},
+                    "  %x = train.exp %a : " + t("6x512", "f32") + " -> " +
+                        t("6x512", "f32") +
+                        "\n  %r = train.sum %x {dims = array<i64: 1>} : " +
+                        t("6x512", "f32") + " -> " + t("6", "f32"),
+                    {{"r", t("6", "f32")}});
   ASSERT_TRUE(succeeded(program)) << diagnostics;
   int folds = 0;
   for (const GpuStepOp &op : program->ops) {
@@ -651,14 +658,9 @@ TEST_F(TrainToLinalgTest, RowOpsRunInTheLaunchOfTheirFold) {
     check({{"a", t("6x512", e)}, {"w", t("512", e)}}, norm(e),
           {{"y", t("6x512", e)}, {"g", t("6x512", e)}});
 
-  std::string source =
-      buildStep({{"a", t("6x512", "f32")}, {"w", t("512", "f32")}}, norm("f32"),
-                {{"y", t("6x512", "f32")}, {"g", t("6x512", "f32")}});
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, ParserConfig(&context));
-  ASSERT_TRUE(module) << diagnostics;
-  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
-      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  FailureOr<GpuStepProgram> program = compileForGpu(
+      {{"a", t("6x512", "f32")}, {"w", t("512", "f32")}}, norm("f32"),
+      {{"y", t("6x512", "f32")}, {"g", t("6x512", "f32")}});
   ASSERT_TRUE(succeeded(program)) << diagnostics;
   // Both row ops run by rows of 512 on the 32 lanes of their fold, in the
   // fold's launch.
@@ -712,12 +714,8 @@ TEST_F(TrainToLinalgTest, LayerNormsRunByRows) {
   };
   for (StringRef e : kFloatTypes)
     check(args(e), body(e), results(e));
-  std::string source = buildStep(args("f32"), body("f32"), results("f32"));
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(source, ParserConfig(&context));
-  ASSERT_TRUE(module) << diagnostics;
-  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
-      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  FailureOr<GpuStepProgram> program =
+      compileForGpu(args("f32"), body("f32"), results("f32"));
   ASSERT_TRUE(succeeded(program)) << diagnostics;
   // The output and the input gradient by rows of 512, each in the launch
   // of the fold it reads; the variance's partials by rows of 32 (one
@@ -762,13 +760,8 @@ TEST_F(TrainToLinalgTest, LargeElementwiseOpsRunSeveralIterationsPerThread) {
   check({{"a", big}, {"b", big}}, body, {{"x", big}, {"y", big}, {"z", big}},
         -1.0f, 1.0f);
 
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
-      buildStep({{"a", big}, {"b", big}}, body,
-                {{"x", big}, {"y", big}, {"z", big}}),
-      ParserConfig(&context));
-  ASSERT_TRUE(module) << diagnostics;
-  FailureOr<GpuStepProgram> program = compileTrainStepForGpu(
-      *module->getOps<train::StepOp>().begin(), /*withHostKernels=*/false);
+  FailureOr<GpuStepProgram> program = compileForGpu(
+      {{"a", big}, {"b", big}}, body, {{"x", big}, {"y", big}, {"z", big}});
   ASSERT_TRUE(succeeded(program)) << diagnostics;
   int64_t elements = 1025 * 1025, coarse = 0;
   for (const GpuStepOp &op : program->ops)

@@ -13,6 +13,13 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallVector.h"
 
+namespace mlir::arith {
+class TruncFOp;
+} // namespace mlir::arith
+namespace mlir::linalg {
+class GenericOp;
+} // namespace mlir::linalg
+
 namespace mlir::mantissa {
 
 /// On an scf.for nest of a bufferized step: how many of its outer loops
@@ -68,6 +75,12 @@ struct BufferAccesses {
 /// program folds such an op into the GEMM's epilogue (cuBLASLt writes the
 /// rounded result), so it must stay as it is and where it is.
 bool isGemmEpilogueCandidate(Operation *op);
+
+/// The truncf of an elementwise rounding: a generic whose loops are all
+/// parallel, with one input and one output on buffers, both indexed by
+/// permutations, whose body only yields its input rounded; null for any
+/// other op.
+arith::TruncFOp getElementRounding(linalg::GenericOp op);
 
 /// `view` (expand_shape, collapse_shape, memref.transpose or a static
 /// subview) applied to

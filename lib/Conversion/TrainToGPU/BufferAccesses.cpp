@@ -72,6 +72,22 @@ bool mlir::mantissa::isGemmEpilogueCandidate(Operation *op) {
   });
 }
 
+arith::TruncFOp mlir::mantissa::getElementRounding(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !op.hasPureBufferSemantics() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isPermutation(); }))
+    return {};
+  Block *body = op.getBody();
+  auto truncate = dyn_cast<arith::TruncFOp>(body->front());
+  if (body->getOperations().size() != 2 || !truncate ||
+      truncate.getIn() != body->getArgument(0) ||
+      body->getTerminator()->getOperand(0) != truncate.getResult())
+    return {};
+  return truncate;
+}
+
 Value mlir::mantissa::rebuildView(OpBuilder &builder, Operation *view,
                                   Value source) {
   auto sourceType = cast<MemRefType>(source.getType());

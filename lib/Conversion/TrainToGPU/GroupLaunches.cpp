@@ -407,9 +407,10 @@ LaunchGrouper::foldsPartialsOf(Operation *op, const Launch &launch) const {
   SmallVector<int64_t> dense(1 + partialThreads.size(), 0);
   int64_t stride = 1;
   for (size_t dim = partialThreads.size(); dim-- > 0;) {
-    dense[1 + dim] = partialThreads[dim] > 1 ? stride : 0;
+    dense[1 + dim] = stride;
     stride *= partialThreads[dim];
   }
+  dense = withoutUnitLoops(dense, partialThreads);
   bool computed = false;
   SmallVector<size_t> moved;
   for (auto [index, member] : llvm::enumerate(launch.members)) {
@@ -432,11 +433,8 @@ LaunchGrouper::foldsPartialsOf(Operation *op, const Launch &launch) const {
           return std::nullopt;
         continue;
       }
-      SmallVector<int64_t> written(*element->second);
-      for (auto [position, extent] : llvm::enumerate(partialThreads))
-        if (extent == 1)
-          written[1 + position] = 0;
-      if (*other.threadShape != partialThreads || written != dense)
+      if (*other.threadShape != partialThreads ||
+          withoutUnitLoops(*element->second, partialThreads) != dense)
         return std::nullopt;
       computed = true;
     }

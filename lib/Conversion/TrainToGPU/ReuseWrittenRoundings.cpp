@@ -25,25 +25,6 @@ using namespace mlir::mantissa;
 
 namespace {
 
-/// The truncf that `op` applies to its one input and yields, when that is
-/// all it does: all loops parallel, one input and one output, both indexed
-/// by permutations.
-arith::TruncFOp getRounding(linalg::GenericOp op) {
-  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
-      op.getNumParallelLoops() != op.getNumLoops() ||
-      !op.hasPureBufferSemantics() ||
-      !llvm::all_of(op.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isPermutation(); }))
-    return {};
-  Block *body = op.getBody();
-  auto truncate = dyn_cast<arith::TruncFOp>(body->front());
-  if (body->getOperations().size() != 2 || !truncate ||
-      truncate.getIn() != body->getArgument(0) ||
-      body->getTerminator()->getOperand(0) != truncate.getResult())
-    return {};
-  return truncate;
-}
-
 /// The output of `writer` that holds the rounding to `type` of what it
 /// writes into `output` (another output, indexed alike, yielding truncf of
 /// the same value into a whole temporary of the same shape), if any.
@@ -87,7 +68,7 @@ std::optional<WrittenRounding> getRoundingOf(Operation *op, Value x,
   if (!generic)
     return std::nullopt;
   int64_t rank = cast<MemRefType>(x.getType()).getRank();
-  if (arith::TruncFOp truncate = getRounding(generic)) {
+  if (arith::TruncFOp truncate = getElementRounding(generic)) {
     Value output = generic.getDpsInits()[0];
     if (generic.getDpsInputs()[0] != x || truncate.getType() != type ||
         !output.getDefiningOp<memref::AllocOp>())
@@ -131,7 +112,7 @@ void reuseWrittenRoundings(func::FuncOp function) {
   llvm::MapVector<Value, SmallVector<linalg::GenericOp>> roundings;
   for (Operation &op : body) {
     if (auto generic = dyn_cast<linalg::GenericOp>(op);
-        generic && getRounding(generic) &&
+        generic && getElementRounding(generic) &&
         generic.getDpsInputs()[0].getDefiningOp<memref::AllocOp>()) {
       roundings[generic.getDpsInputs()[0]].push_back(generic);
       continue;
@@ -163,7 +144,7 @@ void reuseWrittenRoundings(func::FuncOp function) {
       }
     }
     for (linalg::GenericOp rounding : group) {
-      Type type = getRounding(rounding).getType();
+      Type type = getElementRounding(rounding).getType();
       // Back to X's writer, looking for X's rounding on the way.
       std::optional<WrittenRounding> written;
       for (Operation *op = rounding->getPrevNode(); op;

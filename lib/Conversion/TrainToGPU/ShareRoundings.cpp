@@ -26,24 +26,15 @@ using namespace mlir::mantissa;
 
 namespace {
 
-/// The type an all-parallel generic rounds its one input to, when that is
-/// all it does (identity maps, one truncf), into a temporary of its own.
+/// The type an all-parallel generic rounds its one fp32 input to, when
+/// that is all it does (getElementRounding, identity maps), into a
+/// temporary of its own.
 Type getRoundingType(linalg::GenericOp op) {
-  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
-      op.getNumParallelLoops() != op.getNumLoops() ||
-      !op.hasPureBufferSemantics() ||
+  arith::TruncFOp truncate = getElementRounding(op);
+  if (!truncate || !truncate.getIn().getType().isF32() ||
       !llvm::all_of(op.getIndexingMapsArray(),
-                    [](AffineMap map) { return map.isIdentity(); }))
-    return {};
-  Block *body = op.getBody();
-  if (body->getOperations().size() != 2)
-    return {};
-  auto truncate = dyn_cast<arith::TruncFOp>(body->front());
-  if (!truncate || truncate.getIn() != body->getArgument(0) ||
-      body->getTerminator()->getOperand(0) != truncate.getResult() ||
-      !truncate.getIn().getType().isF32())
-    return {};
-  if (!op.getDpsInits()[0].getDefiningOp<memref::AllocOp>())
+                    [](AffineMap map) { return map.isIdentity(); }) ||
+      !op.getDpsInits()[0].getDefiningOp<memref::AllocOp>())
     return {};
   return truncate.getType();
 }

@@ -119,6 +119,8 @@ private:
   OwningOpRef<ModuleOp> kernels;
   llvm::DenseMap<Value, int64_t> bufferIds;
   int64_t namedOps = 0;
+  /// Whether a temporary the program touches had no place in the arena.
+  bool unplaced = false;
   /// Each launch's kernel op, by its mark, and each member's place in it.
   llvm::DenseMap<int64_t, size_t> launches;
   llvm::StringMap<int64_t> memberPlaces;
@@ -135,12 +137,16 @@ int64_t GpuProgramBuilder::getBufferId(Value base) {
   buffer.bytes = getGpuBufferBytes(cast<MemRefType>(base.getType()));
   int64_t id = program.buffers.size();
   bufferIds[base] = id;
-  // A temporary, at the offset mantissa-pack-arena gave it (checked by
-  // build()), or an argument.
+  // A temporary, at the offset mantissa-pack-arena gave it, or an argument.
   if (auto alloc = base.getDefiningOp<memref::AllocOp>()) {
     buffer.kind = GpuStepBuffer::Kind::Temporary;
-    buffer.offset =
-        alloc->getAttrOfType<IntegerAttr>(kGpuArenaOffsetAttr).getInt();
+    if (auto offset = alloc->getAttrOfType<IntegerAttr>(kGpuArenaOffsetAttr)) {
+      buffer.offset = offset.getInt();
+    } else {
+      alloc.emitOpError()
+          << "has no place in the arena (mantissa-pack-arena did not run)";
+      unplaced = true;
+    }
     program.buffers.push_back(buffer);
     return id;
   }
@@ -512,18 +518,11 @@ LogicalResult GpuProgramBuilder::build() {
       getGpuStepOpRoles(body);
   if (failed(roles))
     return failure();
-  // Every temporary the program touches has its place in the arena.
-  for (Operation &op : body) {
-    GpuOpBuffers buffers = getGpuOpBuffers(&op, roles->find(&op)->second);
-    for (Value view : llvm::concat<Value>(buffers.reads, buffers.writes))
-      if (auto alloc = getBaseBuffer(view).getDefiningOp<memref::AllocOp>();
-          alloc && !alloc->hasAttr(kGpuArenaOffsetAttr))
-        return alloc.emitOpError() << "has no place in the arena "
-                                      "(mantissa-pack-arena did not run)";
-  }
   for (Operation &op : body)
     if (failed(visit(&op, roles->find(&op)->second)))
       return failure();
+  if (unplaced)
+    return failure();
   // Each launch's members in their places.
   for (GpuStepOp &op : program.ops) {
     if (op.members.size() < 2)
