@@ -423,21 +423,31 @@ GpuStep::findOverlappingStorage(const std::vector<DevicePtr> &addresses) const {
   std::sort(bound.begin(), bound.end(), [](const Bound &a, const Bound &b) {
     return a.begin != b.begin ? a.begin < b.begin : a.buffer < b.buffer;
   });
-  auto describe = [&](size_t buffer) {
-    const GpuStepBuffer &entry = file.buffers[buffer];
-    bool isArgument = entry.kind == GpuStepBuffer::Kind::Argument;
-    const GpuStepTensor &tensor = isArgument
-                                      ? file.arguments[size_t(entry.index)]
-                                      : file.results[size_t(entry.index)];
-    return std::string(isArgument ? "argument " : "result ") +
-           std::to_string(entry.index) + " '" + tensor.name + "'";
-  };
   // Sorted by start, any overlap shows between neighbours.
   for (size_t i = 1; i < bound.size(); ++i)
     if (bound[i].begin < bound[i - 1].end)
-      return describe(bound[i - 1].buffer) + " and " +
-             describe(bound[i].buffer);
+      return describeBoundBuffer(bound[i - 1].buffer) + " and " +
+             describeBoundBuffer(bound[i].buffer);
   return std::string();
+}
+
+std::string
+GpuStep::findMisalignedStorage(const std::vector<DevicePtr> &addresses) const {
+  for (size_t i = 0; i < file.buffers.size(); ++i)
+    if ((file.buffers[i].kind == GpuStepBuffer::Kind::Argument ||
+         file.buffers[i].kind == GpuStepBuffer::Kind::Result) &&
+        addresses[i] % uint64_t(kGpuStorageAlignment) != 0)
+      return describeBoundBuffer(i);
+  return std::string();
+}
+
+std::string GpuStep::describeBoundBuffer(size_t buffer) const {
+  const GpuStepBuffer &entry = file.buffers[buffer];
+  bool isArgument = entry.kind == GpuStepBuffer::Kind::Argument;
+  const GpuStepTensor &tensor = isArgument ? file.arguments[size_t(entry.index)]
+                                           : file.results[size_t(entry.index)];
+  return std::string(isArgument ? "argument " : "result ") +
+         std::to_string(entry.index) + " '" + tensor.name + "'";
 }
 
 bool GpuStep::run(const std::vector<DevicePtr> &arguments,
@@ -493,6 +503,14 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     if (std::string overlap = findOverlappingStorage(addresses);
         !overlap.empty()) {
       error = jsonPath + ": run with overlapping storage for " + overlap;
+      return false;
+    }
+    // The kernels load and store 16 bytes at once.
+    if (std::string misaligned = findMisalignedStorage(addresses);
+        !misaligned.empty()) {
+      error = jsonPath + ": run with storage for " + misaligned +
+              " that is not " + std::to_string(kGpuStorageAlignment) +
+              "-byte aligned";
       return false;
     }
     checkedAddresses = addresses;

@@ -751,7 +751,15 @@ TEST(GpuStepDevice, BindsEveryKindOfBuffer) {
   EXPECT_FALSE(step->run({xd, xd + 8}, {r0, r1}, error));
   EXPECT_EQ(error, step->path() + ": run with overlapping storage for "
                                   "argument 0 'x' and argument 1 'y'");
+  // The kernels load and store 16 bytes at once: storage that is not
+  // 16-byte aligned is refused too.
+  DevicePtr wide = 0;
+  ASSERT_TRUE(device->allocate(32, wide, error)) << error;
+  EXPECT_FALSE(step->run({xd, yd}, {r0, wide + 4}, error));
+  EXPECT_EQ(error, step->path() + ": run with storage for result 1 'r1' "
+                                  "that is not 16-byte aligned");
   EXPECT_EQ(*launches, launchesBefore);
+  device->release(wide);
   step->detach();
   EXPECT_EQ(device->bytesInUse() - before, 5 * 16); // the test's buffers
 }

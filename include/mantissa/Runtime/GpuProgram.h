@@ -28,6 +28,13 @@
 
 namespace mlir::mantissa::rt {
 
+/// The alignment, in bytes, of the storage every argument and result of a
+/// step is bound to: the step's kernels load and store up to this many
+/// bytes at once (128 bits), and GpuStep::run refuses storage that is not
+/// aligned to it. Device allocations are (256 bytes), and so are the
+/// members of the runtime's flat parameter and gradient buffers.
+constexpr int64_t kGpuStorageAlignment = 16;
+
 /// One step argument or result (also the entries of step.cpu.json).
 struct GpuStepTensor {
   enum class Role {

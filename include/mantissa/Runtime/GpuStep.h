@@ -133,6 +133,12 @@ private:
   /// overlaps ("argument 0 'x' and result 1 'y'"), or empty.
   std::string
   findOverlappingStorage(const std::vector<DevicePtr> &addresses) const;
+  /// The first argument or result whose storage at `addresses` is not
+  /// kGpuStorageAlignment-aligned ("argument 0 'x'"), or empty.
+  std::string
+  findMisalignedStorage(const std::vector<DevicePtr> &addresses) const;
+  /// Buffer `buffer` (an argument or a result) as "argument 0 'x'".
+  std::string describeBoundBuffer(size_t buffer) const;
   /// Captures enqueue's ops into `graph`.
   bool capture(const std::vector<DevicePtr> &addresses, std::string &error);
 

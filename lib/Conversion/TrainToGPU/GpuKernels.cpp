@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GpuKernels.h"
+#include "GpuVectorAccesses.h"
 #include "mantissa/Conversion/BufferAccesses.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,6 +17,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -141,7 +143,12 @@ struct SpreadLoop {
 /// induction variable becomes lower + index * step, computed at the
 /// builder's insertion point, and each body is inlined in place of its
 /// loop.
-void spreadLoops(OpBuilder &builder, ArrayRef<SpreadLoop> loops, Value linear) {
+///
+/// With `innerOffset`, the innermost loop's iteration is that many after the
+/// one `linear` names (a thread's later consecutive iteration, whose other
+/// indices are the same).
+void spreadLoops(OpBuilder &builder, ArrayRef<SpreadLoop> loops, Value linear,
+                 int64_t innerOffset = 0) {
   Location loc = linear.getLoc();
   SmallVector<Value> values(loops.size());
   Value remaining = linear;
@@ -153,6 +160,9 @@ void spreadLoops(OpBuilder &builder, ArrayRef<SpreadLoop> loops, Value linear) {
                       : builder.create<arith::RemUIOp>(loc, remaining, count);
     if (position > 0)
       remaining = builder.create<arith::DivUIOp>(loc, remaining, count);
+    if (position + 1 == int64_t(loops.size()) && innerOffset != 0)
+      index = builder.create<arith::AddIOp>(
+          loc, index, builder.create<arith::ConstantIndexOp>(loc, innerOffset));
     values[position] = builder.create<arith::AddIOp>(
         loc, builder.create<arith::ConstantIndexOp>(loc, spread.lower),
         builder.create<arith::MulIOp>(
@@ -425,6 +435,40 @@ int64_t getElementsPerThread(ArrayRef<func::FuncOp> functions,
   return threads >= kCoarsenThreads ? kIterationsPerThread : 1;
 }
 
+/// How many consecutive iterations of each member a thread of the launch
+/// runs, as vector accesses (GpuVectorAccesses.h), with each member's
+/// candidates in `candidates`: more than one when every member is
+/// elementwise on consecutive threads (one iteration of its whole nest
+/// each, no fold, not by rows) and some access of theirs may be a vector.
+/// The mapping (thread t runs iterations t * width, ...) is the same
+/// function of a member's iterations for every member, so members that
+/// depend on each other element by element keep each element on one
+/// thread.
+int64_t getVectorWidth(ArrayRef<func::FuncOp> functions,
+                       ArrayRef<GpuStepOp::Member> members,
+                       ArrayRef<SmallVector<scf::ForOp>> chosen,
+                       ArrayRef<KernelMember> shapes,
+                       SmallVectorImpl<VectorCandidates> &candidates) {
+  for (auto [function, member, loops, shape] :
+       llvm::zip_equal(functions, members, chosen, shapes)) {
+    // A member on one thread (a scalar) runs on thread 0 either way.
+    if (shape.threads == 1 && member.threadStride == 1 &&
+        member.rowColumns == 0 && !function->hasAttr(kGpuFoldPartsAttr)) {
+      candidates.push_back({});
+      continue;
+    }
+    if (!function->hasAttr(kThreadLoops) ||
+        function->hasAttr(kGpuFoldPartsAttr) || member.threadStride != 1 ||
+        member.rowColumns > 0 || shape.iterations != 1)
+      return 1;
+    FailureOr<VectorCandidates> found = findVectorCandidates(function, loops);
+    if (failed(found))
+      return 1;
+    candidates.push_back(std::move(*found));
+  }
+  return chooseVectorWidth(candidates);
+}
+
 } // namespace
 
 /// The gpu.func of kernel op `op` (its `entry`, one flat memref argument
@@ -454,7 +498,11 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
       return failure();
     shapes.push_back(*shape);
   }
-  int64_t perThread = getElementsPerThread(functions, op.members, shapes);
+  SmallVector<VectorCandidates> candidates;
+  int64_t width =
+      getVectorWidth(functions, op.members, chosen, shapes, candidates);
+  int64_t perThread =
+      width > 1 ? 1 : getElementsPerThread(functions, op.members, shapes);
   Location loc = functions.front().getLoc();
   OpBuilder builder = getModuleEndBuilder(gpuModule);
   auto kernel = builder.create<gpu::GPUFuncOp>(
@@ -476,8 +524,8 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
   // The blocks that run several iterations of a member one after the
   // other, unguarded.
   SmallVector<Block *> fullBlocks;
-  for (auto [function, member, loops, shape] :
-       llvm::zip_equal(functions, op.members, chosen, shapes)) {
+  for (auto [position, function, member, loops, shape] :
+       llvm::enumerate(functions, op.members, chosen, shapes)) {
     member.serialIterations = shape.iterations;
     op.serialIterations = std::max(op.serialIterations, shape.iterations);
     if (function->hasAttr(kGpuFoldPartsAttr)) {
@@ -491,9 +539,14 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
       member.serialIterations = 1;
       continue;
     }
-    // Iteration `iteration` of the member, at the builder's point.
-    auto emitIteration = [&](OpBuilder &at, Value iteration) {
-      IRMapping values;
+    // Iteration `iteration` of the member (its innermost loop's iteration
+    // `innerOffset` after), at the builder's point; `copy` (if given) maps
+    // the member's ops to their clones.
+    auto emitIteration = [&](OpBuilder &at, Value iteration,
+                             int64_t innerOffset = 0,
+                             IRMapping *copy = nullptr) {
+      IRMapping local;
+      IRMapping &values = copy ? *copy : local;
       for (auto [argument, position] :
            llvm::zip_equal(function.getArguments(), member.buffers))
         values.map(argument, entry->getArgument(position));
@@ -512,7 +565,7 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
                           *getConstantIntValue(loop.getStep()),
                           *getTripCount(loop)});
       OpBuilder spreadAt(first);
-      spreadLoops(spreadAt, spread, iteration);
+      spreadLoops(spreadAt, spread, iteration, innerOffset);
     };
     Value limit = index(builder, shape.threads);
     if (member.rowColumns > 0) {
@@ -565,6 +618,31 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
       emitIteration(then, iteration);
       continue;
     }
+    if (width > 1 && shape.threads > 1) {
+      // Thread t runs iterations t * width, ..., t * width + width - 1,
+      // whose accesses along contiguous dimensions are one vector each.
+      int64_t threads = shape.threads / width;
+      member.threads = threads;
+      member.elementsPerThread = width;
+      op.threads = std::max(op.threads, threads);
+      auto guard = builder.create<scf::IfOp>(
+          loc, below(builder, linear, index(builder, threads)), false);
+      OpBuilder then(guard.thenBlock()->getTerminator());
+      Value first = then.create<arith::MulIOp>(loc, linear, index(then, width));
+      SmallVector<IRMapping> copies(width);
+      for (auto [offset, copy] : llvm::enumerate(copies))
+        emitIteration(then, first, offset, &copy);
+      for (const VectorCandidates::Access &access :
+           candidates[position].accesses) {
+        if (!isVectorAccess(access, width))
+          continue;
+        SmallVector<Operation *> ops;
+        for (IRMapping &copy : copies)
+          ops.push_back(copy.lookup(access.op));
+        fuseCopiesIntoVectors(ops, access.dimension);
+      }
+      continue;
+    }
     // Thread t runs iterations t, t + T', ..., t + (k - 1) T' (T' threads,
     // k iterations each): neighbouring threads still touch neighbouring
     // elements, and each thread has k independent iterations' loads in
@@ -607,8 +685,11 @@ LogicalResult mlir::mantissa::buildGpuKernel(GpuStepOp &op, ModuleOp kernels,
   op.grid = std::max<int64_t>(1, (op.threads + kBlockSize - 1) / kBlockSize);
   // The buffers some member writes (base buffers: the kernel's arguments).
   llvm::SmallDenseSet<Value> written;
-  kernel.walk([&](memref::StoreOp store) {
-    written.insert(getBaseBuffer(store.getMemRef()));
+  kernel.walk([&](Operation *store) {
+    if (auto scalar = dyn_cast<memref::StoreOp>(store))
+      written.insert(getBaseBuffer(scalar.getMemRef()));
+    if (auto vector = dyn_cast<vector::StoreOp>(store))
+      written.insert(getBaseBuffer(vector.getBase()));
   });
   for (Block *block : fullBlocks)
     hoistReadOnlyLoads(block, written);

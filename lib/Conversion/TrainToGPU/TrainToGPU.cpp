@@ -28,6 +28,7 @@
 #include "mantissa/Conversion/TrainToGPU.h"
 #include "GpuAttentionKernels.h"
 #include "GpuKernels.h"
+#include "GpuVectorAccesses.h"
 #include "mantissa/Conversion/BufferAccesses.h"
 #include "mantissa/Conversion/GemmMatching.h"
 #include "mantissa/Conversion/GpuStepOps.h"
@@ -708,8 +709,11 @@ mlir::mantissa::compileGpuModuleToPtx(ModuleOp container,
   if (failed(runPassPipeline(
           container, "builtin.module(gpu.module(convert-gpu-to-nvvm{"
                      "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
-                     "reconcile-unrealized-casts),"
-                     "gpu-module-to-binary{format=isa})")))
+                     "reconcile-unrealized-casts))")))
+    return failure();
+  alignVectorAccesses(gpuModule);
+  if (failed(runPassPipeline(
+          container, "builtin.module(gpu-module-to-binary{format=isa})")))
     return failure();
   container->walk([&](gpu::BinaryOp binary) {
     for (Attribute object : binary.getObjects())

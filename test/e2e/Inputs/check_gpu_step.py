@@ -159,9 +159,11 @@ def main():
         for member in op.get("members", [op]):
             if member["source"].startswith("scf.for"):
                 name = re.search(r'loc\("(\w+)"', member["source"])
-                print("loop nest %s: %d threads x %d in order"
+                per = member.get("elements_per_thread", 1)
+                print("loop nest %s: %d threads x %d in order%s"
                       % (name.group(1) if name else "?", member["threads"],
-                         member["serial_iterations"]))
+                         member["serial_iterations"],
+                         ", %d a thread" % per if per > 1 else ""))
     print("PASS")
 
 
