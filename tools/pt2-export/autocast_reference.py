@@ -59,6 +59,10 @@ def _load_module(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(path))
+    # Registered first, so that a module importing it by name (make_models.py
+    # imports export_joint) gets this one instead of defining its operators
+    # twice.
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

@@ -175,12 +175,16 @@ protected:
       AttentionLaunch launch =
           buildAttentionKernel(gpuModule, names[i], kinds[i], spec, kBlockSize);
       grids[i] = launch.grid;
-      EXPECT_EQ(launch.warps, B * H * S / 16);
-      EXPECT_EQ(launch.grid, (B * H * S / 16 + 7) / 8);
+      // A warp per 16 rows of a sequence (the last one's partly empty
+      // where 16 does not divide the sequence).
+      int64_t warps = B * H * ((S + 15) / 16);
+      EXPECT_EQ(launch.warps, warps);
+      EXPECT_EQ(launch.grid, (warps + 7) / 8);
       EXPECT_EQ(launch.mmasPerStep, products[i]) << names[i];
-      // Under a causal mask a warp takes about half of the S / 32 steps.
-      EXPECT_GT(launch.stepsPerWarp, 0.5 * S / 32) << names[i];
-      EXPECT_LT(launch.stepsPerWarp, 0.5 * S / 32 + 1) << names[i];
+      // Under a causal mask a warp takes about half of the steps of 32.
+      double steps = double((S + 31) / 32);
+      EXPECT_GT(launch.stepsPerWarp, 0.5 * steps) << names[i];
+      EXPECT_LT(launch.stepsPerWarp, 0.5 * steps + 1) << names[i];
     }
     ASSERT_TRUE(succeeded(verify(*container))) << diagnostics;
     OwningOpRef<ModuleOp> host = ModuleOp::create(UnknownLoc::get(&context));
@@ -372,6 +376,22 @@ TEST_F(GpuAttentionKernelsTest, ArbitraryMaskMatchesDoublePrecision) {
         if (key == query)
           return false;
         return (query * 7 + key * 3) % 5 == 0 || (key >= 64 && query < 40);
+      },
+      Problem::Layout::Transposed);
+}
+
+/// Sequences that leave the last warp's rows and the last step's columns
+/// part empty: 40 positions (two and a half warps of rows, a step and a
+/// quarter), causal; 7 (odd: the mask has no pairs, one warp of rows, one
+/// step), an arbitrary mask. Nothing past the sequence is read into a
+/// result or written.
+TEST_F(GpuAttentionKernelsTest, SequencesOfAnyLengthMatchDoublePrecision) {
+  check({2, 2, 40, 32, 0.17677669529663687},
+        [](int64_t query, int64_t key) { return key > query; });
+  check(
+      {1, 3, 7, 16, 0.25},
+      [](int64_t query, int64_t key) {
+        return key != query && (query + 2 * key) % 3 == 0;
       },
       Problem::Layout::Transposed);
 }

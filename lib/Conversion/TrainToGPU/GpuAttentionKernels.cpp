@@ -23,7 +23,9 @@
 // whose row maximum and sum take two xor shuffles. A step of the loop that
 // the mask closes entirely (above the causal diagonal) is skipped by the
 // whole warp (a ballot of the lanes' mask values), so that causal
-// attention does half the work.
+// attention does half the work. Rows and columns past the end of a
+// sequence that 16 or 32 does not divide load its last position, are
+// closed by the mask and are not stored.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +105,46 @@ public:
   }
   Value select(Value c, Value x, Value y) {
     return b.create<arith::SelectOp>(loc, c, x, y);
+  }
+
+  /// Whether the sequence leaves part of the last warp's rows or of the
+  /// last step's columns empty.
+  bool ragged() const {
+    return spec.sequence % kAttentionTileRows != 0 ||
+           spec.sequence % kAttentionStepColumns != 0;
+  }
+  Value materialize(Index position) {
+    return add(position.value ? position.value : index(0), position.constant);
+  }
+  /// A position of the sequence (a row or column) as loads take it: past
+  /// the sequence's end, the last position, at most `last` from the end
+  /// (a pair's first element), whose values nothing uses (such columns are
+  /// closed, such rows not stored).
+  Index inSequence(Index position, int64_t last = 1) {
+    if (!ragged())
+      return position;
+    return {b.create<arith::MinUIOp>(loc, materialize(position),
+                                     index(spec.sequence - last))};
+  }
+  /// Whether a position is past the sequence's end (i1).
+  Value pastSequence(Index position) {
+    return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::uge,
+                                   materialize(position), index(spec.sequence));
+  }
+  /// Runs `body` at the builder's point for rows in the sequence only.
+  void inSequenceOnly(Index row, llvm::function_ref<void()> body) {
+    if (!ragged()) {
+      body();
+      return;
+    }
+    auto guard = b.create<scf::IfOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
+                                materialize(row), index(spec.sequence)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard insertion(b);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    body();
   }
 
   /// The warp's lane, group and thread in group; its batch and head from
@@ -204,6 +246,11 @@ public:
   /// 1): one 32-bit store when the operand has pairs.
   void storePair(Value x, Value y, const AttentionOperand &operand, Index row,
                  Index column) {
+    inSequenceOnly(row,
+                   [&] { storePairInSequence(x, y, operand, row, column); });
+  }
+  void storePairInSequence(Value x, Value y, const AttentionOperand &operand,
+                           Index row, Index column) {
     if (pairs.count(&operand)) {
       b.create<memref::StoreOp>(loc, packF32(x, y), pairs.lookup(&operand),
                                 ValueRange{b.create<arith::ShRUIOp>(
@@ -220,10 +267,11 @@ public:
                              int64_t column0) {
     Index row{b.create<arith::AddIOp>(loc, row0, group)};
     Index column{twice, column0};
-    return {pairAcross(operand, row, column),
-            pairAcross(operand, plus(row, 8), column),
-            pairAcross(operand, row, plus(column, 8)),
-            pairAcross(operand, plus(row, 8), plus(column, 8))};
+    Index upper = inSequence(row), lower = inSequence(plus(row, 8));
+    return {pairAcross(operand, upper, column),
+            pairAcross(operand, lower, column),
+            pairAcross(operand, upper, plus(column, 8)),
+            pairAcross(operand, lower, plus(column, 8))};
   }
   /// The A fragments of the warp's 16 rows from row0, one per 16 columns
   /// of the head dimension.
@@ -238,7 +286,8 @@ public:
   /// in the scores q k^T).
   std::array<Value, 2> loadTransposedB(const AttentionOperand &operand,
                                        Index n0, int64_t k0) {
-    Index row{b.create<arith::AddIOp>(loc, n0.value, group), n0.constant};
+    Index row = inSequence(
+        Index{b.create<arith::AddIOp>(loc, n0.value, group), n0.constant});
     Index column{twice, k0};
     return {pairAcross(operand, row, column),
             pairAcross(operand, row, plus(column, 8))};
@@ -257,9 +306,9 @@ public:
     std::array<std::array<Value, 2>, 2> tiles;
     for (int64_t r = 0; r < 2; ++r) {
       auto [upperLeft, upperRight] =
-          halves(pairAcross(operand, plus(row, 8 * r), column));
+          halves(pairAcross(operand, inSequence(plus(row, 8 * r)), column));
       auto [lowerLeft, lowerRight] =
-          halves(pairAcross(operand, plus(row, 8 * r + 1), column));
+          halves(pairAcross(operand, inSequence(plus(row, 8 * r + 1)), column));
       tiles[0][r] = pack(upperLeft, lowerLeft);
       tiles[1][r] = pack(upperRight, lowerRight);
     }
@@ -338,17 +387,20 @@ public:
     for (int64_t n = 0; n < kStepFragments; ++n)
       for (int64_t j = 0; j < 4; j += 2) {
         Index r = plus(row, 8 * rowOf(j)), c = plus(column, 8 * n);
+        Index loadedRow = inSequence(r), first = inSequence(c),
+              second = inSequence(plus(c, 1));
         if (transposed) {
-          closed[n][j] = load(mask, c, r);
-          closed[n][j + 1] = load(mask, plus(c, 1), r);
+          closed[n][j] = load(mask, first, loadedRow);
+          closed[n][j + 1] = load(mask, second, loadedRow);
         } else if (!pairs.count(&mask)) {
-          closed[n][j] = load(mask, r, c);
-          closed[n][j + 1] = load(mask, r, plus(c, 1));
+          closed[n][j] = load(mask, loadedRow, first);
+          closed[n][j + 1] = load(mask, loadedRow, second);
         } else {
-          Value word =
-              b.create<memref::LoadOp>(loc, pairs.lookup(&mask),
-                                       ValueRange{b.create<arith::ShRUIOp>(
-                                           loc, at(mask, r, c), index(1))});
+          // c is even, and so is the sequence where the mask has pairs.
+          Value word = b.create<memref::LoadOp>(
+              loc, pairs.lookup(&mask),
+              ValueRange{b.create<arith::ShRUIOp>(
+                  loc, at(mask, loadedRow, inSequence(c, 2)), index(1))});
           Type i16 = b.getI16Type();
           auto nonzero = [&](Value byte) {
             return b.create<arith::CmpIOp>(
@@ -359,6 +411,16 @@ public:
               loc, word, b.create<arith::ConstantIntOp>(loc, 0xff, i16)));
           closed[n][j + 1] = nonzero(b.create<arith::ShRUIOp>(
               loc, word, b.create<arith::ConstantIntOp>(loc, 8, i16)));
+        }
+        // Rows and columns past the sequence are closed.
+        if (ragged()) {
+          Value pastRow = pastSequence(r);
+          closed[n][j] = b.create<arith::OrIOp>(
+              loc, closed[n][j],
+              b.create<arith::OrIOp>(loc, pastRow, pastSequence(c)));
+          closed[n][j + 1] = b.create<arith::OrIOp>(
+              loc, closed[n][j + 1],
+              b.create<arith::OrIOp>(loc, pastRow, pastSequence(plus(c, 1))));
         }
       }
     return closed;
@@ -445,7 +507,8 @@ public:
     b.setInsertionPoint(write.thenBlock()->getTerminator());
     Index row{b.create<arith::AddIOp>(loc, row0, group)};
     for (auto [r, value] : llvm::enumerate(values))
-      store(value, operand, plus(row, 8 * r), Index{});
+      inSequenceOnly(plus(row, 8 * r),
+                     [&] { store(value, operand, plus(row, 8 * r), Index{}); });
   }
 
   /// Each operand's buffer (a kernel argument) as elements and, where it
@@ -496,8 +559,9 @@ scf::ForOp buildStepLoop(
         body) {
   OpBuilder &b = w.b;
   Location loc = w.loc;
-  auto loop = b.create<scf::ForOp>(loc, w.index(0), w.index(w.spec.sequence),
-                                   w.index(kStepColumns), initial);
+  auto loop = b.create<scf::ForOp>(
+      loc, w.index(0), w.index(llvm::alignTo(w.spec.sequence, kStepColumns)),
+      w.index(kStepColumns), initial);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value column0 = loop.getInductionVar();
@@ -613,7 +677,7 @@ void buildBackwardQuery(AttentionBuilder &w, Value row0) {
   SmallVector<Value> rowDelta, rowLse;
   for (int64_t r = 0; r < 2; ++r) {
     Value sum = w.f32(0);
-    Index at = plus(row, 8 * r);
+    Index at = w.inSequence(plus(row, 8 * r));
     for (int64_t c = 0; c < spec.headDim; c += 8)
       for (int64_t i = 0; i < 2; ++i) {
         Index column{w.twice, c + i};
@@ -665,7 +729,7 @@ void buildBackwardKeyValue(AttentionBuilder &w, Value row0) {
         Value column = b.create<arith::AddIOp>(loc, query0, w.twice);
         for (int64_t n = 0; n < kStepFragments; ++n)
           for (int64_t i = 0; i < 2; ++i) {
-            Index at{column, 8 * n + i};
+            Index at = w.inSequence(Index{column, 8 * n + i});
             Value rowLse = w.load(spec.lse, at, Index{});
             Value rowDelta = w.load(spec.delta, at, Index{});
             for (int64_t j = i; j < 4; j += 2) {
@@ -863,7 +927,7 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   // Warp number: block * warps per block + thread / 32; its tile of 16 rows
   // of one sequence. Warps past the last tile (the last block's) do nothing.
   int64_t warpsPerBlock = blockSize / 32;
-  int64_t tiles = spec.sequence / kTileRows;
+  int64_t tiles = llvm::divideCeil(spec.sequence, kTileRows);
   int64_t warps = spec.batch * spec.heads * tiles;
   Value thread = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
   Value warp = b.create<arith::AddIOp>(
@@ -910,11 +974,13 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   launch.grid = (warps + warpsPerBlock - 1) / warpsPerBlock;
   // Steps under a causal mask: rows (queries) 16 t .. 16 t + 15 see the
   // keys up to theirs; keys 16 t .. are seen by the queries from theirs.
-  int64_t steps = spec.sequence / kStepColumns, taken = 0;
+  int64_t steps = llvm::divideCeil(spec.sequence, kStepColumns), taken = 0;
   for (int64_t tile = 0; tile < tiles; ++tile)
-    taken += kind == AttentionKernel::BackwardKeyValue
-                 ? steps - (tile * kTileRows) / kStepColumns
-                 : (tile * kTileRows + kTileRows - 1) / kStepColumns + 1;
+    taken +=
+        kind == AttentionKernel::BackwardKeyValue
+            ? steps - (tile * kTileRows) / kStepColumns
+            : std::min(steps,
+                       (tile * kTileRows + kTileRows - 1) / kStepColumns + 1);
   launch.stepsPerWarp = double(taken) / double(tiles);
   if (!countStep(kernel, launch)) {
     // One step, whose loop the clean-up unrolled: the step of the same

@@ -55,9 +55,9 @@ enum class AttentionKernel {
   BackwardKeyValue,
 };
 
-/// Why the kernels cannot run `spec` (empty when they can): the sequence a
-/// multiple of 32, the head dimension a multiple of 16 up to 128, the
-/// operands' dtypes, and every element inside its buffer.
+/// Why the kernels cannot run `spec` (empty when they can): the head
+/// dimension a multiple of 16 up to 128 (any sequence), the operands'
+/// dtypes, and every element inside its buffer.
 std::string whyAttentionKernelsCannotRun(const AttentionKernelSpec &spec);
 
 /// One argument of an attention kernel: an operand's buffer as its

@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tools", "pt2-export"))
 
 from export_joint import export_joint  # noqa: E402
+from corpus_models import corpus_definitions  # noqa: E402
 
 #===----------------------------------------------------------------------===#
 # gpt2_block: GPT-2 in miniature
@@ -276,6 +277,17 @@ def make_conv1d_3d():
                         torch.randn(2, 4, generator=g))
 
 
+def make_llama_ragged():
+    """The corpus' LLaMA with 40 positions and heads of 16: a sequence that
+    neither the fused attention's 16 rows per warp nor its 32 columns per
+    step divide."""
+    torch.manual_seed(0)
+    model = corpus_definitions()["TinyLlama"](v=64, d=64, h=4, f=128, t=40, n=2)
+    g = torch.Generator().manual_seed(1234)
+    return model, (torch.randint(0, 64, (2, 40), generator=g),
+                   torch.randint(0, 64, (2, 40), generator=g))
+
+
 # name -> (factory, mode). Modes are named by suffix: NAME.pt2 is "raw" and
 # NAME_decomposed.pt2 "decomposed". Raw exports are kept where their whole
 # backward ops matter (layer norm, batch norm, NLL, MSE, convolution); the
@@ -290,6 +302,7 @@ MODELS = {
     "unet_block_decomposed": (make_unet, "decomposed"),
     "conv1d_3d": (make_conv1d_3d, "raw"),
     "conv1d_3d_decomposed": (make_conv1d_3d, "decomposed"),
+    "llama_ragged_decomposed": (make_llama_ragged, "decomposed"),
 }
 
 
