@@ -953,6 +953,14 @@ TEST_F(TrainToLinalgTest, Scatters) {
               "0.5 : f64} : " +
               t("10x4", e) + ", tensor<3x4xi64> -> " + t("10x4", e),
           {{"r", t("10x4", e)}, {"q", t("10x4", e)}, {"v", t("10x4", e)}});
+    // One position per row (a cross-entropy backward's one-hot), which the
+    // GPU program computes as a comparison
+    // (mantissa-scatters-as-comparisons).
+    check({{"a", t("6x10", e)}, {"i", "tensor<6x1xi64>"}},
+          "  %v = train.scatter_value %a, %i {dim = 1 : i64, value = "
+          "-1.0 : f64} : " +
+              t("6x10", e) + ", tensor<6x1xi64> -> " + t("6x10", e),
+          {{"v", t("6x10", e)}});
     check({{"a", t("10x4", e)},
            {"i", "tensor<6xi64>"},
            {"v", t("6x4", e)},

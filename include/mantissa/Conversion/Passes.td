@@ -607,6 +607,24 @@ def AddIntoSlicesPass : Pass<"mantissa-add-into-slices", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
 }
 
+def ScattersAsComparisonsPass
+    : Pass<"mantissa-scatters-as-comparisons", "::mlir::ModuleOp"> {
+  let summary = "A scatter of one value at one position per row as an elementwise comparison";
+  let description = [{
+    On `train.step`s (before lowering), for the GPU program: a
+    `train.scatter_value` whose index has the input's shape but for extent 1
+    along the scattered dimension (one position per row, as the
+    cross-entropy backward's one-hot `scatter(zeros, target, -1)`) becomes
+    `train.where(arange == index, value, input)`: the same elements, but
+    elementwise, so that the GPU step computes them inside the kernels that
+    read them (the backward's row sum and its difference with the
+    probabilities) instead of filling a [tokens, vocabulary] buffer and
+    scattering into it. An index out of range, which torch refuses, selects
+    nothing.
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+}
+
 def RecomputeWideningProducersPass
     : Pass<"mantissa-recompute-widening-producers", "::mlir::func::FuncOp"> {
   let summary = "Recompute an elementwise op in its readers where that moves fewer bytes than its result";

@@ -687,6 +687,7 @@ void mlir::mantissa::registerTrainToGPUPasses() {
     mantissa::registerMaterializeOperandCastsPass();
     mantissa::registerFoldTransposesIntoViewsPass();
     mantissa::registerReuseWrittenRoundingsPass();
+    mantissa::registerScattersAsComparisonsPass();
   });
 }
 
@@ -758,6 +759,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   if (failed(runPassPipeline(*module,
                              "builtin.module(mantissa-read-gathered-parameters,"
                              "mantissa-add-into-slices,"
+                             "mantissa-scatters-as-comparisons,"
                              "mantissa-fuse-attention)")))
     return failure();
   std::vector<GpuStepTensor> arguments;
