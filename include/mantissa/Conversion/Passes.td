@@ -642,7 +642,12 @@ def RecomputeWideningProducersPass
     of the bf16 gradient and the fp32 probabilities, read by the row sum and
     by the op that also reads the probabilities. An input that the body only
     rounds to a narrower type counts at that width (the program rounds it
-    where it is written). Every element is computed by the same operations
+    where it is written), and an input broadcast along some loops counts
+    once per element it has, not once per element computed (RMSNorm's
+    `x * rsqrt(mean)` costs a reader that reads `x` already 4 bytes a row);
+    except in an op that reads a matrix product, which the GEMM's epilogue
+    may take (a bias added to its rows), where every input counts once per
+    element. Every element is computed by the same operations
     from the same inputs, so the numbers do not change. Only producers
     whose maps are permutations and whose body is short (at most 16 ops)
     are recomputed.

@@ -32,6 +32,12 @@ int64_t getElementBytes(Type type) {
   return getStorageBytes(getElementTypeOrSelf(type));
 }
 
+/// The elements of a tensor (1 for a scalar).
+int64_t getElementCount(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && type.hasStaticShape() ? type.getNumElements() : 1;
+}
+
 /// The bytes per element the GPU program reads of `input`: an input that
 /// the body only rounds to a narrower type is read at that width, since the
 /// program rounds it once where it is written (mantissa-share-roundings,
@@ -46,8 +52,9 @@ int64_t getReadBytes(linalg::GenericOp producer, OpOperand *input) {
 }
 
 /// Whether `producer` may be recomputed in its readers: one result, all
-/// loops parallel, its maps permutations, a short body that does not ask
-/// where it is (linalg.index would see the reader's loops).
+/// loops parallel, its maps projected permutations (an input may be
+/// broadcast), a short body that does not ask where it is (linalg.index
+/// would see the reader's loops).
 bool isRecomputable(linalg::GenericOp producer) {
   return producer.getNumResults() == 1 &&
          producer.getNumParallelLoops() == producer.getNumLoops() &&
@@ -59,18 +66,32 @@ bool isRecomputable(linalg::GenericOp producer) {
          producer.getBody()->getOps<linalg::IndexOp>().empty();
 }
 
-/// The bytes per element that recomputing `producer` in `reader` adds to
-/// what `reader` reads: the producer's inputs (of rank > 0; scalars are
-/// read once) that it does not read already.
+/// Whether `producer` reads a matrix product: the GEMM's epilogue may
+/// absorb it (a bias added to every row), which costs no bytes at all.
+bool readsProduct(linalg::GenericOp producer) {
+  return llvm::any_of(producer.getDpsInputs(), [](Value input) {
+    auto definition = input.getDefiningOp<linalg::LinalgOp>();
+    return definition && linalg::isaContractionOpInterface(definition);
+  });
+}
+
+/// The bytes that recomputing `producer` in `reader` adds to what `reader`
+/// reads: the producer's inputs (of rank > 0; scalars are read once) that
+/// it does not read already, each once (a broadcast input, such as a row's
+/// rsqrt, is read once per row, not once per element), or, for a producer
+/// of a matrix product (an epilogue), each once per element.
 int64_t getExtraReadBytes(linalg::GenericOp producer,
                           linalg::GenericOp reader) {
   int64_t bytes = 0;
+  int64_t elements = getElementCount(producer.getResult(0));
+  bool epilogue = readsProduct(producer);
   for (OpOperand *input : producer.getDpsInputOperands()) {
     auto type = dyn_cast<RankedTensorType>(input->get().getType());
     if (!type || type.getRank() == 0 ||
         llvm::is_contained(reader.getDpsInputs(), input->get()))
       continue;
-    bytes += getReadBytes(producer, input);
+    bytes += getReadBytes(producer, input) *
+             (epilogue ? elements : getElementCount(input->get()));
   }
   return bytes;
 }
@@ -79,7 +100,8 @@ int64_t getExtraReadBytes(linalg::GenericOp producer,
 /// producer's result and adds reading the inputs it lacks; when every
 /// reader recomputes it, its write is saved too.
 SmallVector<OpOperand *> chooseReaders(linalg::GenericOp producer) {
-  int64_t written = getElementBytes(producer.getResult(0).getType());
+  int64_t written = getElementBytes(producer.getResult(0).getType()) *
+                    getElementCount(producer.getResult(0));
   // One operand of each reader: fusing erases the reader (another operand
   // reading the producer keeps reading it).
   SmallVector<OpOperand *> readers;

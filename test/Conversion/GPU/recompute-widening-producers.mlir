@@ -186,3 +186,83 @@ func.func @softmax_backward(%g: tensor<4x512xbf16>, %p: tensor<4x512xf32>) -> te
   } -> tensor<4x512xf32>
   return %grad : tensor<4x512xf32>
 }
+
+// -----
+
+// A row's scale broadcast over the row (RMSNorm's x * rsqrt(mean)), the
+// product read by a row sum and by an elementwise op that reads x already:
+// the scale is read once a row (4 bytes a row, not an element), so each
+// reader computes the product (the sum reading 4 bytes an element instead
+// of 4, without the write of 4) and it is not written.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @broadcast_scale
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x512xf32>, %[[R:[^:]*]]: tensor<4xf32>
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]], %[[R]] : tensor<4x512xf32>, tensor<4xf32>)
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%[[X]], %[[R]], %[[X]] : tensor<4x512xf32>, tensor<4xf32>, tensor<4x512xf32>)
+// CHECK-NOT: linalg.generic
+func.func @broadcast_scale(%x: tensor<4x512xf32>, %r: tensor<4xf32>) -> (tensor<4xf32>, tensor<4x512xf32>) {
+  %e = tensor.empty() : tensor<4x512xf32>
+  %n = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %r : tensor<4x512xf32>, tensor<4xf32>) outs(%e : tensor<4x512xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4x512xf32>
+  %zero = arith.constant 0.0 : f32
+  %s = tensor.empty() : tensor<4xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%s : tensor<4xf32>) -> tensor<4xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%n : tensor<4x512xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %y = arith.addf %a, %o : f32
+    linalg.yield %y : f32
+  } -> tensor<4xf32>
+  %out = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%n, %x : tensor<4x512xf32>, tensor<4x512xf32>) outs(%e : tensor<4x512xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %y = arith.subf %a, %b : f32
+    linalg.yield %y : f32
+  } -> tensor<4x512xf32>
+  return %sum, %out : tensor<4xf32>, tensor<4x512xf32>
+}
+
+// -----
+
+// A bias added to a matrix product's rows, read by two ops: the GEMM's
+// epilogue takes it (no bytes at all), so its bias counts once an element
+// and it stays where it is.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @bias_epilogue
+// CHECK: %[[MM:.*]] = linalg.matmul
+// CHECK: %[[BIASED:.*]] = linalg.generic {{.*}} ins(%[[MM]], %{{.*}} : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[BIASED]] : tensor<4x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[BIASED]] : tensor<4x8xf32>)
+func.func @bias_epilogue(%a: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %mm = linalg.matmul ins(%a, %w : tensor<4x16xf32>, tensor<16x8xf32>) outs(%init : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %biased = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%mm, %bias : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %b: f32, %o: f32):
+    %y = arith.addf %x, %b : f32
+    linalg.yield %y : f32
+  } -> tensor<4x8xf32>
+  %neg = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%biased : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = arith.negf %x : f32
+    linalg.yield %y : f32
+  } -> tensor<4x8xf32>
+  %exp = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%biased : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = math.exp %x : f32
+    linalg.yield %y : f32
+  } -> tensor<4x8xf32>
+  return %neg, %exp : tensor<4x8xf32>, tensor<4x8xf32>
+}
