@@ -607,6 +607,25 @@ def AddIntoSlicesPass : Pass<"mantissa-add-into-slices", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
 }
 
+def DropUnreadOutputsPass
+    : Pass<"mantissa-drop-unread-outputs", "::mlir::func::FuncOp"> {
+  let summary = "Do not write temporaries that nothing reads";
+  let description = [{
+    On a bufferized step, for the GPU program: an output of a linalg op
+    whose buffer is a temporary (`memref.alloc`) that nothing else touches
+    (its other uses are views leading back to the op and its deallocation),
+    and whose value the op does not read first, is not written. A generic
+    loses the output (its map, block argument and yielded value); an op
+    whose only output it was is erased; the temporary goes too. Such writes
+    are left behind when mantissa-fuse-parallel-kernels moves every reader
+    of a temporary into its writer, which then passes the value along
+    inside the kernel (the ~120M LLaMA's SwiGLU backward wrote a 46 MB fp32
+    temporary per layer that nothing read).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def ScattersAsComparisonsPass
     : Pass<"mantissa-scatters-as-comparisons", "::mlir::ModuleOp"> {
   let summary = "A scatter of one value at one position per row as an elementwise comparison";

@@ -506,9 +506,10 @@ public:
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(write.thenBlock()->getTerminator());
     Index row{b.create<arith::AddIOp>(loc, row0, group)};
-    for (auto [r, value] : llvm::enumerate(values))
-      inSequenceOnly(plus(row, 8 * r),
-                     [&] { store(value, operand, plus(row, 8 * r), Index{}); });
+    for (size_t r = 0; r < values.size(); ++r) {
+      Index at = plus(row, 8 * int64_t(r));
+      inSequenceOnly(at, [&] { store(values[r], operand, at, Index{}); });
+    }
   }
 
   /// Each operand's buffer (a kernel argument) as elements and, where it

@@ -688,6 +688,7 @@ void mlir::mantissa::registerTrainToGPUPasses() {
     mantissa::registerFoldTransposesIntoViewsPass();
     mantissa::registerReuseWrittenRoundingsPass();
     mantissa::registerScattersAsComparisonsPass();
+    mantissa::registerDropUnreadOutputsPass();
   });
 }
 
@@ -787,6 +788,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
           "mantissa-segment-scatter-accumulations,"
           "mantissa-fold-copies-into-producers,mantissa-share-roundings,"
           "mantissa-split-reductions,mantissa-fuse-parallel-kernels,"
+          "mantissa-drop-unread-outputs,"
           "mantissa-group-launches,mantissa-pack-arena))")))
     return failure();
   GpuStepProgram program;
