@@ -53,6 +53,10 @@ bool isViewOp(Operation *op);
 /// memref.get_global.
 Value getBaseBuffer(Value value);
 
+/// Whether every use of the temporary `base` (through views) is one of
+/// `allowed` or its deallocation.
+bool isOnlyUsedBy(Value base, ArrayRef<Operation *> allowed);
+
 /// Whether `op` (or an op nested in it: linalg outputs, stores, copies)
 /// writes any view of `base`.
 bool writesBuffer(Operation *op, Value base);

@@ -19,6 +19,23 @@ bool mlir::mantissa::isViewOp(Operation *op) {
   return isa<ViewLikeOpInterface, memref::TransposeOp, memref::CastOp>(op);
 }
 
+bool mlir::mantissa::isOnlyUsedBy(Value base, ArrayRef<Operation *> allowed) {
+  SmallVector<Value> worklist = {base};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (isa<memref::DeallocOp>(user) || llvm::is_contained(allowed, user))
+        continue;
+      if (isViewOp(user) && user->getNumResults() == 1) {
+        worklist.push_back(user->getResult(0));
+        continue;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
 Value mlir::mantissa::getBaseBuffer(Value value) {
   while (true) {
     if (auto view = value.getDefiningOp<ViewLikeOpInterface>())

@@ -24,28 +24,17 @@ using namespace mlir::mantissa;
 
 namespace {
 
-/// Whether every use of `value` (through views) is `init` or a
-/// deallocation, so that what `init`'s op writes there is never read.
-bool onlyWrittenThrough(Value value, OpOperand &init) {
-  for (OpOperand &use : value.getUses()) {
-    Operation *user = use.getOwner();
-    if (&use == &init || isa<memref::DeallocOp>(user))
-      continue;
-    if (isViewOp(user) && user->getNumResults() == 1 &&
-        onlyWrittenThrough(user->getResult(0), init))
-      continue;
-    return false;
-  }
-  return true;
-}
-
-/// Whether `init` of `op` writes a temporary nothing reads, and `op` does
-/// not read what is there first.
+/// Whether `init` of `op` writes a temporary nothing reads: nothing but
+/// `op` uses it (views and its deallocation aside), `op` only through
+/// `init`, and `op` does not read what is there first.
 bool isUnread(linalg::LinalgOp op, OpOperand &init) {
   Value base = getBaseBuffer(init.get());
   return base.getDefiningOp<memref::AllocOp>() &&
-         !op.payloadUsesValueFromOperand(&init) &&
-         onlyWrittenThrough(base, init);
+         !op.payloadUsesValueFromOperand(&init) && isOnlyUsedBy(base, {op}) &&
+         llvm::count_if(op->getOperands(), [&](Value operand) {
+           return isa<MemRefType>(operand.getType()) &&
+                  getBaseBuffer(operand) == base;
+         }) == 1;
 }
 
 /// `op` without its output `position` (a generic: its map, block argument
@@ -69,27 +58,21 @@ void dropOutput(linalg::GenericOp op, unsigned position) {
   op.erase();
 }
 
-/// Erases `value`'s views and deallocations and the allocation itself,
-/// once nothing else uses it.
+/// Erases the views of `value`, its deallocations and their own views.
+void eraseViews(Value value) {
+  for (Operation *user : llvm::make_early_inc_range(value.getUsers())) {
+    if (user->getNumResults() == 1)
+      eraseViews(user->getResult(0));
+    user->erase();
+  }
+}
+
+/// Erases the temporary `base` once nothing but its views and
+/// deallocations use it.
 void eraseIfUnused(Value base) {
-  SmallVector<Operation *> dead;
-  std::function<bool(Value)> collect = [&](Value value) {
-    for (Operation *user : value.getUsers()) {
-      if (isa<memref::DeallocOp>(user)) {
-        dead.push_back(user);
-      } else if (isViewOp(user) && user->getNumResults() == 1 &&
-                 collect(user->getResult(0))) {
-        dead.push_back(user);
-      } else {
-        return false;
-      }
-    }
-    return true;
-  };
-  if (!collect(base))
+  if (!isOnlyUsedBy(base, {}))
     return;
-  for (Operation *op : dead)
-    op->erase();
+  eraseViews(base);
   base.getDefiningOp()->erase();
 }
 

@@ -126,10 +126,14 @@ public:
     return {b.create<arith::MinUIOp>(loc, materialize(position),
                                      index(spec.sequence - last))};
   }
-  /// Whether a position is past the sequence's end (i1).
+  /// `position` compared with the sequence's length (i1): uge, past its
+  /// end; ult, in it.
+  Value compareWithSequence(Index position, arith::CmpIPredicate predicate) {
+    return b.create<arith::CmpIOp>(loc, predicate, materialize(position),
+                                   index(spec.sequence));
+  }
   Value pastSequence(Index position) {
-    return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::uge,
-                                   materialize(position), index(spec.sequence));
+    return compareWithSequence(position, arith::CmpIPredicate::uge);
   }
   /// Runs `body` at the builder's point for rows in the sequence only.
   void inSequenceOnly(Index row, llvm::function_ref<void()> body) {
@@ -138,9 +142,7 @@ public:
       return;
     }
     auto guard = b.create<scf::IfOp>(
-        loc,
-        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult,
-                                materialize(row), index(spec.sequence)),
+        loc, compareWithSequence(row, arith::CmpIPredicate::ult),
         /*withElseRegion=*/false);
     OpBuilder::InsertionGuard insertion(b);
     b.setInsertionPoint(guard.thenBlock()->getTerminator());

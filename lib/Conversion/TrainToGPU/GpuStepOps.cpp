@@ -129,26 +129,6 @@ std::optional<GemmEpilogueMatch> matchGemmEpilogue(linalg::LinalgOp op,
   return std::nullopt;
 }
 
-/// Whether every use of the temporary `base` (through views) is one of
-/// `allowed` or its deallocation.
-bool isOnlyUsedBy(Value base, ArrayRef<Operation *> allowed) {
-  SmallVector<Value> worklist = {base};
-  while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    for (Operation *user : value.getUsers()) {
-      if (isa<memref::DeallocOp>(user) || llvm::is_contained(allowed, user))
-        continue;
-      if (isa<ViewLikeOpInterface, memref::CastOp, memref::TransposeOp>(user) &&
-          user->getNumResults() == 1) {
-        worklist.push_back(user->getResult(0));
-        continue;
-      }
-      return false;
-    }
-  }
-  return true;
-}
-
 } // namespace
 
 std::optional<int64_t> mlir::mantissa::getTreeFoldParts(Operation *op) {

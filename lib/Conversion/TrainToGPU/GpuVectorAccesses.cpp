@@ -148,9 +148,8 @@ mlir::mantissa::findVectorCandidates(func::FuncOp function,
                : ArrayRef(accesses).drop_front(position + 1);
     if (llvm::any_of(others, touches))
       continue;
-    candidates.accesses.push_back({op,
-                                   int64_t(element.getIntOrFloatBitWidth() / 8),
-                                   contiguous->first, contiguous->second});
+    candidates.accesses.push_back(
+        {op, getStorageBytes(element), contiguous->first, contiguous->second});
   }
   return candidates;
 }
@@ -192,8 +191,8 @@ void mlir::mantissa::fuseCopiesIntoVectors(ArrayRef<Operation *> copies,
   Value memref = getMemRef(first);
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   int64_t width = copies.size();
-  int64_t chunk = std::min(width, kVectorAccessBytes /
-                                      (element.getIntOrFloatBitWidth() / 8));
+  int64_t chunk =
+      std::min(width, kVectorAccessBytes / getStorageBytes(element));
   auto vectorType = VectorType::get({chunk}, element);
   bool isLoad = isa<memref::LoadOp>(first);
   // Loads at the first copy's place, stores at the last's, with the first
@@ -265,8 +264,7 @@ void mlir::mantissa::alignVectorAccesses(gpu::GPUModuleOp gpuModule) {
   };
   auto bytes = [](Type type) {
     auto vector = cast<VectorType>(type);
-    return vector.getNumElements() *
-           int64_t(vector.getElementType().getIntOrFloatBitWidth() / 8);
+    return vector.getNumElements() * getStorageBytes(vector.getElementType());
   };
   gpuModule.walk([&](Operation *op) {
     if (!isTagged(op))
