@@ -176,10 +176,12 @@ protected:
           buildAttentionKernel(gpuModule, names[i], kinds[i], spec, kBlockSize);
       grids[i] = launch.grid;
       // A warp per 16 rows of a sequence (the last one's partly empty
-      // where 16 does not divide the sequence).
-      int64_t warps = B * H * ((S + 15) / 16);
-      EXPECT_EQ(launch.warps, warps);
-      EXPECT_EQ(launch.grid, (warps + 7) / 8);
+      // where 16 does not divide the sequence), a block's warps of one
+      // sequence (its last block's partly idle).
+      int64_t tiles = (S + 15) / 16;
+      EXPECT_EQ(launch.warps, B * H * tiles);
+      EXPECT_EQ(launch.grid,
+                B * H * ((tiles + kBlockSize / 32 - 1) / (kBlockSize / 32)));
       EXPECT_EQ(launch.mmasPerStep, products[i]) << names[i];
       // Under a causal mask a warp takes about half of the steps of 32.
       double steps = double((S + 31) / 32);
@@ -232,6 +234,16 @@ protected:
     EXPECT_NE(ptx->find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
               std::string::npos);
     EXPECT_NE(ptx->find("vote.sync.ballot.b32"), std::string::npos);
+    // The steps' shared tiles: copied into shared memory (16 bytes at a
+    // time where rows are aligned), their fragments read with ldmatrix
+    // (transposed for the products' second operand), between barriers.
+    EXPECT_NE(ptx->find(".shared .align 16"), std::string::npos);
+    EXPECT_NE(ptx->find("st.shared.v4.b32"), std::string::npos);
+    EXPECT_NE(ptx->find("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+              std::string::npos);
+    EXPECT_NE(ptx->find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"),
+              std::string::npos);
+    EXPECT_NE(ptx->find("bar.sync"), std::string::npos);
     checkPtxas(*ptx);
 
     // Attention in double precision from the same bf16 inputs, the scores
@@ -298,6 +310,12 @@ protected:
     // element: bf16 operands of the products (p and ds rounded, as the
     // unfused program rounds them) leave errors near 2^-8 of it; a wrong
     // fragment or row leaves errors of the order of the values.
+    // A NaN (a value read from unwritten shared memory, which the
+    // emulation fills with NaN) is as wrong as can be.
+    auto distance = [](double got, double want) {
+      double difference = std::fabs(got - want);
+      return std::isnan(difference) ? INFINITY : difference;
+    };
     auto compare = [&](const char *name, const std::vector<uint16_t> &got,
                        const AttentionOperand &operand,
                        const std::vector<double> &want) {
@@ -309,8 +327,8 @@ protected:
           for (int64_t i = 0; i < S; ++i)
             for (int64_t d = 0; d < D; ++d)
               worst = std::max(worst,
-                               std::fabs(value(got, operand, b, h, i, d) -
-                                         want[((b * H + h) * S + i) * D + d]));
+                               distance(value(got, operand, b, h, i, d),
+                                        want[((b * H + h) * S + i) * D + d]));
       EXPECT_GT(largest, 0.1) << name;
       EXPECT_LT(worst, 0.02 * largest)
           << name << ": worst " << worst << " of " << largest;
@@ -321,7 +339,7 @@ protected:
     compare("dv", dv, spec.dv, wantDv);
     double worstLse = 0;
     for (size_t i = 0; i < lse.size(); ++i)
-      worstLse = std::max(worstLse, std::fabs(lse[i] - wantLse[i]));
+      worstLse = std::max(worstLse, distance(lse[i], wantLse[i]));
     EXPECT_LT(worstLse, 1e-3);
   }
 
@@ -358,7 +376,8 @@ protected:
 };
 
 /// Causal attention over two batches of three heads, 64 positions (two
-/// steps of 32, the second skipped by the first rows' warps), head
+/// steps of 32, the second skipped by the first rows' warps, a block's
+/// last four warps idle), head
 /// dimension 32; q, k and dout read through the interleaved layout the
 /// projections leave, dk written transposed.
 TEST_F(GpuAttentionKernelsTest, CausalMatchesDoublePrecision) {

@@ -1,10 +1,10 @@
 //===- GpuAttentionKernels.cpp - Fused attention on the tensor cores ------===//
 //
 // Each warp owns 16 rows (queries in the forward and the query backward,
-// keys in the key/value backward) and walks the other side 32 at a time.
-// Matrix products are mma.sync m16n8k16 with bf16 operands and fp32 sums,
-// their fragments loaded straight from global memory in the layouts the
-// PTX ISA gives (lane = 4 * group + thread-in-group):
+// keys in the key/value backward) and walks the other side 32 at a time,
+// the warps of a block consecutive rows of one sequence. Matrix products
+// are mma.sync m16n8k16 with bf16 operands and fp32 sums, in the layouts
+// the PTX ISA gives (lane = 4 * group + thread-in-group):
 //
 //   A (16 x 16, row-major)  register r: row group + 8 * (r % 2), columns
 //                           2 * thread + 8 * (r / 2) and the next one;
@@ -13,30 +13,34 @@
 //   C (16 x 8, fp32)        value j: row group + 8 * (j / 2), column
 //                           2 * thread + j % 2.
 //
-// Two C fragments side by side are, rounded to bf16 and paired, the A
-// fragment of the product that follows (scores, then probabilities times
-// values), so no score leaves the registers. In that product (its B rows
-// are keys or queries, its columns the head dimension) two neighbouring
-// 8-column tiles take their columns interleaved, so that a lane's two
-// columns are one 32-bit load per row and its outputs 4 neighbouring
-// columns. The rows of a C fragment are shared by the 4 lanes of a group,
+// A warp's own rows are A fragments loaded once from global memory. The
+// other side's 32 rows of a step, which every warp of the block reads, the
+// block copies into shared tiles, from which the warps load their B
+// fragments with ldmatrix (transposed for the products whose B rows are
+// keys or queries), between barriers. Two C fragments side by side are,
+// rounded to bf16 and paired, the A fragment of the product that follows
+// (scores, then probabilities times values), so no score leaves the
+// registers. The rows of a C fragment are shared by the 4 lanes of a group,
 // whose row maximum and sum take two xor shuffles. A step of the loop that
 // the mask closes entirely (above the causal diagonal) is skipped by the
-// whole warp (a ballot of the lanes' mask values), so that causal
-// attention does half the work. Rows and columns past the end of a
-// sequence that 16 or 32 does not divide load its last position, are
-// closed by the mask and are not stored.
+// whole warp (a ballot of the lanes' mask values), and its copy by the
+// block where it is closed to every warp, so that causal attention does
+// half the work. Rows and columns past the end of a sequence that 16 x 8
+// or 32 does not divide load its last position, are closed by the mask and
+// are not stored.
 //
 //===----------------------------------------------------------------------===//
 
 #include "GpuAttentionKernels.h"
 #include "GpuKernels.h"
+#include "GpuVectorAccesses.h"
 #include "mantissa/Conversion/FusedAttention.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -55,6 +59,14 @@ constexpr int64_t kStepColumns = kAttentionStepColumns;
 /// m16n8 fragments across one step.
 constexpr int64_t kStepFragments = kStepColumns / 8;
 
+/// bf16 after each row of a shared tile (16 bytes): rows then start 4
+/// banks apart, so that the 8 rows of a matrix ldmatrix reads (16 bytes
+/// each) are in different banks.
+constexpr int64_t kTilePadElements = 8;
+/// The operands a step stages in shared tiles (k and v, or q and dout).
+constexpr int64_t kStagedOperands = 2;
+/// bf16 columns in a 16-byte access.
+constexpr int64_t kVectorColumns = kVectorAccessBytes / 2;
 /// An fp32 C (or D) fragment: the lane's four values.
 using Fragment = std::array<Value, 4>;
 /// A warp's 16 x 32 step: four fragments side by side.
@@ -109,9 +121,11 @@ public:
 
   /// Whether the sequence leaves part of the last warp's rows or of the
   /// last step's columns empty.
+  /// A block's warps take consecutive tiles of rows of one sequence, so
+  /// that rows past the end are the last block's whole warps too.
   bool ragged() const {
-    return spec.sequence % kAttentionTileRows != 0 ||
-           spec.sequence % kAttentionStepColumns != 0;
+    return spec.sequence % (kTileRows * warpsPerBlock) != 0 ||
+           spec.sequence % kStepColumns != 0;
   }
   Value materialize(Index position) {
     return add(position.value ? position.value : index(0), position.constant);
@@ -152,11 +166,12 @@ public:
   /// The warp's lane, group and thread in group; its batch and head from
   /// the warp's sequence (of batch * heads).
   void setLane(Value thread) {
-    Value lane = b.create<arith::RemUIOp>(loc, thread, index(32));
+    threadInBlock = thread;
+    lane = b.create<arith::RemUIOp>(loc, thread, index(32));
+    warpInBlock = b.create<arith::DivUIOp>(loc, thread, index(32));
     group = b.create<arith::DivUIOp>(loc, lane, index(4));
     inGroup = b.create<arith::RemUIOp>(loc, lane, index(4));
     twice = b.create<arith::MulIOp>(loc, inGroup, index(2));
-    twiceGroup = b.create<arith::MulIOp>(loc, group, index(2));
   }
   void setSequence(Value sequence) {
     batch = b.create<arith::DivUIOp>(loc, sequence, index(spec.heads));
@@ -284,46 +299,49 @@ public:
       rows.push_back(loadA(operand, row0, column));
     return rows;
   }
-  /// The B fragment B(k, n) = X[n0 + n][k0 + k]: a transposed operand (k
-  /// in the scores q k^T).
-  std::array<Value, 2> loadTransposedB(const AttentionOperand &operand,
-                                       Index n0, int64_t k0) {
-    Index row = inSequence(
-        Index{b.create<arith::AddIOp>(loc, n0.value, group), n0.constant});
-    Index column{twice, k0};
-    return {pairAcross(operand, row, column),
-            pairAcross(operand, row, plus(column, 8))};
-  }
-  /// The B fragments B(k, n) = X[k0 + k][d(n)] of two neighbouring
-  /// 8-column tiles from column d0 (v in p v), the tiles' columns
-  /// interleaved: in the first, column n is d0 + 2 n, in the second
-  /// d0 + 2 n + 1. A lane's two columns are then neighbours, one 32-bit load
-  /// per row (two halves, one per tile), and each lane's outputs are 4
-  /// neighbouring columns (storeRows). The products do not care which
-  /// column is which, as long as the outputs are stored where they belong.
-  std::array<std::array<Value, 2>, 2>
-  loadInterleavedB(const AttentionOperand &operand, Index k0, int64_t d0) {
-    Index row{b.create<arith::AddIOp>(loc, k0.value, twice), k0.constant};
-    Index column{twiceGroup, d0};
-    std::array<std::array<Value, 2>, 2> tiles;
-    for (int64_t r = 0; r < 2; ++r) {
-      auto [upperLeft, upperRight] =
-          halves(pairAcross(operand, inSequence(plus(row, 8 * r)), column));
-      auto [lowerLeft, lowerRight] =
-          halves(pairAcross(operand, inSequence(plus(row, 8 * r + 1)), column));
-      tiles[0][r] = pack(upperLeft, lowerLeft);
-      tiles[1][r] = pack(upperRight, lowerRight);
+  /// Where matrices 1 (`odd`: i % 2) and 2 (`high`: i / 2) of an
+  /// ldmatrix start in the tile, from matrix 0: rows and columns.
+  struct MatrixSteps {
+    int64_t oddRows, oddColumns, highRows, highColumns;
+  };
+  /// Four 8 x 8 matrices of bf16 of a shared tile in one ldmatrix: matrix
+  /// i from row `row` + (i % 2, i / 2 steps), column `column` + ... of the
+  /// tile of `first`; lane l gives the address of row l % 8 of matrix
+  /// l / 8. Register i of a lane is matrix i's row group, columns
+  /// 2 thread and the next, or, `transposed`, its rows 2 thread and the
+  /// next of column group: the B fragment of the matrix, or of its
+  /// transpose.
+  std::array<Value, 4> loadMatrices(int64_t first, int64_t row, int64_t column,
+                                    MatrixSteps steps, bool transposed) {
+    // The lane's part: the same in every ldmatrix with these steps.
+    auto times = [&](Value x, int64_t y) {
+      return b.create<arith::MulIOp>(loc, x, index(y)).getResult();
+    };
+    Value odd = b.create<arith::AndIOp>(
+        loc, b.create<arith::ShRUIOp>(loc, lane, index(3)), index(1));
+    Value high = b.create<arith::ShRUIOp>(loc, lane, index(4));
+    Value inMatrix = b.create<arith::AndIOp>(loc, lane, index(7));
+    int64_t rowElements = tileRowElements();
+    Value position = b.create<arith::AddIOp>(
+        loc,
+        b.create<arith::AddIOp>(
+            loc, times(odd, steps.oddRows * rowElements + steps.oddColumns),
+            times(high, steps.highRows * rowElements + steps.highColumns)),
+        times(inMatrix, rowElements));
+    position = add(position, first + row * rowElements + column);
+    auto type = VectorType::get({4, 2}, b.getBF16Type());
+    Value matrices = b.create<nvgpu::LdMatrixOp>(
+        loc, type, tiles, ValueRange{position}, transposed, /*numTiles=*/4);
+    std::array<Value, 4> registers;
+    for (int64_t i = 0; i < 4; ++i) {
+      Value pair =
+          b.create<vector::ExtractOp>(loc, matrices, ArrayRef<int64_t>{i});
+      Value word = b.create<vector::BitCastOp>(
+          loc, VectorType::get({1}, b.getI32Type()), pair);
+      registers[i] =
+          b.create<vector::ExtractOp>(loc, word, ArrayRef<int64_t>{0});
     }
-    return tiles;
-  }
-  /// The two bf16 halves of a packed pair (the low one first).
-  std::pair<Value, Value> halves(Value word) {
-    Value vector = b.create<vector::BitCastOp>(
-        loc, VectorType::get({2}, b.getBF16Type()),
-        b.create<vector::FromElementsOp>(
-            loc, VectorType::get({1}, b.getI32Type()), ValueRange{word}));
-    return {b.create<vector::ExtractOp>(loc, vector, ArrayRef<int64_t>{0}),
-            b.create<vector::ExtractOp>(loc, vector, ArrayRef<int64_t>{1})};
+    return registers;
   }
   /// D = A B + C on the tensor cores, one warp-wide mma.sync.
   Fragment mma(ArrayRef<Value> a, ArrayRef<Value> bFragment,
@@ -451,50 +469,60 @@ public:
     return scores;
   }
   /// Products of the warp's A fragments (`rows`, one per 16 of the head
-  /// dimension) with the transposed operand's 32 rows from `column0`.
+  /// dimension) with the transposed staged operand's 32 rows of the step:
+  /// B(k, n) = X[n][k], from one ldmatrix per two 8-row blocks (n) and 16
+  /// columns (k).
   Tile scoreProducts(ArrayRef<std::array<Value, 4>> rows,
-                     const AttentionOperand &operand, Value column0) {
+                     const AttentionOperand &operand) {
+    int64_t first = staged.lookup(&operand);
     Tile tile;
-    for (int64_t n = 0; n < kStepFragments; ++n) {
-      Fragment sum = zeros();
-      for (size_t kk = 0; kk < rows.size(); ++kk)
-        sum =
-            mma(rows[kk],
-                loadTransposedB(operand, Index{column0, 8 * n}, 16 * kk), sum);
-      tile[n] = sum;
-    }
+    for (int64_t n = 0; n < kStepFragments; ++n)
+      tile[n] = zeros();
+    for (int64_t n = 0; n < kStepFragments; n += 2)
+      for (size_t kk = 0; kk < rows.size(); ++kk) {
+        // Matrices: (n, k), (n, k + 8), (n + 1, k), (n + 1, k + 8).
+        std::array<Value, 4> bFragments =
+            loadMatrices(first, 8 * n, int64_t(16 * kk), {0, 8, 8, 0},
+                         /*transposed=*/false);
+        tile[n] = mma(rows[kk], {bFragments[0], bFragments[1]}, tile[n]);
+        tile[n + 1] =
+            mma(rows[kk], {bFragments[2], bFragments[3]}, tile[n + 1]);
+      }
     return tile;
   }
-  /// acc[d] += tile (as A) times operand rows column0.. (as B), over the
-  /// head dimension's fragments.
+  /// acc[d] += tile (as A) times the staged operand's rows of the step
+  /// (as B: B(k, n) = X[k][8 d + n]), one ldmatrix.trans per 16 rows (k)
+  /// and two 8-column tiles (d).
   void accumulate(SmallVector<Fragment> &acc, const Tile &tile,
-                  const AttentionOperand &operand, Value column0) {
+                  const AttentionOperand &operand) {
+    int64_t first = staged.lookup(&operand);
     for (int64_t half = 0; half < 2; ++half) {
       std::array<Value, 4> a = tileAsA(tile, half);
       for (size_t d = 0; d < acc.size(); d += 2) {
-        auto tiles =
-            loadInterleavedB(operand, Index{column0, 16 * half}, 8 * d);
-        acc[d] = mma(a, tiles[0], acc[d]);
-        acc[d + 1] = mma(a, tiles[1], acc[d + 1]);
+        // Matrices: (k, d), (k + 8, d), (k, d + 1), (k + 8, d + 1).
+        std::array<Value, 4> bFragments =
+            loadMatrices(first, 16 * half, int64_t(8 * d), {8, 0, 0, 8},
+                         /*transposed=*/true);
+        acc[d] = mma(a, {bFragments[0], bFragments[1]}, acc[d]);
+        acc[d + 1] = mma(a, {bFragments[2], bFragments[3]}, acc[d + 1]);
       }
     }
   }
-  /// Stores acc (rows row0.., the head dimension, its tiles interleaved in
-  /// pairs as accumulate leaves them) as bf16, times factor[r]: value j of
-  /// tile 2 p + s is column 16 p + 4 thread + 2 (j % 2) + s.
+  /// Stores acc (rows row0.., the head dimension in 8-column tiles) as
+  /// bf16, times factor[r]: values 2 r and 2 r + 1 of tile d are row
+  /// group + 8 r, columns 8 d + 2 thread and the next.
   void storeRows(ArrayRef<Fragment> acc, const AttentionOperand &operand,
                  Value row0, ArrayRef<Value> factor) {
     Index row{b.create<arith::AddIOp>(loc, row0, group)};
-    Value fourThread = b.create<arith::MulIOp>(loc, inGroup, index(4));
-    for (size_t d = 0; d < acc.size(); d += 2)
-      for (int64_t j = 0; j < 4; ++j) {
-        Value x = acc[d][j], y = acc[d + 1][j];
+    for (auto [d, fragment] : llvm::enumerate(acc))
+      for (int64_t r = 0; r < 2; ++r) {
+        Value x = fragment[2 * r], y = fragment[2 * r + 1];
         if (!factor.empty()) {
-          x = mulf(x, factor[rowOf(j)]);
-          y = mulf(y, factor[rowOf(j)]);
+          x = mulf(x, factor[r]);
+          y = mulf(y, factor[r]);
         }
-        storePair(x, y, operand, plus(row, 8 * rowOf(j)),
-                  Index{fourThread, int64_t(8 * d + 2 * (j % 2))});
+        storePair(x, y, operand, plus(row, 8 * r),
+                  Index{twice, int64_t(8 * d)});
       }
   }
 
@@ -517,11 +545,126 @@ public:
   /// Each operand's buffer (a kernel argument) as elements and, where it
   /// has them, as pairs (AttentionArgument), and its base in the warp's
   /// sequence.
+  /// The shared tiles (docs/gpu-step.md, "Shared tiles"): a step's 32
+  /// rows of each staged operand in `tiles`, a row every tileRowElements()
+  /// bf16 from the operand's first element; `flags`, a word per warp of
+  /// the block (whether its rows see the step).
+  int64_t tileRowElements() const { return spec.headDim + kTilePadElements; }
+  int64_t tileElements() const { return kStepColumns * tileRowElements(); }
+  Value tilePosition(int64_t first, Index row, Index column) {
+    Value position =
+        index(first + row.constant * tileRowElements() + column.constant);
+    if (row.value)
+      position = b.create<arith::AddIOp>(
+          loc, position,
+          b.create<arith::MulIOp>(loc, row.value, index(tileRowElements())));
+    if (column.value)
+      position = b.create<arith::AddIOp>(loc, position, column.value);
+    return position;
+  }
+  void barrier() { b.create<gpu::BarrierOp>(loc); }
+  /// Whether every row of `operand` starts 16 bytes into its buffer (the
+  /// runtime aligns buffers to 16 bytes), so that a thread copies 8
+  /// columns of a row with one 16-byte load.
+  bool hasAlignedRows(const AttentionOperand &operand) const {
+    return pairs.count(&operand) && operand.offset % kVectorColumns == 0 &&
+           llvm::all_of(
+               ArrayRef(operand.strides).take_front(3),
+               [](int64_t stride) { return stride % kVectorColumns == 0; });
+  }
+  /// The block's threads copy the step's 32 rows (from `row0`) of each
+  /// staged operand into its tile, 8 columns (16 bytes) or a pair of
+  /// columns per thread and copy, neighbouring threads neighbouring
+  /// columns; rows past the sequence copy its last (nothing uses them).
+  void stageTiles(Value row0) {
+    for (const auto &tile : staged) {
+      const AttentionOperand &operand = *tile.first;
+      int64_t first = tile.second;
+      // Each thread copies `width` pairs at a time, neighbouring threads
+      // neighbouring ones.
+      int64_t width = hasAlignedRows(operand) ? kVectorColumns / 2 : 1;
+      int64_t rowCopies = spec.headDim / 2 / width;
+      int64_t copies = kStepColumns * rowCopies;
+      for (int64_t copied = 0; copied < copies; copied += blockSize) {
+        Value pair = add(threadInBlock, copied);
+        auto copy = [&] {
+          Value row = b.create<arith::DivUIOp>(loc, pair, index(rowCopies));
+          Index column{b.create<arith::MulIOp>(
+              loc, b.create<arith::RemUIOp>(loc, pair, index(rowCopies)),
+              index(2 * width))};
+          Index at = inSequence(Index{b.create<arith::AddIOp>(loc, row0, row)});
+          Value position = tilePosition(first, Index{row}, column);
+          auto bf16Type = VectorType::get({2 * width}, b.getBF16Type());
+          if (width == 1) {
+            Value word = b.create<vector::FromElementsOp>(
+                loc, VectorType::get({1}, b.getI32Type()),
+                ValueRange{pairAcross(operand, at, column)});
+            b.create<vector::StoreOp>(
+                loc, b.create<vector::BitCastOp>(loc, bf16Type, word), tiles,
+                position);
+            return;
+          }
+          Location vectorLoc = getVectorAccessLoc(loc);
+          Value words = b.create<vector::LoadOp>(
+              vectorLoc, VectorType::get({width}, b.getI32Type()),
+              pairs.lookup(&operand),
+              ValueRange{b.create<arith::ShRUIOp>(
+                  loc, this->at(operand, at, column), index(1))});
+          b.create<vector::StoreOp>(
+              vectorLoc, b.create<vector::BitCastOp>(loc, bf16Type, words),
+              tiles, position);
+        };
+        if (copied + blockSize <= copies) {
+          copy();
+          continue;
+        }
+        auto inside = b.create<scf::IfOp>(
+            loc,
+            b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, pair,
+                                    index(copies)),
+            /*withElseRegion=*/false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(inside.thenBlock()->getTerminator());
+        copy();
+      }
+    }
+  }
+  /// Whether `open` (uniform in each warp) holds in any warp of the block:
+  /// each warp's first lane writes its flag, and after a barrier every
+  /// thread reads them all.
+  Value anyWarp(Value open) {
+    if (warpsPerBlock == 1)
+      return open;
+    auto first = b.create<scf::IfOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, lane, index(0)),
+        /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(first.thenBlock()->getTerminator());
+      b.create<memref::StoreOp>(
+          loc, b.create<arith::ExtUIOp>(loc, b.getI32Type(), open), flags,
+          ValueRange{warpInBlock});
+    }
+    barrier();
+    Value any = b.create<arith::ConstantIntOp>(loc, 0, 32);
+    for (int64_t warp = 0; warp < warpsPerBlock; ++warp)
+      any = b.create<arith::OrIOp>(
+          loc, any,
+          b.create<memref::LoadOp>(loc, flags, ValueRange{index(warp)}));
+    return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, any,
+                                   b.create<arith::ConstantIntOp>(loc, 0, 32));
+  }
+
   llvm::DenseMap<const AttentionOperand *, Value> buffers, pairs, sequenceBase;
+  /// The operands of the step's shared tiles, and each one's first word.
+  llvm::MapVector<const AttentionOperand *, int64_t> staged;
   OpBuilder &b;
   Location loc;
   const AttentionKernelSpec &spec;
-  Value group, inGroup, twice, twiceGroup, batch, head;
+  int64_t blockSize = 32, warpsPerBlock = 1;
+  Value group, inGroup, twice, batch, head;
+  Value lane, warpInBlock, threadInBlock, tiles, flags;
 };
 
 /// The flat memref type of an operand's buffer: its elements, or their
@@ -570,7 +713,20 @@ scf::ForOp buildStepLoop(
   Value column0 = loop.getInductionVar();
   ValueRange state = loop.getRegionIterArgs();
   Closed closed = w.loadMask(row0, column0, transposed);
-  auto step = b.create<scf::IfOp>(loc, state.getTypes(), w.anyOpen(closed),
+  Value open = w.anyOpen(closed);
+  // The block stages the step's tiles where any of its warps takes the
+  // step. The barriers: the tiles are read after every thread has copied
+  // its part, and copied after every warp has read the last step's (and
+  // its flag, the barrier in anyWarp).
+  auto stage = b.create<scf::IfOp>(loc, w.anyWarp(open),
+                                   /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard stageGuard(b);
+    b.setInsertionPoint(stage.thenBlock()->getTerminator());
+    w.stageTiles(column0);
+  }
+  w.barrier();
+  auto step = b.create<scf::IfOp>(loc, state.getTypes(), open,
                                   /*withElseRegion=*/true);
   b.create<scf::YieldOp>(loc, step.getResults());
   b.setInsertionPointToStart(step.elseBlock());
@@ -596,7 +752,7 @@ void buildForward(AttentionBuilder &w, Value row0) {
   auto loop = buildStepLoop(
       w, initial, row0, /*transposed=*/false,
       [&](Value key0, ValueRange state, const Closed &closed) {
-        Tile s = w.scores(w.scoreProducts(rows, spec.k, key0), closed);
+        Tile s = w.scores(w.scoreProducts(rows, spec.k), closed);
         SmallVector<Value> maximum, sum, alpha, base;
         for (int64_t r = 0; r < 2; ++r) {
           Value rowMax = minusInfinity;
@@ -627,7 +783,7 @@ void buildForward(AttentionBuilder &w, Value row0) {
           for (int64_t j = 0; j < 4; ++j)
             fragment[j] =
                 w.mulf(fragment[j], alpha[AttentionBuilder::rowOf(j)]);
-        w.accumulate(next, p, spec.v, key0);
+        w.accumulate(next, p, spec.v);
         return flatten({maximum[0], maximum[1], sum[0], sum[1]}, next);
       });
   ValueRange final = loop.getResults();
@@ -701,12 +857,12 @@ void buildBackwardQuery(AttentionBuilder &w, Value row0) {
   auto loop = buildStepLoop(
       w, flatten({}, acc), row0, /*transposed=*/false,
       [&](Value key0, ValueRange state, const Closed &closed) {
-        Tile s = w.scores(w.scoreProducts(queries, spec.k, key0), closed);
-        Tile dp = w.scoreProducts(gradients, spec.v, key0);
+        Tile s = w.scores(w.scoreProducts(queries, spec.k), closed);
+        Tile dp = w.scoreProducts(gradients, spec.v);
         Tile ds =
             buildScoreGradient(w, s, dp, lseTile, deltaTile, closed).second;
         SmallVector<Fragment> next = unflatten(state);
-        w.accumulate(next, ds, spec.k, key0);
+        w.accumulate(next, ds, spec.k);
         return flatten({}, next);
       });
   w.storeRows(unflatten(loop.getResults()), spec.dq, row0, {});
@@ -725,8 +881,8 @@ void buildBackwardKeyValue(AttentionBuilder &w, Value row0) {
   auto loop = buildStepLoop(
       w, flatten({}, acc), row0, /*transposed=*/true,
       [&](Value query0, ValueRange state, const Closed &closed) {
-        Tile s = w.scores(w.scoreProducts(keys, spec.q, query0), closed);
-        Tile dp = w.scoreProducts(values, spec.dout, query0);
+        Tile s = w.scores(w.scoreProducts(keys, spec.q), closed);
+        Tile dp = w.scoreProducts(values, spec.dout);
         // Each value's query's lse and delta.
         Tile lseTile, deltaTile;
         Value column = b.create<arith::AddIOp>(loc, query0, w.twice);
@@ -744,8 +900,8 @@ void buildBackwardKeyValue(AttentionBuilder &w, Value row0) {
         SmallVector<Fragment> next = unflatten(state);
         SmallVector<Fragment> dkAcc(next.begin(), next.begin() + columns),
             dvAcc(next.begin() + columns, next.end());
-        w.accumulate(dvAcc, p, spec.dout, query0);
-        w.accumulate(dkAcc, ds, spec.q, query0);
+        w.accumulate(dvAcc, p, spec.dout);
+        w.accumulate(dkAcc, ds, spec.q);
         llvm::append_range(dkAcc, dvAcc);
         return flatten({}, dkAcc);
       });
@@ -883,7 +1039,9 @@ static bool countStep(gpu::GPUFuncOp kernel, AttentionLaunch &launch) {
       ++launch.mmasPerStep;
     } else if (isa<math::ExpOp, math::Exp2Op, math::LogOp>(op)) {
       launch.opsPerStep += 8;
-    } else if (isa<memref::LoadOp, memref::StoreOp>(op)) {
+    } else if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp,
+                   vector::StoreOp, nvgpu::LdMatrixOp>(op)) {
+      // A memory access of any width (an ldmatrix of four matrices too).
       launch.opsPerStep += 4;
     } else if (!op->hasTrait<OpTrait::ConstantLike>() &&
                !op->hasTrait<OpTrait::IsTerminator>() &&
@@ -927,29 +1085,50 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   for (auto [argument, value] :
        llvm::zip_equal(arguments, entry->getArguments()))
     (argument.pairs ? w.pairs : w.buffers)[argument.operand] = value;
-  // Warp number: block * warps per block + thread / 32; its tile of 16 rows
-  // of one sequence. Warps past the last tile (the last block's) do nothing.
-  int64_t warpsPerBlock = blockSize / 32;
+  // The operands every warp of a block reads a step of: staged in shared
+  // tiles.
+  const AttentionOperand *first = &spec.k, *second = &spec.v;
+  if (kind == AttentionKernel::BackwardKeyValue)
+    first = &spec.q, second = &spec.dout;
+  w.staged[first] = 0;
+  w.staged[second] = w.tileElements();
+  // A block's warps take consecutive tiles of 16 rows of one sequence:
+  // block = sequence * blocks per sequence + the tiles' group. Warps past
+  // the sequence's last tile (its last block's) stage tiles and wait at
+  // the barriers with the others; the mask closes their rows.
+  w.blockSize = blockSize;
+  w.warpsPerBlock = blockSize / 32;
   int64_t tiles = llvm::divideCeil(spec.sequence, kTileRows);
+  int64_t blocksPerSequence = llvm::divideCeil(tiles, w.warpsPerBlock);
   int64_t warps = spec.batch * spec.heads * tiles;
+  auto workgroup =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  w.tiles = kernel.addWorkgroupAttribution(
+      MemRefType::get({kStagedOperands * w.tileElements()}, b.getBF16Type(),
+                      AffineMap(), workgroup),
+      loc);
+  w.flags = kernel.addWorkgroupAttribution(
+      MemRefType::get({w.warpsPerBlock}, b.getI32Type(), AffineMap(),
+                      workgroup),
+      loc);
   Value thread = b.create<gpu::ThreadIdOp>(loc, gpu::Dimension::x);
-  Value warp = b.create<arith::AddIOp>(
-      loc,
-      b.create<arith::MulIOp>(loc,
-                              b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x),
-                              w.index(warpsPerBlock)),
-      b.create<arith::DivUIOp>(loc, thread, w.index(32)));
+  Value block = b.create<gpu::BlockIdOp>(loc, gpu::Dimension::x);
   w.setLane(thread);
-  auto active = b.create<scf::IfOp>(
-      loc,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, warp,
-                              w.index(warps)),
-      /*withElseRegion=*/false);
-  b.setInsertionPoint(active.thenBlock()->getTerminator());
-  w.setSequence(b.create<arith::DivUIOp>(loc, warp, w.index(tiles)));
+  w.setSequence(
+      b.create<arith::DivUIOp>(loc, block, w.index(blocksPerSequence)));
   Value row0 = b.create<arith::MulIOp>(
-      loc, b.create<arith::RemUIOp>(loc, warp, w.index(tiles)),
+      loc,
+      b.create<arith::AddIOp>(
+          loc,
+          b.create<arith::MulIOp>(
+              loc,
+              b.create<arith::RemUIOp>(loc, block, w.index(blocksPerSequence)),
+              w.index(w.warpsPerBlock)),
+          w.warpInBlock),
       w.index(kTileRows));
+  // The tiles' rows, 16-byte vectors where the copies are.
+  kernel.setWorkgroupAttributionAttr(0, LLVM::LLVMDialect::getAlignAttrName(),
+                                     b.getI64IntegerAttr(kVectorAccessBytes));
   switch (kind) {
   case AttentionKernel::Forward:
     buildForward(w, row0);
@@ -974,7 +1153,7 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
     llvm::report_fatal_error("the attention kernel does not clean up");
   AttentionLaunch launch;
   launch.warps = warps;
-  launch.grid = (warps + warpsPerBlock - 1) / warpsPerBlock;
+  launch.grid = spec.batch * spec.heads * blocksPerSequence;
   // Steps under a causal mask: rows (queries) 16 t .. 16 t + 15 see the
   // keys up to theirs; keys 16 t .. are seen by the queries from theirs.
   int64_t steps = llvm::divideCeil(spec.sequence, kStepColumns), taken = 0;

@@ -3,9 +3,10 @@
 //
 // The kernels of a fused attention (docs/gpu-step.md, "Fused attention"):
 // the forward, and the backward as two kernels (queries, then keys and
-// values), each warp a tile of 16 rows, its matrix products on the tensor
-// cores (mma.sync m16n8k16, bf16 operands, fp32 sums), the softmax online,
-// no [S, S] tensor in memory.
+// values), each warp a tile of 16 rows, a block's warps sharing the other
+// side's rows of each step in shared memory, the matrix products on the
+// tensor cores (mma.sync m16n8k16, bf16 operands, fp32 sums), the softmax
+// online, no [S, S] tensor in memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,9 +95,10 @@ struct AttentionLaunch {
 };
 
 /// Appends kernel `kind` of `spec` as gpu.func `name` to `gpuModule` (a
-/// flat memref argument per getAttentionKernelArguments),
-/// marked kWarpLockstepAttr, for blocks of `blockSize` threads (a multiple
-/// of 32).
+/// flat memref argument per getAttentionKernelArguments, and workgroup
+/// memory for the shared tiles), marked kWarpLockstepAttr, for blocks of
+/// `blockSize` threads (a multiple of 32): a block per blockSize / 32
+/// tiles of 16 rows of a sequence.
 AttentionLaunch buildAttentionKernel(gpu::GPUModuleOp gpuModule, StringRef name,
                                      AttentionKernel kind,
                                      const AttentionKernelSpec &spec,
@@ -109,9 +111,11 @@ std::string describeAttentionKernel(AttentionKernel kind,
                                     const AttentionKernelSpec &spec);
 
 /// Marks a kernel whose warps run in lockstep: its lanes exchange values
-/// (shuffles, ballots, mma.sync) inside loops and branches, all of them
-/// uniform across the warp. The host emulation runs such a kernel a warp
-/// at a time, its 32 lanes' operations side by side.
+/// (shuffles, ballots, mma.sync, ldmatrix) inside loops and branches, all
+/// of them uniform across the warp, and its barriers are at its top level
+/// or directly in a loop there. The host emulation runs such a kernel a
+/// warp at a time, its 32 lanes' operations side by side, the block's
+/// warps one after the other between barriers.
 constexpr llvm::StringLiteral kWarpLockstepAttr = "mantissa.warp_lockstep";
 
 /// The PTX of one warp-wide bf16 matrix product m16n8k16 (row-major A,

@@ -5,7 +5,8 @@
 // gpu.func that became the PTX, so that the stand-in driver of the tests
 // runs GPU programs on the CPU (docs/gpu-step.md). A kernel whose warps
 // run in lockstep (kWarpLockstepAttr: the fused attention) runs a warp at a
-// time instead, its lanes side by side (WarpEmulation).
+// time instead, its lanes side by side, and the block's warps one after the
+// other between barriers (WarpEmulation).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,12 +19,15 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+#include <map>
 
 using namespace mlir;
 using namespace mlir::mantissa;
@@ -260,17 +264,33 @@ namespace {
 /// contains an exchange runs once for the warp, with lane 0's bounds or
 /// condition (the kernel builder makes them the same on every lane); the
 /// others run once per lane.
+///
+/// A kernel with barriers (gpu.barrier, at its top level or directly in
+/// the body of a loop there, whose bounds are the same in every thread of
+/// a block) runs in phases: the ops between two barriers run for every
+/// warp of the block, one warp after the other, before the next phase
+/// starts. A value that a later phase uses, and a loop's carried values,
+/// are kept per warp and lane in a slot. Workgroup memory is the block's,
+/// every bit set (NaN) when the block starts. A loop whose body neither
+/// starts nor ends with a barrier is rotated: a warp runs the last phase of
+/// a step and the first of the next in one phase, as a GPU lets it. A warp
+/// that read what another warp writes in the same phase, or wrote what
+/// another warp reads, would read it before that warp ran, or overwrite it
+/// first: the barriers the kernel needs are checked by the results. (The
+/// phases before and after a loop with barriers are phases of their own,
+/// as if the loop began and ended with one.)
 class WarpEmulation {
 public:
-  WarpEmulation(gpu::GPUFuncOp kernel, func::FuncOp mma)
-      : kernel(kernel), mma(mma) {}
+  WarpEmulation(gpu::GPUFuncOp kernel, func::FuncOp mma,
+                llvm::function_ref<func::FuncOp(int64_t)> ldmatrix)
+      : kernel(kernel), mma(mma), ldmatrix(ldmatrix) {}
   LogicalResult build(ModuleOp hostModule);
 
 private:
   static bool isExchange(Operation *op) {
     if (auto assembly = dyn_cast<LLVM::InlineAsmOp>(op))
       return assembly.getAsmString() == kMmaBf16Asm;
-    return isa<gpu::ShuffleOp, NVVM::VoteBallotOp>(op);
+    return isa<gpu::ShuffleOp, NVVM::VoteBallotOp, nvgpu::LdMatrixOp>(op);
   }
   static bool containsExchange(Operation *op) {
     return op
@@ -280,11 +300,45 @@ private:
         })
         .wasInterrupted();
   }
+  /// A part of a block of the kernel: a phase's ops, a barrier, or a loop
+  /// with barriers in its body.
+  struct Segment {
+    enum class Kind { Run, Barrier, Loop } kind;
+    SmallVector<Operation *> ops;
+    scf::ForOp loop;
+    /// Run: the values it uses from other phases, and those other phases
+    /// use from it.
+    llvm::SetVector<Value> inputs, outputs;
+  };
+  static bool containsBarrier(Operation *op) {
+    return op->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
+        .wasInterrupted();
+  }
+  LogicalResult planSegments(Block &block);
+  LogicalResult planSlots();
+  LogicalResult emitSegments(Block &block);
+  LogicalResult emitSegment(Segment &segment);
+  /// A run in a loop over the block's warps, or in the one being built.
+  LogicalResult emitRun(Segment &run);
+  LogicalResult emitRunInWarp(Segment &run);
+  LogicalResult emitLoop(scf::ForOp loop);
+  /// In the warp loop being built, each lane's `values` into the slots of
+  /// `targets`.
+  LogicalResult copyInto(ValueRange values, ValueRange targets);
+  /// `body(warp)` in a loop over the block's warps.
+  void forEachWarp(llvm::function_ref<void()> body);
+  /// Lane `lane`'s value of `value` (of another phase) in the warp loop
+  /// being built.
+  FailureOr<Value> laneValue(Value value, int64_t lane);
+  /// Every lane's value of a loop bound (the same in every thread).
+  FailureOr<Value> uniformValue(Value value);
+  void resetLanes();
   LogicalResult cloneBlock(Block &block);
   LogicalResult cloneOp(Operation &op);
   LogicalResult cloneUniformFor(scf::ForOp loop);
   LogicalResult cloneUniformIf(scf::IfOp branch);
   LogicalResult cloneMma(LLVM::InlineAsmOp product);
+  LogicalResult cloneLdMatrix(nvgpu::LdMatrixOp matrices);
   Value index(int64_t value) {
     return builder.create<arith::ConstantIndexOp>(kernel.getLoc(), value);
   }
@@ -303,13 +357,27 @@ private:
 
   gpu::GPUFuncOp kernel;
   func::FuncOp mma;
+  /// mantissa_emulated_ldmatrix for memory of a number of elements.
+  llvm::function_ref<func::FuncOp(int64_t)> ldmatrix;
   OpBuilder builder{kernel.getContext()};
   std::array<IRMapping, 32> lanes;
   /// Each lane's four results of each mma.sync.
   llvm::DenseMap<Value, std::array<std::array<Value, 4>, 32>> products;
-  Value block, grid, blockSize, warpBase;
+  Value block, grid, blockSize, warpBase, warp, warps;
   /// The fragments an mma.sync exchanges: A, B, C, and D.
   std::array<Value, 4> fragments;
+  /// What an ldmatrix exchanges: each lane's address and registers.
+  Value ldmatrixAddresses, ldmatrixResults;
+  /// The host function's arguments for the kernel's (its buffers), and the
+  /// block's workgroup memory for its attributions.
+  IRMapping functionLevel;
+  /// Each block's segments (a std::map: planning a loop's body adds
+  /// blocks while the enclosing block's segments are being filled).
+  std::map<Block *, SmallVector<Segment>> segments;
+  /// Each run-level op's run.
+  llvm::DenseMap<Operation *, Segment *> runOf;
+  /// A value's slot: memref<warps x 32 x type>.
+  llvm::DenseMap<Value, Value> slots;
 };
 
 } // namespace
@@ -341,6 +409,37 @@ LogicalResult WarpEmulation::cloneMma(LLVM::InlineAsmOp product) {
     for (int64_t j = 0; j < 4; ++j)
       results[l][j] = builder.create<memref::LoadOp>(
           loc, fragments[3], ValueRange{index(l), index(j)});
+  return success();
+}
+
+LogicalResult WarpEmulation::cloneLdMatrix(nvgpu::LdMatrixOp matrices) {
+  // Every lane's address, then mantissa_emulated_ldmatrix, then each
+  // lane's registers.
+  Location loc = matrices.getLoc();
+  auto type = cast<VectorType>(matrices.getRes().getType());
+  auto memoryType = cast<MemRefType>(matrices.getSrcMemref().getType());
+  if (matrices.getIndices().size() != 1 || matrices.getNumTiles() != 4 ||
+      type.getShape()[1] != 2 || !memoryType.getElementType().isBF16())
+    return matrices.emitOpError()
+           << "cannot run on the host (only four matrices of bf16 of a 1-D "
+              "buffer)";
+  for (int64_t l = 0; l < 32; ++l)
+    builder.create<memref::StoreOp>(loc,
+                                    lanes[l].lookup(matrices.getIndices()[0]),
+                                    ldmatrixAddresses, ValueRange{index(l)});
+  Value memory = lanes[0].lookup(matrices.getSrcMemref());
+  builder.create<func::CallOp>(
+      loc, ldmatrix(memoryType.getNumElements()),
+      ValueRange{memory, ldmatrixAddresses, ldmatrixResults,
+                 builder.create<arith::ConstantIntOp>(
+                     loc, matrices.getTranspose(), 1)});
+  for (int64_t l = 0; l < 32; ++l) {
+    Value row = builder.create<vector::LoadOp>(
+        loc, VectorType::get({8}, builder.getBF16Type()), ldmatrixResults,
+        ValueRange{index(l), index(0)});
+    lanes[l].map(matrices.getRes(),
+                 builder.create<vector::ShapeCastOp>(loc, type, row));
+  }
   return success();
 }
 
@@ -437,6 +536,8 @@ LogicalResult WarpEmulation::cloneOp(Operation &op) {
       mapping.map(ballot.getResult(), bits);
     return success();
   }
+  if (auto matrices = dyn_cast<nvgpu::LdMatrixOp>(op))
+    return cloneLdMatrix(matrices);
   if (auto assembly = dyn_cast<LLVM::InlineAsmOp>(op)) {
     if (!isExchange(assembly))
       return op.emitOpError() << "cannot run on the host (inline PTX other "
@@ -469,29 +570,358 @@ LogicalResult WarpEmulation::cloneOp(Operation &op) {
   return success();
 }
 
+LogicalResult WarpEmulation::planSegments(Block &block) {
+  SmallVector<Segment> &parts = segments[&block];
+  for (Operation &op : block.without_terminator()) {
+    if (isa<gpu::BarrierOp>(op)) {
+      parts.push_back({Segment::Kind::Barrier, {}, {}, {}, {}});
+      continue;
+    }
+    if (containsBarrier(&op)) {
+      auto loop = dyn_cast<scf::ForOp>(op);
+      if (!loop)
+        return op.emitOpError()
+               << "holds a barrier the host cannot run (barriers go at the "
+                  "kernel's top level or directly in a loop there)";
+      parts.push_back({Segment::Kind::Loop, {}, loop, {}, {}});
+      if (failed(planSegments(*loop.getBody())))
+        return failure();
+      continue;
+    }
+    if (parts.empty() || parts.back().kind != Segment::Kind::Run)
+      parts.push_back({Segment::Kind::Run, {}, {}, {}, {}});
+    parts.back().ops.push_back(&op);
+  }
+  return success();
+}
+
+LogicalResult WarpEmulation::planSlots() {
+  // Runs point into `segments`, which no longer grows.
+  for (auto &entry : segments)
+    for (Segment &segment : entry.second)
+      for (Operation *op : segment.ops)
+        runOf[op] = &segment;
+  // The run a value's definition belongs to (null: the kernel's arguments
+  // and attributions, a loop's induction variable, a loop itself).
+  auto definingRun = [&](Value value) -> Segment * {
+    Operation *op = value.getDefiningOp();
+    for (; op; op = op->getParentOp())
+      if (Segment *run = runOf.lookup(op))
+        return run;
+    return nullptr;
+  };
+  // The kernel's arguments and a loop's induction variable are the host
+  // function's, the same in every phase.
+  auto functionLevelValue = [&](Value value) {
+    auto argument = dyn_cast<BlockArgument>(value);
+    if (!argument)
+      return false;
+    auto loop = dyn_cast<scf::ForOp>(argument.getOwner()->getParentOp());
+    return !loop || !segments.count(loop.getBody()) ||
+           argument == loop.getInductionVar();
+  };
+  auto use = [&](Value value, Segment *user) -> LogicalResult {
+    if (functionLevelValue(value))
+      return success();
+    Segment *run = definingRun(value);
+    if (run == user && run)
+      return success();
+    if (user)
+      user->inputs.insert(value);
+    // A constant is cloned where it is used.
+    Operation *definition = value.getDefiningOp();
+    if (definition && definition->hasTrait<OpTrait::ConstantLike>())
+      return success();
+    if (run)
+      run->outputs.insert(value);
+    if (!slots.count(value)) {
+      if (!MemRefType::isValidElementType(value.getType()))
+        return kernel.emitOpError()
+               << "keeps a value of type " << value.getType()
+               << " across a barrier, which the host cannot";
+      slots[value] = nullptr;
+    }
+    return success();
+  };
+  for (auto &entry : segments) {
+    for (Segment &segment : entry.second) {
+      if (segment.kind == Segment::Kind::Run) {
+        for (Operation *op : segment.ops) {
+          llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
+          getUsedValuesDefinedAbove(op->getRegions(), used);
+          for (Value value : used)
+            if (failed(use(value, &segment)))
+              return failure();
+        }
+        continue;
+      }
+      if (segment.kind != Segment::Kind::Loop)
+        continue;
+      // A loop's bounds, initial and yielded values are read outside any
+      // run; its carried values are slots (its results read them).
+      scf::ForOp loop = segment.loop;
+      for (Value value : loop->getOperands())
+        if (failed(use(value, nullptr)))
+          return failure();
+      for (Value value : loop.getBody()->getTerminator()->getOperands())
+        if (failed(use(value, nullptr)))
+          return failure();
+      for (Value carried : loop.getRegionIterArgs())
+        slots[carried] = nullptr;
+    }
+  }
+  return success();
+}
+
+void WarpEmulation::resetLanes() {
+  for (IRMapping &lane : lanes) {
+    lane.clear();
+    for (auto [from, to] : functionLevel.getValueMap())
+      lane.map(from, to);
+  }
+}
+
+void WarpEmulation::forEachWarp(llvm::function_ref<void()> body) {
+  Location loc = kernel.getLoc();
+  auto loop = builder.create<scf::ForOp>(loc, index(0), warps, index(1));
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(loop.getBody()->getTerminator());
+  warp = loop.getInductionVar();
+  warpBase = builder.create<arith::MulIOp>(loc, warp, index(32));
+  resetLanes();
+  body();
+}
+
+FailureOr<Value> WarpEmulation::laneValue(Value value, int64_t lane) {
+  if (Value mapped = lanes[lane].lookupOrNull(value))
+    return mapped;
+  if (Value slot = slots.lookup(value))
+    return builder
+        .create<memref::LoadOp>(value.getLoc(), slot,
+                                ValueRange{warp, index(lane)})
+        .getResult();
+  Operation *definition = value.getDefiningOp();
+  if (definition && definition->hasTrait<OpTrait::ConstantLike>())
+    return builder.clone(*definition)->getResult(0);
+  return kernel.emitOpError() << "uses a value across a barrier that the "
+                                 "host cannot keep";
+}
+
+FailureOr<Value> WarpEmulation::uniformValue(Value value) {
+  if (Value mapped = functionLevel.lookupOrNull(value))
+    return mapped;
+  Operation *definition = value.getDefiningOp();
+  if (definition && definition->hasTrait<OpTrait::ConstantLike>())
+    return builder.clone(*definition)->getResult(0);
+  // The first thread's, as the PTX's loop takes each thread's own.
+  if (Value slot = slots.lookup(value))
+    return builder
+        .create<memref::LoadOp>(value.getLoc(), slot,
+                                ValueRange{index(0), index(0)})
+        .getResult();
+  return kernel.emitOpError()
+         << "has a loop bound with barriers that the host cannot read";
+}
+
+LogicalResult WarpEmulation::emitRunInWarp(Segment &run) {
+  for (Value input : run.inputs)
+    for (int64_t l = 0; l < 32; ++l) {
+      FailureOr<Value> value = laneValue(input, l);
+      if (failed(value))
+        return failure();
+      lanes[l].map(input, *value);
+    }
+  for (Operation *op : run.ops)
+    if (failed(cloneOp(*op)))
+      return failure();
+  for (Value output : run.outputs)
+    for (int64_t l = 0; l < 32; ++l)
+      builder.create<memref::StoreOp>(output.getLoc(), lanes[l].lookup(output),
+                                      slots.lookup(output),
+                                      ValueRange{warp, index(l)});
+  return success();
+}
+
+LogicalResult WarpEmulation::emitRun(Segment &run) {
+  LogicalResult result = success();
+  forEachWarp([&] { result = emitRunInWarp(run); });
+  return result;
+}
+
+LogicalResult WarpEmulation::copyInto(ValueRange values, ValueRange targets) {
+  // Every lane's value read before any is written (a yielded value may be
+  // another carried one).
+  SmallVector<std::pair<Value, Value>> copies;
+  for (auto [value, target] : llvm::zip_equal(values, targets))
+    for (int64_t l = 0; l < 32; ++l) {
+      FailureOr<Value> copied = laneValue(value, l);
+      if (failed(copied))
+        return failure();
+      copies.push_back({*copied, slots.lookup(target)});
+    }
+  for (auto [i, copy] : llvm::enumerate(copies))
+    builder.create<memref::StoreOp>(kernel.getLoc(), copy.first, copy.second,
+                                    ValueRange{warp, index(i % 32)});
+  return success();
+}
+
+LogicalResult WarpEmulation::emitLoop(scf::ForOp loop) {
+  Location loc = loop.getLoc();
+  ValueRange carried = loop.getRegionIterArgs();
+  LogicalResult result = success();
+  forEachWarp([&] { result = copyInto(loop.getInitArgs(), carried); });
+  FailureOr<Value> lower = uniformValue(loop.getLowerBound()),
+                   upper = uniformValue(loop.getUpperBound()),
+                   step = uniformValue(loop.getStep());
+  if (failed(result) || failed(lower) || failed(upper) || failed(step))
+    return failure();
+  // Without a barrier at the start or the end of the body, a warp runs its
+  // last phase of a step and its first of the next without waiting for
+  // the others: the loop is rotated so that each warp does both in one
+  // phase, the first phase of the first step before it.
+  MutableArrayRef<Segment> body = segments[loop.getBody()];
+  bool rotated = body.size() > 1 && body.front().kind == Segment::Kind::Run &&
+                 body.back().kind == Segment::Kind::Run;
+  Value inductionVariable = loop.getInductionVar();
+  if (rotated) {
+    functionLevel.map(inductionVariable, *lower);
+    auto first = builder.create<scf::IfOp>(
+        loc,
+        builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, *lower,
+                                      *upper),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(first.thenBlock()->getTerminator());
+    if (failed(emitRun(body.front())))
+      return failure();
+  }
+  auto hostLoop = builder.create<scf::ForOp>(loc, *lower, *upper, *step);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(hostLoop.getBody()->getTerminator());
+    Value current = hostLoop.getInductionVar();
+    functionLevel.map(inductionVariable, current);
+    for (Segment &segment : rotated ? body.drop_front().drop_back() : body)
+      if (failed(emitSegment(segment)))
+        return failure();
+    forEachWarp([&] {
+      if (rotated && failed(emitRunInWarp(body.back()))) {
+        result = failure();
+        return;
+      }
+      if (failed(copyInto(loop.getBody()->getTerminator()->getOperands(),
+                          carried))) {
+        result = failure();
+        return;
+      }
+      if (!rotated)
+        return;
+      Value next = builder.create<arith::AddIOp>(loc, current, *step);
+      auto more = builder.create<scf::IfOp>(
+          loc,
+          builder.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, next,
+                                        *upper),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard nextGuard(builder);
+      builder.setInsertionPoint(more.thenBlock()->getTerminator());
+      // The next step's values: none of this one's (a carried value is
+      // read again from its slot).
+      resetLanes();
+      for (IRMapping &lane : lanes)
+        lane.map(inductionVariable, next);
+      result = emitRunInWarp(body.front());
+    });
+    functionLevel.erase(inductionVariable);
+    if (failed(result))
+      return failure();
+  }
+  // The results are the carried values' slots.
+  for (auto [result, value] : llvm::zip_equal(loop.getResults(), carried))
+    slots[result] = slots.lookup(value);
+  return success();
+}
+
+LogicalResult WarpEmulation::emitSegment(Segment &segment) {
+  switch (segment.kind) {
+  case Segment::Kind::Barrier:
+    // The end of a phase: the next runs after every warp.
+    return success();
+  case Segment::Kind::Run:
+    return emitRun(segment);
+  case Segment::Kind::Loop:
+    return emitLoop(segment.loop);
+  }
+  llvm_unreachable("a segment of each kind");
+}
+
+LogicalResult WarpEmulation::emitSegments(Block &block) {
+  for (Segment &segment : segments[&block])
+    if (failed(emitSegment(segment)))
+      return failure();
+  return success();
+}
+
 LogicalResult WarpEmulation::build(ModuleOp hostModule) {
   if (!kernel.getBody().hasOneBlock())
     return kernel.emitOpError() << "has control flow the host cannot run";
   Location loc = kernel.getLoc();
+  Block &body = kernel.getBody().front();
+  if (failed(planSegments(body)) || failed(planSlots()))
+    return failure();
   Block *entry = createHostFunction(builder, kernel, hostModule);
   grid = entry->getArgument(entry->getNumArguments() - 2);
   blockSize = entry->getArgument(entry->getNumArguments() - 1);
+  warps = builder.create<arith::DivUIOp>(loc, blockSize, index(32));
   for (auto [fragment, type] :
        llvm::zip_equal(fragments, mma.getArgumentTypes()))
     fragment = builder.create<memref::AllocaOp>(loc, cast<MemRefType>(type));
+  ldmatrixAddresses = builder.create<memref::AllocaOp>(
+      loc, MemRefType::get({32}, builder.getIndexType()));
+  ldmatrixResults = builder.create<memref::AllocaOp>(
+      loc, MemRefType::get({32, 8}, builder.getBF16Type()));
+  functionLevel.map(body.getArguments().take_front(kernel.getNumArguments()),
+                    entry->getArguments().drop_back(2));
+  for (auto &[value, slot] : slots)
+    if (!isa<OpResult>(value) || !isa<scf::ForOp>(value.getDefiningOp()) ||
+        !segments.count(cast<scf::ForOp>(value.getDefiningOp()).getBody()))
+      slot = builder.create<memref::AllocaOp>(
+          loc, MemRefType::get({ShapedType::kDynamic, 32}, value.getType()),
+          ValueRange{warps});
+  SmallVector<std::pair<Value, Value>> memories;
+  for (BlockArgument attribution : kernel.getWorkgroupAttributions()) {
+    auto type = cast<MemRefType>(attribution.getType());
+    Type element = type.getElementType();
+    if (!type.hasStaticShape() || type.getRank() != 1 ||
+        !(element.isSignlessInteger() || isa<FloatType>(element)))
+      return kernel.emitOpError()
+             << "has workgroup memory the host cannot hold (a static 1-D "
+                "buffer of integers or floats)";
+    Value memory = builder.create<memref::AllocaOp>(
+        loc, MemRefType::get(type.getShape(), element));
+    functionLevel.map(attribution, memory);
+    // Every bit set: -1, or a NaN.
+    unsigned width = element.getIntOrFloatBitWidth();
+    Value allOnes = builder.create<arith::ConstantIntOp>(loc, -1, int(width));
+    memories.push_back(
+        {memory, isa<FloatType>(element)
+                     ? builder.create<arith::BitcastOp>(loc, element, allOnes)
+                           .getResult()
+                     : allOnes});
+  }
   auto blocks = builder.create<scf::ForOp>(loc, index(0), grid, index(1));
   builder.create<func::ReturnOp>(loc);
   builder.setInsertionPoint(blocks.getBody()->getTerminator());
   block = blocks.getInductionVar();
-  auto warps = builder.create<scf::ForOp>(
-      loc, index(0), builder.create<arith::DivUIOp>(loc, blockSize, index(32)),
-      index(1));
-  builder.setInsertionPoint(warps.getBody()->getTerminator());
-  warpBase =
-      builder.create<arith::MulIOp>(loc, warps.getInductionVar(), index(32));
-  for (IRMapping &lane : lanes)
-    lane.map(kernel.getArguments(), entry->getArguments().drop_back(2));
-  return cloneBlock(kernel.getBody().front());
+  for (auto [memory, poison] : memories) {
+    auto fill = builder.create<scf::ForOp>(
+        loc, index(0),
+        index(cast<MemRefType>(memory.getType()).getNumElements()), index(1));
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(fill.getBody()->getTerminator());
+    builder.create<memref::StoreOp>(loc, poison, memory,
+                                    fill.getInductionVar());
+  }
+  return emitSegments(body);
 }
 
 /// mantissa_emulated_mma(A, B, C, D): D = A B + C for one warp's bf16
@@ -579,9 +1009,73 @@ static func::FuncOp buildEmulatedMma(ModuleOp hostModule) {
   return function;
 }
 
+/// mantissa_emulated_ldmatrix(memory, addresses, registers, transposed):
+/// one warp's ldmatrix of four 8 x 8 matrices of bf16 (nvgpu.ldmatrix) from
+/// `memory`: lane l's address (addresses[l], an element) is that of row
+/// l % 8 of matrix l / 8; registers[l][2 i + e] is element e of lane l's
+/// register i: of matrix i's row l / 4, column 2 (l % 4) + e, or,
+/// transposed, of its row 2 (l % 4) + e, column l / 4.
+/// One for each size of `memory` (`elements`): the host's calls pass
+/// memrefs as bare pointers, which take static shapes only.
+static func::FuncOp buildEmulatedLdMatrix(ModuleOp hostModule,
+                                          int64_t elements) {
+  MLIRContext *context = hostModule.getContext();
+  Location loc = hostModule.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(hostModule.getBody());
+  Type bf16 = b.getBF16Type();
+  SmallVector<Type> types = {MemRefType::get({elements}, bf16),
+                             MemRefType::get({32}, b.getIndexType()),
+                             MemRefType::get({32, 8}, bf16), b.getI1Type()};
+  auto function = b.create<func::FuncOp>(
+      loc, ("mantissa_emulated_ldmatrix_" + Twine(elements)).str(),
+      FunctionType::get(context, types, {}));
+  function.setPrivate();
+  Block *entry = function.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value memory = entry->getArgument(0), addresses = entry->getArgument(1),
+        registers = entry->getArgument(2), transposed = entry->getArgument(3);
+  auto index = [&](int64_t value) {
+    return b.create<arith::ConstantIndexOp>(loc, value).getResult();
+  };
+  auto lanes = b.create<scf::ForOp>(loc, index(0), index(32), index(1));
+  b.create<func::ReturnOp>(loc);
+  b.setInsertionPoint(lanes.getBody()->getTerminator());
+  Value lane = lanes.getInductionVar();
+  auto perLane = b.create<scf::ForOp>(loc, index(0), index(8), index(1));
+  b.setInsertionPoint(perLane.getBody()->getTerminator());
+  Value element = perLane.getInductionVar();
+  Value matrix = b.create<arith::DivUIOp>(loc, element, index(2));
+  Value half = b.create<arith::RemUIOp>(loc, element, index(2));
+  Value quarter = b.create<arith::DivUIOp>(loc, lane, index(4));
+  Value twice = b.create<arith::MulIOp>(
+      loc, b.create<arith::RemUIOp>(loc, lane, index(4)), index(2));
+  Value first = b.create<arith::MulIOp>(loc, matrix, index(8));
+  Value source = b.create<arith::SelectOp>(
+      loc, transposed,
+      b.create<arith::AddIOp>(loc, first,
+                              b.create<arith::AddIOp>(loc, twice, half)),
+      b.create<arith::AddIOp>(loc, first, quarter));
+  Value column = b.create<arith::SelectOp>(
+      loc, transposed, quarter, b.create<arith::AddIOp>(loc, twice, half));
+  Value address = b.create<arith::AddIOp>(
+      loc, b.create<memref::LoadOp>(loc, addresses, ValueRange{source}),
+      column);
+  b.create<memref::StoreOp>(
+      loc, b.create<memref::LoadOp>(loc, memory, ValueRange{address}),
+      registers, ValueRange{lane, element});
+  return function;
+}
+
 LogicalResult mlir::mantissa::emulateGpuKernels(gpu::GPUModuleOp gpuModule,
                                                 ModuleOp hostModule) {
   func::FuncOp mma;
+  std::map<int64_t, func::FuncOp> ldmatrixBySize;
+  auto ldmatrix = [&](int64_t elements) {
+    func::FuncOp &function = ldmatrixBySize[elements];
+    if (!function)
+      function = buildEmulatedLdMatrix(hostModule, elements);
+    return function;
+  };
   for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
     if (!kernel.isKernel())
       continue;
@@ -592,7 +1086,7 @@ LogicalResult mlir::mantissa::emulateGpuKernels(gpu::GPUModuleOp gpuModule,
     }
     if (!mma)
       mma = buildEmulatedMma(hostModule);
-    if (failed(WarpEmulation(kernel, mma).build(hostModule)))
+    if (failed(WarpEmulation(kernel, mma, ldmatrix).build(hostModule)))
       return failure();
   }
   return success();

@@ -182,12 +182,17 @@ int64_t mlir::mantissa::chooseVectorWidth(ArrayRef<VectorCandidates> members) {
   return 1;
 }
 
+Location mlir::mantissa::getVectorAccessLoc(Location loc) {
+  MLIRContext *context = loc->getContext();
+  return FusedLoc::get(context, {loc},
+                       StringAttr::get(context, kVectorAccessTag));
+}
+
 void mlir::mantissa::fuseCopiesIntoVectors(ArrayRef<Operation *> copies,
                                            size_t dimension) {
   Operation *first = copies.front();
   MLIRContext *context = first->getContext();
-  Location loc = FusedLoc::get(context, {first->getLoc()},
-                               StringAttr::get(context, kVectorAccessTag));
+  Location loc = getVectorAccessLoc(first->getLoc());
   Value memref = getMemRef(first);
   Type element = cast<MemRefType>(memref.getType()).getElementType();
   int64_t width = copies.size();

@@ -78,7 +78,11 @@ bool isVectorAccess(const VectorCandidates::Access &access, int64_t width);
 /// keep what each element holds.
 void fuseCopiesIntoVectors(ArrayRef<Operation *> copies, size_t dimension);
 
-/// Gives the vector loads and stores fuseCopiesIntoVectors made, once
+/// `loc` marked as a vector access's, which alignVectorAccesses aligns.
+Location getVectorAccessLoc(Location loc);
+
+/// Gives the vector loads and stores fuseCopiesIntoVectors made (and those
+/// at getVectorAccessLoc), once
 /// lowered to the LLVM dialect in `gpuModule`, their vector's alignment:
 /// the lowering takes the element's, with which LLVM would split them.
 void alignVectorAccesses(gpu::GPUModuleOp gpuModule);

@@ -48,6 +48,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Matchers.h"
@@ -70,7 +71,7 @@ using namespace mlir::mantissa;
 
 void mlir::mantissa::registerTrainToGPUDialects(DialectRegistry &registry) {
   registerTrainToLLVMDialects(registry);
-  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect>();
+  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect, nvgpu::NVGPUDialect>();
   registerGPUDialectTranslation(registry);
   registerNVVMDialectTranslation(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
@@ -709,9 +710,9 @@ mlir::mantissa::compileGpuModuleToPtx(ModuleOp container,
     return failure();
   useIntrinsicsForExactMath(gpuModule);
   if (failed(runPassPipeline(
-          container, "builtin.module(gpu.module(convert-gpu-to-nvvm{"
-                     "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
-                     "reconcile-unrealized-casts))")))
+          container, "builtin.module(gpu.module(convert-nvgpu-to-nvvm,"
+                     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
+                     "canonicalize,cse,reconcile-unrealized-casts))")))
     return failure();
   alignVectorAccesses(gpuModule);
   if (failed(runPassPipeline(
@@ -749,7 +750,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   context->appendDialectRegistry(registry);
   context->loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect,
                        scf::SCFDialect, memref::MemRefDialect,
-                       vector::VectorDialect, math::MathDialect>();
+                       vector::VectorDialect, math::MathDialect,
+                       nvgpu::NVGPUDialect>();
 
   registerTrainToGPUPasses();
   OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
