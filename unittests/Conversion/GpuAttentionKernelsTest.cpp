@@ -10,10 +10,9 @@
 
 #include "../../lib/Conversion/TrainToGPU/GpuAttentionKernels.h"
 #include "../../lib/Conversion/TrainToGPU/GpuKernels.h"
-#include "mantissa/Conversion/AdamWKernels.h"
+#include "GpuEmulationTestSupport.h"
 #include "mantissa/Conversion/TrainToGPU.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/FileSystem.h"
@@ -84,22 +83,8 @@ struct Problem {
   }
 };
 
-class GpuAttentionKernelsTest : public ::testing::Test {
+class GpuAttentionKernelsTest : public GpuEmulationTest {
 protected:
-  GpuAttentionKernelsTest()
-      : context(makeRegistry()),
-        handler(&context, [this](Diagnostic &diagnostic) {
-          diagnostics += diagnostic.str() + "\n";
-          return success();
-        }) {
-    context.loadAllAvailableDialects();
-  }
-  static DialectRegistry makeRegistry() {
-    DialectRegistry registry;
-    registerTrainToGPUDialects(registry);
-    return registry;
-  }
-
   /// Runs forward and backward of `problem` with `closed(query, key)` as
   /// the mask and checks every output against double precision.
   void check(const Problem &problem,
@@ -189,21 +174,8 @@ protected:
       EXPECT_LT(launch.stepsPerWarp, 0.5 * steps + 1) << names[i];
     }
     ASSERT_TRUE(succeeded(verify(*container))) << diagnostics;
-    OwningOpRef<ModuleOp> host = ModuleOp::create(UnknownLoc::get(&context));
-    ASSERT_TRUE(succeeded(emulateGpuKernels(gpuModule, *host))) << diagnostics;
-    ASSERT_TRUE(succeeded(lowerEmulatedKernelsToLLVM(*host))) << diagnostics;
-    FailureOr<std::string> llvmIR = translateToLLVMIRText(*host);
-    ASSERT_TRUE(succeeded(llvmIR)) << diagnostics;
-    SmallString<256> library;
-    ASSERT_FALSE(
-        llvm::sys::fs::createTemporaryFile("attention", "so", library));
-    std::string error;
-    ASSERT_TRUE(succeeded(compileLLVMIRToSharedLibrary(*llvmIR, library, error,
-                                                       /*optLevel=*/1)))
-        << error;
-    void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    llvm::sys::fs::remove(library);
-    ASSERT_NE(handle, nullptr) << dlerror();
+    void *handle = loadEmulatedKernels(gpuModule);
+    ASSERT_NE(handle, nullptr);
     // Each argument's storage: its operand's (an operand with pairs is two
     // arguments on the same storage).
     std::map<const AttentionOperand *, void *> storage = {
@@ -369,10 +341,6 @@ protected:
     llvm::sys::fs::remove(output);
     EXPECT_EQ(status, 0) << message;
   }
-
-  MLIRContext context;
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler;
 };
 
 /// Causal attention over two batches of three heads, 64 positions (two

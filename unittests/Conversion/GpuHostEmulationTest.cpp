@@ -11,16 +11,14 @@
 
 #include "../../lib/Conversion/TrainToGPU/GpuAttentionKernels.h"
 #include "../../lib/Conversion/TrainToGPU/GpuKernels.h"
-#include "mantissa/Conversion/AdamWKernels.h"
+#include "GpuEmulationTestSupport.h"
 #include "mantissa/Conversion/TrainToGPU.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/Support/FileSystem.h"
 #include "gtest/gtest.h"
 
 #include <dlfcn.h>
@@ -36,22 +34,8 @@ constexpr int64_t kThreads = 64;
 /// Steps of the kernels' loop.
 constexpr int64_t kSteps = 3;
 
-class GpuHostEmulationTest : public ::testing::Test {
+class GpuHostEmulationTest : public GpuEmulationTest {
 protected:
-  GpuHostEmulationTest()
-      : context(makeRegistry()),
-        handler(&context, [this](Diagnostic &diagnostic) {
-          diagnostics += diagnostic.str() + "\n";
-          return success();
-        }) {
-    context.loadAllAvailableDialects();
-  }
-  static DialectRegistry makeRegistry() {
-    DialectRegistry registry;
-    registerTrainToGPUDialects(registry);
-    return registry;
-  }
-
   /// Each step s of the loop: thread t writes 1000 s + t to word t of the
   /// block's workgroup memory, then reads word (t + 32) % 64 (the other
   /// warp's) into out[s][t]; with a barrier between the write and the read
@@ -105,22 +89,7 @@ protected:
     EXPECT_TRUE(succeeded(verify(*container))) << diagnostics;
 
     std::vector<int32_t> out(kSteps * kThreads, 0);
-    OwningOpRef<ModuleOp> host = ModuleOp::create(loc);
-    EXPECT_TRUE(succeeded(emulateGpuKernels(gpuModule, *host))) << diagnostics;
-    EXPECT_TRUE(succeeded(lowerEmulatedKernelsToLLVM(*host))) << diagnostics;
-    FailureOr<std::string> llvmIR = translateToLLVMIRText(*host);
-    EXPECT_TRUE(succeeded(llvmIR)) << diagnostics;
-    if (failed(llvmIR))
-      return out;
-    SmallString<256> library;
-    EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("exchange", "so", library));
-    std::string error;
-    EXPECT_TRUE(succeeded(compileLLVMIRToSharedLibrary(*llvmIR, library, error,
-                                                       /*optLevel=*/1)))
-        << error;
-    void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    llvm::sys::fs::remove(library);
-    EXPECT_NE(handle, nullptr) << dlerror();
+    void *handle = loadEmulatedKernels(gpuModule);
     if (!handle)
       return out;
     using Host = void (*)(void **, int64_t, int64_t);
@@ -143,10 +112,6 @@ protected:
         out.push_back(int32_t(1000 * step + (thread + 32) % kThreads));
     return out;
   }
-
-  MLIRContext context;
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler;
 };
 
 /// With both barriers every thread reads what the other warp wrote in the

@@ -107,8 +107,9 @@ struct ReadRedirection {
 
   /// Collects the readers of `value` (skipping `writer` and deallocations)
   /// as readers of `replacement`, rebuilding the views in between (each
-  /// where the view it replaces is); false when a use is neither a linalg
-  /// input nor a view that takes `replacement`'s strides.
+  /// where the view it replaces is); false when a use is neither an input
+  /// of a linalg op or of an attention kernel nor a view that takes
+  /// `replacement`'s strides.
   bool collect(Value value, Value replacement, Operation *writer);
   /// Points the reads at their new values, or back at the old ones.
   void apply(bool redirected);

@@ -364,7 +364,9 @@ def FoldCopiesIntoProducersPass
     : Pass<"mantissa-fold-copies-into-producers", "::mlir::func::FuncOp"> {
   let summary = "Compute a temporary that is only copied (or transposed) elsewhere in its destination";
   let description = [{
-    On a bufferized step, a temporary that a single linalg op writes and
+    On a bufferized step, a temporary that a single linalg op or attention
+    kernel (`train.attention_kernel`, which writes its outputs whole through
+    any strided view) writes and
     only a `linalg.copy` or `linalg.transpose` reads (directly or through
     one `memref.transpose`) is computed in the copy's destination instead,
     through a transposed view of it where the copy permutes: the producer
@@ -480,7 +482,8 @@ def FoldTransposesIntoViewsPass
     indexed by permutations, all loops parallel, a body that yields the
     input) becomes a `memref.transpose` view of its input when the
     temporary is only read
-    afterwards (by linalg ops, directly or through reshapes and transposes
+    afterwards (by linalg ops or attention kernels, directly or through
+    reshapes and transposes
     that the input's strides allow, which are rebuilt on the view) and
     nothing writes the input's buffer after the transpose. The copy then
     costs nothing: GEMMs take the transposed operand as transa / transb and
@@ -626,6 +629,25 @@ def DropUnreadOutputsPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def ElementwiseThroughConcatsPass
+    : Pass<"mantissa-elementwise-through-concats", "::mlir::ModuleOp"> {
+  let summary = "Elementwise ops on the parts of a concatenation";
+  let description = [{
+    On `train.step`s (before lowering), for the GPU program: an elementwise
+    op that is the only reader of a `train.cat` runs on each of its parts,
+    with the matching slices of its other operands (an operand broadcast
+    along the cat's dimension as it is), and a cat joins the results; a
+    slice (step 1) of an elementwise op whose readers are all slices along
+    the same dimension that take each element at most once becomes the op on
+    the slices of its operands; a slice that is exactly one part of a cat is
+    that part. Every element is computed by the same operations as before.
+    RoPE's `x * cos + cat(-x2, x1) * sin` (its `rotate_half`) becomes
+    `cat(x1 * cos1 + (-x2) * sin1, x2 * cos2 + x1 * sin2)`, whose halves
+    the GPU step computes in place in the cat's buffer, instead of a kernel
+    for the negation, one for the cat's copies and one for the sum.
+  }];
+}
+
 def ScattersAsComparisonsPass
     : Pass<"mantissa-scatters-as-comparisons", "::mlir::ModuleOp"> {
   let summary = "A scatter of one value at one position per row as an elementwise comparison";
@@ -758,7 +780,9 @@ def GroupLaunchesPass
     A kernel joins the latest launch, at most 12 ops back, that it may run
     in without changing a result:
     - independent: neither it nor anything in between (kernels, GEMMs,
-      attention) touches what the other writes;
+      attention) touches what the other writes (where both touch a buffer
+      through subviews with static ranges, only the elements those cover:
+      the parts of a concatenation are independent);
     - or dependent thread-locally: on every buffer where it conflicts with
       a member, both run on the same threads, and each thread touches one
       element, the same in both, that no other thread touches;

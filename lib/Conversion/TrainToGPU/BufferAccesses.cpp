@@ -1,6 +1,7 @@
 //===- BufferAccesses.cpp - What ops of a bufferized step touch -----------===//
 
 #include "mantissa/Conversion/BufferAccesses.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -150,8 +151,12 @@ bool ReadRedirection::collect(Value value, Value replacement,
     Operation *user = use.getOwner();
     if (user == writer || isa<memref::DeallocOp>(user))
       continue;
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user)) {
-      if (!linalgOp.isDpsInput(&use))
+    // Linalg ops and the attention kernels read their inputs through any
+    // strided view.
+    auto destinationStyle = dyn_cast<DestinationStyleOpInterface>(user);
+    if (destinationStyle &&
+        isa<linalg::LinalgOp, train::AttentionKernelOp>(user)) {
+      if (!destinationStyle.isDpsInput(&use))
         return false;
       reads.push_back({&use, value, replacement});
       continue;

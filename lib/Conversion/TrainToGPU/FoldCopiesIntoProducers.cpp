@@ -1,14 +1,17 @@
 //===- FoldCopiesIntoProducers.cpp - Write where the copy would -----------===//
 //
 // mantissa-fold-copies-into-producers (Passes.td): a temporary that one op
-// computes and a copy or transpose then moves elsewhere (a gradient result,
-// a slice of a concatenation) is computed there in the first place, through
-// a view of the destination; the copy's kernel and the temporary go.
+// (a linalg op or an attention kernel) computes and a copy or transpose
+// then moves elsewhere (a gradient result, a slice of a concatenation, the
+// attention's gradients in the projections' layout) is computed there in
+// the first place, through a view of the destination; the copy's kernel
+// and the temporary go.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/BufferAccesses.h"
 #include "mantissa/Conversion/Passes.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -95,13 +98,17 @@ std::optional<Fold> matchFold(Operation *copy) {
     Operation *user = use.getOwner();
     if (isa<memref::DeallocOp>(user) || user == copy || user == fold.sourceView)
       continue;
-    auto producer = dyn_cast<linalg::LinalgOp>(user);
-    if (!producer || !producer.isDpsInit(&use) || fold.producerOutput ||
+    // A linalg op, or an attention kernel (which writes each output whole,
+    // through any strided view, without reading it).
+    auto producer = dyn_cast<DestinationStyleOpInterface>(user);
+    if (!producer || !isa<linalg::LinalgOp, train::AttentionKernelOp>(user) ||
+        !producer.isDpsInit(&use) || fold.producerOutput ||
         !producer.hasPureBufferSemantics())
       return std::nullopt;
     // The producer must not read its output (an accumulation from zero
     // is written by a fill first, which would be a second writer).
-    if (producer.payloadUsesValueFromOperand(&use))
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+        linalgOp && linalgOp.payloadUsesValueFromOperand(&use))
       return std::nullopt;
     fold.producerOutput = &use;
   }
@@ -122,7 +129,8 @@ std::optional<Fold> matchFold(Operation *copy) {
   // A GEMM's rounding kernel becomes the GEMM's epilogue, which writes a
   // dense matrix: it keeps its temporary (and the copy).
   bool identity = isIdentityPermutation(fold.permutation);
-  if (isGemmEpilogueCandidate(producer) && !identity)
+  if (isa<linalg::LinalgOp>(producer) && isGemmEpilogueCandidate(producer) &&
+      !identity)
     return std::nullopt;
   // The destination's views made between the producer and the copy move
   // up to the producer (views and allocations only).
@@ -152,8 +160,8 @@ std::optional<Fold> matchFold(Operation *copy) {
   }
   // A contraction keeps a plain destination: a GEMM's output must stay a
   // matrix cuBLAS can write.
-  auto producerOp = cast<linalg::LinalgOp>(producer);
-  if (producerOp.getNumReductionLoops() > 0 &&
+  auto producerOp = dyn_cast<linalg::LinalgOp>(producer);
+  if (producerOp && producerOp.getNumReductionLoops() > 0 &&
       (!cast<MemRefType>(destination.getType()).getLayout().isIdentity() ||
        !identity))
     return std::nullopt;

@@ -67,12 +67,12 @@ std::optional<Transpose> matchTranspose(Operation *op) {
 }
 
 /// Replaces each transpose (matchTranspose) into a temporary by a
-/// memref.transpose
-/// view of its input, when the temporary is only read afterwards (by linalg
-/// ops, directly or through reshapes and transposes that the input's
-/// strides allow) and nothing writes the input's buffer after the
-/// transpose: the copy then costs nothing, GEMMs take the transposed
-/// operand as transa/transb and kernels read through the strided view.
+/// memref.transpose view of its input, when the temporary is only read
+/// afterwards (by linalg ops or attention kernels, directly or through
+/// reshapes and transposes that the input's strides allow) and nothing
+/// writes the input's buffer after the transpose: the copy then costs
+/// nothing, GEMMs take the transposed operand as transa/transb and kernels
+/// read through the strided view.
 void foldTransposesIntoViews(func::FuncOp function) {
   Block &body = function.getBody().front();
   SmallVector<Operation *> transposes;
@@ -80,7 +80,8 @@ void foldTransposesIntoViews(func::FuncOp function) {
     if (matchTranspose(&op))
       transposes.push_back(&op);
   auto readByGemm = [](OpOperand *operand) {
-    return isGemm(cast<linalg::LinalgOp>(operand->getOwner()));
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(operand->getOwner());
+    return linalgOp && isGemm(linalgOp);
   };
   for (Operation *op : transposes) {
     // Matched again: folding an earlier transpose may have moved this one's

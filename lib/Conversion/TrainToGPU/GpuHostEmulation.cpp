@@ -924,6 +924,21 @@ LogicalResult WarpEmulation::build(ModuleOp hostModule) {
   return emitSegments(body);
 }
 
+/// A private function `name` of `types` (no results) at the end of
+/// `hostModule`, `b` at the start of its entry block.
+static std::pair<func::FuncOp, Block *>
+createEmulationHelper(OpBuilder &b, ModuleOp hostModule, const Twine &name,
+                      ArrayRef<Type> types) {
+  b.setInsertionPointToEnd(hostModule.getBody());
+  auto function = b.create<func::FuncOp>(
+      hostModule.getLoc(), name.str(),
+      FunctionType::get(hostModule.getContext(), types, {}));
+  function.setPrivate();
+  Block *entry = function.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  return {function, entry};
+}
+
 /// mantissa_emulated_mma(A, B, C, D): D = A B + C for one warp's bf16
 /// mma.sync m16n8k16 (row-major A, column-major B, fp32 C and D), each
 /// lane's registers a row of A (4 x 2 bf16), B (2 x 2 bf16), C and D (4
@@ -933,18 +948,13 @@ LogicalResult WarpEmulation::build(ModuleOp hostModule) {
 /// 2 * thread + 8 * r and the next, column group; C value j row group +
 /// 8 * (j / 2), column 2 * thread + j % 2. Sums in fp32 over k in order.
 static func::FuncOp buildEmulatedMma(ModuleOp hostModule) {
-  MLIRContext *context = hostModule.getContext();
   Location loc = hostModule.getLoc();
-  OpBuilder b = OpBuilder::atBlockEnd(hostModule.getBody());
+  OpBuilder b(hostModule.getContext());
   Type i32 = b.getI32Type(), f32 = b.getF32Type();
-  SmallVector<Type> types = {
-      MemRefType::get({32, 4}, i32), MemRefType::get({32, 2}, i32),
-      MemRefType::get({32, 4}, f32), MemRefType::get({32, 4}, f32)};
-  auto function = b.create<func::FuncOp>(loc, "mantissa_emulated_mma",
-                                         FunctionType::get(context, types, {}));
-  function.setPrivate();
-  Block *entry = function.addEntryBlock();
-  b.setInsertionPointToStart(entry);
+  auto [function, entry] = createEmulationHelper(
+      b, hostModule, "mantissa_emulated_mma",
+      {MemRefType::get({32, 4}, i32), MemRefType::get({32, 2}, i32),
+       MemRefType::get({32, 4}, f32), MemRefType::get({32, 4}, f32)});
   Value a = entry->getArgument(0), bFragment = entry->getArgument(1),
         c = entry->getArgument(2), d = entry->getArgument(3);
   auto index = [&](int64_t value) {
@@ -1019,19 +1029,14 @@ static func::FuncOp buildEmulatedMma(ModuleOp hostModule) {
 /// memrefs as bare pointers, which take static shapes only.
 static func::FuncOp buildEmulatedLdMatrix(ModuleOp hostModule,
                                           int64_t elements) {
-  MLIRContext *context = hostModule.getContext();
   Location loc = hostModule.getLoc();
-  OpBuilder b = OpBuilder::atBlockEnd(hostModule.getBody());
+  OpBuilder b(hostModule.getContext());
   Type bf16 = b.getBF16Type();
-  SmallVector<Type> types = {MemRefType::get({elements}, bf16),
-                             MemRefType::get({32}, b.getIndexType()),
-                             MemRefType::get({32, 8}, bf16), b.getI1Type()};
-  auto function = b.create<func::FuncOp>(
-      loc, ("mantissa_emulated_ldmatrix_" + Twine(elements)).str(),
-      FunctionType::get(context, types, {}));
-  function.setPrivate();
-  Block *entry = function.addEntryBlock();
-  b.setInsertionPointToStart(entry);
+  auto [function, entry] = createEmulationHelper(
+      b, hostModule, "mantissa_emulated_ldmatrix_" + Twine(elements),
+      {MemRefType::get({elements}, bf16),
+       MemRefType::get({32}, b.getIndexType()), MemRefType::get({32, 8}, bf16),
+       b.getI1Type()});
   Value memory = entry->getArgument(0), addresses = entry->getArgument(1),
         registers = entry->getArgument(2), transposed = entry->getArgument(3);
   auto index = [&](int64_t value) {

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_GROUPLAUNCHESPASS
@@ -29,10 +30,54 @@ namespace {
 /// back a kernel looks for one to join.
 constexpr size_t kMaxMembers = 16, kLookBack = 12;
 
+/// The part of its base buffer a view covers, [start, end) along each of
+/// the base's dimensions.
+using Region = SmallVector<std::pair<int64_t, int64_t>, 4>;
+
+/// The region of `base` that `view` covers: all of it, or a subview of it
+/// with static offsets and sizes and unit strides; none (it may touch
+/// anything) otherwise.
+std::optional<Region> getRegion(Value view, Value base) {
+  auto type = dyn_cast<MemRefType>(base.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  Region region;
+  if (view == base) {
+    for (int64_t size : type.getShape())
+      region.push_back({0, size});
+    return region;
+  }
+  auto subview = view.getDefiningOp<memref::SubViewOp>();
+  if (!subview || subview.getSource() != base ||
+      llvm::any_of(subview.getStaticStrides(),
+                   [](int64_t stride) { return stride != 1; }))
+    return std::nullopt;
+  for (auto [offset, size] :
+       llvm::zip_equal(subview.getStaticOffsets(), subview.getStaticSizes())) {
+    if (ShapedType::isDynamic(offset) || ShapedType::isDynamic(size))
+      return std::nullopt;
+    region.push_back({offset, offset + size});
+  }
+  return region;
+}
+
+/// Whether two regions of a buffer (none: any part) share no element.
+bool areDisjoint(const std::optional<Region> &a,
+                 const std::optional<Region> &b) {
+  if (!a || !b || a->size() != b->size())
+    return false;
+  for (auto [x, y] : llvm::zip_equal(*a, *b))
+    if (x.second <= y.first || y.second <= x.first)
+      return true;
+  return false;
+}
+
 /// The base buffers an op of the program writes and touches (reads or
-/// writes).
+/// writes), and the regions of each.
 struct Touches {
   llvm::SmallSetVector<Value, 8> writes, touches;
+  llvm::DenseMap<Value, SmallVector<std::optional<Region>, 1>> writtenRegions,
+      touchedRegions;
   /// For a linalg kernel: its threads' shape (its parallel loops, in
   /// order) and, per buffer, the one element each thread touches of it
   /// (getThreadElement) when every access of the buffer touches one.
@@ -43,18 +88,52 @@ struct Touches {
   int64_t foldParts = 0;
   Value partials;
 
-  void add(Value base, bool written) {
+  void add(Value view, bool written) {
+    Value base = getBaseBuffer(view);
+    std::optional<Region> region = getRegion(view, base);
     touches.insert(base);
-    if (written)
+    touchedRegions[base].push_back(region);
+    if (written) {
       writes.insert(base);
+      writtenRegions[base].push_back(region);
+    }
+  }
+  void merge(const Touches &other) {
+    writes.insert(other.writes.begin(), other.writes.end());
+    touches.insert(other.touches.begin(), other.touches.end());
+    for (const auto &[base, regions] : other.writtenRegions)
+      llvm::append_range(writtenRegions[base], regions);
+    for (const auto &[base, regions] : other.touchedRegions)
+      llvm::append_range(touchedRegions[base], regions);
   }
 };
 
+/// Whether every region of `a` on `buffer` is disjoint from every one of
+/// `b`'s.
+bool areDisjointOn(
+    const llvm::DenseMap<Value, SmallVector<std::optional<Region>, 1>> &a,
+    const llvm::DenseMap<Value, SmallVector<std::optional<Region>, 1>> &b,
+    Value buffer) {
+  auto first = a.find(buffer), second = b.find(buffer);
+  if (first == a.end() || second == b.end())
+    return true;
+  for (const std::optional<Region> &x : first->second)
+    for (const std::optional<Region> &y : second->second)
+      if (!areDisjoint(x, y))
+        return false;
+  return true;
+}
+
 /// Whether the later of two ops conflicts with the earlier on `buffer`: the
-/// earlier writes it, or the later writes what the earlier touches.
+/// later touches what the earlier writes, or writes what the earlier
+/// touches (two subviews of the buffer that share no element, as the parts
+/// of a concatenation, do not conflict).
 bool conflictsOn(const Touches &later, const Touches &earlier, Value buffer) {
-  return earlier.writes.contains(buffer) ||
-         (later.writes.contains(buffer) && earlier.touches.contains(buffer));
+  return (earlier.writes.contains(buffer) &&
+          !areDisjointOn(later.touchedRegions, earlier.writtenRegions,
+                         buffer)) ||
+         (later.writes.contains(buffer) && earlier.touches.contains(buffer) &&
+          !areDisjointOn(later.writtenRegions, earlier.touchedRegions, buffer));
 }
 
 /// Whether two ops conflict on any buffer.
@@ -189,9 +268,9 @@ Touches getTouches(Operation *op, const GpuStepOpRole &role) {
   Touches result;
   GpuOpBuffers buffers = getGpuOpBuffers(op, role);
   for (Value view : buffers.writes)
-    result.add(getBaseBuffer(view), true);
+    result.add(view, true);
   for (Value view : buffers.reads)
-    result.add(getBaseBuffer(view), false);
+    result.add(view, false);
   if (role.kind != GpuStepOpRole::Kind::Kernel)
     return result;
   if (std::optional<int64_t> parts = getTreeFoldParts(op)) {
@@ -350,8 +429,7 @@ void LaunchGrouper::add(Operation *op, const GpuStepOpRole &role) {
     return;
   }
   target->members.push_back(mapping);
-  target->touches.writes.insert(own.writes.begin(), own.writes.end());
-  target->touches.touches.insert(own.touches.begin(), own.touches.end());
+  target->touches.merge(own);
 }
 
 std::optional<Launch::Member>

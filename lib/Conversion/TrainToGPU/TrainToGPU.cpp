@@ -689,6 +689,7 @@ void mlir::mantissa::registerTrainToGPUPasses() {
     mantissa::registerFoldTransposesIntoViewsPass();
     mantissa::registerReuseWrittenRoundingsPass();
     mantissa::registerScattersAsComparisonsPass();
+    mantissa::registerElementwiseThroughConcatsPass();
     mantissa::registerDropUnreadOutputsPass();
   });
 }
@@ -763,7 +764,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
                              "builtin.module(mantissa-read-gathered-parameters,"
                              "mantissa-add-into-slices,"
                              "mantissa-scatters-as-comparisons,"
-                             "mantissa-fuse-attention)")))
+                             "mantissa-fuse-attention,"
+                             "mantissa-elementwise-through-concats)")))
     return failure();
   std::vector<GpuStepTensor> arguments;
   for (unsigned index = 0, e = gpuStep.getNumArguments(); index < e; ++index)

@@ -115,3 +115,23 @@ func.func @kept(%x: memref<4x8xf32>, %out: memref<4x8xf32>, %other: memref<4x8xf
   memref.dealloc %p : memref<4x8xf32>
   return
 }
+
+// -----
+
+// The query gradient of an attention, permuted back to [batch, sequence,
+// heads, dim] for its projection's backward: the attention kernel writes it
+// there, through the transposed view.
+
+// CHECK-LABEL: func.func @attention_output
+// CHECK-SAME: %[[DQT:[^:]*]]: memref<1x32x2x16xbf16>
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[DQ:.*]] = memref.transpose %[[DQT]] (d0, d1, d2, d3) -> (d0, d2, d1, d3)
+// CHECK: train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins({{.*}}) outs(%[[DQ]], %{{.*}}, %{{.*}}, %{{.*}} : memref<1x2x32x16xbf16, strided<[1024, 16, 32, 1]>>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+// CHECK-NOT: memref.alloc
+func.func @attention_output(%q: memref<1x2x32x16xbf16>, %k: memref<1x2x32x16xbf16>, %v: memref<1x2x32x16xbf16>, %mask: memref<32x32xi1>, %out: memref<1x2x32x16xbf16>, %lse: memref<1x2x32xf32>, %dout: memref<1x2x32x16xbf16>, %dqt: memref<1x32x2x16xbf16>, %dk: memref<1x2x32x16xbf16>, %dv: memref<1x2x32x16xbf16>, %delta: memref<1x2x32xf32>) {
+  %dq = memref.alloc() : memref<1x2x32x16xbf16>
+  train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins(%q, %k, %v, %mask, %out, %lse, %dout : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>, memref<1x2x32x16xbf16>) outs(%dq, %dk, %dv, %delta : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  linalg.transpose ins(%dq : memref<1x2x32x16xbf16>) outs(%dqt : memref<1x32x2x16xbf16>) permutation = [0, 2, 1, 3]
+  memref.dealloc %dq : memref<1x2x32x16xbf16>
+  return
+}

@@ -185,3 +185,24 @@ func.func @windows_of_transpose(%x: memref<4x8x2x16xf32>, %y: memref<4x2x8x8xf32
   memref.dealloc %t : memref<4x2x8x16xf32>
   return
 }
+
+// -----
+
+// The values of an attention, [batch, sequence, heads, dim] as their
+// projection leaves them, permuted to [batch, heads, sequence, dim]: the
+// attention kernels (forward and backward) read them through the view.
+
+// CHECK-LABEL: func.func @attention_operand
+// CHECK-SAME: %[[VT:[^:]*]]: memref<1x32x2x16xbf16>
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[V:.*]] = memref.transpose %[[VT]] (d0, d1, d2, d3) -> (d0, d2, d1, d3) : memref<1x32x2x16xbf16> to memref<1x2x32x16xbf16, strided<[1024, 16, 32, 1]>>
+// CHECK: train.attention_kernel {scale = 2.500000e-01 : f64} ins(%{{.*}}, %{{.*}}, %[[V]], %{{.*}} :
+// CHECK: train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins(%{{.*}}, %{{.*}}, %[[V]], %{{.*}} :
+func.func @attention_operand(%q: memref<1x2x32x16xbf16>, %k: memref<1x2x32x16xbf16>, %vt: memref<1x32x2x16xbf16>, %mask: memref<32x32xi1>, %out: memref<1x2x32x16xbf16>, %lse: memref<1x2x32xf32>, %dout: memref<1x2x32x16xbf16>, %dq: memref<1x2x32x16xbf16>, %dk: memref<1x2x32x16xbf16>, %dv: memref<1x2x32x16xbf16>, %delta: memref<1x2x32xf32>) {
+  %v = memref.alloc() : memref<1x2x32x16xbf16>
+  linalg.transpose ins(%vt : memref<1x32x2x16xbf16>) outs(%v : memref<1x2x32x16xbf16>) permutation = [0, 2, 1, 3]
+  train.attention_kernel {scale = 2.500000e-01 : f64} ins(%q, %k, %v, %mask : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>) outs(%out, %lse : memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins(%q, %k, %v, %mask, %out, %lse, %dout : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>, memref<1x2x32x16xbf16>) outs(%dq, %dk, %dv, %delta : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  memref.dealloc %v : memref<1x2x32x16xbf16>
+  return
+}

@@ -259,3 +259,49 @@ func.func @chained(%arg0: memref<4x16x32xf32>, %arg1: memref<4xf32>, %arg2: memr
   memref.dealloc %q : memref<4x32xf32>
   return
 }
+
+// -----
+
+// Two kernels that write the two halves of one buffer (the parts of a
+// concatenation) do not conflict: one launch. A kernel that reads, through
+// another subview, columns that both wrote (an element another thread
+// wrote: its rows transposed) does: a launch of its own.
+
+// CHECK-LABEL: func.func @halves
+// CHECK: ins(%arg0
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 0 : i64
+// CHECK: math.exp
+// CHECK: ins(%arg1
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64
+// CHECK: math.tanh
+// CHECK: ins(%subview
+// CHECK-SAME: {mantissa.gpu_launch = 1 : i64, mantissa.gpu_member = 0 : i64
+// CHECK: arith.addf
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#tr = affine_map<(d0, d1) -> (d1, d0)>
+func.func @halves(%x: memref<16x16xf32>, %y: memref<16x16xf32>, %z: memref<16x16xf32>) {
+  %t = memref.alloc() : memref<16x32xf32>
+  %a = memref.subview %t[0, 0] [16, 16] [1, 1] : memref<16x32xf32> to memref<16x16xf32, strided<[32, 1]>>
+  %b = memref.subview %t[0, 16] [16, 16] [1, 1] : memref<16x32xf32> to memref<16x16xf32, strided<[32, 1], offset: 16>>
+  %c = memref.subview %t[0, 8] [16, 16] [1, 1] : memref<16x32xf32> to memref<16x16xf32, strided<[32, 1], offset: 8>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<16x16xf32>) outs(%a : memref<16x16xf32, strided<[32, 1]>>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<16x16xf32>) outs(%b : memref<16x16xf32, strided<[32, 1], offset: 16>>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.tanh %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#tr, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<16x16xf32, strided<[32, 1], offset: 8>>) outs(%z : memref<16x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = arith.addf %in, %in : f32
+    linalg.yield %e : f32
+  }
+  memref.dealloc %t : memref<16x32xf32>
+  return
+}

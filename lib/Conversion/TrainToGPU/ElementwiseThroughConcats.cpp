@@ -1,0 +1,258 @@
+//===- ElementwiseThroughConcats.cpp - Elementwise ops on each part -------===//
+//
+// mantissa-elementwise-through-concats (Passes.td): an elementwise op that
+// reads a `train.cat` (only it) runs on each of the cat's parts, with the
+// matching slices of its other operands, and the cat joins the results; a
+// slice of an elementwise op whose every reader slices it takes the
+// slices of its operands instead, and a slice that is one part of a cat is
+// that part. RoPE's `x * cos + cat(-x2, x1) * sin` becomes
+// `cat(x1 * cos1 - x2 * sin1, x2 * cos2 + x1 * sin2)`: two elementwise
+// kernels that write the halves of the result, where the GPU step had a
+// kernel for the negation, one for the cat's copies and one for the sum.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Conversion/Passes.h"
+#include "mantissa/Dialect/Train/IR/TrainDialect.h"
+#include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::mantissa {
+#define GEN_PASS_DEF_ELEMENTWISETHROUGHCONCATSPASS
+#include "mantissa/Conversion/Passes.h.inc"
+} // namespace mlir::mantissa
+
+using namespace mlir;
+using namespace mlir::mantissa;
+
+namespace {
+
+/// Whether each element of `op`'s one result is a function of the
+/// elements of its operands at the same position (operands broadcast as
+/// in torch, right-aligned).
+bool isElementwise(Operation *op) {
+  return op->getNumResults() == 1 && op->getNumRegions() == 0 &&
+         isa<train::AddOp, train::SubOp, train::MulOp, train::DivOp,
+             train::PowOp, train::MaximumOp, train::MinimumOp, train::EqOp,
+             train::NeOp, train::LtOp, train::LeOp, train::GtOp, train::GeOp,
+             train::AddScalarOp, train::SubScalarOp, train::RsubScalarOp,
+             train::MulScalarOp, train::DivScalarOp, train::PowScalarOp,
+             train::EqScalarOp, train::NeScalarOp, train::LtScalarOp,
+             train::LeScalarOp, train::GtScalarOp, train::GeScalarOp,
+             train::NegOp, train::AbsOp, train::ExpOp, train::LogOp,
+             train::SqrtOp, train::RsqrtOp, train::ReciprocalOp,
+             train::SigmoidOp, train::TanhOp, train::ErfOp, train::SinOp,
+             train::CosOp, train::ReluOp, train::SiluOp, train::LogicalNotOp,
+             train::GeluOp, train::WhereOp, train::CastOp>(op);
+}
+
+/// Whether `op` reads a matrix product (through views): the GEMM's
+/// epilogue may absorb it whole (a bias add), which its slices would not
+/// be.
+bool readsProduct(Operation *op) {
+  return llvm::any_of(op->getOperands(), [](Value operand) {
+    while (auto view = operand.getDefiningOp<train::ViewOp>())
+      operand = view.getInput();
+    return isa_and_present<train::MatmulOp, train::BatchMatmulOp,
+                           train::AddmmOp>(operand.getDefiningOp());
+  });
+}
+
+RankedTensorType getStaticType(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && type.hasStaticShape() ? type : RankedTensorType();
+}
+
+/// `op`'s result along its dimension `dim` restricted to [start, start +
+/// size): `op` cloned on the slices of its operands (an operand broadcast
+/// along `dim` as it is), at the builder's point.
+Value sliceElementwise(RewriterBase &rewriter, Operation *op, int64_t dim,
+                       int64_t start, int64_t size,
+                       llvm::function_ref<Value(Value)> known = nullptr) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  Location loc = op->getLoc();
+  SmallVector<Value> operands;
+  for (Value operand : op->getOperands()) {
+    if (known)
+      if (Value part = known(operand)) {
+        operands.push_back(part);
+        continue;
+      }
+    auto operandType = cast<RankedTensorType>(operand.getType());
+    int64_t aligned = dim - (type.getRank() - operandType.getRank());
+    if (aligned < 0 || operandType.getDimSize(aligned) == 1) {
+      operands.push_back(operand);
+      continue;
+    }
+    SmallVector<int64_t> shape(operandType.getShape());
+    shape[aligned] = size;
+    operands.push_back(rewriter.create<train::SliceOp>(
+        loc, RankedTensorType::get(shape, operandType.getElementType()),
+        operand, rewriter.getI64IntegerAttr(aligned),
+        rewriter.getI64IntegerAttr(start),
+        rewriter.getI64IntegerAttr(start + size),
+        rewriter.getI64IntegerAttr(1)));
+  }
+  Operation *part = rewriter.clone(*op);
+  part->setOperands(operands);
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  part->getResult(0).setType(
+      RankedTensorType::get(shape, type.getElementType()));
+  return part->getResult(0);
+}
+
+/// A slice along one dimension with step 1: its dimension, start and size;
+/// false when `slice` is not one.
+bool getUnitSlice(train::SliceOp slice, int64_t &dim, int64_t &start,
+                  int64_t &size) {
+  RankedTensorType input = getStaticType(slice.getInput());
+  RankedTensorType result = getStaticType(slice.getResult());
+  if (!input || !result || slice.getStep() != 1)
+    return false;
+  dim = slice.getDim();
+  if (dim < 0)
+    dim += input.getRank();
+  if (dim < 0 || dim >= input.getRank())
+    return false;
+  int64_t extent = input.getDimSize(dim);
+  start = slice.getStart();
+  if (start < 0)
+    start += extent;
+  start = std::clamp<int64_t>(start, 0, extent);
+  size = result.getDimSize(dim);
+  return start + size <= extent;
+}
+
+/// E(..., cat(a_1, ..., a_n), ...) -> cat(E(..., a_1, ...), ..., E(..., a_n,
+/// ...)), the other operands sliced to each part.
+bool rewriteElementwiseOfConcat(Operation *op, RewriterBase &rewriter) {
+  {
+    if (!isElementwise(op) || readsProduct(op))
+      return false;
+    RankedTensorType type = getStaticType(op->getResult(0));
+    if (!type)
+      return false;
+    for (Value operand : op->getOperands()) {
+      auto concat = operand.getDefiningOp<train::ConcatOp>();
+      RankedTensorType concatType = concat ? getStaticType(concat) : nullptr;
+      if (!concatType || !concat->hasOneUse() ||
+          concatType.getRank() != type.getRank() ||
+          llvm::any_of(concat.getInputs(), [&](Value input) {
+            RankedTensorType inputType = getStaticType(input);
+            return !inputType ||
+                   inputType.getElementType() != concatType.getElementType();
+          }))
+        continue;
+      int64_t dim = concat.getDim();
+      if (dim < 0)
+        dim += type.getRank();
+      if (dim < 0 || dim >= type.getRank() ||
+          concatType.getDimSize(dim) != type.getDimSize(dim))
+        continue;
+      SmallVector<Value> parts;
+      int64_t start = 0;
+      rewriter.setInsertionPoint(op);
+      for (Value input : concat.getInputs()) {
+        int64_t size = getStaticType(input).getDimSize(dim);
+        parts.push_back(
+            sliceElementwise(rewriter, op, dim, start, size, [&](Value value) {
+              return value == operand ? input : Value();
+            }));
+        start += size;
+      }
+      rewriter.replaceOpWithNewOp<train::ConcatOp>(
+          op, type, parts, rewriter.getI64IntegerAttr(dim));
+      rewriter.eraseOp(concat);
+      return true;
+    }
+    return false;
+  }
+}
+
+/// slice(E(x, y)) -> E(slice(x), slice(y)) when E's readers are all unit
+/// slices along one dimension that together take each element at most
+/// once (no work is repeated).
+bool rewriteSliceOfElementwise(train::SliceOp slice, RewriterBase &rewriter) {
+  {
+    Operation *producer = slice.getInput().getDefiningOp();
+    int64_t dim, start, size;
+    if (!producer || !isElementwise(producer) || readsProduct(producer) ||
+        !getStaticType(producer->getResult(0)) ||
+        !getUnitSlice(slice, dim, start, size))
+      return false;
+    int64_t taken = 0;
+    for (Operation *user : producer->getUsers()) {
+      auto other = dyn_cast<train::SliceOp>(user);
+      int64_t otherDim, otherStart, otherSize;
+      if (!other || !getUnitSlice(other, otherDim, otherStart, otherSize) ||
+          otherDim != dim)
+        return false;
+      taken += otherSize;
+    }
+    if (taken > getStaticType(producer->getResult(0)).getDimSize(dim))
+      return false;
+    rewriter.setInsertionPoint(slice);
+    rewriter.replaceOp(slice,
+                       sliceElementwise(rewriter, producer, dim, start, size));
+    if (producer->use_empty())
+      rewriter.eraseOp(producer);
+    return true;
+  }
+}
+
+/// slice(cat(a, b, ...)) -> a when the slice is exactly one part.
+bool rewriteSliceOfConcat(train::SliceOp slice, RewriterBase &rewriter) {
+  {
+    auto concat = slice.getInput().getDefiningOp<train::ConcatOp>();
+    int64_t dim, start, size;
+    if (!concat || !getUnitSlice(slice, dim, start, size))
+      return false;
+    int64_t concatDim = concat.getDim();
+    if (concatDim < 0)
+      concatDim += getStaticType(concat).getRank();
+    if (concatDim != dim)
+      return false;
+    int64_t offset = 0;
+    for (Value input : concat.getInputs()) {
+      RankedTensorType type = getStaticType(input);
+      if (!type)
+        return false;
+      if (offset == start && type == getStaticType(slice.getResult())) {
+        rewriter.replaceOp(slice, input);
+        return true;
+      }
+      offset += type.getDimSize(dim);
+    }
+    return false;
+  }
+}
+
+/// One rewrite anywhere in `module`; false when there is none left.
+bool rewriteOnce(ModuleOp module, RewriterBase &rewriter) {
+  WalkResult result = module.walk([&](Operation *op) {
+    auto slice = dyn_cast<train::SliceOp>(op);
+    bool rewritten = slice ? rewriteSliceOfConcat(slice, rewriter) ||
+                                 rewriteSliceOfElementwise(slice, rewriter)
+                           : rewriteElementwiseOfConcat(op, rewriter);
+    return rewritten ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return result.wasInterrupted();
+}
+
+struct ElementwiseThroughConcatsPass
+    : mantissa::impl::ElementwiseThroughConcatsPassBase<
+          ElementwiseThroughConcatsPass> {
+  void runOnOperation() override {
+    // Rewritten one at a time until none applies, without the greedy
+    // driver's folding and constant merging, which would change the rest
+    // of the step (the later passes' fusion reads its order).
+    IRRewriter rewriter(&getContext());
+    while (rewriteOnce(getOperation(), rewriter)) {
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,81 @@
+// RUN: mantissa-opt %s --mantissa-elementwise-through-concats --split-input-file | FileCheck %s
+
+// RoPE as torch exports it: x * cos + cat(-x2, x1) * sin (rotate_half), the
+// tables [S, D] broadcast over the batch and heads. The sum runs on each
+// half, with the halves of x and of the tables; the negation stays on its
+// half; a cat joins the two halves of the result (rounded to bf16 on each
+// half), and nothing reads the first cat any more.
+
+// CHECK-LABEL: train.step @rope(
+// CHECK-SAME: %[[X:[^:]+]]: tensor<2x3x4x8xbf16>
+// CHECK-SAME: %[[COS:[^:]+]]: tensor<4x8xf32>
+// CHECK-SAME: %[[SIN:[^:]+]]: tensor<4x8xf32>
+// CHECK: %[[X1:.+]] = train.slice %[[X]] {dim = 3 : i64, end = 4 : i64, start = 0 : i64}
+// CHECK: %[[X2:.+]] = train.slice %[[X]] {dim = 3 : i64, end = 9223372036854775807 : i64, start = 4 : i64}
+// CHECK: %[[N:.+]] = train.neg %[[X2]]
+// CHECK: %[[SIN1:.+]] = train.slice %[[SIN]] {dim = 1 : i64, end = 4 : i64, start = 0 : i64}
+// CHECK: %[[R1:.+]] = train.mul %[[N]], %[[SIN1]] : tensor<2x3x4x4xbf16>, tensor<4x4xf32> -> tensor<2x3x4x4xf32>
+// CHECK: %[[SIN2:.+]] = train.slice %[[SIN]] {dim = 1 : i64, end = 8 : i64, start = 4 : i64}
+// CHECK: %[[R2:.+]] = train.mul %[[X1]], %[[SIN2]] : tensor<2x3x4x4xbf16>, tensor<4x4xf32> -> tensor<2x3x4x4xf32>
+// CHECK: %[[XA:.+]] = train.slice %[[X]] {dim = 3 : i64, end = 4 : i64, start = 0 : i64}
+// CHECK: %[[COS1:.+]] = train.slice %[[COS]] {dim = 1 : i64, end = 4 : i64, start = 0 : i64}
+// CHECK: %[[C1:.+]] = train.mul %[[XA]], %[[COS1]]
+// CHECK: %[[S1:.+]] = train.add %[[C1]], %[[R1]] : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32> -> tensor<2x3x4x4xf32>
+// CHECK: %[[XB:.+]] = train.slice %[[X]] {dim = 3 : i64, end = 8 : i64, start = 4 : i64}
+// CHECK: %[[COS2:.+]] = train.slice %[[COS]] {dim = 1 : i64, end = 8 : i64, start = 4 : i64}
+// CHECK: %[[C2:.+]] = train.mul %[[XB]], %[[COS2]]
+// CHECK: %[[S2:.+]] = train.add %[[C2]], %[[R2]] : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32> -> tensor<2x3x4x4xf32>
+// CHECK: %[[B1:.+]] = train.cast %[[S1]] : tensor<2x3x4x4xf32> to tensor<2x3x4x4xbf16>
+// CHECK: %[[B2:.+]] = train.cast %[[S2]] : tensor<2x3x4x4xf32> to tensor<2x3x4x4xbf16>
+// CHECK: %[[Y:.+]] = train.cat %[[B1]], %[[B2]] {dim = 3 : i64} : tensor<2x3x4x4xbf16>, tensor<2x3x4x4xbf16> -> tensor<2x3x4x8xbf16>
+// CHECK-NOT: train.cat
+// CHECK: train.return %{{.*}}, %[[Y]]
+train.step @rope(%x: tensor<2x3x4x8xbf16> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 3, 4, 8], dtype = bf16>},
+                 %cos: tensor<4x8xf32> {train.tensor = #train.tensor<buffer, fqn = "cos", module = "", shape = [4, 8], dtype = f32>},
+                 %sin: tensor<4x8xf32> {train.tensor = #train.tensor<buffer, fqn = "sin", module = "", shape = [4, 8], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>},
+        tensor<2x3x4x8xbf16> {train.result = #train.result<user_output>}) {
+  %x1 = train.slice %x {dim = 3 : i64, end = 4 : i64, start = 0 : i64} : tensor<2x3x4x8xbf16> -> tensor<2x3x4x4xbf16>
+  %x2 = train.slice %x {dim = 3 : i64, end = 9223372036854775807 : i64, start = 4 : i64} : tensor<2x3x4x8xbf16> -> tensor<2x3x4x4xbf16>
+  %n = train.neg %x2 : tensor<2x3x4x4xbf16> -> tensor<2x3x4x4xbf16>
+  %r = train.cat %n, %x1 {dim = 3 : i64} : tensor<2x3x4x4xbf16>, tensor<2x3x4x4xbf16> -> tensor<2x3x4x8xbf16>
+  %c = train.mul %x, %cos : tensor<2x3x4x8xbf16>, tensor<4x8xf32> -> tensor<2x3x4x8xf32>
+  %s = train.mul %r, %sin : tensor<2x3x4x8xbf16>, tensor<4x8xf32> -> tensor<2x3x4x8xf32>
+  %y = train.add %c, %s : tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32> -> tensor<2x3x4x8xf32>
+  %b = train.cast %y : tensor<2x3x4x8xf32> to tensor<2x3x4x8xbf16>
+  %l = train.full {value = 0 : i64} : tensor<f32>
+  train.return %l, %b : tensor<f32>, tensor<2x3x4x8xbf16>
+}
+
+// -----
+
+// Left alone: a cat that something else reads too (the product would only
+// add work), a cat of lower rank than the op that reads it (broadcast over
+// the op's first dimension), and slices of an elementwise op that overlap
+// (they would compute elements twice).
+
+// CHECK-LABEL: train.step @kept(
+// CHECK-COUNT-2: train.cat
+// CHECK: %[[E:.+]] = train.exp %{{.+}} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK: train.slice %[[E]] {dim = 1 : i64, end = 6 : i64, start = 0 : i64}
+// CHECK: train.slice %[[E]] {dim = 1 : i64, end = 8 : i64, start = 2 : i64}
+train.step @kept(%a: tensor<4x4xf32> {train.tensor = #train.tensor<user_input, fqn = "a", module = "", shape = [4, 4], dtype = f32>},
+                 %b: tensor<4x4xf32> {train.tensor = #train.tensor<user_input, fqn = "b", module = "", shape = [4, 4], dtype = f32>},
+                 %c: tensor<4xf32> {train.tensor = #train.tensor<user_input, fqn = "c", module = "", shape = [4], dtype = f32>},
+                 %d: tensor<4x8xf32> {train.tensor = #train.tensor<user_input, fqn = "d", module = "", shape = [4, 8], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>},
+        tensor<4x8xf32> {train.result = #train.result<user_output>},
+        tensor<4x8xf32> {train.result = #train.result<user_output>},
+        tensor<4x8xf32> {train.result = #train.result<user_output>},
+        tensor<4x6xf32> {train.result = #train.result<user_output>},
+        tensor<4x6xf32> {train.result = #train.result<user_output>}) {
+  %k = train.cat %a, %b {dim = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x8xf32>
+  %m = train.mul %k, %d : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %r = train.cat %c, %c {dim = 0 : i64} : tensor<4xf32>, tensor<4xf32> -> tensor<8xf32>
+  %w = train.mul %d, %r : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %e = train.exp %d : tensor<4x8xf32> -> tensor<4x8xf32>
+  %s1 = train.slice %e {dim = 1 : i64, end = 6 : i64, start = 0 : i64} : tensor<4x8xf32> -> tensor<4x6xf32>
+  %s2 = train.slice %e {dim = 1 : i64, end = 8 : i64, start = 2 : i64} : tensor<4x8xf32> -> tensor<4x6xf32>
+  %l = train.full {value = 0 : i64} : tensor<f32>
+  train.return %l, %k, %m, %w, %s1, %s2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x6xf32>, tensor<4x6xf32>
+}
