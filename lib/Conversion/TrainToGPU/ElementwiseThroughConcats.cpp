@@ -129,105 +129,102 @@ bool getUnitSlice(train::SliceOp slice, int64_t &dim, int64_t &start,
 /// E(..., cat(a_1, ..., a_n), ...) -> cat(E(..., a_1, ...), ..., E(..., a_n,
 /// ...)), the other operands sliced to each part.
 bool rewriteElementwiseOfConcat(Operation *op, RewriterBase &rewriter) {
-  {
-    if (!isElementwise(op) || readsProduct(op))
-      return false;
-    RankedTensorType type = getStaticType(op->getResult(0));
-    if (!type)
-      return false;
-    for (Value operand : op->getOperands()) {
-      auto concat = operand.getDefiningOp<train::ConcatOp>();
-      RankedTensorType concatType = concat ? getStaticType(concat) : nullptr;
-      if (!concatType || !concat->hasOneUse() ||
-          concatType.getRank() != type.getRank() ||
-          llvm::any_of(concat.getInputs(), [&](Value input) {
-            RankedTensorType inputType = getStaticType(input);
-            return !inputType ||
-                   inputType.getElementType() != concatType.getElementType();
-          }))
-        continue;
-      int64_t dim = concat.getDim();
-      if (dim < 0)
-        dim += type.getRank();
-      if (dim < 0 || dim >= type.getRank() ||
-          concatType.getDimSize(dim) != type.getDimSize(dim))
-        continue;
-      SmallVector<Value> parts;
-      int64_t start = 0;
-      rewriter.setInsertionPoint(op);
-      for (Value input : concat.getInputs()) {
-        int64_t size = getStaticType(input).getDimSize(dim);
-        parts.push_back(
-            sliceElementwise(rewriter, op, dim, start, size, [&](Value value) {
-              return value == operand ? input : Value();
-            }));
-        start += size;
-      }
-      rewriter.replaceOpWithNewOp<train::ConcatOp>(
-          op, type, parts, rewriter.getI64IntegerAttr(dim));
-      rewriter.eraseOp(concat);
-      return true;
-    }
+  if (!isElementwise(op) || readsProduct(op))
     return false;
+  RankedTensorType type = getStaticType(op->getResult(0));
+  if (!type)
+    return false;
+  for (Value operand : op->getOperands()) {
+    auto concat = operand.getDefiningOp<train::ConcatOp>();
+    RankedTensorType concatType = concat ? getStaticType(concat) : nullptr;
+    if (!concatType || !concat->hasOneUse() ||
+        concatType.getRank() != type.getRank() ||
+        llvm::any_of(concat.getInputs(), [&](Value input) {
+          RankedTensorType inputType = getStaticType(input);
+          return !inputType ||
+                 inputType.getElementType() != concatType.getElementType();
+        }))
+      continue;
+    int64_t dim = concat.getDim();
+    if (dim < 0)
+      dim += type.getRank();
+    if (dim < 0 || dim >= type.getRank() ||
+        concatType.getDimSize(dim) != type.getDimSize(dim))
+      continue;
+    SmallVector<Value> parts;
+    int64_t start = 0;
+    rewriter.setInsertionPoint(op);
+    for (Value input : concat.getInputs()) {
+      int64_t size = getStaticType(input).getDimSize(dim);
+      parts.push_back(
+          sliceElementwise(rewriter, op, dim, start, size, [&](Value value) {
+            return value == operand ? input : Value();
+          }));
+      start += size;
+    }
+    rewriter.replaceOpWithNewOp<train::ConcatOp>(
+        op, type, parts, rewriter.getI64IntegerAttr(dim));
+    rewriter.eraseOp(concat);
+    return true;
   }
+  return false;
 }
 
 /// slice(E(x, y)) -> E(slice(x), slice(y)) when E's readers are all unit
-/// slices along one dimension that together take each element at most
-/// once (no work is repeated).
+/// slices along one dimension, no two of which overlap (no work is
+/// repeated).
 bool rewriteSliceOfElementwise(train::SliceOp slice, RewriterBase &rewriter) {
-  {
-    Operation *producer = slice.getInput().getDefiningOp();
-    int64_t dim, start, size;
-    if (!producer || !isElementwise(producer) || readsProduct(producer) ||
-        !getStaticType(producer->getResult(0)) ||
-        !getUnitSlice(slice, dim, start, size))
+  Operation *producer = slice.getInput().getDefiningOp();
+  int64_t dim, start, size;
+  if (!producer || !isElementwise(producer) || readsProduct(producer) ||
+      !getStaticType(producer->getResult(0)) ||
+      !getUnitSlice(slice, dim, start, size))
+    return false;
+  SmallVector<std::pair<int64_t, int64_t>> ranges;
+  for (Operation *user : producer->getUsers()) {
+    auto other = dyn_cast<train::SliceOp>(user);
+    int64_t otherDim, otherStart, otherSize;
+    if (!other || !getUnitSlice(other, otherDim, otherStart, otherSize) ||
+        otherDim != dim)
       return false;
-    int64_t taken = 0;
-    for (Operation *user : producer->getUsers()) {
-      auto other = dyn_cast<train::SliceOp>(user);
-      int64_t otherDim, otherStart, otherSize;
-      if (!other || !getUnitSlice(other, otherDim, otherStart, otherSize) ||
-          otherDim != dim)
-        return false;
-      taken += otherSize;
-    }
-    if (taken > getStaticType(producer->getResult(0)).getDimSize(dim))
-      return false;
-    rewriter.setInsertionPoint(slice);
-    rewriter.replaceOp(slice,
-                       sliceElementwise(rewriter, producer, dim, start, size));
-    if (producer->use_empty())
-      rewriter.eraseOp(producer);
-    return true;
+    ranges.push_back({otherStart, otherStart + otherSize});
   }
+  llvm::sort(ranges);
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      return false;
+  rewriter.setInsertionPoint(slice);
+  rewriter.replaceOp(slice,
+                     sliceElementwise(rewriter, producer, dim, start, size));
+  if (producer->use_empty())
+    rewriter.eraseOp(producer);
+  return true;
 }
 
 /// slice(cat(a, b, ...)) -> a when the slice is exactly one part.
 bool rewriteSliceOfConcat(train::SliceOp slice, RewriterBase &rewriter) {
-  {
-    auto concat = slice.getInput().getDefiningOp<train::ConcatOp>();
-    int64_t dim, start, size;
-    if (!concat || !getUnitSlice(slice, dim, start, size))
-      return false;
-    int64_t concatDim = concat.getDim();
-    if (concatDim < 0)
-      concatDim += getStaticType(concat).getRank();
-    if (concatDim != dim)
-      return false;
-    int64_t offset = 0;
-    for (Value input : concat.getInputs()) {
-      RankedTensorType type = getStaticType(input);
-      if (!type)
-        return false;
-      if (offset == start && type == getStaticType(slice.getResult())) {
-        rewriter.replaceOp(slice, input);
-        return true;
-      }
-      offset += type.getDimSize(dim);
-    }
+  auto concat = slice.getInput().getDefiningOp<train::ConcatOp>();
+  int64_t dim, start, size;
+  if (!concat || !getStaticType(concat) ||
+      !getUnitSlice(slice, dim, start, size))
     return false;
+  int64_t concatDim = concat.getDim();
+  if (concatDim < 0)
+    concatDim += getStaticType(concat).getRank();
+  if (concatDim != dim)
+    return false;
+  int64_t offset = 0;
+  for (Value input : concat.getInputs()) {
+    RankedTensorType type = getStaticType(input);
+    if (!type)
+      return false;
+    if (offset == start && type == getStaticType(slice.getResult())) {
+      rewriter.replaceOp(slice, input);
+      return true;
+    }
+    offset += type.getDimSize(dim);
   }
+  return false;
 }
 
 /// One rewrite anywhere in `module`; false when there is none left.

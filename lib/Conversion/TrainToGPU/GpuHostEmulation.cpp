@@ -419,7 +419,8 @@ LogicalResult WarpEmulation::cloneLdMatrix(nvgpu::LdMatrixOp matrices) {
   auto type = cast<VectorType>(matrices.getRes().getType());
   auto memoryType = cast<MemRefType>(matrices.getSrcMemref().getType());
   if (matrices.getIndices().size() != 1 || matrices.getNumTiles() != 4 ||
-      type.getShape()[1] != 2 || !memoryType.getElementType().isBF16())
+      type.getShape()[1] != 2 || !memoryType.getElementType().isBF16() ||
+      !memoryType.hasStaticShape() || !memoryType.getLayout().isIdentity())
     return matrices.emitOpError()
            << "cannot run on the host (only four matrices of bf16 of a 1-D "
               "buffer)";

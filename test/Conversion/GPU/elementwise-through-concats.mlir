@@ -52,13 +52,17 @@ train.step @rope(%x: tensor<2x3x4x8xbf16> {train.tensor = #train.tensor<user_inp
 // Left alone: a cat that something else reads too (the product would only
 // add work), a cat of lower rank than the op that reads it (broadcast over
 // the op's first dimension), and slices of an elementwise op that overlap
-// (they would compute elements twice).
+// (they would compute elements twice), even where they take fewer elements
+// than it has.
 
 // CHECK-LABEL: train.step @kept(
 // CHECK-COUNT-2: train.cat
 // CHECK: %[[E:.+]] = train.exp %{{.+}} : tensor<4x8xf32> -> tensor<4x8xf32>
 // CHECK: train.slice %[[E]] {dim = 1 : i64, end = 6 : i64, start = 0 : i64}
 // CHECK: train.slice %[[E]] {dim = 1 : i64, end = 8 : i64, start = 2 : i64}
+// CHECK: %[[F:.+]] = train.tanh %{{.+}} : tensor<4x8xf32> -> tensor<4x8xf32>
+// CHECK: train.slice %[[F]] {dim = 1 : i64, end = 3 : i64, start = 0 : i64}
+// CHECK: train.slice %[[F]] {dim = 1 : i64, end = 5 : i64, start = 2 : i64}
 train.step @kept(%a: tensor<4x4xf32> {train.tensor = #train.tensor<user_input, fqn = "a", module = "", shape = [4, 4], dtype = f32>},
                  %b: tensor<4x4xf32> {train.tensor = #train.tensor<user_input, fqn = "b", module = "", shape = [4, 4], dtype = f32>},
                  %c: tensor<4xf32> {train.tensor = #train.tensor<user_input, fqn = "c", module = "", shape = [4], dtype = f32>},
@@ -68,7 +72,9 @@ train.step @kept(%a: tensor<4x4xf32> {train.tensor = #train.tensor<user_input, f
         tensor<4x8xf32> {train.result = #train.result<user_output>},
         tensor<4x8xf32> {train.result = #train.result<user_output>},
         tensor<4x6xf32> {train.result = #train.result<user_output>},
-        tensor<4x6xf32> {train.result = #train.result<user_output>}) {
+        tensor<4x6xf32> {train.result = #train.result<user_output>},
+        tensor<4x3xf32> {train.result = #train.result<user_output>},
+        tensor<4x3xf32> {train.result = #train.result<user_output>}) {
   %k = train.cat %a, %b {dim = 1 : i64} : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x8xf32>
   %m = train.mul %k, %d : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
   %r = train.cat %c, %c {dim = 0 : i64} : tensor<4xf32>, tensor<4xf32> -> tensor<8xf32>
@@ -76,6 +82,9 @@ train.step @kept(%a: tensor<4x4xf32> {train.tensor = #train.tensor<user_input, f
   %e = train.exp %d : tensor<4x8xf32> -> tensor<4x8xf32>
   %s1 = train.slice %e {dim = 1 : i64, end = 6 : i64, start = 0 : i64} : tensor<4x8xf32> -> tensor<4x6xf32>
   %s2 = train.slice %e {dim = 1 : i64, end = 8 : i64, start = 2 : i64} : tensor<4x8xf32> -> tensor<4x6xf32>
+  %f = train.tanh %d : tensor<4x8xf32> -> tensor<4x8xf32>
+  %t1 = train.slice %f {dim = 1 : i64, end = 3 : i64, start = 0 : i64} : tensor<4x8xf32> -> tensor<4x3xf32>
+  %t2 = train.slice %f {dim = 1 : i64, end = 5 : i64, start = 2 : i64} : tensor<4x8xf32> -> tensor<4x3xf32>
   %l = train.full {value = 0 : i64} : tensor<f32>
-  train.return %l, %k, %m, %w, %s1, %s2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x6xf32>, tensor<4x6xf32>
+  train.return %l, %k, %m, %w, %s1, %s2, %t1, %t2 : tensor<f32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x3xf32>, tensor<4x3xf32>
 }
