@@ -67,19 +67,19 @@ RankedTensorType getStaticType(Value value) {
 
 /// `op`'s result along its dimension `dim` restricted to [start, start +
 /// size): `op` cloned on the slices of its operands (an operand broadcast
-/// along `dim` as it is), at the builder's point.
+/// along `dim` as it is; `part` in place of operand `whole`, which is
+/// that slice already), at the builder's point.
 Value sliceElementwise(RewriterBase &rewriter, Operation *op, int64_t dim,
-                       int64_t start, int64_t size,
-                       llvm::function_ref<Value(Value)> known = nullptr) {
+                       int64_t start, int64_t size, Value whole = nullptr,
+                       Value part = nullptr) {
   auto type = cast<RankedTensorType>(op->getResult(0).getType());
   Location loc = op->getLoc();
   SmallVector<Value> operands;
   for (Value operand : op->getOperands()) {
-    if (known)
-      if (Value part = known(operand)) {
-        operands.push_back(part);
-        continue;
-      }
+    if (whole && operand == whole) {
+      operands.push_back(part);
+      continue;
+    }
     auto operandType = cast<RankedTensorType>(operand.getType());
     int64_t aligned = dim - (type.getRank() - operandType.getRank());
     if (aligned < 0 || operandType.getDimSize(aligned) == 1) {
@@ -95,13 +95,13 @@ Value sliceElementwise(RewriterBase &rewriter, Operation *op, int64_t dim,
         rewriter.getI64IntegerAttr(start + size),
         rewriter.getI64IntegerAttr(1)));
   }
-  Operation *part = rewriter.clone(*op);
-  part->setOperands(operands);
+  Operation *sliced = rewriter.clone(*op);
+  sliced->setOperands(operands);
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size;
-  part->getResult(0).setType(
+  sliced->getResult(0).setType(
       RankedTensorType::get(shape, type.getElementType()));
-  return part->getResult(0);
+  return sliced->getResult(0);
 }
 
 /// A slice along one dimension with step 1: its dimension, start and size;
@@ -157,9 +157,7 @@ bool rewriteElementwiseOfConcat(Operation *op, RewriterBase &rewriter) {
     for (Value input : concat.getInputs()) {
       int64_t size = getStaticType(input).getDimSize(dim);
       parts.push_back(
-          sliceElementwise(rewriter, op, dim, start, size, [&](Value value) {
-            return value == operand ? input : Value();
-          }));
+          sliceElementwise(rewriter, op, dim, start, size, operand, input));
       start += size;
     }
     rewriter.replaceOpWithNewOp<train::ConcatOp>(

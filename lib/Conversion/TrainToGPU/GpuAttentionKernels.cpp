@@ -67,6 +67,14 @@ constexpr int64_t kTilePadElements = 8;
 constexpr int64_t kStagedOperands = 2;
 /// bf16 columns in a 16-byte access.
 constexpr int64_t kVectorColumns = kVectorAccessBytes / 2;
+/// Whether every row of `operand` (each batch, head and position) starts
+/// at a multiple of `multiple` elements of its buffer.
+bool rowsStartAtMultiplesOf(const AttentionOperand &operand, int64_t multiple) {
+  return operand.offset % multiple == 0 &&
+         llvm::all_of(ArrayRef(operand.strides).take_front(3),
+                      [&](int64_t stride) { return stride % multiple == 0; });
+}
+
 /// An fp32 C (or D) fragment: the lane's four values.
 using Fragment = std::array<Value, 4>;
 /// A warp's 16 x 32 step: four fragments side by side.
@@ -567,10 +575,8 @@ public:
   /// runtime aligns buffers to 16 bytes), so that a thread copies 8
   /// columns of a row with one 16-byte load.
   bool hasAlignedRows(const AttentionOperand &operand) const {
-    return pairs.count(&operand) && operand.offset % kVectorColumns == 0 &&
-           llvm::all_of(
-               ArrayRef(operand.strides).take_front(3),
-               [](int64_t stride) { return stride % kVectorColumns == 0; });
+    return pairs.count(&operand) &&
+           rowsStartAtMultiplesOf(operand, kVectorColumns);
   }
   /// The block's threads copy the step's 32 rows (from `row0`) of each
   /// staged operand into its tile, 8 columns (16 bytes) or a pair of
@@ -984,9 +990,8 @@ mlir::mantissa::getAttentionKernelArguments(AttentionKernel kind,
     arguments.push_back({operand, false});
     // Pairs of columns: contiguous, every pair at an even element. The
     // mask's where its rows are the warp's (not transposed).
-    bool even = operand->elements % 2 == 0 && operand->offset % 2 == 0 &&
-                llvm::all_of(ArrayRef(operand->strides).take_front(3),
-                             [](int64_t stride) { return stride % 2 == 0; });
+    bool even =
+        operand->elements % 2 == 0 && rowsStartAtMultiplesOf(*operand, 2);
     bool pairs =
         operand->strides[3] == 1 &&
         (operand->elementType.isBF16() ||

@@ -325,8 +325,8 @@ private:
   /// In the warp loop being built, each lane's `values` into the slots of
   /// `targets`.
   LogicalResult copyInto(ValueRange values, ValueRange targets);
-  /// `body(warp)` in a loop over the block's warps.
-  void forEachWarp(llvm::function_ref<void()> body);
+  /// `body` in a loop over the block's warps (`warp`, `warpBase`).
+  LogicalResult forEachWarp(llvm::function_ref<LogicalResult()> body);
   /// Lane `lane`'s value of `value` (of another phase) in the warp loop
   /// being built.
   FailureOr<Value> laneValue(Value value, int64_t lane);
@@ -682,7 +682,8 @@ void WarpEmulation::resetLanes() {
   }
 }
 
-void WarpEmulation::forEachWarp(llvm::function_ref<void()> body) {
+LogicalResult
+WarpEmulation::forEachWarp(llvm::function_ref<LogicalResult()> body) {
   Location loc = kernel.getLoc();
   auto loop = builder.create<scf::ForOp>(loc, index(0), warps, index(1));
   OpBuilder::InsertionGuard guard(builder);
@@ -690,7 +691,7 @@ void WarpEmulation::forEachWarp(llvm::function_ref<void()> body) {
   warp = loop.getInductionVar();
   warpBase = builder.create<arith::MulIOp>(loc, warp, index(32));
   resetLanes();
-  body();
+  return body();
 }
 
 FailureOr<Value> WarpEmulation::laneValue(Value value, int64_t lane) {
@@ -744,9 +745,7 @@ LogicalResult WarpEmulation::emitRunInWarp(Segment &run) {
 }
 
 LogicalResult WarpEmulation::emitRun(Segment &run) {
-  LogicalResult result = success();
-  forEachWarp([&] { result = emitRunInWarp(run); });
-  return result;
+  return forEachWarp([&] { return emitRunInWarp(run); });
 }
 
 LogicalResult WarpEmulation::copyInto(ValueRange values, ValueRange targets) {
@@ -769,12 +768,13 @@ LogicalResult WarpEmulation::copyInto(ValueRange values, ValueRange targets) {
 LogicalResult WarpEmulation::emitLoop(scf::ForOp loop) {
   Location loc = loop.getLoc();
   ValueRange carried = loop.getRegionIterArgs();
-  LogicalResult result = success();
-  forEachWarp([&] { result = copyInto(loop.getInitArgs(), carried); });
+  if (failed(
+          forEachWarp([&] { return copyInto(loop.getInitArgs(), carried); })))
+    return failure();
   FailureOr<Value> lower = uniformValue(loop.getLowerBound()),
                    upper = uniformValue(loop.getUpperBound()),
                    step = uniformValue(loop.getStep());
-  if (failed(result) || failed(lower) || failed(upper) || failed(step))
+  if (failed(lower) || failed(upper) || failed(step))
     return failure();
   // Without a barrier at the start or the end of the body, a warp runs its
   // last phase of a step and its first of the next without waiting for
@@ -805,18 +805,13 @@ LogicalResult WarpEmulation::emitLoop(scf::ForOp loop) {
     for (Segment &segment : rotated ? body.drop_front().drop_back() : body)
       if (failed(emitSegment(segment)))
         return failure();
-    forEachWarp([&] {
-      if (rotated && failed(emitRunInWarp(body.back()))) {
-        result = failure();
-        return;
-      }
-      if (failed(copyInto(loop.getBody()->getTerminator()->getOperands(),
-                          carried))) {
-        result = failure();
-        return;
-      }
+    LogicalResult result = forEachWarp([&] {
+      if ((rotated && failed(emitRunInWarp(body.back()))) ||
+          failed(copyInto(loop.getBody()->getTerminator()->getOperands(),
+                          carried)))
+        return failure();
       if (!rotated)
-        return;
+        return success();
       Value next = builder.create<arith::AddIOp>(loc, current, *step);
       auto more = builder.create<scf::IfOp>(
           loc,
@@ -830,7 +825,7 @@ LogicalResult WarpEmulation::emitLoop(scf::ForOp loop) {
       resetLanes();
       for (IRMapping &lane : lanes)
         lane.map(inductionVariable, next);
-      result = emitRunInWarp(body.front());
+      return emitRunInWarp(body.front());
     });
     functionLevel.erase(inductionVariable);
     if (failed(result))

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_GROUPLAUNCHESPASS
@@ -72,12 +73,15 @@ bool areDisjoint(const std::optional<Region> &a,
   return false;
 }
 
+/// Per base buffer, in the order first touched, the regions of it that
+/// views cover (none: any part).
+using BufferRegions =
+    llvm::MapVector<Value, SmallVector<std::optional<Region>, 1>>;
+
 /// The base buffers an op of the program writes and touches (reads or
-/// writes), and the regions of each.
+/// writes), with the regions of each.
 struct Touches {
-  llvm::SmallSetVector<Value, 8> writes, touches;
-  llvm::DenseMap<Value, SmallVector<std::optional<Region>, 1>> writtenRegions,
-      touchedRegions;
+  BufferRegions writes, touches;
   /// For a linalg kernel: its threads' shape (its parallel loops, in
   /// order) and, per buffer, the one element each thread touches of it
   /// (getThreadElement) when every access of the buffer touches one.
@@ -91,29 +95,22 @@ struct Touches {
   void add(Value view, bool written) {
     Value base = getBaseBuffer(view);
     std::optional<Region> region = getRegion(view, base);
-    touches.insert(base);
-    touchedRegions[base].push_back(region);
-    if (written) {
-      writes.insert(base);
-      writtenRegions[base].push_back(region);
-    }
+    touches[base].push_back(region);
+    if (written)
+      writes[base].push_back(region);
   }
   void merge(const Touches &other) {
-    writes.insert(other.writes.begin(), other.writes.end());
-    touches.insert(other.touches.begin(), other.touches.end());
-    for (const auto &[base, regions] : other.writtenRegions)
-      llvm::append_range(writtenRegions[base], regions);
-    for (const auto &[base, regions] : other.touchedRegions)
-      llvm::append_range(touchedRegions[base], regions);
+    for (const auto &[base, regions] : other.writes)
+      llvm::append_range(writes[base], regions);
+    for (const auto &[base, regions] : other.touches)
+      llvm::append_range(touches[base], regions);
   }
 };
 
 /// Whether every region of `a` on `buffer` is disjoint from every one of
-/// `b`'s.
-bool areDisjointOn(
-    const llvm::DenseMap<Value, SmallVector<std::optional<Region>, 1>> &a,
-    const llvm::DenseMap<Value, SmallVector<std::optional<Region>, 1>> &b,
-    Value buffer) {
+/// `b`'s (true where either has none).
+bool areDisjointOn(const BufferRegions &a, const BufferRegions &b,
+                   Value buffer) {
   auto first = a.find(buffer), second = b.find(buffer);
   if (first == a.end() || second == b.end())
     return true;
@@ -129,16 +126,13 @@ bool areDisjointOn(
 /// touches (two subviews of the buffer that share no element, as the parts
 /// of a concatenation, do not conflict).
 bool conflictsOn(const Touches &later, const Touches &earlier, Value buffer) {
-  return (earlier.writes.contains(buffer) &&
-          !areDisjointOn(later.touchedRegions, earlier.writtenRegions,
-                         buffer)) ||
-         (later.writes.contains(buffer) && earlier.touches.contains(buffer) &&
-          !areDisjointOn(later.writtenRegions, earlier.touchedRegions, buffer));
+  return !areDisjointOn(later.touches, earlier.writes, buffer) ||
+         !areDisjointOn(later.writes, earlier.touches, buffer);
 }
 
 /// Whether two ops conflict on any buffer.
 bool conflict(const Touches &a, const Touches &b) {
-  return llvm::any_of(a.touches,
+  return llvm::any_of(llvm::make_first_range(a.touches),
                       [&](Value buffer) { return conflictsOn(a, b, buffer); });
 }
 
@@ -385,9 +379,10 @@ void LaunchGrouper::add(Operation *op, const GpuStepOpRole &role) {
   Launch::Member mapping{op, std::max<int64_t>(1, own.foldParts)};
   for (size_t back = 0; back < std::min(kLookBack, launches.size()); ++back) {
     Launch &other = launches[launches.size() - 1 - back];
-    bool independent = llvm::none_of(own.touches, [&](Value buffer) {
-      return conflictsOn(own, other.touches, buffer);
-    });
+    bool independent =
+        llvm::none_of(llvm::make_first_range(own.touches), [&](Value buffer) {
+          return conflictsOn(own, other.touches, buffer);
+        });
     bool roomy = other.joinable && other.members.size() < kMaxMembers;
     if (!independent) {
       if (!roomy)
@@ -444,7 +439,7 @@ LaunchGrouper::dependsOnlyThreadLocally(Operation *op,
   std::optional<Launch::Member> partner;
   for (const Launch::Member &member : launch.members) {
     const Touches &other = touches.find(member.op)->second;
-    for (Value buffer : own.touches) {
+    for (Value buffer : llvm::make_first_range(own.touches)) {
       if (!conflictsOn(own, other, buffer))
         continue;
       // The same threads, each touching one element that no other thread
@@ -494,7 +489,7 @@ LaunchGrouper::foldsPartialsOf(Operation *op, const Launch &launch) const {
   for (auto [index, member] : llvm::enumerate(launch.members)) {
     const Touches &other = touches.find(member.op)->second;
     bool conflicts = false;
-    for (Value buffer : own.touches) {
+    for (Value buffer : llvm::make_first_range(own.touches)) {
       if (!conflictsOn(own, other, buffer))
         continue;
       conflicts = true;
@@ -545,7 +540,7 @@ LaunchGrouper::readsRowsOf(Operation *op, const Launch &launch) const {
   bool local = false;
   for (const Launch::Member &member : launch.members) {
     const Touches &other = touches.find(member.op)->second;
-    for (Value buffer : own.touches) {
+    for (Value buffer : llvm::make_first_range(own.touches)) {
       if (!conflictsOn(own, other, buffer))
         continue;
       if (member.runsOnItsOwnThreads() &&
