@@ -151,11 +151,13 @@ protected:
     AttentionKernel kinds[3] = {AttentionKernel::Forward,
                                 AttentionKernel::BackwardQuery,
                                 AttentionKernel::BackwardKeyValue};
-    // Products per step of 32: scores (4 fragments by D / 16), then
+    // Products per step of 32: scores (4 fragments by the head's chunks
+    // of k = 16, the last one half zeros where 16 does not divide D), then
     // forward p v, query backward dp and dq, key/value backward dp, dv, dk
-    // (each 2 by D / 8, or 4 by D / 16).
-    int64_t products[3] = {4 * D / 16 + 2 * D / 8, 2 * (4 * D / 16) + 2 * D / 8,
-                           2 * (4 * D / 16) + 2 * (2 * D / 8)};
+    // (each 2 by D / 8, or 4 by the chunks).
+    int64_t chunks = (D + 15) / 16;
+    int64_t products[3] = {4 * chunks + 2 * D / 8, 2 * (4 * chunks) + 2 * D / 8,
+                           2 * (4 * chunks) + 2 * (2 * D / 8)};
     for (int i = 0; i < 3; ++i) {
       AttentionLaunch launch =
           buildAttentionKernel(gpuModule, names[i], kinds[i], spec, kBlockSize);
@@ -379,6 +381,23 @@ TEST_F(GpuAttentionKernelsTest, SequencesOfAnyLengthMatchDoublePrecision) {
       {1, 3, 7, 16, 0.25},
       [](int64_t query, int64_t key) {
         return key != query && (query + 2 * key) % 3 == 0;
+      },
+      Problem::Layout::Transposed);
+}
+
+/// Heads narrower than 16 or not a multiple of it, whose last 8 columns
+/// the products over the head dimension take as a k of 16 half zeros, and
+/// whose last 8-column tile of the outputs has no neighbour: heads of 8
+/// (the corpus llama's), causal over 8 positions (one warp of rows, a
+/// quarter of a step); heads of 24, an arbitrary mask over 48 positions,
+/// v stored transposed.
+TEST_F(GpuAttentionKernelsTest, HeadsOfEightColumnTilesMatchDoublePrecision) {
+  check({2, 4, 8, 8, 0.35355339059327373},
+        [](int64_t query, int64_t key) { return key > query; });
+  check(
+      {1, 2, 48, 24, 0.20412414523193154},
+      [](int64_t query, int64_t key) {
+        return key != query && (query * 5 + key) % 4 == 0;
       },
       Problem::Layout::Transposed);
 }

@@ -21,17 +21,18 @@ constexpr int64_t kAttentionTileRows = 16;
 constexpr int64_t kAttentionStepColumns = 32;
 
 /// Why the kernels cannot run attention over `sequence` positions with
-/// heads of `headDim` (empty when they can): the head dimension in the
-/// mma.sync's k of 16, its fragments in registers. Any sequence: rows and
+/// heads of `headDim` (empty when they can): the head dimension in 8-column
+/// tiles (the last 8 of an odd number a k of 16 half zeros), its fragments
+/// in registers. Any sequence: rows and
 /// columns past its end (in the last warp's 16 rows, the last step's 32
 /// columns) are closed and not stored.
 inline std::string whyAttentionShapeIsUnsupported(int64_t sequence,
                                                   int64_t headDim) {
   if (sequence <= 0)
     return llvm::formatv("the sequence ({0}) is empty", sequence);
-  if (headDim <= 0 || headDim % 16 != 0 || headDim > 128)
+  if (headDim <= 0 || headDim % 8 != 0 || headDim > 128)
     return llvm::formatv(
-        "the head dimension ({0}) is not a multiple of 16 up to 128", headDim);
+        "the head dimension ({0}) is not a multiple of 8 up to 128", headDim);
   return "";
 }
 

@@ -552,7 +552,8 @@ def RoundProductsOncePass
   let summary = "Round an fp32 matrix product that every reader rounds, once, right after it";
   let description = [{
     On tensors, before bufferization, for the GPU: a contraction
-    (`linalg.generic`) with an fp32 result that every reader only rounds to
+    (`linalg.generic`, or a named one such as `linalg.matmul` whose bf16
+    operands needed no rounding fused into it) with an fp32 result that every reader only rounds to
     the same narrower type on the way in (autocast's bf16 product, whose
     rounding elementwise fusion moved into the readers: the attention
     scores that the softmax reads, its gradient) gets that rounding as an
@@ -585,9 +586,12 @@ def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
     online softmax, the probabilities rounded before the normalisation, the
     backward's row term from the output): the numbers differ from the
     unfused program in the last bits of bf16. Only what the kernels run is
-    fused (a sequence that is a multiple of 32, a head dimension that is a
-    multiple of 16 up to 128, bf16 products, a [S, S] mask); attention in
-    other forms stays as it is.
+    fused (any sequence, a head dimension that is a multiple of 8 up to
+    128, bf16 products, a [S, S] mask); attention in other forms stays as
+    it is. A graph in bf16 throughout (a model exported in bf16) widens dp
+    before the softmax backward's product and rounds ds to bf16 before it
+    masks and scales it; the backward op then rounds it there too
+    (rounded_gradient).
   }];
   let dependentDialects = [
     "::mlir::mantissa::train::TrainDialect",

@@ -17,6 +17,10 @@
 //   dp = bmm(dout, v^T)
 //   t = view(dp) * p;  ds = t - p * sum(t, -1)
 //   g = cast<bf16>(view(where(mask, 0, ds) * scale))
+//
+// A model exported in bf16 has the same graph with dp widened to fp32
+// before the product and ds rounded to bf16 before it is masked and scaled
+// (in bf16); the backward op then rounds it there too (rounded_gradient).
 //   dk^T = bmm(q^T, g);  dq = bmm(g, k)
 //
 // Every operand is reached through views that merge or split [B, H],
@@ -156,6 +160,9 @@ struct Attention {
   Value query, key, value, mask, gradient;
   double scale;
   train::BatchMatmulOp scores, out, dv, dp, dq, dkTransposed;
+  /// Whether the graph rounds the scores' gradient to bf16 before it
+  /// scales it (in bf16 again): a model exported in bf16.
+  bool roundedGradient = false;
   /// The op the backward must come before (the first of the backward's
   /// products).
   Operation *backwardAt;
@@ -238,6 +245,9 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   // t = view(dp) * p, dp = bmm(dout, v^T); ds = t - p * sum(t, -1).
   Value dpView = product.getLhs() == softmax.getResult() ? product.getRhs()
                                                          : product.getLhs();
+  // Widened to fp32 first where the graph is bf16 throughout.
+  if (auto widened = dpView.getDefiningOp<train::CastOp>())
+    dpView = widened.getInput();
   auto dpReshape = dpView.getDefiningOp<train::ViewOp>();
   auto dp = dpReshape && mergesBatchAndHeads(dpReshape)
                 ? dpReshape.getInput().getDefiningOp<train::BatchMatmulOp>()
@@ -261,10 +271,20 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
       difference = sub;
   if (!difference || !difference->hasOneUse())
     return std::nullopt;
-  auto zeroed = dyn_cast<train::WhereOp>(*difference->user_begin());
+  // Rounded to bf16 before it is masked and scaled where the graph is bf16
+  // throughout.
+  Value gradient = difference.getResult();
+  if (auto rounding = dyn_cast<train::CastOp>(*difference->user_begin())) {
+    if (typeOf(rounding.getType()).getElementType() != bf16 ||
+        !rounding->hasOneUse())
+      return std::nullopt;
+    gradient = rounding.getResult();
+    attention.roundedGradient = true;
+  }
+  auto zeroed = dyn_cast<train::WhereOp>(*gradient.user_begin());
   if (!zeroed || zeroed.getCondition() != attention.mask ||
-      !isFull(zeroed.getLhs(), 0.0) ||
-      zeroed.getRhs() != difference.getResult() || !zeroed->hasOneUse())
+      !isFull(zeroed.getLhs(), 0.0) || zeroed.getRhs() != gradient ||
+      !zeroed->hasOneUse())
     return std::nullopt;
   auto rescaled = dyn_cast<train::MulScalarOp>(*zeroed->user_begin());
   if (!rescaled || getScale(rescaled) != attention.scale)
@@ -339,7 +359,7 @@ void rewrite(Attention attention) {
         value = rounded(attention.value);
   auto forward = b.create<train::AttentionKernelOp>(
       loc, TypeRange{full, rows}, ValueRange{query, key, value, attention.mask},
-      ValueRange{empty(full), empty(rows)}, UnitAttr(), scale);
+      ValueRange{empty(full), empty(rows)}, UnitAttr(), scale, UnitAttr());
   auto replace = [&](train::BatchMatmulOp product, Value by) {
     product.replaceAllUsesWith(
         b.create<train::ViewOp>(product.getLoc(), product.getType(), by)
@@ -357,7 +377,8 @@ void rewrite(Attention attention) {
       ValueRange{query, key, value, attention.mask, forward.getResult(0),
                  forward.getResult(1), gradient},
       ValueRange{empty(full), empty(full), empty(full), empty(rows)},
-      b.getUnitAttr(), scale);
+      b.getUnitAttr(), scale,
+      attention.roundedGradient ? b.getUnitAttr() : UnitAttr());
   replace(attention.dq, backward.getResult(0));
   replace(attention.dv, backward.getResult(2));
   Value keyGradient = b.create<train::PermuteOp>(

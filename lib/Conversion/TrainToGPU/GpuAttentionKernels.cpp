@@ -20,7 +20,11 @@
 // keys or queries), between barriers. Two C fragments side by side are,
 // rounded to bf16 and paired, the A fragment of the product that follows
 // (scores, then probabilities times values), so no score leaves the
-// registers. The rows of a C fragment are shared by the 4 lanes of a group,
+// registers. Where 16 does not divide the head dimension, its last 8
+// columns are a k of 16 whose other half is zero registers (A's registers
+// 2 and 3, B's register 1), and an 8-column tile of the outputs without a
+// neighbour takes its B fragments for the step's 32 rows from one
+// ldmatrix. The rows of a C fragment are shared by the 4 lanes of a group,
 // whose row maximum and sum take two xor shuffles. A step of the loop that
 // the mask closes entirely (above the causal diagonal) is skipped by the
 // whole warp (a ballot of the lanes' mask values), and its copy by the
@@ -287,19 +291,29 @@ public:
     store(b.create<arith::TruncFOp>(loc, bf16, y), operand, row,
           plus(column, 1));
   }
-  /// The A fragment of rows row0..+16, columns column0..+16 of `operand`.
+  /// Two bf16 zeros in one register.
+  Value zeroPair() { return b.create<arith::ConstantIntOp>(loc, 0, 32); }
+  /// Whether the k = 16 columns from column0 of the head dimension are its
+  /// last 8, padded with zeros (heads of 8, 24, ...).
+  bool halfChunk(int64_t column0) const { return column0 + 8 == spec.headDim; }
+  /// The A fragment of rows row0..+16, columns column0..+16 of `operand`;
+  /// columns past the head dimension (a half chunk) are zeros.
   std::array<Value, 4> loadA(const AttentionOperand &operand, Value row0,
                              int64_t column0) {
     Index row{b.create<arith::AddIOp>(loc, row0, group)};
     Index column{twice, column0};
     Index upper = inSequence(row), lower = inSequence(plus(row, 8));
+    if (halfChunk(column0))
+      return {pairAcross(operand, upper, column),
+              pairAcross(operand, lower, column), zeroPair(), zeroPair()};
     return {pairAcross(operand, upper, column),
             pairAcross(operand, lower, column),
             pairAcross(operand, upper, plus(column, 8)),
             pairAcross(operand, lower, plus(column, 8))};
   }
   /// The A fragments of the warp's 16 rows from row0, one per 16 columns
-  /// of the head dimension.
+  /// of the head dimension (the last one half zeros where 16 does not
+  /// divide it).
   SmallVector<std::array<Value, 4>> loadRows(const AttentionOperand &operand,
                                              Value row0) {
     SmallVector<std::array<Value, 4>> rows;
@@ -486,8 +500,21 @@ public:
     Tile tile;
     for (int64_t n = 0; n < kStepFragments; ++n)
       tile[n] = zeros();
+    for (size_t kk = 0; kk < rows.size(); ++kk) {
+      if (!halfChunk(16 * kk))
+        continue;
+      // The last 8 columns only: matrices (n, k) for the 4 fragments, whose
+      // second B register (k + 8, past the head) is zeros, as is A's.
+      std::array<Value, 4> bFragments =
+          loadMatrices(first, 0, int64_t(16 * kk), {8, 0, 16, 0},
+                       /*transposed=*/false);
+      for (int64_t n = 0; n < kStepFragments; ++n)
+        tile[n] = mma(rows[kk], {bFragments[n], zeroPair()}, tile[n]);
+    }
     for (int64_t n = 0; n < kStepFragments; n += 2)
       for (size_t kk = 0; kk < rows.size(); ++kk) {
+        if (halfChunk(16 * kk))
+          continue;
         // Matrices: (n, k), (n, k + 8), (n + 1, k), (n + 1, k + 8).
         std::array<Value, 4> bFragments =
             loadMatrices(first, 8 * n, int64_t(16 * kk), {0, 8, 8, 0},
@@ -500,19 +527,32 @@ public:
   }
   /// acc[d] += tile (as A) times the staged operand's rows of the step
   /// (as B: B(k, n) = X[k][8 d + n]), one ldmatrix.trans per 16 rows (k)
-  /// and two 8-column tiles (d).
+  /// and two 8-column tiles (d); a last tile without a neighbour (heads of
+  /// 8, 24, ...) from one ldmatrix.trans of its 32 rows.
   void accumulate(SmallVector<Fragment> &acc, const Tile &tile,
                   const AttentionOperand &operand) {
     int64_t first = staged.lookup(&operand);
+    std::array<std::array<Value, 4>, 2> a = {tileAsA(tile, 0),
+                                             tileAsA(tile, 1)};
+    size_t paired = acc.size() - acc.size() % 2;
+    if (paired != acc.size()) {
+      // Matrices: (k, d), (k + 8, d), (k + 16, d), (k + 24, d).
+      size_t d = paired;
+      std::array<Value, 4> bFragments =
+          loadMatrices(first, 0, int64_t(8 * d), {8, 0, 16, 0},
+                       /*transposed=*/true);
+      for (int64_t half = 0; half < 2; ++half)
+        acc[d] = mma(a[half], {bFragments[2 * half], bFragments[2 * half + 1]},
+                     acc[d]);
+    }
     for (int64_t half = 0; half < 2; ++half) {
-      std::array<Value, 4> a = tileAsA(tile, half);
-      for (size_t d = 0; d < acc.size(); d += 2) {
+      for (size_t d = 0; d < paired; d += 2) {
         // Matrices: (k, d), (k + 8, d), (k, d + 1), (k + 8, d + 1).
         std::array<Value, 4> bFragments =
             loadMatrices(first, 16 * half, int64_t(8 * d), {8, 0, 0, 8},
                          /*transposed=*/true);
-        acc[d] = mma(a, {bFragments[0], bFragments[1]}, acc[d]);
-        acc[d + 1] = mma(a, {bFragments[2], bFragments[3]}, acc[d + 1]);
+        acc[d] = mma(a[half], {bFragments[0], bFragments[1]}, acc[d]);
+        acc[d + 1] = mma(a[half], {bFragments[2], bFragments[3]}, acc[d + 1]);
       }
     }
   }
@@ -811,7 +851,9 @@ void buildForward(AttentionBuilder &w, Value row0) {
 
 /// The probabilities and the scores' gradient (times the scale, zero where
 /// closed) of one step: p = exp(s - lse), ds = p (dp - delta) with
-/// dp = bf16(dout v^T). `lse` and `delta` per tile value.
+/// dp = bf16(dout v^T), rounded to bf16 before the scale where the graph
+/// rounds it there (spec.roundedGradient; the A fragment it becomes rounds
+/// it after). `lse` and `delta` per tile value.
 std::pair<Tile, Tile> buildScoreGradient(AttentionBuilder &w, const Tile &s,
                                          const Tile &dpProducts,
                                          const Tile &lse, const Tile &delta,
@@ -822,9 +864,10 @@ std::pair<Tile, Tile> buildScoreGradient(AttentionBuilder &w, const Tile &s,
     for (int64_t j = 0; j < 4; ++j) {
       p[n][j] = w.select(closed[n][j], zero, w.exp(w.subf(s[n][j], lse[n][j])));
       Value dp = w.roundBf16(dpProducts[n][j]);
-      ds[n][j] =
-          w.select(closed[n][j], zero,
-                   w.mulf(w.mulf(p[n][j], w.subf(dp, delta[n][j])), scale));
+      Value gradient = w.mulf(p[n][j], w.subf(dp, delta[n][j]));
+      if (w.spec.roundedGradient)
+        gradient = w.roundBf16(gradient);
+      ds[n][j] = w.select(closed[n][j], zero, w.mulf(gradient, scale));
     }
   return {p, ds};
 }
@@ -1017,7 +1060,7 @@ mlir::mantissa::describeAttentionKernel(AttentionKernel kind,
   llvm::raw_string_ostream os(text);
   os << int(kind) << ' ' << spec.batch << ' ' << spec.heads << ' '
      << spec.sequence << ' ' << spec.headDim << ' ';
-  os << llvm::formatv("{0:e17}", spec.scale);
+  os << llvm::formatv("{0:e17}", spec.scale) << ' ' << spec.roundedGradient;
   for (const AttentionOperand *operand :
        {&spec.q, &spec.k, &spec.v, &spec.mask, &spec.out, &spec.lse, &spec.dout,
         &spec.delta, &spec.dq, &spec.dk, &spec.dv}) {

@@ -43,6 +43,9 @@ struct AttentionOperand {
 struct AttentionKernelSpec {
   int64_t batch = 1, heads = 1, sequence = 0, headDim = 0;
   double scale = 1.0;
+  /// The scores' gradient rounded to bf16 before it is scaled
+  /// (train.attention_kernel's rounded_gradient).
+  bool roundedGradient = false;
   AttentionOperand q, k, v, mask, out, lse, dout, delta, dq, dk, dv;
 };
 
@@ -57,7 +60,7 @@ enum class AttentionKernel {
 };
 
 /// Why the kernels cannot run `spec` (empty when they can): the head
-/// dimension a multiple of 16 up to 128 (any sequence), the operands'
+/// dimension a multiple of 8 up to 128 (any sequence), the operands'
 /// dtypes, and every element inside its buffer.
 std::string whyAttentionKernelsCannotRun(const AttentionKernelSpec &spec);
 

@@ -67,7 +67,7 @@ bool collectReaders(Value value, SmallVectorImpl<OpOperand *> &uses,
   return true;
 }
 
-void roundOnce(linalg::GenericOp product, IRRewriter &rewriter) {
+void roundOnce(linalg::LinalgOp product, IRRewriter &rewriter) {
   Value sums = product->getResult(0);
   auto type = dyn_cast<RankedTensorType>(sums.getType());
   if (!type || !type.getElementType().isF32() || sums.use_empty())
@@ -123,13 +123,15 @@ void roundOnce(linalg::GenericOp product, IRRewriter &rewriter) {
 struct RoundProductsOncePass
     : mantissa::impl::RoundProductsOncePassBase<RoundProductsOncePass> {
   void runOnOperation() override {
-    SmallVector<linalg::GenericOp> products;
-    getOperation().walk([&](linalg::GenericOp op) {
-      if (op.getNumResults() == 1 && linalg::isaContractionOpInterface(op))
+    // Generic contractions (a product whose operands' roundings fused into
+    // it) and named ones (linalg.matmul of operands already narrow).
+    SmallVector<linalg::LinalgOp> products;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op->getNumResults() == 1 && linalg::isaContractionOpInterface(op))
         products.push_back(op);
     });
     IRRewriter rewriter(&getContext());
-    for (linalg::GenericOp product : products)
+    for (linalg::LinalgOp product : products)
       roundOnce(product, rewriter);
   }
 };

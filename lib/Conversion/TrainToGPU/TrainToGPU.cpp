@@ -350,6 +350,7 @@ LogicalResult GpuProgramBuilder::addAttention(train::AttentionKernelOp op) {
   spec.sequence = shape[2];
   spec.headDim = shape[3];
   spec.scale = op.getScale().convertToDouble();
+  spec.roundedGradient = op.getRoundedGradient();
   // Each operand's buffer and its element (batch, head, row, column).
   llvm::DenseMap<const AttentionOperand *, int64_t> buffers;
   auto describe = [&](Value view, AttentionOperand &operand) -> LogicalResult {

@@ -138,3 +138,31 @@ func.func @fp32_reader(%q: tensor<8x4xf32>, %k: tensor<4x16xf32>) -> (tensor<8x1
   } -> tensor<8x16xf32>
   return %rounded, %neg : tensor<8x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// A named product of bf16 operands (nothing fused into it: a weight
+// gradient of operands already bf16) whose one reader rounds and widens it
+// for the fp32 gradient: rounded once, right after it, the same way.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @named
+// CHECK: %[[P:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x4xbf16>, tensor<4x16xbf16>) outs(%{{.*}} : tensor<8x16xf32>)
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[P]] : tensor<8x16xf32>) outs(%{{.*}} : tensor<8x16xbf16>)
+// CHECK: arith.truncf
+// CHECK: linalg.generic {{.*}} ins(%[[R]] : tensor<8x16xbf16>)
+// CHECK-NEXT: ^bb0(%[[IN:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NEXT: arith.extf %[[IN]] : bf16 to f32
+func.func @named(%x: tensor<8x4xbf16>, %dy: tensor<4x16xbf16>) -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %p = linalg.matmul ins(%x, %dy : tensor<8x4xbf16>, tensor<4x16xbf16>) outs(%z : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %g = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : tensor<8x16xf32>) outs(%e : tensor<8x16xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %t = arith.truncf %in : f32 to bf16
+    %w = arith.extf %t : bf16 to f32
+    linalg.yield %w : f32
+  } -> tensor<8x16xf32>
+  return %g : tensor<8x16xf32>
+}

@@ -181,3 +181,11 @@ func.func @attention_mixed(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o:
   train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%o, %l : memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
   return
 }
+
+// -----
+
+func.func @attention_rounded_forward(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>) {
+  // expected-error @+1 {{rounds the scores' gradient (rounded_gradient) but is not the backward}}
+  %r:2 = train.attention_kernel {rounded_gradient, scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+  return
+}

@@ -14,6 +14,9 @@ using namespace mlir::mantissa::train;
 
 LogicalResult AttentionKernelOp::verify() {
   bool backward = getBackward();
+  if (getRoundedGradient() && !backward)
+    return emitOpError() << "rounds the scores' gradient (rounded_gradient) "
+                            "but is not the backward";
   size_t inputs = backward ? 7 : 4, outputs = backward ? 4 : 2;
   if (getInputs().size() != inputs || getOutputs().size() != outputs)
     return emitOpError() << "takes " << inputs << " inputs and " << outputs
@@ -116,7 +119,8 @@ LogicalResult AttentionKernelOp::bufferize(
       buffers->push_back(*buffer);
     }
   rewriter.create<AttentionKernelOp>(getLoc(), TypeRange{}, inputs, outputs,
-                                     getBackwardAttr(), getScaleAttr());
+                                     getBackwardAttr(), getScaleAttr(),
+                                     getRoundedGradientAttr());
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, outputs);
   return success();
 }

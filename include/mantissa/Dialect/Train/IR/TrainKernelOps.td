@@ -34,14 +34,17 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
     `[batch, heads, sequence]` log-sum-exp of each query's scores.
     Backward (`backward`): `ins(q, k, v, mask, out, lse, dout)
     outs(dq, dk, dv, delta)`, `delta = rowsum(dout * out)` in fp32 (the
-    softmax backward's term, `rowsum(dp * p)` of the graph).
+    softmax backward's term, `rowsum(dp * p)` of the graph). The scores'
+    gradient `ds = p (dp - delta)` is masked, scaled and rounded to bf16
+    once, as under autocast; with `rounded_gradient` (a graph in bf16
+    throughout), rounded to bf16 before it is scaled, and again after.
 
     On tensors its results are its outputs; on memrefs it has none. The GPU
     program runs it as flash-attention kernels (docs/gpu-step.md).
   }];
   let arguments = (ins Variadic<AnyShaped>:$inputs,
                        Variadic<AnyShaped>:$outputs, UnitAttr:$backward,
-                       F64Attr:$scale);
+                       F64Attr:$scale, UnitAttr:$rounded_gradient);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     attr-dict `ins` `(` $inputs `:` type($inputs) `)`
