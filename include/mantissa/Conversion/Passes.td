@@ -366,14 +366,17 @@ def FoldCopiesIntoProducersPass
   let description = [{
     On a bufferized step, a temporary that a single linalg op or attention
     kernel (`train.attention_kernel`, which writes its outputs whole through
-    any strided view) writes and
+    any strided view) writes, or that several linalg ops write each through
+    a static subview of it (the parts of a concatenation), and
     only a `linalg.copy` or `linalg.transpose` reads (directly or through
     one `memref.transpose`) is computed in the copy's destination instead,
-    through a transposed view of it where the copy permutes: the producer
-    writes each element where the copy would have put it. The copy and the
-    temporary go. This is how a gradient computed in one layout and
-    transposed into its result, or a half of a concatenation, stops costing
-    a kernel and a round trip through memory.
+    through a transposed view of it where the copy permutes (and the same
+    subviews of that view): each producer writes each element where the
+    copy would have put it. The copy and the temporary go. This is how a
+    gradient computed in one layout and transposed into its result, a half
+    of a concatenation, or RoPE's backward written in halves and transposed
+    into the projections' layout, stops costing a kernel and a round trip
+    through memory.
 
     Left alone: producers that read their output (an accumulation whose
     initial value another op wrote), copies whose destination something
@@ -644,11 +647,24 @@ def ElementwiseThroughConcatsPass
     slice (step 1) of an elementwise op whose readers are all slices along
     the same dimension that take each element at most once becomes the op on
     the slices of its operands; a slice that is exactly one part of a cat is
-    that part. Every element is computed by the same operations as before.
+    that part. A `train.slice_scatter` (step 1) into a tensor whose parts
+    then go through its producer (a cat whose parts it keeps whole, or an
+    elementwise op whose other readers are slices that overlap neither each
+    other nor the kept parts) is the cat of the parts it keeps and the part
+    it writes. A rounding (`train.cast`) of a view or permute of a tensor
+    whose every reader, through views and permutes, rounds to the same type
+    rounds the tensor instead, once, and the views move the narrow elements
+    (the tensor not a matrix product's, whose rounding goes into the GEMM).
+    Every element is computed by the same operations as before.
     RoPE's `x * cos + cat(-x2, x1) * sin` (its `rotate_half`) becomes
     `cat(x1 * cos1 + (-x2) * sin1, x2 * cos2 + x1 * sin2)`, whose halves
     the GPU step computes in place in the cat's buffer, instead of a kernel
-    for the negation, one for the cat's copies and one for the sum.
+    for the negation, one for the cat's copies and one for the sum. Its
+    backward, `g * cos` with `g`'s rotated halves times `sin` added into
+    its halves (mantissa-add-into-slices), permuted into the projections'
+    layout and rounded to bf16 for two products, becomes the same cat of
+    two elementwise halves, each rounded to bf16 (and then written in the
+    projections' layout: mantissa-fold-copies-into-producers).
   }];
 }
 
@@ -785,8 +801,9 @@ def GroupLaunchesPass
     in without changing a result:
     - independent: neither it nor anything in between (kernels, GEMMs,
       attention) touches what the other writes (where both touch a buffer
-      through subviews with static ranges, only the elements those cover:
-      the parts of a concatenation are independent);
+      through subviews with static ranges, of it or of a transposed view of
+      it, only the elements those cover: the parts of a concatenation are
+      independent, in any layout);
     - or dependent thread-locally: on every buffer where it conflicts with
       a member, both run on the same threads, and each thread touches one
       element, the same in both, that no other thread touches;

@@ -9,6 +9,10 @@
 // `cat(x1 * cos1 - x2 * sin1, x2 * cos2 + x1 * sin2)`: two elementwise
 // kernels that write the halves of the result, where the GPU step had a
 // kernel for the negation, one for the cat's copies and one for the sum.
+// A slice_scatter whose kept parts then go through the tensor it writes
+// into is a cat, and the roundings of views of one tensor round the tensor
+// once: RoPE's backward, which adds into the halves of g * cos, becomes a
+// cat of two elementwise halves rounded to bf16, whose views carry bf16.
 //
 //===----------------------------------------------------------------------===//
 
@@ -218,6 +222,8 @@ bool rewriteSliceOfConcat(train::SliceOp slice, RewriterBase &rewriter) {
       return false;
     if (offset == start && type == getStaticType(slice.getResult())) {
       rewriter.replaceOp(slice, input);
+      if (concat->use_empty())
+        rewriter.eraseOp(concat);
       return true;
     }
     offset += type.getDimSize(dim);
@@ -225,13 +231,186 @@ bool rewriteSliceOfConcat(train::SliceOp slice, RewriterBase &rewriter) {
   return false;
 }
 
+/// The range [start, start + size) along `dim` that `scatter` writes, step
+/// 1, in a tensor of static shape; false when it is not one.
+bool getUnitScatter(train::SliceScatterOp scatter, int64_t &dim, int64_t &start,
+                    int64_t &size) {
+  RankedTensorType input = getStaticType(scatter.getInput());
+  RankedTensorType source = getStaticType(scatter.getSource());
+  if (!input || !source || scatter.getStep() != 1 ||
+      input.getElementType() != source.getElementType() ||
+      input.getRank() != source.getRank())
+    return false;
+  dim = scatter.getDim();
+  if (dim < 0)
+    dim += input.getRank();
+  if (dim < 0 || dim >= input.getRank())
+    return false;
+  int64_t extent = input.getDimSize(dim);
+  auto clamp = [&](int64_t position) {
+    return std::clamp<int64_t>(position < 0 ? position + extent : position, 0,
+                               extent);
+  };
+  start = clamp(scatter.getStart());
+  size = source.getDimSize(dim);
+  return start + size == clamp(scatter.getEnd());
+}
+
+/// slice_scatter(x, u, [s, e)) -> cat(x[0, s), u, x[e, n)) where x's parts
+/// then go through x: x a cat of which each part taken is one part, or x
+/// elementwise with its other readers slices along the same dimension, no
+/// two of them (nor the parts taken) overlapping. RoPE's backward adds
+/// into the halves of x * cos so (mantissa-add-into-slices): each half
+/// becomes one elementwise op, and x * cos is never written whole.
+bool rewriteSliceScatter(train::SliceScatterOp scatter,
+                         RewriterBase &rewriter) {
+  int64_t dim, start, size;
+  if (!getUnitScatter(scatter, dim, start, size))
+    return false;
+  Value whole = scatter.getInput();
+  RankedTensorType type = getStaticType(whole);
+  int64_t extent = type.getDimSize(dim);
+  SmallVector<std::pair<int64_t, int64_t>> kept;
+  if (start > 0)
+    kept.push_back({0, start});
+  if (start + size < extent)
+    kept.push_back({start + size, extent});
+  Operation *producer = whole.getDefiningOp();
+  if (auto concat = dyn_cast_or_null<train::ConcatOp>(producer)) {
+    int64_t concatDim = concat.getDim();
+    if (concatDim < 0)
+      concatDim += type.getRank();
+    if (concatDim != dim)
+      return false;
+    SmallVector<std::pair<int64_t, int64_t>> parts;
+    int64_t offset = 0;
+    for (Value input : concat.getInputs()) {
+      RankedTensorType inputType = getStaticType(input);
+      if (!inputType)
+        return false;
+      parts.push_back({offset, offset + inputType.getDimSize(dim)});
+      offset += inputType.getDimSize(dim);
+    }
+    if (llvm::any_of(kept, [&](auto range) {
+          return !llvm::is_contained(parts, range);
+        }))
+      return false;
+  } else if (producer && isElementwise(producer) && !readsProduct(producer)) {
+    SmallVector<std::pair<int64_t, int64_t>> ranges(kept);
+    for (Operation *user : producer->getUsers()) {
+      if (user == scatter)
+        continue;
+      auto other = dyn_cast<train::SliceOp>(user);
+      int64_t otherDim, otherStart, otherSize;
+      if (!other || !getUnitSlice(other, otherDim, otherStart, otherSize) ||
+          otherDim != dim)
+        return false;
+      ranges.push_back({otherStart, otherStart + otherSize});
+    }
+    llvm::sort(ranges);
+    for (size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].first < ranges[i - 1].second)
+        return false;
+  } else {
+    return false;
+  }
+  rewriter.setInsertionPoint(scatter);
+  Location loc = scatter.getLoc();
+  auto part = [&](int64_t from, int64_t to) -> Value {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = to - from;
+    return rewriter.create<train::SliceOp>(
+        loc, RankedTensorType::get(shape, type.getElementType()), whole,
+        rewriter.getI64IntegerAttr(dim), rewriter.getI64IntegerAttr(from),
+        rewriter.getI64IntegerAttr(to), rewriter.getI64IntegerAttr(1));
+  };
+  SmallVector<Value> parts;
+  if (start > 0)
+    parts.push_back(part(0, start));
+  parts.push_back(scatter.getSource());
+  if (start + size < extent)
+    parts.push_back(part(start + size, extent));
+  rewriter.replaceOpWithNewOp<train::ConcatOp>(
+      scatter, scatter.getType(), parts, rewriter.getI64IntegerAttr(dim));
+  return true;
+}
+
+/// Whether `op` moves elements without changing them: a view or a permute.
+bool isDataMovement(Operation *op) {
+  return isa_and_present<train::ViewOp, train::PermuteOp>(op);
+}
+
+/// cast(view(... y)) -> view(... cast(y)) where every reader of y, through
+/// views and permutes, casts it to one element type: the views move the
+/// narrow elements, y's producer computes them (through a cat, its parts),
+/// and the casts of several views of y (a product's operand and its
+/// transpose) are one. A product's result is left alone (its rounding goes
+/// into the GEMM: mantissa-round-products-once).
+bool rewriteCastThroughViews(train::CastOp rounding, RewriterBase &rewriter) {
+  if (!isDataMovement(rounding.getInput().getDefiningOp()))
+    return false;
+  Value root = rounding.getInput();
+  while (isDataMovement(root.getDefiningOp()))
+    root = root.getDefiningOp()->getOperand(0);
+  Operation *producer = root.getDefiningOp();
+  Type narrow = getElementTypeOrSelf(rounding.getType());
+  if (!producer ||
+      isa<train::MatmulOp, train::BatchMatmulOp, train::AddmmOp>(producer) ||
+      getElementTypeOrSelf(root.getType()) == narrow)
+    return false;
+  // The views and permutes reading root (in order of their readers' walk)
+  // and the casts at their ends.
+  SmallVector<Operation *> moves, casts;
+  SmallVector<Value> work = {root};
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (isDataMovement(user)) {
+        moves.push_back(user);
+        work.push_back(user->getResult(0));
+        continue;
+      }
+      auto leaf = dyn_cast<train::CastOp>(user);
+      if (!leaf || getElementTypeOrSelf(leaf.getType()) != narrow)
+        return false;
+      casts.push_back(leaf);
+    }
+  }
+  rewriter.setInsertionPointAfter(producer);
+  auto rootType = cast<RankedTensorType>(root.getType());
+  Value rounded = rewriter.create<train::CastOp>(rounding.getLoc(),
+                                                 rootType.clone(narrow), root);
+  for (Operation *move : moves) {
+    rewriter.modifyOpInPlace(move, [&] {
+      if (move->getOperand(0) == root)
+        move->setOperand(0, rounded);
+      auto type = cast<RankedTensorType>(move->getResult(0).getType());
+      move->getResult(0).setType(type.clone(narrow));
+    });
+  }
+  for (Operation *leaf : casts) {
+    if (leaf->getOperand(0) == root)
+      rewriter.replaceOp(leaf, rounded);
+    else
+      rewriter.replaceOp(leaf, leaf->getOperand(0));
+  }
+  return true;
+}
+
 /// One rewrite anywhere in `module`; false when there is none left.
 bool rewriteOnce(ModuleOp module, RewriterBase &rewriter) {
   WalkResult result = module.walk([&](Operation *op) {
-    auto slice = dyn_cast<train::SliceOp>(op);
-    bool rewritten = slice ? rewriteSliceOfConcat(slice, rewriter) ||
-                                 rewriteSliceOfElementwise(slice, rewriter)
-                           : rewriteElementwiseOfConcat(op, rewriter);
+    bool rewritten = false;
+    if (auto slice = dyn_cast<train::SliceOp>(op))
+      rewritten = rewriteSliceOfConcat(slice, rewriter) ||
+                  rewriteSliceOfElementwise(slice, rewriter);
+    else if (auto scatter = dyn_cast<train::SliceScatterOp>(op))
+      rewritten = rewriteSliceScatter(scatter, rewriter);
+    else if (auto rounding = dyn_cast<train::CastOp>(op);
+             rounding && rewriteCastThroughViews(rounding, rewriter))
+      rewritten = true;
+    else
+      rewritten = rewriteElementwiseOfConcat(op, rewriter);
     return rewritten ? WalkResult::interrupt() : WalkResult::advance();
   });
   return result.wasInterrupted();

@@ -29,12 +29,20 @@ using namespace mlir::mantissa;
 
 namespace {
 
-/// A copy whose source is a temporary only its producer writes: the
-/// producer's output operand, the temporary's view chain up to the copy (a
-/// single memref.transpose or none) and the permutation that takes an
-/// index of the temporary to the destination's.
+/// One op that writes a temporary: its output operand, and the static
+/// subview of the temporary it writes through (none: the whole of it).
+struct Writer {
+  OpOperand *output;
+  memref::SubViewOp part;
+};
+
+/// A copy whose source is a temporary only its producers write (one that
+/// writes it whole, or several that each write a part of it: a
+/// concatenation's parts): their outputs, the temporary's view chain up to
+/// the copy (a single memref.transpose or none) and the permutation that
+/// takes an index of the temporary to the destination's.
 struct Fold {
-  OpOperand *producerOutput;
+  SmallVector<Writer> writers;
   memref::AllocOp temporary;
   Operation *copy;
   Operation *sourceView;
@@ -91,35 +99,55 @@ std::optional<Fold> matchFold(Operation *copy) {
   for (auto [d, s] : llvm::enumerate(*copyPermutation))
     fold.permutation[d] = viewPermutation[s];
 
-  // The temporary: one writer (a linalg op's output, the whole buffer as
-  // is), read by nothing but the copy.
-  fold.producerOutput = nullptr;
+  // The temporary: one writer of the whole buffer (a linalg op's output,
+  // the buffer as is), or writers of static parts of it, read by nothing
+  // but the copy.
+  // A linalg op, or an attention kernel (which writes each output whole,
+  // through any strided view, without reading it), before the copy.
+  auto isWriter = [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    auto producer = dyn_cast<DestinationStyleOpInterface>(user);
+    if (!producer || !isa<linalg::LinalgOp, train::AttentionKernelOp>(user) ||
+        !producer.isDpsInit(&use) || !producer.hasPureBufferSemantics() ||
+        user->getBlock() != copy->getBlock() || !user->isBeforeInBlock(copy))
+      return false;
+    // The producer must not read its output (an accumulation from zero
+    // is written by a fill first, which would be a second writer).
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+    return !linalgOp || !linalgOp.payloadUsesValueFromOperand(&use);
+  };
+  bool whole = false;
   for (OpOperand &use : alloc->getUses()) {
     Operation *user = use.getOwner();
     if (isa<memref::DeallocOp>(user) || user == copy || user == fold.sourceView)
       continue;
-    // A linalg op, or an attention kernel (which writes each output whole,
-    // through any strided view, without reading it).
-    auto producer = dyn_cast<DestinationStyleOpInterface>(user);
-    if (!producer || !isa<linalg::LinalgOp, train::AttentionKernelOp>(user) ||
-        !producer.isDpsInit(&use) || fold.producerOutput ||
-        !producer.hasPureBufferSemantics())
+    if (auto part = dyn_cast<memref::SubViewOp>(user)) {
+      if (part.getType().getRank() != alloc.getType().getRank() ||
+          llvm::any_of(part.getMixedOffsets(), llvm::IsaPred<Value>) ||
+          llvm::any_of(part.getMixedSizes(), llvm::IsaPred<Value>) ||
+          llvm::any_of(part.getMixedStrides(), llvm::IsaPred<Value>))
+        return std::nullopt;
+      for (OpOperand &partUse : part->getUses()) {
+        if (!isWriter(partUse))
+          return std::nullopt;
+        fold.writers.push_back({&partUse, part});
+      }
+      continue;
+    }
+    if (!isWriter(use) || whole)
       return std::nullopt;
-    // The producer must not read its output (an accumulation from zero
-    // is written by a fill first, which would be a second writer).
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
-        linalgOp && linalgOp.payloadUsesValueFromOperand(&use))
-      return std::nullopt;
-    fold.producerOutput = &use;
+    whole = true;
+    fold.writers.push_back({&use, nullptr});
   }
   if (fold.sourceView && !fold.sourceView->getResult(0).hasOneUse())
     return std::nullopt;
-  if (!fold.producerOutput)
+  if (fold.writers.empty() || (whole && fold.writers.size() > 1))
     return std::nullopt;
-  Operation *producer = fold.producerOutput->getOwner();
-  if (producer->getBlock() != copy->getBlock() ||
-      !producer->isBeforeInBlock(copy))
-    return std::nullopt;
+  // The first writer, where the destination's view must exist.
+  Operation *producer = fold.writers.front().output->getOwner();
+  for (const Writer &writer : fold.writers)
+    if (writer.output->getOwner()->isBeforeInBlock(producer))
+      producer = writer.output->getOwner();
   // The destination, seen with the temporary's dimensions, has its shape.
   ArrayRef<int64_t> destinationShape =
       cast<MemRefType>(destination.getType()).getShape();
@@ -129,9 +157,19 @@ std::optional<Fold> matchFold(Operation *copy) {
   // A GEMM's rounding kernel becomes the GEMM's epilogue, which writes a
   // dense matrix: it keeps its temporary (and the copy).
   bool identity = isIdentityPermutation(fold.permutation);
-  if (isa<linalg::LinalgOp>(producer) && isGemmEpilogueCandidate(producer) &&
-      !identity)
-    return std::nullopt;
+  for (const Writer &writer : fold.writers) {
+    Operation *op = writer.output->getOwner();
+    if (isa<linalg::LinalgOp>(op) && isGemmEpilogueCandidate(op) &&
+        (!identity || writer.part))
+      return std::nullopt;
+    // A contraction keeps a plain destination: a GEMM's output must stay a
+    // matrix cuBLAS can write.
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    if (linalgOp && linalgOp.getNumReductionLoops() > 0 &&
+        (!cast<MemRefType>(destination.getType()).getLayout().isIdentity() ||
+         !identity || writer.part))
+      return std::nullopt;
+  }
   // The destination's views made between the producer and the copy move
   // up to the producer (views and allocations only).
   Value destinationBase = getBaseBuffer(destination);
@@ -158,13 +196,6 @@ std::optional<Fold> matchFold(Operation *copy) {
       break;
     value = definition->getOperand(0);
   }
-  // A contraction keeps a plain destination: a GEMM's output must stay a
-  // matrix cuBLAS can write.
-  auto producerOp = dyn_cast<linalg::LinalgOp>(producer);
-  if (producerOp && producerOp.getNumReductionLoops() > 0 &&
-      (!cast<MemRefType>(destination.getType()).getLayout().isIdentity() ||
-       !identity))
-    return std::nullopt;
   for (Operation *op = producer; op != copy; op = op->getNextNode())
     if (BufferAccesses::of(op).touches(destinationBase))
       return std::nullopt;
@@ -184,7 +215,10 @@ struct FoldCopiesIntoProducersPass
       std::optional<Fold> fold = matchFold(copy);
       if (!fold)
         continue;
-      Operation *producer = fold->producerOutput->getOwner();
+      Operation *producer = fold->writers.front().output->getOwner();
+      for (const Writer &writer : fold->writers)
+        if (writer.output->getOwner()->isBeforeInBlock(producer))
+          producer = writer.output->getOwner();
       for (Operation *definition : fold->hoisted)
         definition->moveBefore(producer);
       OpBuilder builder(producer);
@@ -197,7 +231,17 @@ struct FoldCopiesIntoProducersPass
             AffineMapAttr::get(AffineMap::getPermutationMap(
                 invertPermutationVector(fold->permutation),
                 builder.getContext())));
-      fold->producerOutput->set(target);
+      for (Writer writer : fold->writers) {
+        if (!writer.part) {
+          writer.output->set(target);
+          continue;
+        }
+        // The same part of the destination's view.
+        builder.setInsertionPoint(writer.output->getOwner());
+        writer.output->set(builder.create<memref::SubViewOp>(
+            writer.part.getLoc(), target, writer.part.getMixedOffsets(),
+            writer.part.getMixedSizes(), writer.part.getMixedStrides()));
+      }
       copy->erase();
       if (fold->sourceView)
         fold->sourceView->erase();

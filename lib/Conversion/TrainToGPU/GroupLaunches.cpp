@@ -35,31 +35,64 @@ constexpr size_t kMaxMembers = 16, kLookBack = 12;
 /// the base's dimensions.
 using Region = SmallVector<std::pair<int64_t, int64_t>, 4>;
 
-/// The region of `base` that `view` covers: all of it, or a subview of it
-/// with static offsets and sizes and unit strides; none (it may touch
-/// anything) otherwise.
-std::optional<Region> getRegion(Value view, Value base) {
+/// The region of `base` that `view` covers, and the dimension of `base`
+/// each of the view's dimensions walks.
+struct Box {
+  Region region;
+  SmallVector<int64_t, 4> dims;
+};
+
+/// The box of `base` that `view` covers: all of it, a transpose of a box,
+/// or a subview of one with static offsets and sizes and unit strides
+/// (a part of a concatenation written in another layout, say); none (it
+/// may touch anything) otherwise.
+std::optional<Box> getBox(Value view, Value base) {
   auto type = dyn_cast<MemRefType>(base.getType());
   if (!type || !type.hasStaticShape())
     return std::nullopt;
-  Region region;
   if (view == base) {
-    for (int64_t size : type.getShape())
-      region.push_back({0, size});
-    return region;
+    Box box;
+    for (auto [dim, size] : llvm::enumerate(type.getShape())) {
+      box.region.push_back({0, size});
+      box.dims.push_back(dim);
+    }
+    return box;
+  }
+  if (auto transpose = view.getDefiningOp<memref::TransposeOp>()) {
+    std::optional<Box> box = getBox(transpose.getIn(), base);
+    if (!box)
+      return std::nullopt;
+    Box result{box->region, {}};
+    AffineMap permutation = transpose.getPermutation();
+    for (unsigned i = 0; i < permutation.getNumResults(); ++i)
+      result.dims.push_back(box->dims[permutation.getDimPosition(i)]);
+    return result;
   }
   auto subview = view.getDefiningOp<memref::SubViewOp>();
-  if (!subview || subview.getSource() != base ||
+  if (!subview ||
+      subview.getType().getRank() != subview.getSourceType().getRank() ||
       llvm::any_of(subview.getStaticStrides(),
                    [](int64_t stride) { return stride != 1; }))
     return std::nullopt;
-  for (auto [offset, size] :
-       llvm::zip_equal(subview.getStaticOffsets(), subview.getStaticSizes())) {
+  std::optional<Box> box = getBox(subview.getSource(), base);
+  if (!box)
+    return std::nullopt;
+  for (auto [i, offset, size] :
+       llvm::enumerate(subview.getStaticOffsets(), subview.getStaticSizes())) {
     if (ShapedType::isDynamic(offset) || ShapedType::isDynamic(size))
       return std::nullopt;
-    region.push_back({offset, offset + size});
+    std::pair<int64_t, int64_t> &range = box->region[box->dims[i]];
+    range = {range.first + offset, range.first + offset + size};
   }
-  return region;
+  return box;
+}
+
+/// The region of `base` that `view` covers (getBox).
+std::optional<Region> getRegion(Value view, Value base) {
+  std::optional<Box> box = getBox(view, base);
+  if (!box)
+    return std::nullopt;
+  return box->region;
 }
 
 /// Whether two regions of a buffer (none: any part) share no element.

@@ -135,3 +135,71 @@ func.func @attention_output(%q: memref<1x2x32x16xbf16>, %k: memref<1x2x32x16xbf1
   memref.dealloc %dq : memref<1x2x32x16xbf16>
   return
 }
+
+// -----
+
+// A concatenation whose halves two ops write (RoPE's backward), then
+// transposed into the projections' layout: each half is written through
+// the same subview of a transposed view of the destination, and the
+// temporary and the transpose go.
+
+// CHECK-LABEL: func.func @parts_transposed
+// CHECK-SAME: %[[X:.*]]: memref<2x4x3xf32>, %[[Y:.*]]: memref<2x4x3xf32>, %[[OUT:.*]]: memref<4x2x6xbf16>
+// CHECK-NOT: memref.alloc
+// CHECK: %[[W:.*]] = memref.transpose %[[OUT]] (d0, d1, d2) -> (d1, d0, d2)
+// CHECK: %[[A:.*]] = memref.subview %[[W]][0, 0, 0] [2, 4, 3] [1, 1, 1]
+// CHECK: linalg.generic {{.*}} ins(%[[X]] : memref<2x4x3xf32>) outs(%[[A]] :
+// CHECK: %[[B:.*]] = memref.subview %[[W]][0, 0, 3] [2, 4, 3] [1, 1, 1]
+// CHECK: linalg.generic {{.*}} ins(%[[Y]] : memref<2x4x3xf32>) outs(%[[B]] :
+// CHECK-NOT: linalg.transpose
+// CHECK: return
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @parts_transposed(%x: memref<2x4x3xf32>, %y: memref<2x4x3xf32>, %out: memref<4x2x6xbf16>) {
+  %t = memref.alloc() : memref<2x4x6xbf16>
+  %a = memref.subview %t[0, 0, 0] [2, 4, 3] [1, 1, 1] : memref<2x4x6xbf16> to memref<2x4x3xbf16, strided<[24, 6, 1]>>
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<2x4x3xf32>) outs(%a : memref<2x4x3xbf16, strided<[24, 6, 1]>>) {
+  ^bb0(%in: f32, %o: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  }
+  %b = memref.subview %t[0, 0, 3] [2, 4, 3] [1, 1, 1] : memref<2x4x6xbf16> to memref<2x4x3xbf16, strided<[24, 6, 1], offset: 3>>
+  linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%y : memref<2x4x3xf32>) outs(%b : memref<2x4x3xbf16, strided<[24, 6, 1], offset: 3>>) {
+  ^bb0(%in: f32, %o: bf16):
+    %n = arith.negf %in : f32
+    %c = arith.truncf %n : f32 to bf16
+    linalg.yield %c : bf16
+  }
+  linalg.transpose ins(%t : memref<2x4x6xbf16>) outs(%out : memref<4x2x6xbf16>) permutation = [1, 0, 2]
+  memref.dealloc %t : memref<2x4x6xbf16>
+  return
+}
+
+// -----
+
+// Left alone: a part of the temporary that something reads before the
+// copy (the copy would no longer be the temporary's only reader).
+
+// CHECK-LABEL: func.func @part_read
+// CHECK: memref.alloc
+// CHECK: linalg.transpose
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @part_read(%x: memref<4x3xf32>, %out: memref<6x4xf32>, %z: memref<4x3xf32>) {
+  %t = memref.alloc() : memref<4x6xf32>
+  %a = memref.subview %t[0, 0] [4, 3] [1, 1] : memref<4x6xf32> to memref<4x3xf32, strided<[6, 1]>>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x3xf32>) outs(%a : memref<4x3xf32, strided<[6, 1]>>) {
+  ^bb0(%in: f32, %o: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<4x3xf32, strided<[6, 1]>>) outs(%z : memref<4x3xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    linalg.yield %in : f32
+  }
+  linalg.transpose ins(%t : memref<4x6xf32>) outs(%out : memref<6x4xf32>) permutation = [1, 0]
+  memref.dealloc %t : memref<4x6xf32>
+  return
+}

@@ -305,3 +305,49 @@ func.func @halves(%x: memref<16x16xf32>, %y: memref<16x16xf32>, %z: memref<16x16
   memref.dealloc %t : memref<16x32xf32>
   return
 }
+
+// -----
+
+// The same through a transposed view of the buffer (the halves of RoPE's
+// backward written into the projections' layout): the two halves of the
+// view's last dimension are disjoint parts of the buffer, one launch; a
+// reader of the buffer's first rows, which both wrote, a launch of its own.
+
+// CHECK-LABEL: func.func @transposed_halves
+// CHECK: ins(%arg0
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 0 : i64
+// CHECK: math.exp
+// CHECK: ins(%arg1
+// CHECK-SAME: {mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64
+// CHECK: math.tanh
+// CHECK: ins(%subview
+// CHECK-SAME: {mantissa.gpu_launch = 1 : i64, mantissa.gpu_member = 0 : i64
+// CHECK: arith.addf
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @transposed_halves(%x: memref<8x4xf32>, %y: memref<8x4xf32>, %z: memref<2x8xf32>) {
+  %t = memref.alloc() : memref<8x8xf32>
+  %v = memref.transpose %t (d0, d1) -> (d1, d0) : memref<8x8xf32> to memref<8x8xf32, strided<[1, 8]>>
+  %a = memref.subview %v[0, 0] [8, 4] [1, 1] : memref<8x8xf32, strided<[1, 8]>> to memref<8x4xf32, strided<[1, 8]>>
+  %b = memref.subview %v[0, 4] [8, 4] [1, 1] : memref<8x8xf32, strided<[1, 8]>> to memref<8x4xf32, strided<[1, 8], offset: 32>>
+  %c = memref.subview %t[0, 0] [2, 8] [1, 1] : memref<8x8xf32> to memref<2x8xf32, strided<[8, 1]>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x4xf32>) outs(%a : memref<8x4xf32, strided<[1, 8]>>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.exp %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<8x4xf32>) outs(%b : memref<8x4xf32, strided<[1, 8], offset: 32>>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = math.tanh %in : f32
+    linalg.yield %e : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<2x8xf32, strided<[8, 1]>>) outs(%z : memref<2x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %e = arith.addf %in, %in : f32
+    linalg.yield %e : f32
+  }
+  memref.dealloc %t : memref<8x8xf32>
+  return
+}
