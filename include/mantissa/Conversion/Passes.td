@@ -636,6 +636,25 @@ def DropUnreadOutputsPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def LogSoftmaxAsDifferencesPass
+    : Pass<"mantissa-log-softmax-as-differences", "::mlir::ModuleOp"> {
+  let summary = "An fp32 log_softmax as differences its readers compute";
+  let description = [{
+    On `train.step`s (before lowering), for the GPU program: an fp32
+    `train.log_softmax` along `d` becomes `(x - m) - log(sum(exp(x - m)))`
+    with `m = amax(x)` (keepdim), the operations its lowering performs, and
+    a `train.gather` of an elementwise op becomes the op on the gathers of
+    its operands (an operand of extent 1 along the gathered dimension, or a
+    scalar, as it is). The cross-entropy's gather of the target's
+    log-probability then reads one logit per row and the row's maximum and
+    log-sum, and its backward's `exp(log_softmax(x))` computes `x - m - l`
+    where it reads the logits: the `[tokens, vocabulary]` fp32
+    log-probabilities are neither written nor read. Every value is computed
+    by the same operations as before.
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+}
+
 def ElementwiseThroughConcatsPass
     : Pass<"mantissa-elementwise-through-concats", "::mlir::ModuleOp"> {
   let summary = "Elementwise ops on the parts of a concatenation";

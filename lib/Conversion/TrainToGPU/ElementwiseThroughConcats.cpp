@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TrainElementwise.h"
 #include "mantissa/Conversion/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
@@ -32,25 +33,6 @@ using namespace mlir;
 using namespace mlir::mantissa;
 
 namespace {
-
-/// Whether each element of `op`'s one result is a function of the
-/// elements of its operands at the same position (operands broadcast as
-/// in torch, right-aligned).
-bool isElementwise(Operation *op) {
-  return op->getNumResults() == 1 && op->getNumRegions() == 0 &&
-         isa<train::AddOp, train::SubOp, train::MulOp, train::DivOp,
-             train::PowOp, train::MaximumOp, train::MinimumOp, train::EqOp,
-             train::NeOp, train::LtOp, train::LeOp, train::GtOp, train::GeOp,
-             train::AddScalarOp, train::SubScalarOp, train::RsubScalarOp,
-             train::MulScalarOp, train::DivScalarOp, train::PowScalarOp,
-             train::EqScalarOp, train::NeScalarOp, train::LtScalarOp,
-             train::LeScalarOp, train::GtScalarOp, train::GeScalarOp,
-             train::NegOp, train::AbsOp, train::ExpOp, train::LogOp,
-             train::SqrtOp, train::RsqrtOp, train::ReciprocalOp,
-             train::SigmoidOp, train::TanhOp, train::ErfOp, train::SinOp,
-             train::CosOp, train::ReluOp, train::SiluOp, train::LogicalNotOp,
-             train::GeluOp, train::WhereOp, train::CastOp>(op);
-}
 
 /// Whether `op` reads a matrix product (through views): the GEMM's
 /// epilogue may absorb it whole (a bias add), which its slices would not
@@ -133,7 +115,7 @@ bool getUnitSlice(train::SliceOp slice, int64_t &dim, int64_t &start,
 /// E(..., cat(a_1, ..., a_n), ...) -> cat(E(..., a_1, ...), ..., E(..., a_n,
 /// ...)), the other operands sliced to each part.
 bool rewriteElementwiseOfConcat(Operation *op, RewriterBase &rewriter) {
-  if (!isElementwise(op) || readsProduct(op))
+  if (!isTrainElementwise(op) || readsProduct(op))
     return false;
   RankedTensorType type = getStaticType(op->getResult(0));
   if (!type)
@@ -178,7 +160,7 @@ bool rewriteElementwiseOfConcat(Operation *op, RewriterBase &rewriter) {
 bool rewriteSliceOfElementwise(train::SliceOp slice, RewriterBase &rewriter) {
   Operation *producer = slice.getInput().getDefiningOp();
   int64_t dim, start, size;
-  if (!producer || !isElementwise(producer) || readsProduct(producer) ||
+  if (!producer || !isTrainElementwise(producer) || readsProduct(producer) ||
       !getStaticType(producer->getResult(0)) ||
       !getUnitSlice(slice, dim, start, size))
     return false;
@@ -295,7 +277,8 @@ bool rewriteSliceScatter(train::SliceScatterOp scatter,
           return !llvm::is_contained(parts, range);
         }))
       return false;
-  } else if (producer && isElementwise(producer) && !readsProduct(producer)) {
+  } else if (producer && isTrainElementwise(producer) &&
+             !readsProduct(producer)) {
     SmallVector<std::pair<int64_t, int64_t>> ranges(kept);
     for (Operation *user : producer->getUsers()) {
       if (user == scatter)

@@ -691,6 +691,7 @@ void mlir::mantissa::registerTrainToGPUPasses() {
     mantissa::registerReuseWrittenRoundingsPass();
     mantissa::registerScattersAsComparisonsPass();
     mantissa::registerElementwiseThroughConcatsPass();
+    mantissa::registerLogSoftmaxAsDifferencesPass();
     mantissa::registerDropUnreadOutputsPass();
   });
 }
@@ -766,7 +767,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
                              "mantissa-add-into-slices,"
                              "mantissa-scatters-as-comparisons,"
                              "mantissa-fuse-attention,"
-                             "mantissa-elementwise-through-concats)")))
+                             "mantissa-elementwise-through-concats,"
+                             "mantissa-log-softmax-as-differences)")))
     return failure();
   std::vector<GpuStepTensor> arguments;
   for (unsigned index = 0, e = gpuStep.getNumArguments(); index < e; ++index)
