@@ -372,11 +372,15 @@ def FoldCopiesIntoProducersPass
     one `memref.transpose`) is computed in the copy's destination instead,
     through a transposed view of it where the copy permutes (and the same
     subviews of that view): each producer writes each element where the
-    copy would have put it. The copy and the temporary go. This is how a
+    copy would have put it. An attention kernel that also reads the
+    temporary (the backward reading the forward's output) reads that view
+    of the destination instead, where nothing writes the destination
+    between the copy and it. The copy and the temporary go. This is how a
     gradient computed in one layout and transposed into its result, a half
-    of a concatenation, or RoPE's backward written in halves and transposed
-    into the projections' layout, stops costing a kernel and a round trip
-    through memory.
+    of a concatenation, RoPE's backward written in halves and transposed
+    into the projections' layout, or the attention's output transposed for
+    the output projection, stops costing a kernel and a round trip through
+    memory.
 
     Left alone: producers that read their output (an accumulation whose
     initial value another op wrote), copies whose destination something

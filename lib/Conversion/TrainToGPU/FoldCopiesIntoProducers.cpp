@@ -43,6 +43,9 @@ struct Writer {
 /// takes an index of the temporary to the destination's.
 struct Fold {
   SmallVector<Writer> writers;
+  /// Attention kernels that read the temporary (the forward's output, read
+  /// by the backward): they read the destination's view instead.
+  SmallVector<OpOperand *> readers;
   memref::AllocOp temporary;
   Operation *copy;
   Operation *sourceView;
@@ -121,6 +124,12 @@ std::optional<Fold> matchFold(Operation *copy) {
     Operation *user = use.getOwner();
     if (isa<memref::DeallocOp>(user) || user == copy || user == fold.sourceView)
       continue;
+    // An attention kernel reads its inputs through any strided view.
+    if (auto attention = dyn_cast<train::AttentionKernelOp>(user);
+        attention && attention.isDpsInput(&use) && !attention.isDpsInit(&use)) {
+      fold.readers.push_back(&use);
+      continue;
+    }
     if (auto part = dyn_cast<memref::SubViewOp>(user)) {
       if (part.getType().getRank() != alloc.getType().getRank() ||
           llvm::any_of(part.getMixedOffsets(), llvm::IsaPred<Value>) ||
@@ -141,7 +150,8 @@ std::optional<Fold> matchFold(Operation *copy) {
   }
   if (fold.sourceView && !fold.sourceView->getResult(0).hasOneUse())
     return std::nullopt;
-  if (fold.writers.empty() || (whole && fold.writers.size() > 1))
+  if (fold.writers.empty() || (whole && fold.writers.size() > 1) ||
+      (!fold.readers.empty() && !whole))
     return std::nullopt;
   // The first writer, where the destination's view must exist.
   Operation *producer = fold.writers.front().output->getOwner();
@@ -199,6 +209,19 @@ std::optional<Fold> matchFold(Operation *copy) {
   for (Operation *op = producer; op != copy; op = op->getNextNode())
     if (BufferAccesses::of(op).touches(destinationBase))
       return std::nullopt;
+  // The readers come after the producer, with nothing writing the
+  // destination between the copy and them.
+  for (OpOperand *reader : fold.readers) {
+    Operation *op = reader->getOwner();
+    if (op->getBlock() != producer->getBlock() ||
+        !producer->isBeforeInBlock(op))
+      return std::nullopt;
+    if (copy->isBeforeInBlock(op))
+      for (Operation *between = copy->getNextNode(); between != op;
+           between = between->getNextNode())
+        if (writesBuffer(between, destinationBase))
+          return std::nullopt;
+  }
   return fold;
 }
 
@@ -242,6 +265,8 @@ struct FoldCopiesIntoProducersPass
             writer.part.getLoc(), target, writer.part.getMixedOffsets(),
             writer.part.getMixedSizes(), writer.part.getMixedStrides()));
       }
+      for (OpOperand *reader : fold->readers)
+        reader->set(target);
       copy->erase();
       if (fold->sourceView)
         fold->sourceView->erase();

@@ -138,6 +138,50 @@ func.func @attention_output(%q: memref<1x2x32x16xbf16>, %k: memref<1x2x32x16xbf1
 
 // -----
 
+// The attention's output, transposed into the output projection's layout
+// and read by the backward (delta = rowsum(dout * out)): the forward writes
+// it in that layout, and the backward reads it through the same view. A
+// write of the destination between the copy and the backward would keep
+// them apart (@attention_output_overwritten).
+
+// CHECK-LABEL: func.func @attention_output_read
+// CHECK-SAME: %[[OT:[^:]*]]: memref<1x32x2x16xbf16>
+// CHECK-NOT: memref.alloc
+// CHECK: %[[O:.*]] = memref.transpose %[[OT]] (d0, d1, d2, d3) -> (d0, d2, d1, d3)
+// CHECK: train.attention_kernel {scale = 2.500000e-01 : f64} ins({{.*}}) outs(%[[O]], %{{.*}} : memref<1x2x32x16xbf16, strided<[1024, 16, 32, 1]>>, memref<1x2x32xf32>)
+// CHECK-NOT: linalg.transpose
+// CHECK: train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %{{.*}}, %{{.*}} :
+func.func @attention_output_read(%q: memref<1x2x32x16xbf16>, %mask: memref<32x32xi1>, %lse: memref<1x2x32xf32>, %ot: memref<1x32x2x16xbf16>, %g: memref<1x2x32x16xbf16>, %delta: memref<1x2x32xf32>) {
+  %out = memref.alloc() : memref<1x2x32x16xbf16>
+  train.attention_kernel {scale = 2.500000e-01 : f64} ins(%q, %q, %q, %mask : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>) outs(%out, %lse : memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  linalg.transpose ins(%out : memref<1x2x32x16xbf16>) outs(%ot : memref<1x32x2x16xbf16>) permutation = [0, 2, 1, 3]
+  train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins(%q, %q, %q, %mask, %out, %lse, %q : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>, memref<1x2x32x16xbf16>) outs(%g, %g, %g, %delta : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  memref.dealloc %out : memref<1x2x32x16xbf16>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention_output_overwritten
+// CHECK: memref.alloc
+// CHECK: linalg.transpose
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @attention_output_overwritten(%q: memref<1x2x32x16xbf16>, %mask: memref<32x32xi1>, %lse: memref<1x2x32xf32>, %ot: memref<1x32x2x16xbf16>, %g: memref<1x2x32x16xbf16>, %delta: memref<1x2x32xf32>) {
+  %out = memref.alloc() : memref<1x2x32x16xbf16>
+  train.attention_kernel {scale = 2.500000e-01 : f64} ins(%q, %q, %q, %mask : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>) outs(%out, %lse : memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  linalg.transpose ins(%out : memref<1x2x32x16xbf16>) outs(%ot : memref<1x32x2x16xbf16>) permutation = [0, 2, 1, 3]
+  linalg.generic {indexing_maps = [#id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} outs(%ot : memref<1x32x2x16xbf16>) {
+  ^bb0(%o: bf16):
+    %z = arith.constant 0.0 : bf16
+    linalg.yield %z : bf16
+  }
+  train.attention_kernel {backward, scale = 2.500000e-01 : f64} ins(%q, %q, %q, %mask, %out, %lse, %q : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>, memref<1x2x32x16xbf16>) outs(%g, %g, %g, %delta : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
+  memref.dealloc %out : memref<1x2x32x16xbf16>
+  return
+}
+
+// -----
+
 // A concatenation whose halves two ops write (RoPE's backward), then
 // transposed into the projections' layout: each half is written through
 // the same subview of a transposed view of the destination, and the
