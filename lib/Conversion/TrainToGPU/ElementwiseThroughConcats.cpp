@@ -112,6 +112,28 @@ bool getUnitSlice(train::SliceOp slice, int64_t &dim, int64_t &start,
   return start + size <= extent;
 }
 
+/// Whether every reader of `producer` but `except` is a unit slice along
+/// `dim`, no two of them, nor any of them and `ranges`, sharing an element.
+bool readersSliceDisjointly(Operation *producer, int64_t dim,
+                            SmallVector<std::pair<int64_t, int64_t>> ranges,
+                            Operation *except = nullptr) {
+  for (Operation *user : producer->getUsers()) {
+    if (user == except)
+      continue;
+    auto other = dyn_cast<train::SliceOp>(user);
+    int64_t otherDim, otherStart, otherSize;
+    if (!other || !getUnitSlice(other, otherDim, otherStart, otherSize) ||
+        otherDim != dim)
+      return false;
+    ranges.push_back({otherStart, otherStart + otherSize});
+  }
+  llvm::sort(ranges);
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      return false;
+  return true;
+}
+
 /// E(..., cat(a_1, ..., a_n), ...) -> cat(E(..., a_1, ...), ..., E(..., a_n,
 /// ...)), the other operands sliced to each part.
 bool rewriteElementwiseOfConcat(Operation *op, RewriterBase &rewriter) {
@@ -164,19 +186,8 @@ bool rewriteSliceOfElementwise(train::SliceOp slice, RewriterBase &rewriter) {
       !getStaticType(producer->getResult(0)) ||
       !getUnitSlice(slice, dim, start, size))
     return false;
-  SmallVector<std::pair<int64_t, int64_t>> ranges;
-  for (Operation *user : producer->getUsers()) {
-    auto other = dyn_cast<train::SliceOp>(user);
-    int64_t otherDim, otherStart, otherSize;
-    if (!other || !getUnitSlice(other, otherDim, otherStart, otherSize) ||
-        otherDim != dim)
-      return false;
-    ranges.push_back({otherStart, otherStart + otherSize});
-  }
-  llvm::sort(ranges);
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second)
-      return false;
+  if (!readersSliceDisjointly(producer, dim, {}))
+    return false;
   rewriter.setInsertionPoint(slice);
   rewriter.replaceOp(slice,
                      sliceElementwise(rewriter, producer, dim, start, size));
@@ -277,24 +288,9 @@ bool rewriteSliceScatter(train::SliceScatterOp scatter,
           return !llvm::is_contained(parts, range);
         }))
       return false;
-  } else if (producer && isTrainElementwise(producer) &&
-             !readsProduct(producer)) {
-    SmallVector<std::pair<int64_t, int64_t>> ranges(kept);
-    for (Operation *user : producer->getUsers()) {
-      if (user == scatter)
-        continue;
-      auto other = dyn_cast<train::SliceOp>(user);
-      int64_t otherDim, otherStart, otherSize;
-      if (!other || !getUnitSlice(other, otherDim, otherStart, otherSize) ||
-          otherDim != dim)
-        return false;
-      ranges.push_back({otherStart, otherStart + otherSize});
-    }
-    llvm::sort(ranges);
-    for (size_t i = 1; i < ranges.size(); ++i)
-      if (ranges[i].first < ranges[i - 1].second)
-        return false;
-  } else {
+  } else if (!producer || !isTrainElementwise(producer) ||
+             readsProduct(producer) ||
+             !readersSliceDisjointly(producer, dim, kept, scatter)) {
     return false;
   }
   rewriter.setInsertionPoint(scatter);
@@ -324,7 +320,7 @@ bool isDataMovement(Operation *op) {
 }
 
 /// cast(view(... y)) -> view(... cast(y)) where every reader of y, through
-/// views and permutes, casts it to one element type: the views move the
+/// views and permutes, rounds it to one narrower float type: the views move the
 /// narrow elements, y's producer computes them (through a cat, its parts),
 /// and the casts of several views of y (a product's operand and its
 /// transpose) are one. A product's result is left alone (its rounding goes
@@ -336,10 +332,11 @@ bool rewriteCastThroughViews(train::CastOp rounding, RewriterBase &rewriter) {
   while (isDataMovement(root.getDefiningOp()))
     root = root.getDefiningOp()->getOperand(0);
   Operation *producer = root.getDefiningOp();
-  Type narrow = getElementTypeOrSelf(rounding.getType());
-  if (!producer ||
-      isa<train::MatmulOp, train::BatchMatmulOp, train::AddmmOp>(producer) ||
-      getElementTypeOrSelf(root.getType()) == narrow)
+  // A rounding to a narrower float: the views then move fewer bytes.
+  auto narrow = dyn_cast<FloatType>(getElementTypeOrSelf(rounding.getType()));
+  auto wide = dyn_cast<FloatType>(getElementTypeOrSelf(root.getType()));
+  if (!producer || !narrow || !wide || narrow.getWidth() >= wide.getWidth() ||
+      isa<train::MatmulOp, train::BatchMatmulOp, train::AddmmOp>(producer))
     return false;
   // The views and permutes reading root (in order of their readers' walk)
   // and the casts at their ends.

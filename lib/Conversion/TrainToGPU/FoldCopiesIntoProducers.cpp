@@ -46,6 +46,8 @@ struct Fold {
   /// Attention kernels that read the temporary (the forward's output, read
   /// by the backward): they read the destination's view instead.
   SmallVector<OpOperand *> readers;
+  /// The first writer, before which the destination's view is made.
+  Operation *firstWriter;
   memref::AllocOp temporary;
   Operation *copy;
   Operation *sourceView;
@@ -158,6 +160,7 @@ std::optional<Fold> matchFold(Operation *copy) {
   for (const Writer &writer : fold.writers)
     if (writer.output->getOwner()->isBeforeInBlock(producer))
       producer = writer.output->getOwner();
+  fold.firstWriter = producer;
   // The destination, seen with the temporary's dimensions, has its shape.
   ArrayRef<int64_t> destinationShape =
       cast<MemRefType>(destination.getType()).getShape();
@@ -238,10 +241,7 @@ struct FoldCopiesIntoProducersPass
       std::optional<Fold> fold = matchFold(copy);
       if (!fold)
         continue;
-      Operation *producer = fold->writers.front().output->getOwner();
-      for (const Writer &writer : fold->writers)
-        if (writer.output->getOwner()->isBeforeInBlock(producer))
-          producer = writer.output->getOwner();
+      Operation *producer = fold->firstWriter;
       for (Operation *definition : fold->hoisted)
         definition->moveBefore(producer);
       OpBuilder builder(producer);

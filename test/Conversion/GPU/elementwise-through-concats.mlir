@@ -182,3 +182,23 @@ train.step @kept(%g: tensor<2x8xf32> {train.tensor = #train.tensor<user_input, f
   %l = train.full {value = 0 : i64} : tensor<f32>
   train.return %l, %c, %y, %r, %t : tensor<f32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<8x2xbf16>, tensor<8x2xf32>
 }
+
+// -----
+
+// Left alone: a widening through a view (moved above the view, it would
+// make the view move wider elements).
+
+// CHECK-LABEL: train.step @widened(
+// CHECK: %[[E:.+]] = train.exp
+// CHECK: %[[T:.+]] = train.permute %[[E]] {{.*}} -> tensor<8x2xbf16>
+// CHECK: %[[W:.+]] = train.cast %[[T]] : tensor<8x2xbf16> to tensor<8x2xf32>
+// CHECK: train.return %{{.*}}, %[[W]]
+train.step @widened(%g: tensor<2x8xbf16> {train.tensor = #train.tensor<user_input, fqn = "g", module = "", shape = [2, 8], dtype = bf16>})
+    -> (tensor<f32> {train.result = #train.result<loss>},
+        tensor<8x2xf32> {train.result = #train.result<user_output>}) {
+  %e = train.exp %g : tensor<2x8xbf16> -> tensor<2x8xbf16>
+  %t = train.permute %e {dims = array<i64: 1, 0>} : tensor<2x8xbf16> -> tensor<8x2xbf16>
+  %w = train.cast %t : tensor<8x2xbf16> to tensor<8x2xf32>
+  %l = train.full {value = 0 : i64} : tensor<f32>
+  train.return %l, %w : tensor<f32>, tensor<8x2xf32>
+}
