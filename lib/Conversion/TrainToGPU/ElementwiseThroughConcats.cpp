@@ -51,6 +51,19 @@ RankedTensorType getStaticType(Value value) {
   return type && type.hasStaticShape() ? type : RankedTensorType();
 }
 
+/// `value` along its dimension `dim` restricted to [start, end), step 1,
+/// at the builder's point.
+Value createSlice(RewriterBase &rewriter, Location loc, Value value,
+                  int64_t dim, int64_t start, int64_t end) {
+  auto type = cast<RankedTensorType>(value.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = end - start;
+  return rewriter.create<train::SliceOp>(
+      loc, RankedTensorType::get(shape, type.getElementType()), value,
+      rewriter.getI64IntegerAttr(dim), rewriter.getI64IntegerAttr(start),
+      rewriter.getI64IntegerAttr(end), rewriter.getI64IntegerAttr(1));
+}
+
 /// `op`'s result along its dimension `dim` restricted to [start, start +
 /// size): `op` cloned on the slices of its operands (an operand broadcast
 /// along `dim` as it is; `part` in place of operand `whole`, which is
@@ -72,14 +85,8 @@ Value sliceElementwise(RewriterBase &rewriter, Operation *op, int64_t dim,
       operands.push_back(operand);
       continue;
     }
-    SmallVector<int64_t> shape(operandType.getShape());
-    shape[aligned] = size;
-    operands.push_back(rewriter.create<train::SliceOp>(
-        loc, RankedTensorType::get(shape, operandType.getElementType()),
-        operand, rewriter.getI64IntegerAttr(aligned),
-        rewriter.getI64IntegerAttr(start),
-        rewriter.getI64IntegerAttr(start + size),
-        rewriter.getI64IntegerAttr(1)));
+    operands.push_back(
+        createSlice(rewriter, loc, operand, aligned, start, start + size));
   }
   Operation *sliced = rewriter.clone(*op);
   sliced->setOperands(operands);
@@ -98,18 +105,11 @@ bool getUnitSlice(train::SliceOp slice, int64_t &dim, int64_t &start,
   RankedTensorType result = getStaticType(slice.getResult());
   if (!input || !result || slice.getStep() != 1)
     return false;
+  // The dialect verifies the dimension, and the result's extent along it.
   dim = slice.getDim();
-  if (dim < 0)
-    dim += input.getRank();
-  if (dim < 0 || dim >= input.getRank())
-    return false;
-  int64_t extent = input.getDimSize(dim);
-  start = slice.getStart();
-  if (start < 0)
-    start += extent;
-  start = std::clamp<int64_t>(start, 0, extent);
+  start = train::normalizeSliceBound(slice.getStart(), input.getDimSize(dim));
   size = result.getDimSize(dim);
-  return start + size <= extent;
+  return true;
 }
 
 /// Whether every reader of `producer` but `except` is a unit slice along
@@ -154,10 +154,7 @@ bool rewriteElementwiseOfConcat(Operation *op, RewriterBase &rewriter) {
         }))
       continue;
     int64_t dim = concat.getDim();
-    if (dim < 0)
-      dim += type.getRank();
-    if (dim < 0 || dim >= type.getRank() ||
-        concatType.getDimSize(dim) != type.getDimSize(dim))
+    if (concatType.getDimSize(dim) != type.getDimSize(dim))
       continue;
     SmallVector<Value> parts;
     int64_t start = 0;
@@ -203,10 +200,7 @@ bool rewriteSliceOfConcat(train::SliceOp slice, RewriterBase &rewriter) {
   if (!concat || !getStaticType(concat) ||
       !getUnitSlice(slice, dim, start, size))
     return false;
-  int64_t concatDim = concat.getDim();
-  if (concatDim < 0)
-    concatDim += getStaticType(concat).getRank();
-  if (concatDim != dim)
+  if (int64_t(concat.getDim()) != dim)
     return false;
   int64_t offset = 0;
   for (Value input : concat.getInputs()) {
@@ -231,22 +225,14 @@ bool getUnitScatter(train::SliceScatterOp scatter, int64_t &dim, int64_t &start,
   RankedTensorType input = getStaticType(scatter.getInput());
   RankedTensorType source = getStaticType(scatter.getSource());
   if (!input || !source || scatter.getStep() != 1 ||
-      input.getElementType() != source.getElementType() ||
-      input.getRank() != source.getRank())
+      input.getElementType() != source.getElementType())
     return false;
+  // The dialect verifies the dimension, and that the source has the
+  // range's shape.
   dim = scatter.getDim();
-  if (dim < 0)
-    dim += input.getRank();
-  if (dim < 0 || dim >= input.getRank())
-    return false;
-  int64_t extent = input.getDimSize(dim);
-  auto clamp = [&](int64_t position) {
-    return std::clamp<int64_t>(position < 0 ? position + extent : position, 0,
-                               extent);
-  };
-  start = clamp(scatter.getStart());
+  start = train::normalizeSliceBound(scatter.getStart(), input.getDimSize(dim));
   size = source.getDimSize(dim);
-  return start + size == clamp(scatter.getEnd());
+  return true;
 }
 
 /// slice_scatter(x, u, [s, e)) -> cat(x[0, s), u, x[e, n)) where x's parts
@@ -270,10 +256,7 @@ bool rewriteSliceScatter(train::SliceScatterOp scatter,
     kept.push_back({start + size, extent});
   Operation *producer = whole.getDefiningOp();
   if (auto concat = dyn_cast_or_null<train::ConcatOp>(producer)) {
-    int64_t concatDim = concat.getDim();
-    if (concatDim < 0)
-      concatDim += type.getRank();
-    if (concatDim != dim)
+    if (int64_t(concat.getDim()) != dim)
       return false;
     SmallVector<std::pair<int64_t, int64_t>> parts;
     int64_t offset = 0;
@@ -295,20 +278,13 @@ bool rewriteSliceScatter(train::SliceScatterOp scatter,
   }
   rewriter.setInsertionPoint(scatter);
   Location loc = scatter.getLoc();
-  auto part = [&](int64_t from, int64_t to) -> Value {
-    SmallVector<int64_t> shape(type.getShape());
-    shape[dim] = to - from;
-    return rewriter.create<train::SliceOp>(
-        loc, RankedTensorType::get(shape, type.getElementType()), whole,
-        rewriter.getI64IntegerAttr(dim), rewriter.getI64IntegerAttr(from),
-        rewriter.getI64IntegerAttr(to), rewriter.getI64IntegerAttr(1));
-  };
   SmallVector<Value> parts;
   if (start > 0)
-    parts.push_back(part(0, start));
+    parts.push_back(createSlice(rewriter, loc, whole, dim, 0, start));
   parts.push_back(scatter.getSource());
   if (start + size < extent)
-    parts.push_back(part(start + size, extent));
+    parts.push_back(
+        createSlice(rewriter, loc, whole, dim, start + size, extent));
   rewriter.replaceOpWithNewOp<train::ConcatOp>(
       scatter, scatter.getType(), parts, rewriter.getI64IntegerAttr(dim));
   return true;

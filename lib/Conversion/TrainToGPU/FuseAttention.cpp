@@ -273,17 +273,17 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
     return std::nullopt;
   // Rounded to bf16 before it is masked and scaled where the graph is bf16
   // throughout.
-  Value gradient = difference.getResult();
+  Value scoresGradient = difference.getResult();
   if (auto rounding = dyn_cast<train::CastOp>(*difference->user_begin())) {
     if (typeOf(rounding.getType()).getElementType() != bf16 ||
         !rounding->hasOneUse())
       return std::nullopt;
-    gradient = rounding.getResult();
+    scoresGradient = rounding.getResult();
     attention.roundedGradient = true;
   }
-  auto zeroed = dyn_cast<train::WhereOp>(*gradient.user_begin());
+  auto zeroed = dyn_cast<train::WhereOp>(*scoresGradient.user_begin());
   if (!zeroed || zeroed.getCondition() != attention.mask ||
-      !isFull(zeroed.getLhs(), 0.0) || zeroed.getRhs() != gradient ||
+      !isFull(zeroed.getLhs(), 0.0) || zeroed.getRhs() != scoresGradient ||
       !zeroed->hasOneUse())
     return std::nullopt;
   auto rescaled = dyn_cast<train::MulScalarOp>(*zeroed->user_begin());

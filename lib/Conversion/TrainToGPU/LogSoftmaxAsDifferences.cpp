@@ -64,8 +64,9 @@ bool decompose(train::LogSoftmaxOp op, RewriterBase &rewriter) {
 /// is elementwise, the index has E's shape but along d, and each operand of
 /// E either has E's shape (gathered) or extent 1 along d and E's elsewhere
 /// (every element gathered from a row reads the row's one value), or is a
-/// scalar.
-bool gatherOperands(train::GatherOp gather, RewriterBase &rewriter) {
+/// scalar. The gathers it makes go to `made`.
+bool gatherOperands(train::GatherOp gather, RewriterBase &rewriter,
+                    SmallVectorImpl<train::GatherOp> &made) {
   Operation *producer = gather.getInput().getDefiningOp();
   auto type = dyn_cast<RankedTensorType>(gather.getInput().getType());
   auto indexType = dyn_cast<RankedTensorType>(gather.getIndex().getType());
@@ -75,10 +76,6 @@ bool gatherOperands(train::GatherOp gather, RewriterBase &rewriter) {
     return false;
   int64_t rank = type.getRank();
   int64_t dim = gather.getDim();
-  if (dim < 0)
-    dim += rank;
-  if (dim < 0 || dim >= rank)
-    return false;
   for (int64_t d = 0; d < rank; ++d)
     if (d != dim && indexType.getDimSize(d) != type.getDimSize(d))
       return false;
@@ -106,9 +103,10 @@ bool gatherOperands(train::GatherOp gather, RewriterBase &rewriter) {
       continue;
     }
     auto operandType = cast<RankedTensorType>(operand.getType());
-    operands.push_back(rewriter.create<train::GatherOp>(
+    made.push_back(rewriter.create<train::GatherOp>(
         gather.getLoc(), indexType.clone(operandType.getElementType()), operand,
         gather.getIndex(), gather.getDimAttr()));
+    operands.push_back(made.back());
   }
   Operation *gathered = rewriter.clone(*producer);
   gathered->setOperands(operands);
@@ -129,15 +127,12 @@ struct LogSoftmaxAsDifferencesPass
         [&](train::LogSoftmaxOp op) { logSoftmaxes.push_back(op); });
     for (train::LogSoftmaxOp op : logSoftmaxes)
       decompose(op, rewriter);
-    // Gathers, until none goes through an elementwise op any more (each
-    // rewrite moves a gather one op up).
-    for (bool changed = true; changed;) {
-      changed = false;
-      SmallVector<train::GatherOp> gathers;
-      getOperation().walk([&](train::GatherOp op) { gathers.push_back(op); });
-      for (train::GatherOp op : gathers)
-        changed |= gatherOperands(op, rewriter);
-    }
+    // Each rewrite moves a gather one op up; the gathers it makes may go
+    // further.
+    SmallVector<train::GatherOp> gathers;
+    getOperation().walk([&](train::GatherOp op) { gathers.push_back(op); });
+    while (!gathers.empty())
+      gatherOperands(gathers.pop_back_val(), rewriter, gathers);
   }
 };
 

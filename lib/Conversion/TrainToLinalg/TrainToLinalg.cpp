@@ -286,14 +286,6 @@ AffineMap keptMap(MLIRContext *context, ArrayRef<bool> reduced) {
   return AffineMap::get(reduced.size(), 0, exprs, context);
 }
 
-/// Normalises a slice start as torch does: negative counts from the end,
-/// then clamps into [0, size].
-int64_t normalizeStart(int64_t start, int64_t size) {
-  if (start < 0)
-    start += size;
-  return std::clamp<int64_t>(start, 0, size);
-}
-
 /// An index element (any integer type) as an `index` value.
 Value toIndex(OpBuilder &b, Location loc, Value value) {
   return b.create<arith::IndexCastOp>(
@@ -1576,8 +1568,8 @@ LogicalResult StepLowering::lower(Operation *op) {
             strides(inputType.getRank(), b.getIndexAttr(1));
         for (int64_t size : type.getShape())
           sizes.push_back(b.getIndexAttr(size));
-        offsets[dim] = b.getIndexAttr(
-            normalizeStart(o.getStart(), inputType.getDimSize(dim)));
+        offsets[dim] = b.getIndexAttr(train::normalizeSliceBound(
+            o.getStart(), inputType.getDimSize(dim)));
         strides[dim] = b.getIndexAttr(o.getStep());
         bind(o, b.create<tensor::ExtractSliceOp>(loc, type, get(o.getInput()),
                                                  offsets, sizes, strides));
@@ -1593,8 +1585,8 @@ LogicalResult StepLowering::lower(Operation *op) {
             strides(inputType.getRank(), b.getIndexAttr(1));
         for (int64_t size : sourceType.getShape())
           sizes.push_back(b.getIndexAttr(size));
-        offsets[dim] = b.getIndexAttr(
-            normalizeStart(o.getStart(), inputType.getDimSize(dim)));
+        offsets[dim] = b.getIndexAttr(train::normalizeSliceBound(
+            o.getStart(), inputType.getDimSize(dim)));
         strides[dim] = b.getIndexAttr(o.getStep());
         Type element = typeOf(o.getResult()).getElementType();
         Value source = convertTensor(b, loc, get(o.getSource()), element);

@@ -534,8 +534,8 @@ LogicalResult ExpandOp::verify() {
 /// torch's clamping of out-of-range bounds.
 static int64_t sliceLength(int64_t size, int64_t start, int64_t end,
                            int64_t step) {
-  start = std::clamp<int64_t>(start < 0 ? start + size : start, 0, size);
-  end = std::clamp<int64_t>(end < 0 ? end + size : end, 0, size);
+  start = normalizeSliceBound(start, size);
+  end = normalizeSliceBound(end, size);
   return end <= start ? 0 : (end - start + step - 1) / step;
 }
 

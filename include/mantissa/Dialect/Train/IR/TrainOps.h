@@ -21,8 +21,16 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include <algorithm>
 
 namespace mlir::mantissa::train {
+
+/// Where a bound (`start` or `end`) of train.slice or train.slice_scatter
+/// falls along a dimension of `size`: a negative one counts from the end,
+/// and both clamp to [0, size], as torch's slicing.
+inline int64_t normalizeSliceBound(int64_t bound, int64_t size) {
+  return std::clamp<int64_t>(bound < 0 ? bound + size : bound, 0, size);
+}
 
 /// Parses and prints a `#train.dtype` attribute as a bare keyword.
 ParseResult parseDTypeKeyword(OpAsmParser &parser, DTypeAttr &dtype);
