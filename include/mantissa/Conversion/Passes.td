@@ -774,6 +774,51 @@ def SplitReductionsPass
   ];
 }
 
+def FuseProducersIntoPartialsPass
+    : Pass<"mantissa-fuse-producers-into-partials", "::mlir::func::FuncOp"> {
+  let summary = "Compute an elementwise op's output in the split reduction's partials that read it";
+  let description = [{
+    On a bufferized step after `mantissa-split-reductions`, the partials of
+    a split reduction (the generic whose output a later fold marked
+    `mantissa.gpu_fold_parts` folds) that read a temporary which one
+    all-parallel `linalg.generic` wrote whole (the output indexed by the
+    identity and not read, the inputs by loops or 0, no linalg.index)
+    compute that op's element themselves where they read it: the fused
+    generic takes the producer's inputs (expanded as the partials' view
+    expands the temporary), runs the producer's body, then the partials'
+    body on its result, and writes the result through the partials' view
+    of the temporary as a second output. Each element is computed once, by
+    the thread that folds it, in the same order, so every result is the
+    same bit for bit; the producer goes. On the GPU the partials' threads
+    walk rows side by side, so the fold and the ops by rows that read the
+    temporary (a norm's scaling) join the same launch: a residual add, an
+    RMSNorm's sum of squares and its scaling become one kernel.
+
+    Only where nothing between the two ops touches the temporary or writes
+    what the producer reads, the partials read the temporary through one
+    operand (the temporary or a `memref.expand_shape` of it) indexed by a
+    permutation of all their loops, and the producer is a kernel of its own
+    (not the epilogue of a GEMM).
+
+    Before:
+    ```mlir
+    linalg.generic ins(%a, %b) outs(%x)              { addf }
+    %v = memref.expand_shape %x [[0], [1, 2]]
+    linalg.generic ins(%v) outs(%partials)           { mulf, addf }
+    ```
+    After:
+    ```mlir
+    %va = memref.expand_shape %a [[0], [1, 2]]
+    %vb = memref.expand_shape %b [[0], [1, 2]]
+    linalg.generic ins(%va, %vb) outs(%partials, %v) { addf, mulf, addf }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::memref::MemRefDialect",
+  ];
+}
+
 def FuseParallelKernelsPass
     : Pass<"mantissa-fuse-parallel-kernels", "::mlir::func::FuncOp"> {
   let summary = "Merge elementwise linalg.generic ops over the same iteration space into one";
@@ -841,6 +886,11 @@ def GroupLaunchesPass
       value that the fold's lanes for the row wrote; row r runs on those
       lanes after a barrier of the block, each lane a strided share of the
       columns (a norm's scaling by its rsqrt, in the launch of its sum);
+      it may also read what a member on its own threads wrote where those
+      threads are the rows and then the fold's lanes, and what both touch
+      of the buffer for row r lies in one range no other row's reaches
+      (partials that wrote the elements they folded, as
+      mantissa-fuse-producers-into-partials makes them);
       with one column per lane (a second reduction's partials reading the
       first's result) it runs on the threads a plain member would, and
       may also depend element by element on such members.

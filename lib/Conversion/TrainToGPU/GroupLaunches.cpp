@@ -288,6 +288,77 @@ std::optional<SmallVector<int64_t>> getRowElement(linalg::LinalgOp op,
   return result;
 }
 
+/// Where the accesses of `op` to `buffer` fall for row r (its first
+/// `rowLoops` parallel loops, of its thread loops' extents `shape`): all
+/// within [start(r), start(r) + span], start(r) = offset + the row loops'
+/// coefficients times r (`row`: withoutUnitLoops), the same for every
+/// access, and span what its other loops (parallel or reduction) add at
+/// most; none when an access is not a loop or a constant per dimension, or
+/// the rows' ranges may overlap (each row loop's coefficient must exceed
+/// what the span and the faster row loops cover).
+struct RowAccess {
+  SmallVector<int64_t> row;
+  int64_t span = 0;
+};
+std::optional<RowAccess> getRowAccess(linalg::LinalgOp op, Value buffer,
+                                      ArrayRef<int64_t> shape,
+                                      size_t rowLoops) {
+  SmallVector<unsigned> rowDims;
+  for (auto [dim, iterator] : llvm::enumerate(op.getIteratorTypesArray()))
+    if (linalg::isParallelIterator(iterator) && rowDims.size() < rowLoops)
+      rowDims.push_back(dim);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  std::optional<RowAccess> result;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()) ||
+        getBaseBuffer(operand.get()) != buffer)
+      continue;
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(getViewLayout(operand.get(), strides, offset)))
+      return std::nullopt;
+    SmallVector<int64_t> coefficients(op.getNumLoops(), 0);
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    for (auto [position, expr] : llvm::enumerate(map.getResults())) {
+      if (auto constant = dyn_cast<AffineConstantExpr>(expr)) {
+        offset += constant.getValue() * strides[position];
+        continue;
+      }
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim || strides[position] < 0)
+        return std::nullopt;
+      coefficients[dim.getPosition()] += strides[position];
+    }
+    RowAccess access;
+    SmallVector<int64_t> row = {offset};
+    for (unsigned dim : rowDims)
+      row.push_back(coefficients[dim]);
+    access.row = withoutUnitLoops(row, shape.take_front(rowLoops));
+    for (auto [dim, coefficient] : llvm::enumerate(coefficients))
+      if (!llvm::is_contained(rowDims, dim))
+        access.span += coefficient * (ranges[dim] - 1);
+    if (result && (result->row != access.row))
+      return std::nullopt;
+    if (!result || result->span < access.span)
+      result = access;
+  }
+  if (!result)
+    return std::nullopt;
+  // Rows apart: the row loops' strides nest above the span.
+  SmallVector<std::pair<int64_t, int64_t>> loops; // (coefficient, extent)
+  for (auto [dim, extent] : llvm::zip(rowDims, shape.take_front(rowLoops)))
+    if (extent > 1)
+      loops.push_back({result->row[1 + loops.size()], extent});
+  llvm::sort(loops);
+  int64_t covered = result->span + 1;
+  for (auto [coefficient, extent] : loops) {
+    if (coefficient < covered)
+      return std::nullopt;
+    covered = coefficient * extent;
+  }
+  return result;
+}
+
 /// What the launch for `op` touches, with its threads' elements when it
 /// is a kernel that reads and writes memory only through the operands of
 /// one linalg op.
@@ -571,6 +642,8 @@ LaunchGrouper::readsRowsOf(Operation *op, const Launch &launch) const {
   size_t rowLoops = 0;
   // Whether it depends thread by thread on a member on its own threads.
   bool local = false;
+  // Members on their own threads that wrote what it reads, and the buffer.
+  SmallVector<std::pair<Operation *, Value>> rowWriters;
   for (const Launch::Member &member : launch.members) {
     const Touches &other = touches.find(member.op)->second;
     for (Value buffer : llvm::make_first_range(own.touches)) {
@@ -586,10 +659,18 @@ LaunchGrouper::readsRowsOf(Operation *op, const Launch &launch) const {
         local = true;
         continue;
       }
+      if (own.writes.contains(buffer))
+        return std::nullopt;
+      // Written by a member on its own threads, a row's lanes side by side
+      // (partials that computed the row's elements as they folded them):
+      // checked once the rows are known.
+      if (member.stride == 1 && member.columns == 0 && other.threadShape) {
+        rowWriters.push_back({member.op, buffer});
+        continue;
+      }
       // Only reads of what the lanes of one row wrote, all members on the
       // same lanes.
-      if (own.writes.contains(buffer) || member.stride < 2 ||
-          member.columns != 0 || !other.threadShape ||
+      if (member.stride < 2 || member.columns != 0 || !other.threadShape ||
           (rows && rows->stride != member.stride) ||
           (rowShape && *rowShape != *other.threadShape))
         return std::nullopt;
@@ -611,6 +692,26 @@ LaunchGrouper::readsRowsOf(Operation *op, const Launch &launch) const {
   }
   if (!rows)
     return std::nullopt;
+  // Such a member's threads must be the rows' lanes (its thread loops the
+  // rows, then as many as a row has lanes), and what it wrote for row r
+  // must be all that this op reads there: the same rows of the buffer,
+  // apart from every other row's.
+  for (auto [writer, buffer] : rowWriters) {
+    const Touches &other = touches.find(writer)->second;
+    std::optional<size_t> loops = getRowLoops(*other.threadShape, *rowShape);
+    auto writerOp = dyn_cast<linalg::LinalgOp>(writer);
+    if (!loops || !writerOp)
+      return std::nullopt;
+    int64_t lanes = 1;
+    for (int64_t extent : ArrayRef(*other.threadShape).drop_front(*loops))
+      lanes *= extent;
+    std::optional<RowAccess> written =
+        getRowAccess(writerOp, buffer, *other.threadShape, *loops);
+    std::optional<RowAccess> read =
+        getRowAccess(linalgOp, buffer, shape, rowLoops);
+    if (lanes != rows->stride || !written || !read || written->row != read->row)
+      return std::nullopt;
+  }
   rows->columns = 1;
   for (int64_t extent : shape.drop_front(rowLoops))
     rows->columns *= extent;

@@ -676,6 +676,7 @@ void mlir::mantissa::registerTrainToGPUPasses() {
     registerTrainCpuPipelinePasses();
     mantissa::registerFoldCopiesIntoProducersPass();
     mantissa::registerFuseParallelKernelsPass();
+    mantissa::registerFuseProducersIntoPartialsPass();
     mantissa::registerShareRoundingsPass();
     mantissa::registerSplitReductionsPass();
     mantissa::registerRecomputeWideningProducersPass();
@@ -794,7 +795,8 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
           "mantissa-fold-transposes-into-views,"
           "mantissa-segment-scatter-accumulations,"
           "mantissa-fold-copies-into-producers,mantissa-share-roundings,"
-          "mantissa-split-reductions,mantissa-fuse-parallel-kernels,"
+          "mantissa-split-reductions,mantissa-fuse-producers-into-partials,"
+          "mantissa-fuse-parallel-kernels,"
           "mantissa-drop-unread-outputs,"
           "mantissa-group-launches,mantissa-pack-arena))")))
     return failure();

@@ -351,3 +351,60 @@ func.func @transposed_halves(%x: memref<8x4xf32>, %y: memref<8x4xf32>, %z: memre
   memref.dealloc %t : memref<8x8xf32>
   return
 }
+
+// -----
+
+// Partials that also write the elements they fold (a residual add fused
+// into an RMSNorm's sum, mantissa-fuse-producers-into-partials): lane l of
+// row r writes columns l, l + 32, ... of row r, so the scaling that reads
+// row r on the same lanes after the barrier joins the launch. One that
+// reads row 0 for every row (what other rows' lanes wrote) does not.
+
+// CHECK-LABEL: func.func @rows_written_by_partials
+// CHECK: outs(%[[P:.*]], %{{.*}} : memref<4x32xf32>, memref<4x16x32xf32>)
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 1 : i64, mantissa.gpu_thread_stride = 1 : i64
+// CHECK: ins(%[[P]] : memref<4x32xf32>) outs(%arg2
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 2 : i64, mantissa.gpu_thread_stride = 32 : i64
+// CHECK: ins(%[[X:.*]], %arg2 : memref<4x512xf32>, memref<4xf32>) outs(%arg3
+// CHECK-SAME: mantissa.gpu_launch = 0 : i64, mantissa.gpu_member = 3 : i64, mantissa.gpu_row_columns = 512 : i64, mantissa.gpu_thread_stride = 32 : i64
+// CHECK: ins(%[[X]], %arg2 : memref<4x512xf32>, memref<4xf32>) outs(%arg4
+// CHECK-SAME: mantissa.gpu_launch = 1 : i64
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#part = affine_map<(d0, d1, d2) -> (d0, d2)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#first = affine_map<(d0, d1) -> (0, d1)>
+func.func @rows_written_by_partials(%a: memref<4x512xf32>, %b: memref<4x512xf32>, %s: memref<4xf32>, %y: memref<4x512xf32>, %z: memref<4x512xf32>) {
+  %x = memref.alloc() : memref<4x512xf32>
+  %p = memref.alloc() : memref<4x32xf32>
+  %identity = arith.constant -0.000000e+00 : f32
+  linalg.fill ins(%identity : f32) outs(%p : memref<4x32xf32>)
+  %xv = memref.expand_shape %x [[0], [1, 2]] output_shape [4, 16, 32] : memref<4x512xf32> into memref<4x16x32xf32>
+  %av = memref.expand_shape %a [[0], [1, 2]] output_shape [4, 16, 32] : memref<4x512xf32> into memref<4x16x32xf32>
+  %bv = memref.expand_shape %b [[0], [1, 2]] output_shape [4, 16, 32] : memref<4x512xf32> into memref<4x16x32xf32>
+  linalg.generic {indexing_maps = [#id3, #id3, #part, #id3], iterator_types = ["parallel", "reduction", "parallel"]} ins(%av, %bv : memref<4x16x32xf32>, memref<4x16x32xf32>) outs(%p, %xv : memref<4x32xf32>, memref<4x16x32xf32>) {
+  ^bb0(%in: f32, %in2: f32, %acc: f32, %out: f32):
+    %0 = arith.addf %in, %in2 : f32
+    %1 = arith.mulf %0, %0 : f32
+    %2 = arith.addf %1, %acc : f32
+    linalg.yield %2, %0 : f32, f32
+  }
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]} ins(%p : memref<4x32xf32>) outs(%s : memref<4xf32>) attrs =  {mantissa.gpu_fold_parts = 32 : i64} {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %out : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%x, %s : memref<4x512xf32>, memref<4xf32>) outs(%y : memref<4x512xf32>) {
+  ^bb0(%v: f32, %sum: f32, %out: f32):
+    %0 = arith.mulf %v, %sum : f32
+    linalg.yield %0 : f32
+  }
+  linalg.generic {indexing_maps = [#first, #row, #id], iterator_types = ["parallel", "parallel"]} ins(%x, %s : memref<4x512xf32>, memref<4xf32>) outs(%z : memref<4x512xf32>) {
+  ^bb0(%v: f32, %sum: f32, %out: f32):
+    %0 = arith.mulf %v, %sum : f32
+    linalg.yield %0 : f32
+  }
+  memref.dealloc %p : memref<4x32xf32>
+  memref.dealloc %x : memref<4x512xf32>
+  return
+}
