@@ -8,6 +8,7 @@
 #ifndef MANTISSA_CONVERSION_BUFFERACCESSES_H
 #define MANTISSA_CONVERSION_BUFFERACCESSES_H
 
+#include "mlir/IR/AffineMap.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/SetVector.h"
@@ -92,6 +93,23 @@ arith::TruncFOp getElementRounding(linalg::GenericOp op);
 /// builder's insertion point; null when the view cannot take that source's
 /// strides.
 Value rebuildView(OpBuilder &builder, Operation *view, Value source);
+
+/// An operand of an elementwise op seen from loops that split each of the
+/// op's loops into several (a reshape of its iteration space): the operand
+/// expanded along each dimension the op indexes by a loop as that loop is
+/// (a dimension indexed by a constant stays), and its map from the new
+/// loops. `loops[j]` lists the new loops of loop j, outermost first;
+/// `loopMap` gives each new loop's expression and `loopSizes` its extent.
+struct ExpandedOperand {
+  SmallVector<SmallVector<int64_t, 2>> groups;
+  SmallVector<int64_t> shape;
+  AffineMap map;
+  /// Whether any dimension is split (else the operand is read as it is).
+  bool expands = false;
+};
+ExpandedOperand expandOperand(AffineMap map, ArrayRef<int64_t> operandShape,
+                              ArrayRef<SmallVector<int64_t, 2>> loops,
+                              AffineMap loopMap, ArrayRef<int64_t> loopSizes);
 
 /// The linalg reads of a temporary, directly or through views, moved onto
 /// another buffer of the same shape (a strided view of another buffer):

@@ -634,7 +634,9 @@ def DropUnreadOutputsPass
     are left behind when mantissa-fuse-parallel-kernels moves every reader
     of a temporary into its writer, which then passes the value along
     inside the kernel (the ~120M LLaMA's SwiGLU backward wrote a 46 MB fp32
-    temporary per layer that nothing read).
+    temporary per layer that nothing read). An output that is the only
+    operand naming one of the generic's loops stays: without it the loop
+    would have no range.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect"];
@@ -715,8 +717,11 @@ def RecomputeWideningProducersPass
   let description = [{
     On tensors, before bufferization, for the GPU: an all-parallel
     `linalg.generic` with several readers is computed again inside each
-    reader that is a `linalg.generic` other than a contraction (elementwise
-    ops and reductions; matrix products stay GEMMs on their operands) when
+    reader that is a `linalg.generic` other than a matrix product
+    (elementwise ops, reductions and row-by-row dot products such as a norm
+    gain's gradient; matrix products stay GEMMs on their operands), directly
+    or through a `tensor.expand_shape` (the copy is then computed in the
+    expanded shape, its inputs expanded alike), when
     that moves fewer bytes per element: each such reader no longer reads
     the result but reads the inputs it does not read already, and when every
     reader recomputes it, the result is not written at all. Examples:
@@ -733,8 +738,12 @@ def RecomputeWideningProducersPass
     may take (a bias added to its rows), where every input counts once per
     element. Every element is computed by the same operations
     from the same inputs, so the numbers do not change. Only producers
-    whose maps are permutations and whose body is short (at most 16 ops)
-    are recomputed.
+    whose result is written in their loops' order, whose inputs are read
+    through projected permutations (a unit dimension may be read at 0: a
+    keepdim row statistic) and whose body is short (at most 16 ops), reads
+    nothing but its inputs (no gather) and not its position (no
+    linalg.index) are recomputed. RMSNorm's fp32 `x * rstd`, read by the gain's product and
+    by the gain's gradient, is no longer written.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

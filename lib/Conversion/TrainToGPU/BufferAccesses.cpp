@@ -197,3 +197,30 @@ bool mlir::mantissa::writesBuffer(Operation *op, Value base) {
   });
   return writes;
 }
+
+ExpandedOperand
+mlir::mantissa::expandOperand(AffineMap map, ArrayRef<int64_t> operandShape,
+                              ArrayRef<SmallVector<int64_t, 2>> loops,
+                              AffineMap loopMap, ArrayRef<int64_t> loopSizes) {
+  ExpandedOperand result;
+  SmallVector<AffineExpr> results;
+  for (auto [dim, expr] : llvm::enumerate(map.getResults())) {
+    SmallVector<int64_t, 2> &group = result.groups.emplace_back();
+    if (auto loop = dyn_cast<AffineDimExpr>(expr)) {
+      ArrayRef<int64_t> expanded = loops[loop.getPosition()];
+      result.expands |= expanded.size() != 1;
+      for (int64_t next : expanded) {
+        group.push_back(result.shape.size());
+        result.shape.push_back(loopSizes[next]);
+        results.push_back(loopMap.getResult(next));
+      }
+      continue;
+    }
+    group.push_back(result.shape.size());
+    result.shape.push_back(operandShape[dim]);
+    results.push_back(expr);
+  }
+  result.map =
+      AffineMap::get(loopMap.getNumDims(), 0, results, map.getContext());
+  return result;
+}

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/SmallBitVector.h"
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_DROPUNREADOUTPUTSPASS
@@ -35,6 +36,21 @@ bool isUnread(linalg::LinalgOp op, OpOperand &init) {
            return isa<MemRefType>(operand.getType()) &&
                   getBaseBuffer(operand) == base;
          }) == 1;
+}
+
+/// Whether the operands of `op` but its output `position` still give every
+/// loop its range (one of their maps names it): an output that alone
+/// spans a loop (partials that write what they fold from a row's value
+/// alone) must stay for the loop to exist.
+bool definesLoopsWithout(linalg::GenericOp op, unsigned position) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  maps.erase(maps.begin() + op.getNumDpsInputs() + position);
+  llvm::SmallBitVector named(op.getNumLoops());
+  for (AffineMap map : maps)
+    for (AffineExpr expr : map.getResults())
+      if (auto dim = dyn_cast<AffineDimExpr>(expr))
+        named.set(dim.getPosition());
+  return named.all();
 }
 
 /// `op` without its output `position` (a generic: its map, block argument
@@ -88,7 +104,8 @@ bool dropOneUnreadOutput(linalg::LinalgOp op) {
     if (op.getNumDpsInits() == 1) {
       // Its only output: the op computes nothing anyone reads.
       op->erase();
-    } else if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation())) {
+    } else if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+               generic && definesLoopsWithout(generic, position)) {
       dropOutput(generic, position);
     } else {
       continue;

@@ -126,42 +126,20 @@ std::optional<std::pair<Value, AffineMap>>
 viewFromPartials(OpBuilder &builder, linalg::GenericOp producer,
                  OpOperand *input, linalg::GenericOp partials,
                  const TemporaryView &view) {
-  AffineMap producerMap = producer.getMatchingIndexingMap(input);
-  AffineMap partialsMap = partials.getMatchingIndexingMap(view.operand);
   auto type = cast<MemRefType>(input->get().getType());
-  SmallVector<ReassociationIndices> groups;
-  SmallVector<int64_t> shape;
-  SmallVector<AffineExpr> results;
-  bool expands = false;
-  for (auto [dim, expr] : llvm::enumerate(producerMap.getResults())) {
-    ReassociationIndices group;
-    if (auto loop = dyn_cast<AffineDimExpr>(expr)) {
-      const ReassociationIndices &viewDims = view.groups[loop.getPosition()];
-      expands |= viewDims.size() != 1;
-      auto viewType = cast<MemRefType>(view.operand->get().getType());
-      for (int64_t viewDim : viewDims) {
-        group.push_back(shape.size());
-        shape.push_back(viewType.getDimSize(viewDim));
-        results.push_back(partialsMap.getResult(viewDim));
-      }
-    } else {
-      group.push_back(shape.size());
-      shape.push_back(type.getDimSize(dim));
-      results.push_back(expr);
-    }
-    groups.push_back(group);
-  }
-  AffineMap map =
-      AffineMap::get(partials.getNumLoops(), 0, results, partials.getContext());
-  if (!expands)
-    return std::make_pair(input->get(), map);
+  auto viewType = cast<MemRefType>(view.operand->get().getType());
+  ExpandedOperand seen = expandOperand(
+      producer.getMatchingIndexingMap(input), type.getShape(), view.groups,
+      partials.getMatchingIndexingMap(view.operand), viewType.getShape());
+  if (!seen.expands)
+    return std::make_pair(input->get(), seen.map);
   FailureOr<MemRefType> expanded =
-      memref::ExpandShapeOp::computeExpandedType(type, shape, groups);
+      memref::ExpandShapeOp::computeExpandedType(type, seen.shape, seen.groups);
   if (failed(expanded))
     return std::nullopt;
   Value value = builder.create<memref::ExpandShapeOp>(
-      producer.getLoc(), *expanded, input->get(), groups);
-  return std::make_pair(value, map);
+      producer.getLoc(), *expanded, input->get(), seen.groups);
+  return std::make_pair(value, seen.map);
 }
 
 /// Whether anything strictly between `first` and `last` (one block) writes

@@ -12,6 +12,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::mantissa {
@@ -51,19 +54,85 @@ int64_t getReadBytes(linalg::GenericOp producer, OpOperand *input) {
   return bytes;
 }
 
-/// Whether `producer` may be recomputed in its readers: one result, all
-/// loops parallel, its maps projected permutations (an input may be
-/// broadcast), a short body that does not ask where it is (linalg.index
-/// would see the reader's loops).
+/// Whether `producer` may be recomputed in its readers: one result written
+/// in the order of its loops, all loops parallel, its inputs' maps
+/// projected permutations (an input may be broadcast, along a loop it does
+/// not name or a unit dimension it reads at 0), a short body that reads
+/// nothing but its inputs (a gather's tensor.extract reads a table whose
+/// bytes the choice below would not count) and does not ask where it is
+/// (linalg.index would see the reader's loops).
 bool isRecomputable(linalg::GenericOp producer) {
-  return producer.getNumResults() == 1 &&
+  bool gathers =
+      producer.getBody()
+          ->walk([](tensor::ExtractOp) { return WalkResult::interrupt(); })
+          .wasInterrupted();
+  bool indexes =
+      producer.getBody()
+          ->walk([](linalg::IndexOp) { return WalkResult::interrupt(); })
+          .wasInterrupted();
+  return !gathers && !indexes && producer.getNumResults() == 1 &&
          producer.getNumParallelLoops() == producer.getNumLoops() &&
-         producer.hasPureTensorSemantics() &&
+         producer.hasPureTensorSemantics() && !producer.hasDynamicShape() &&
          producer.getBody()->getOperations().size() <= kMaxBodyOps + 1 &&
-         llvm::all_of(
-             producer.getIndexingMapsArray(),
-             [](AffineMap map) { return map.isProjectedPermutation(); }) &&
-         producer.getBody()->getOps<linalg::IndexOp>().empty();
+         producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
+             .isIdentity() &&
+         llvm::all_of(producer.getDpsInputOperands(), [&](OpOperand *input) {
+           return producer.getMatchingIndexingMap(input).isProjectedPermutation(
+               /*allowZeroInResults=*/true);
+         });
+}
+
+/// The generic that reads `use`: its owner, or, where that is a
+/// tensor.expand_shape of the producer's result with one use, that use's
+/// owner (a reduction reading the result with a unit dimension added).
+std::pair<linalg::GenericOp, OpOperand *> getReader(OpOperand &use) {
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(use.getOwner())) {
+    if (!expand->hasOneUse())
+      return {};
+    OpOperand &read = *expand->getUses().begin();
+    return {dyn_cast<linalg::GenericOp>(read.getOwner()), &read};
+  }
+  return {dyn_cast<linalg::GenericOp>(use.getOwner()), &use};
+}
+
+/// A copy of `producer` computing its result in the shape `expand` gives
+/// it: each loop expanded as the result's dimension it writes is, each
+/// input expanded likewise along the dimensions such loops index (a unit
+/// dimension read at 0 stays), built before `expand`.
+linalg::GenericOp expandProducer(RewriterBase &rewriter,
+                                 linalg::GenericOp producer,
+                                 tensor::ExpandShapeOp expand) {
+  MLIRContext *context = producer.getContext();
+  Location loc = producer.getLoc();
+  rewriter.setInsertionPoint(expand);
+  SmallVector<ReassociationIndices> groups = expand.getReassociationIndices();
+  ArrayRef<int64_t> shape = expand.getResultType().getShape();
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(shape.size(), context);
+  for (OpOperand *input : producer.getDpsInputOperands()) {
+    auto type = cast<RankedTensorType>(input->get().getType());
+    ExpandedOperand seen =
+        expandOperand(producer.getMatchingIndexingMap(input), type.getShape(),
+                      groups, identity, shape);
+    Value value = input->get();
+    if (seen.expands)
+      value = rewriter.create<tensor::ExpandShapeOp>(
+          loc, RankedTensorType::get(seen.shape, type.getElementType()), value,
+          seen.groups);
+    inputs.push_back(value);
+    maps.push_back(seen.map);
+  }
+  maps.push_back(identity);
+  Value init = rewriter.create<tensor::EmptyOp>(
+      loc, shape, expand.getResultType().getElementType());
+  auto copy = rewriter.create<linalg::GenericOp>(
+      loc, TypeRange{expand.getResultType()}, inputs, ValueRange{init}, maps,
+      SmallVector<utils::IteratorType>(shape.size(),
+                                       utils::IteratorType::parallel));
+  IRMapping mapping;
+  producer.getRegion().cloneInto(&copy.getRegion(), mapping);
+  return copy;
 }
 
 /// Whether `producer` reads a matrix product: the GEMM's epilogue may
@@ -96,6 +165,17 @@ int64_t getExtraReadBytes(linalg::GenericOp producer,
   return bytes;
 }
 
+/// Whether `op` is a matrix product (a GEMM on the GPU, reading its
+/// operands as they are): a contraction with rows and columns, not a
+/// row-by-row dot product (a norm gain's gradient).
+bool isMatrixProduct(linalg::GenericOp op) {
+  if (!linalg::isaContractionOpInterface(op))
+    return false;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  return failed(dims) || (!dims->m.empty() && !dims->n.empty());
+}
+
 /// The readers of `producer` to recompute it in: each saves reading the
 /// producer's result and adds reading the inputs it lacks; when every
 /// reader recomputes it, its write is saved too.
@@ -108,10 +188,11 @@ SmallVector<OpOperand *> chooseReaders(linalg::GenericOp producer) {
   llvm::SmallPtrSet<Operation *, 8> seen;
   bool all = true;
   for (OpOperand &use : producer->getResult(0).getUses()) {
-    auto reader = dyn_cast<linalg::GenericOp>(use.getOwner());
-    if (!reader || !reader.isDpsInput(&use) ||
-        linalg::isaContractionOpInterface(reader) ||
-        !linalg::areElementwiseOpsFusable(&use)) {
+    auto [reader, read] = getReader(use);
+    // (Through an expand_shape, whether the expanded copy fuses is known
+    // once it is built.)
+    if (!reader || !reader.isDpsInput(read) || isMatrixProduct(reader) ||
+        (read == &use && !linalg::areElementwiseOpsFusable(&use))) {
       all = false;
       continue;
     }
@@ -121,8 +202,7 @@ SmallVector<OpOperand *> chooseReaders(linalg::GenericOp producer) {
       all = false;
   }
   auto extra = [&](OpOperand *use) {
-    return getExtraReadBytes(producer,
-                             cast<linalg::GenericOp>(use->getOwner()));
+    return getExtraReadBytes(producer, getReader(*use).first);
   };
   if (all) {
     int64_t added = 0;
@@ -137,6 +217,18 @@ SmallVector<OpOperand *> chooseReaders(linalg::GenericOp producer) {
     if (extra(use) < written)
       chosen.push_back(use);
   return chosen;
+}
+
+/// Erases `copy` and what it alone used of what expandProducer built for
+/// it (its inputs' expand_shapes, its empty output).
+void eraseWithUnusedInputs(RewriterBase &rewriter, Operation *copy) {
+  SmallVector<Value> operands(copy->getOperands());
+  rewriter.eraseOp(copy);
+  for (Value operand : operands)
+    if (Operation *definition = operand.getDefiningOp();
+        definition && definition->use_empty() &&
+        isa<tensor::ExpandShapeOp, tensor::EmptyOp>(definition))
+      rewriter.eraseOp(definition);
 }
 
 struct RecomputeWideningProducersPass
@@ -156,24 +248,33 @@ struct RecomputeWideningProducersPass
       for (OpOperand *use : readers) {
         // A copy of the producer for this reader alone, fused into it (the
         // copy has no other reader, so the fused op does not write it).
-        auto reader = cast<linalg::GenericOp>(use->getOwner());
-        // (chooseReaders checked that the fusion applies.)
-        rewriter.setInsertionPoint(producer);
-        Operation *copy = rewriter.clone(*producer);
-        use->set(copy->getResult(0));
+        auto [reader, read] = getReader(*use);
+        Operation *copy;
+        Value before = read->get();
+        auto expand = dyn_cast<tensor::ExpandShapeOp>(use->getOwner());
+        if (expand) {
+          copy = expandProducer(rewriter, producer, expand);
+        } else {
+          rewriter.setInsertionPoint(producer);
+          copy = rewriter.clone(*producer);
+        }
+        read->set(copy->getResult(0));
         rewriter.setInsertionPoint(reader);
-        FailureOr<linalg::ElementwiseOpFusionResult> fused =
-            linalg::fuseElementwiseOps(rewriter, use);
+        FailureOr<linalg::ElementwiseOpFusionResult> fused = failure();
+        if (linalg::areElementwiseOpsFusable(read))
+          fused = linalg::fuseElementwiseOps(rewriter, read);
         if (failed(fused)) {
-          use->set(producer->getResult(0));
-          rewriter.eraseOp(copy);
+          read->set(before);
+          eraseWithUnusedInputs(rewriter, copy);
           continue;
         }
         for (OpResult result : reader->getResults())
           rewriter.replaceAllUsesWith(result,
                                       fused->replacements.lookup(result));
         rewriter.eraseOp(reader);
-        rewriter.eraseOp(copy);
+        eraseWithUnusedInputs(rewriter, copy);
+        if (expand && expand->use_empty())
+          rewriter.eraseOp(expand);
       }
       if (producer->use_empty())
         rewriter.eraseOp(producer);

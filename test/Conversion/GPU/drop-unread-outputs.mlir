@@ -72,3 +72,30 @@ func.func @kept(%x: memref<4x8xf32>, %out: memref<4x8xf32>) -> memref<4xf32> {
   }
   return %sum : memref<4xf32>
 }
+
+// -----
+
+// Partials that fold a value per row and also write the element each
+// computes from it (an output nothing reads): that output is the only
+// operand that names the column loop, which would have no range without
+// it, so it stays.
+
+// CHECK-LABEL: func.func @loop_carrier
+// CHECK: linalg.generic
+// CHECK-SAME: outs(%{{.*}}, %{{.*}} : memref<4x32xf32>, memref<4x16x32xf32>)
+#row = affine_map<(d0, d1, d2) -> (d0)>
+#part = affine_map<(d0, d1, d2) -> (d0, d2)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @loop_carrier(%r: memref<4xf32>, %p: memref<4x32xf32>) {
+  %x = memref.alloc() : memref<4x512xf32>
+  %xv = memref.expand_shape %x [[0], [1, 2]] output_shape [4, 16, 32] : memref<4x512xf32> into memref<4x16x32xf32>
+  linalg.generic {indexing_maps = [#row, #part, #id3], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%r : memref<4xf32>) outs(%p, %xv : memref<4x32xf32>, memref<4x16x32xf32>) {
+  ^bb0(%v: f32, %acc: f32, %o: f32):
+    %e = math.exp %v : f32
+    %s = arith.addf %e, %acc : f32
+    linalg.yield %s, %e : f32, f32
+  }
+  memref.dealloc %x : memref<4x512xf32>
+  return
+}

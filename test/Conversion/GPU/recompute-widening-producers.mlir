@@ -266,3 +266,64 @@ func.func @bias_epilogue(%a: tensor<4x16xf32>, %w: tensor<16x8xf32>, %bias: tens
   } -> tensor<4x8xf32>
   return %neg, %exp : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// RMSNorm's fp32 `x * rstd` (the per-row rstd read at column 0 of its
+// keepdim dimension), read by the gain's forward product and, through an
+// expand_shape that adds unit dimensions, by the gain gradient's row-by-row
+// dot product with the bf16 output gradient (a contraction without rows
+// and columns: not a GEMM). Both recompute it from x and rstd (4 bytes an
+// element each, against 12 for writing and reading it twice): the
+// gradient's copy computed in the expanded shape, x expanded likewise,
+// rstd's unit dimension still read at 0. The fp32 tensor is gone.
+
+// CHECK-DAG: #[[$ROW:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, 0)>
+// CHECK-LABEL: func.func @norm_output
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x512xf32>, %[[R:[^:]*]]: tensor<4x1xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %[[R]], %{{.*}} : tensor<4x512xf32>, tensor<4x1xf32>, tensor<512xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.truncf
+// CHECK: %[[XV:.*]] = tensor.expand_shape %[[X]] {{\[}}[0], [1, 2, 3]] output_shape [4, 1, 1, 512] : tensor<4x512xf32> into tensor<4x1x1x512xf32>
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #[[$ROW]], #{{.*}}], iterator_types = ["reduction", "parallel", "parallel", "parallel"]} ins(%{{.*}}, %[[XV]], %[[R]] : tensor<4x1x1x512xbf16>, tensor<4x1x1x512xf32>, tensor<4x1xf32>)
+// CHECK: %[[N:.*]] = arith.mulf
+// CHECK: %[[D:.*]] = arith.extf
+// CHECK: arith.mulf %[[D]], %[[N]]
+// CHECK: arith.addf
+// CHECK-NOT: linalg.generic
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0, 0)>
+#col = affine_map<(d0, d1) -> (d1)>
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#gain = affine_map<(d0, d1, d2, d3) -> (d1, d2, d3)>
+func.func @norm_output(%x: tensor<4x512xf32>, %rstd: tensor<4x1xf32>, %w: tensor<512xf32>, %dy: tensor<4x512xbf16>) -> (tensor<4x512xbf16>, tensor<1x1x512xf32>) {
+  %e = tensor.empty() : tensor<4x512xf32>
+  %normed = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %rstd : tensor<4x512xf32>, tensor<4x1xf32>) outs(%e : tensor<4x512xf32>) {
+  ^bb0(%v: f32, %r: f32, %o: f32):
+    %y = arith.mulf %v, %r : f32
+    linalg.yield %y : f32
+  } -> tensor<4x512xf32>
+  %eb = tensor.empty() : tensor<4x512xbf16>
+  %out = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%normed, %w : tensor<4x512xf32>, tensor<512xf32>) outs(%eb : tensor<4x512xbf16>) {
+  ^bb0(%v: f32, %g: f32, %o: bf16):
+    %y = arith.mulf %v, %g : f32
+    %t = arith.truncf %y : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x512xbf16>
+  %dyv = tensor.expand_shape %dy [[0], [1, 2, 3]] output_shape [4, 1, 1, 512] : tensor<4x512xbf16> into tensor<4x1x1x512xbf16>
+  %nv = tensor.expand_shape %normed [[0], [1, 2, 3]] output_shape [4, 1, 1, 512] : tensor<4x512xf32> into tensor<4x1x1x512xf32>
+  %zero = arith.constant 0.0 : f32
+  %eg = tensor.empty() : tensor<1x1x512xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%eg : tensor<1x1x512xf32>) -> tensor<1x1x512xf32>
+  %dw = linalg.generic {indexing_maps = [#id4, #id4, #gain], iterator_types = ["reduction", "parallel", "parallel", "parallel"]}
+      ins(%dyv, %nv : tensor<4x1x1x512xbf16>, tensor<4x1x1x512xf32>) outs(%init : tensor<1x1x512xf32>) {
+  ^bb0(%d: bf16, %n: f32, %o: f32):
+    %dd = arith.extf %d : bf16 to f32
+    %p = arith.mulf %dd, %n : f32
+    %s = arith.addf %p, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<1x1x512xf32>
+  return %out, %dw : tensor<4x512xbf16>, tensor<1x1x512xf32>
+}
