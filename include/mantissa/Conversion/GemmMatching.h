@@ -61,6 +61,13 @@ std::optional<rt::GpuStepOp> matchGemm(linalg::LinalgOp op,
                                        function_ref<int64_t(Value)> getBufferId,
                                        Value output = {});
 
+/// Whether `op` is a matrix product: a contraction with rows and columns
+/// (or whose dimensions cannot be told), which the GPU program runs as a
+/// GEMM reading its operands as they are; a row-by-row dot product (a norm
+/// gain's gradient) is not one, and the reductions' transforms may split or
+/// fuse it.
+bool isMatrixProduct(linalg::LinalgOp op);
+
 /// Whether `op` is a GEMM (matchGemm), whatever its buffers.
 inline bool isGemm(linalg::LinalgOp op) {
   return matchGemm(op, [](Value) -> int64_t { return 0; }).has_value();

@@ -58,13 +58,9 @@ bool isElementwiseProducer(linalg::GenericOp op) {
       !init->get().getDefiningOp<memref::AllocOp>())
     return false;
   return llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *input) {
-    if (!isa<MemRefType>(input->get().getType()))
-      return false;
-    return llvm::all_of(
-        op.getMatchingIndexingMap(input).getResults(), [](AffineExpr expr) {
-          auto constant = dyn_cast<AffineConstantExpr>(expr);
-          return isa<AffineDimExpr>(expr) || (constant && !constant.getValue());
-        });
+    return isa<MemRefType>(input->get().getType()) &&
+           op.getMatchingIndexingMap(input).isProjectedPermutation(
+               /*allowZeroInResults=*/true);
   });
 }
 
@@ -242,6 +238,25 @@ struct FuseProducersIntoPartialsPass
         getGpuStepOpRoles(block);
     if (failed(roles))
       return signalPassFailure();
+    // Who writes each buffer, and the ops whose accesses are not known (any
+    // of which may write any buffer).
+    llvm::DenseMap<Value, SmallVector<Operation *, 1>> writers;
+    SmallVector<Operation *> unknown;
+    auto collectWriters = [&] {
+      writers.clear();
+      unknown.clear();
+      for (Operation &op : block) {
+        if (isViewOp(&op) || isa<memref::AllocOp, memref::DeallocOp>(op))
+          continue;
+        BufferAccesses accesses = BufferAccesses::of(&op);
+        if (!accesses.known)
+          unknown.push_back(&op);
+        else
+          for (Value base : accesses.writes)
+            writers[base].push_back(&op);
+      }
+    };
+    collectWriters();
     SmallVector<linalg::GenericOp> candidates;
     for (auto op : block.getOps<linalg::GenericOp>())
       if (isSplitPartials(op))
@@ -252,19 +267,12 @@ struct FuseProducersIntoPartialsPass
         if (!temporary.getDefiningOp<memref::AllocOp>())
           continue;
         // Its one writer, a kernel of its own (not a GEMM's epilogue).
-        linalg::GenericOp producer;
-        bool single = true;
-        for (Operation &op : block) {
-          if (isViewOp(&op) || isa<memref::AllocOp, memref::DeallocOp>(op))
-            continue;
-          BufferAccesses accesses = BufferAccesses::of(&op);
-          if (accesses.known && !accesses.writes.contains(temporary))
-            continue;
-          single &= !producer;
-          producer = dyn_cast<linalg::GenericOp>(&op);
-          single &= bool(producer);
-        }
-        if (!single || !producer || !producer->isBeforeInBlock(partials) ||
+        auto written = writers.find(temporary);
+        if (written == writers.end() || written->second.size() != 1 ||
+            !unknown.empty())
+          continue;
+        auto producer = dyn_cast<linalg::GenericOp>(written->second.front());
+        if (!producer || !producer->isBeforeInBlock(partials) ||
             !isElementwiseProducer(producer))
           continue;
         auto role = roles->find(producer);
@@ -306,6 +314,7 @@ struct FuseProducersIntoPartialsPass
           continue;
         }
         fuse(producer, partials, *view, producerInputs);
+        collectWriters();
         roles = getGpuStepOpRoles(block);
         if (failed(roles))
           return signalPassFailure();

@@ -17,6 +17,14 @@
 using namespace mlir;
 using namespace mlir::mantissa;
 
+bool mlir::mantissa::isMatrixProduct(linalg::LinalgOp op) {
+  if (!linalg::isaContractionOpInterface(op))
+    return false;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  return failed(dims) || (!dims->m.empty() && !dims->n.empty());
+}
+
 /// The file's dtype of an element type.
 rt::DType mlir::mantissa::getDType(Type element) {
   if (element.isF32())

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/BufferAccesses.h"
+#include "mantissa/Conversion/GemmMatching.h"
 #include "mantissa/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -62,15 +63,14 @@ int64_t getReadBytes(linalg::GenericOp producer, OpOperand *input) {
 /// bytes the choice below would not count) and does not ask where it is
 /// (linalg.index would see the reader's loops).
 bool isRecomputable(linalg::GenericOp producer) {
-  bool gathers =
-      producer.getBody()
-          ->walk([](tensor::ExtractOp) { return WalkResult::interrupt(); })
-          .wasInterrupted();
-  bool indexes =
-      producer.getBody()
-          ->walk([](linalg::IndexOp) { return WalkResult::interrupt(); })
-          .wasInterrupted();
-  return !gathers && !indexes && producer.getNumResults() == 1 &&
+  bool asks = producer.getBody()
+                  ->walk([](Operation *op) {
+                    return isa<tensor::ExtractOp, linalg::IndexOp>(op)
+                               ? WalkResult::interrupt()
+                               : WalkResult::advance();
+                  })
+                  .wasInterrupted();
+  return !asks && producer.getNumResults() == 1 &&
          producer.getNumParallelLoops() == producer.getNumLoops() &&
          producer.hasPureTensorSemantics() && !producer.hasDynamicShape() &&
          producer.getBody()->getOperations().size() <= kMaxBodyOps + 1 &&
@@ -163,17 +163,6 @@ int64_t getExtraReadBytes(linalg::GenericOp producer,
              (epilogue ? elements : getElementCount(input->get()));
   }
   return bytes;
-}
-
-/// Whether `op` is a matrix product (a GEMM on the GPU, reading its
-/// operands as they are): a contraction with rows and columns, not a
-/// row-by-row dot product (a norm gain's gradient).
-bool isMatrixProduct(linalg::GenericOp op) {
-  if (!linalg::isaContractionOpInterface(op))
-    return false;
-  FailureOr<linalg::ContractionDimensions> dims =
-      linalg::inferContractionDims(op);
-  return failed(dims) || (!dims->m.empty() && !dims->n.empty());
 }
 
 /// The readers of `producer` to recompute it in: each saves reading the

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/BufferAccesses.h"
+#include "mantissa/Conversion/GemmMatching.h"
 #include "mantissa/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +23,7 @@ namespace mlir::mantissa {
 } // namespace mlir::mantissa
 
 using namespace mlir;
+using namespace mlir::mantissa;
 
 namespace {
 
@@ -196,12 +198,8 @@ struct SplitReductionsPass
       // gradient) are not.
       if (!op.getBody()->getOps<linalg::IndexOp>().empty())
         continue;
-      if (linalg::isaContractionOpInterface(op)) {
-        FailureOr<linalg::ContractionDimensions> dims =
-            linalg::inferContractionDims(op);
-        if (failed(dims) || (!dims->m.empty() && !dims->n.empty()))
-          continue;
-      }
+      if (isMatrixProduct(op))
+        continue;
       std::optional<Combiner> combiner = getCombiner(op);
       if (!combiner)
         continue;
