@@ -707,6 +707,17 @@ def ScattersAsComparisonsPass
     probabilities) instead of filling a [tokens, vocabulary] buffer and
     scattering into it. An index out of range, which torch refuses, selects
     nothing.
+
+    Where the input is zeros, each `train.sum` of the result along the
+    scattered dimension alone, through elementwise ops that are the same
+    along it (negations, scalar products and quotients, products with a
+    tensor of extent 1 there: the cross-entropy's 1 / N or per-row weights,
+    0 for an ignored target), becomes the same ops applied on the index's
+    shape to the value where the index is in range (0 elsewhere), plus the
+    ops applied to 0 once more for the row's other elements (±0, or NaN
+    where they make 0 a NaN), plus +0 where the sum starts: the same bits,
+    computed from the index instead of reading a [tokens, vocabulary]
+    tensor, which then has one reader left to be fused into.
   }];
   let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
 }
