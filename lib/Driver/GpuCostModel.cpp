@@ -167,13 +167,7 @@ OpCost predictGemm(const rt::GpuStepOp &op, const GpuDeviceModel &device) {
   cost.source = op.source;
   double m = double(op.m), n = double(op.n), k = double(op.k),
          batch = double(op.batch);
-  StringRef dtype = rt::safeTensorsDTypeName(op.a.dtype);
-  StringRef outType = rt::safeTensorsDTypeName(op.c.dtype);
-  cost.name = llvm::formatv("gemm {0}x{1}x{2}{3} {4}->{5}", op.m, op.n, op.k,
-                            batch > 1 ? llvm::formatv(" x{0}", op.batch).str()
-                                      : std::string(),
-                            dtype, outType)
-                  .str();
+  cost.name = rt::describeGemm(op);
   cost.flops = 2 * m * n * k * batch;
   cost.bytes = batch * (operandBytes(op.a, m * k) + operandBytes(op.b, k * n) +
                         operandBytes(op.c, m * n) * (op.beta != 0 ? 2 : 1));

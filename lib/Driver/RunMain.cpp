@@ -248,7 +248,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       "--weight-decay WD, --clip-grad-norm C, --max-skips N, --losses "
       "L.json, --metrics M.jsonl, --final-params F.safetensors, "
       "--save-checkpoint DIR --save-every K, --resume DIR, --device "
-      "cpu|cuda [--tf32], --no-memory-report\n");
+      "cpu|cuda [--tf32] [--op-times T.json], --no-memory-report\n");
   if (trainer.steps == 0)
     return reportError("--steps: expected N >= 1 (without --steps, "
                        "mantissa-run evaluates the step once)");
@@ -260,6 +260,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
                                         !trainer.lossesPath.empty()},
           {"--final-params", !trainer.finalParamsPath.empty()},
           {"--metrics", !trainer.metricsPath.empty()},
+          {"--op-times", !trainer.opTimesPath.empty()},
           {"--save-checkpoint", !trainer.saveCheckpointDir.empty()},
           {"--resume", !trainer.resumeDir.empty()}})
       if (given)

@@ -358,6 +358,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     if (!gpuGradients)
       return llvm::createStringError(error);
     gpuGradients->setTf32(options.tf32);
+    gpuGradients->setTimeOps(!options.opTimesPath.empty());
     const rt::GpuStep &program = gpuGradients->program();
     if (communicator.rank() == 0 && gpuGradients->forwardProgram() &&
         !options.valDataPaths.empty())
@@ -408,5 +409,12 @@ llvm::Expected<int> mlir::mantissa::trainStep(
   if (gpuGradients && status == 0 && communicator.rank() == 0)
     if (std::string use = gpuGradients->describeGraphUse(); !use.empty())
       llvm::errs() << "mantissa-run: " << use << "\n";
+  std::string timesError;
+  if (gpuGradients && status == 0 && communicator.rank() == 0 &&
+      !options.opTimesPath.empty() &&
+      !gpuGradients->writeOpTimes(options.opTimesPath, timesError)) {
+    llvm::errs() << "mantissa-run: error: " << timesError << "\n";
+    status = 1;
+  }
   return status;
 }

@@ -332,6 +332,7 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
   if (!source)
     return nullptr;
   source->setTf32(options.tf32);
+  source->setTimeOps(!options.opTimesPath.empty());
   source->setTokensPerMicroBatch(tokensPerStep);
   if (!options.dataPaths.empty()) {
     std::unique_ptr<TokenBatches> batches = CpuStepGradients::openTokenData(
@@ -393,5 +394,11 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
   if (status == 0 && rank == 0 && gpu)
     if (std::string use = gpu->describeGraphUse(); !use.empty())
       std::fprintf(stderr, "mantissa-run: %s\n", use.c_str());
+  std::string timesError;
+  if (status == 0 && rank == 0 && gpu && !options.opTimesPath.empty() &&
+      !gpu->writeOpTimes(options.opTimesPath, timesError)) {
+    std::fprintf(stderr, "mantissa-run: error: %s\n", timesError.c_str());
+    status = 1;
+  }
   return status;
 }

@@ -28,6 +28,7 @@ struct CUmod_st;
 struct CUfunc_st;
 struct CUstream_st;
 struct CUgraph_st;
+struct CUevent_st;
 struct CUgraphExec_st;
 struct cublasContext;
 struct cublasLtContext;
@@ -111,6 +112,16 @@ using cuGraphLaunch_t = CUresult (*)(CUgraphExec hGraphExec, CUstream hStream);
 using cuGraphExecDestroy_t = CUresult (*)(CUgraphExec hGraphExec);
 using cuGraphDestroy_t = CUresult (*)(CUgraph hGraph);
 using cuGetErrorString_t = CUresult (*)(CUresult error, const char **pStr);
+/// Events (optional: without them the step's ops are not timed).
+using CUevent = CUevent_st *;
+/// CUevent_flags: CU_EVENT_DEFAULT records timing.
+constexpr unsigned CU_EVENT_DEFAULT = 0;
+using cuEventCreate_t = CUresult (*)(CUevent *phEvent, unsigned int Flags);
+using cuEventRecord_t = CUresult (*)(CUevent hEvent, CUstream hStream);
+using cuEventSynchronize_t = CUresult (*)(CUevent hEvent);
+using cuEventElapsedTime_t = CUresult (*)(float *pMilliseconds, CUevent hStart,
+                                          CUevent hEnd); // _v2
+using cuEventDestroy_t = CUresult (*)(CUevent hEvent);   // _v2
 
 //===----------------------------------------------------------------------===//
 // cuBLAS (cublas_api.h, library_types.h)

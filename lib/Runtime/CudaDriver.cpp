@@ -46,6 +46,12 @@ struct CudaDevice::Api {
   cuGraphLaunch_t graphLaunch = nullptr;
   cuGraphExecDestroy_t graphExecDestroy = nullptr;
   cuGraphDestroy_t graphDestroy = nullptr;
+  // Events (optional: without them the step's ops are not timed).
+  cuEventCreate_t eventCreate = nullptr;
+  cuEventRecord_t eventRecord = nullptr;
+  cuEventSynchronize_t eventSynchronize = nullptr;
+  cuEventElapsedTime_t eventElapsedTime = nullptr;
+  cuEventDestroy_t eventDestroy = nullptr;
 };
 
 /// The cuBLAS entry points, resolved once from the loaded library.
@@ -144,6 +150,20 @@ std::unique_ptr<CudaDevice> CudaDevice::open(int ordinal, std::string &error) {
                 missingGraphs);
   resolveSymbol(library, "cuGraphDestroy", api.graphDestroy, missingGraphs);
   device->graphsMissing = missingGraphs;
+  std::string missingEvents;
+  resolveSymbol(library, "cuEventCreate", api.eventCreate, missingEvents);
+  resolveSymbol(library, "cuEventRecord", api.eventRecord, missingEvents);
+  resolveSymbol(library, "cuEventSynchronize", api.eventSynchronize,
+                missingEvents);
+  // cuEventElapsedTime_v2 since CUDA 12.8 (cuda.h maps the name to it).
+  std::string missingElapsed;
+  resolveSymbol(library, "cuEventElapsedTime_v2", api.eventElapsedTime,
+                missingElapsed);
+  if (!api.eventElapsedTime)
+    resolveSymbol(library, "cuEventElapsedTime", api.eventElapsedTime,
+                  missingEvents);
+  resolveSymbol(library, "cuEventDestroy_v2", api.eventDestroy, missingEvents);
+  device->eventsMissing = missingEvents;
   if (CUresult rc = api.init(0); rc != CUDA_SUCCESS) {
     error = "no CUDA driver: " + device->describe("cuInit", rc);
     return nullptr;
@@ -395,6 +415,45 @@ bool CudaDevice::launchGraph(void *graph, void *stream, std::string &error) {
 void CudaDevice::destroyGraph(void *graph) {
   if (graph)
     api->graphExecDestroy(static_cast<CUgraphExec>(graph));
+}
+
+bool CudaDevice::createEvent(void *&event, std::string &error) {
+  if (!eventsMissing.empty()) {
+    error = "the CUDA driver lacks " + eventsMissing;
+    return false;
+  }
+  CUevent created = nullptr;
+  if (CUresult rc = api->eventCreate(&created, CU_EVENT_DEFAULT);
+      rc != CUDA_SUCCESS) {
+    error = describe("cuEventCreate", rc);
+    return false;
+  }
+  event = created;
+  return true;
+}
+
+bool CudaDevice::recordEvent(void *event, void *stream, std::string &error) {
+  CUresult rc = api->eventRecord(static_cast<CUevent>(event),
+                                 static_cast<CUstream>(stream));
+  return rc == CUDA_SUCCESS || (error = describe("cuEventRecord", rc), false);
+}
+
+bool CudaDevice::elapsedMilliseconds(void *start, void *end, float &ms,
+                                     std::string &error) {
+  if (CUresult rc = api->eventSynchronize(static_cast<CUevent>(end));
+      rc != CUDA_SUCCESS) {
+    error = describe("cuEventSynchronize", rc);
+    return false;
+  }
+  CUresult rc = api->eventElapsedTime(&ms, static_cast<CUevent>(start),
+                                      static_cast<CUevent>(end));
+  return rc == CUDA_SUCCESS ||
+         (error = describe("cuEventElapsedTime", rc), false);
+}
+
+void CudaDevice::destroyEvent(void *event) {
+  if (event)
+    api->eventDestroy(static_cast<CUevent>(event));
 }
 
 bool CudaDevice::synchronize(std::string &error) {

@@ -508,6 +508,15 @@ mlir::mantissa::rt::writeStepTensors(const std::vector<GpuStepTensor> &list) {
 // The program
 //===----------------------------------------------------------------------===//
 
+std::string mlir::mantissa::rt::describeGemm(const GpuStepOp &op) {
+  std::string name = "gemm " + std::to_string(op.m) + "x" +
+                     std::to_string(op.n) + "x" + std::to_string(op.k);
+  if (op.batch > 1)
+    name += " x" + std::to_string(op.batch);
+  return name + " " + std::string(safeTensorsDTypeName(op.a.dtype)) + "->" +
+         std::string(safeTensorsDTypeName(op.c.dtype));
+}
+
 std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
   json arguments = json::array(), results = json::array();
   for (const GpuStepTensor &tensor : program.arguments)

@@ -236,6 +236,10 @@ void GpuStep::detach() {
   device->destroyGraph(graph);
   device->destroyStream(stream);
   graph = stream = nullptr;
+  // (What was timed stays, for the report.)
+  for (void *event : events)
+    device->destroyEvent(event);
+  events.clear();
   graphAddresses.clear();
   checkedAddresses.clear();
   runs = 0;
@@ -332,10 +336,51 @@ bool GpuStep::launch(void *function, int64_t grid,
                         pointers.data(), error, stream);
 }
 
+bool GpuStep::timeOps(std::string &error) {
+  if (!device) {
+    error = jsonPath + ": timing ops needs the step attached to a device";
+    return false;
+  }
+  while (events.size() < file.ops.size() + 1) {
+    void *event = nullptr;
+    if (!device->createEvent(event, error)) {
+      error = jsonPath + ": timing ops: " + error;
+      return false;
+    }
+    events.push_back(event);
+  }
+  opTimes.assign(file.ops.size(), 0.0);
+  timed = untimed = 0;
+  if (graph) {
+    device->destroyGraph(graph);
+    graph = nullptr;
+  }
+  graphNote = "its ops are timed one by one (--op-times)";
+  return true;
+}
+
+bool GpuStep::readOpTimes(std::string &error) {
+  for (size_t i = 0; i < file.ops.size(); ++i) {
+    float ms = 0;
+    if (!device->elapsedMilliseconds(events[i], events[i + 1], ms, error)) {
+      error = jsonPath + ": timing " + describeOp(i) + ": " + error;
+      return false;
+    }
+    opTimes[i] += double(ms) * 1e3;
+  }
+  ++timed;
+  return true;
+}
+
 bool GpuStep::enqueue(const std::vector<DevicePtr> &addresses,
                       std::string &error) {
   std::string deviceError;
   std::vector<DevicePtr> params;
+  bool timing = !events.empty();
+  if (timing && !device->recordEvent(events[0], stream, deviceError)) {
+    error = jsonPath + ": " + deviceError;
+    return false;
+  }
   for (size_t i = 0; i < file.ops.size(); ++i) {
     const GpuStepOp &op = file.ops[i];
     bool ok;
@@ -376,6 +421,8 @@ bool GpuStep::enqueue(const std::vector<DevicePtr> &addresses,
       call.tf32 = tf32 && op.a.dtype == DType::F32;
       ok = device->gemm(call, deviceError, stream);
     }
+    if (ok && timing)
+      ok = device->recordEvent(events[i + 1], stream, deviceError);
     if (ok && syncEachOp)
       ok = device->synchronize(deviceError);
     if (!ok) {
@@ -526,7 +573,7 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     device->destroyGraph(graph);
     graph = nullptr;
   }
-  if (stream && !graph && runs > 0) {
+  if (stream && !graph && runs > 0 && events.empty()) {
     std::string captureError;
     if (!capture(addresses, captureError)) {
       graphNote =
@@ -552,6 +599,9 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
             " (MANTISSA_GPU_STEP_SYNC=1 names the op)";
     return false;
   }
+  // Counted from timeOps on: the first kUntimedRuns runs are not timed.
+  if (!events.empty() && ++untimed > kUntimedRuns)
+    return readOpTimes(error);
   return true;
 }
 
@@ -748,6 +798,11 @@ bool GpuStepGradients::attachDevice(CudaDevice &target, std::string &error) {
         !device->allocate(results[i].bytes, resultStorage[i], deviceError))
       return failed("result " + std::to_string(i) + " '" + results[i].name +
                     "'");
+  if (timeOps && !step->timeOps(error)) {
+    error = "--op-times: " + error;
+    detachDevice();
+    return false;
+  }
   if (forward) {
     if (!forward->attach(target, error)) {
       detachDevice();
@@ -1049,6 +1104,35 @@ bool GpuStepGradients::downloadLoss(DevicePtr from, DType dtype, double &loss,
   else
     loss = loadFloatElement(bytes, 0, dtype);
   return true;
+}
+
+bool GpuStepGradients::writeOpTimes(const std::string &path,
+                                    std::string &error) const {
+  int64_t timed = step->timedRuns();
+  if (timed == 0) {
+    error = "--op-times " + path +
+            ": no run of the step was timed (the first " +
+            std::to_string(GpuStep::kUntimedRuns) +
+            " are not: lazy loading, cuBLAS's first choices); train more steps";
+    return false;
+  }
+  nlohmann::json ops = nlohmann::json::array();
+  const std::vector<double> &sums = step->opMicroseconds();
+  for (size_t i = 0; i < step->ops().size(); ++i) {
+    const GpuStepOp &op = step->ops()[i];
+    bool gemm = op.kind == GpuStepOp::Kind::Gemm;
+    ops.push_back({{"index", i},
+                   {"kind", gemm ? "gemm" : "kernel"},
+                   {"name", gemm ? describeGemm(op) : op.entry},
+                   {"source", op.source},
+                   {"measured_us", sums[i] / double(timed)}});
+  }
+  nlohmann::json report = {{"program", step->path()},
+                           {"step", step->stepName()},
+                           {"timed_runs", timed},
+                           {"untimed_runs", GpuStep::kUntimedRuns},
+                           {"ops", ops}};
+  return writeFileAtomically(path, report.dump(1) + "\n", error);
 }
 
 std::string GpuStepGradients::describeGraphUse() const {

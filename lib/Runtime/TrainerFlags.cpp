@@ -118,6 +118,8 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     return path(options.device);
   if (flag == "--metrics")
     return path(options.metricsPath);
+  if (flag == "--op-times")
+    return path(options.opTimesPath);
   if (flag == "--data-format")
     return path(options.dataFormat);
   if (flag == "--no-memory-report") {
@@ -213,6 +215,10 @@ bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
   if (options.tf32 && options.device != "cuda" && options.device != "gpu")
     return bad("--tf32 lets the GPU step's fp32 matrix products use TF32; it "
                "needs --device cuda");
+  if (!options.opTimesPath.empty() && options.device != "cuda" &&
+      options.device != "gpu")
+    return bad("--op-times times the GPU step's ops on the device; it needs "
+               "--device cuda");
   if (!validateLrSchedule(options.lrSchedule(), error))
     return false;
   for (auto [flag, beta] :
@@ -381,6 +387,8 @@ bool mlir::mantissa::rt::checkOutputLocations(
   }
   if (!options.metricsPath.empty())
     outputs.push_back({"--metrics", options.metricsPath});
+  if (!options.opTimesPath.empty())
+    outputs.push_back({"--op-times", options.opTimesPath});
   if (!options.finalParamsPath.empty())
     outputs.push_back({"--final-params", options.finalParamsPath});
   std::vector<std::pair<std::string, std::string>> inputs = {

@@ -96,6 +96,13 @@ TEST(CudaApiTest, DriverDeclarationsMatchCudaH) {
   EXPECT_SAME_ABI(cuGraphLaunch, cuGraphLaunch);
   EXPECT_SAME_ABI(cuGraphExecDestroy, cuGraphExecDestroy);
   EXPECT_SAME_ABI(cuGraphDestroy, cuGraphDestroy);
+  EXPECT_SAME_ABI(cuEventCreate, cuEventCreate);
+  EXPECT_SAME_ABI(cuEventRecord, cuEventRecord);
+  EXPECT_SAME_ABI(cuEventSynchronize, cuEventSynchronize);
+  EXPECT_SAME_ABI(cuEventElapsedTime, cuEventElapsedTime_v2);
+  EXPECT_SAME_ABI(cuEventDestroy, cuEventDestroy_v2);
+  EXPECT_EQ(api::CU_EVENT_DEFAULT, unsigned(CU_EVENT_DEFAULT));
+  EXPECT_TRUE((std::is_same_v<api::CUevent, CUevent>));
   EXPECT_EQ(api::CU_STREAM_DEFAULT, unsigned(CU_STREAM_DEFAULT));
   EXPECT_EQ(int(api::CU_STREAM_CAPTURE_MODE_RELAXED),
             int(CU_STREAM_CAPTURE_MODE_RELAXED));

@@ -44,7 +44,9 @@
 // (cuStreamBeginCapture_v2): launches and GEMMs queued on a capturing stream
 // are recorded with copies of their parameters, and the instantiated graph
 // replays them on cuGraphLaunch (counted by fakeCudaGraphLaunches), as the
-// driver's graphs do. The legacy default stream cannot capture.
+// driver's graphs do. The legacy default stream cannot capture. An event
+// records the host's time when it is recorded (what was queued before it
+// has run by then), so elapsed times are the host's.
 //
 // cuBLAS's cublasGemmStridedBatchedEx is implemented exactly as cuBLAS
 // defines it (column-major, transposes, leading dimensions, strides, batch,
@@ -77,6 +79,7 @@
 #include "mantissa/Runtime/DType.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -147,6 +150,13 @@ struct cublasLtMatmulPreferenceOpaque {
 struct CUstream_st {
   bool capturing = false;
   std::vector<std::function<int()>> recorded;
+};
+/// An event is the host time at which it was recorded: streams run what
+/// is queued at once, so that is when the work before it finished (a
+/// captured event is not supported).
+struct CUevent_st {
+  std::chrono::steady_clock::time_point recorded;
+  bool done = false;
 };
 struct CUgraph_st {
   std::vector<std::function<int()>> ops;
@@ -422,6 +432,32 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   for (std::function<int()> &op : exec->ops)
     if (int rc = op())
       return rc;
+  return 0;
+}
+CUresult cuEventCreate(CUevent *event, unsigned int flags) {
+  if (flags != 0)
+    return 1;
+  *event = new CUevent_st();
+  return 0;
+}
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+  if (!event || (stream && stream->capturing))
+    return 1;
+  event->recorded = std::chrono::steady_clock::now();
+  event->done = true;
+  return 0;
+}
+CUresult cuEventSynchronize(CUevent event) { return event ? 0 : 1; }
+CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end) {
+  if (!start || !end || !start->done || !end->done)
+    return 600; // CUDA_ERROR_NOT_READY
+  *ms =
+      std::chrono::duration<float, std::milli>(end->recorded - start->recorded)
+          .count();
+  return 0;
+}
+CUresult cuEventDestroy_v2(CUevent event) {
+  delete event;
   return 0;
 }
 CUresult cuGraphExecDestroy(CUgraphExec exec) {

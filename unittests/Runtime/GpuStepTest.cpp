@@ -764,11 +764,8 @@ TEST(GpuStepDevice, BindsEveryKindOfBuffer) {
   EXPECT_EQ(device->bytesInUse() - before, 5 * 16); // the test's buffers
 }
 
-/// After its first run a step replays one captured CUDA graph, captured
-/// again when a buffer's address changes; the results are those of running
-/// op by op.
-TEST(GpuStepDevice, ReplaysOneGraphAfterTheFirstRun) {
-  OPEN_FAKE_OR_SKIP(device);
+/// Two kernels on four floats: t = x + x, then r = t + x.
+ProgramFiles twoAddsProgram() {
   ProgramFiles files;
   files.program = {{"format", 1},
                    {"step", "graph"},
@@ -792,6 +789,15 @@ TEST(GpuStepDevice, ReplaysOneGraphAfterTheFirstRun) {
                       {"grid", 1},
                       {"buffers", {2, 0, 1}},
                       {"source", "r = t + x"}}}}};
+  return files;
+}
+
+/// After its first run a step replays one captured CUDA graph, captured
+/// again when a buffer's address changes; the results are those of running
+/// op by op.
+TEST(GpuStepDevice, ReplaysOneGraphAfterTheFirstRun) {
+  OPEN_FAKE_OR_SKIP(device);
+  ProgramFiles files = twoAddsProgram();
   std::string error;
   std::unique_ptr<GpuStep> step = GpuStep::load(writeProgram(files), error);
   ASSERT_NE(step, nullptr) << error;
@@ -836,6 +842,47 @@ TEST(GpuStepDevice, ReplaysOneGraphAfterTheFirstRun) {
   EXPECT_EQ(downloadFloats(*device, r0, 4), (std::vector<float>{3, 6, 9, 12}));
   step->detach();
   for (DevicePtr pointer : {xd, yd, r0, r1})
+    device->release(pointer);
+}
+
+/// --op-times: every op timed with events, op by op, from the third run.
+TEST(GpuStepDevice, TimesEachOpAfterTheUntimedRuns) {
+  OPEN_FAKE_OR_SKIP(device);
+  ProgramFiles files = twoAddsProgram();
+  std::string error;
+  std::unique_ptr<GpuStep> step = GpuStep::load(writeProgram(files), error);
+  ASSERT_NE(step, nullptr) << error;
+  EXPECT_FALSE(step->timeOps(error));
+  EXPECT_NE(error.find("needs the step attached to a device"),
+            std::string::npos)
+      << error;
+  ASSERT_TRUE(step->attach(*device, error)) << error;
+  ASSERT_TRUE(step->timeOps(error)) << error;
+  std::vector<float> x = {1, 2, 3, 4};
+  DevicePtr xd = upload(*device, x.data(), 16), r = 0;
+  ASSERT_TRUE(device->allocate(16, r, error)) << error;
+  int *launches = kernelSymbol<int>("gpustep_test_launches");
+  ASSERT_NE(launches, nullptr);
+  const int64_t runs = GpuStep::kUntimedRuns + 3;
+  for (int64_t run = 0; run < runs; ++run) {
+    int before = *launches;
+    ASSERT_TRUE(step->run({xd}, {r}, error)) << error;
+    // Op by op: each op launched every run, never a graph.
+    EXPECT_EQ(*launches - before, 2) << "run " << run;
+    EXPECT_EQ(step->timedRuns(),
+              std::max<int64_t>(0, run + 1 - GpuStep::kUntimedRuns));
+  }
+  EXPECT_EQ(downloadFloats(*device, r, 4), (std::vector<float>{3, 6, 9, 12}));
+  EXPECT_EQ(step->graphReplays(), 0);
+  EXPECT_EQ(step->getGraphNote(), "its ops are timed one by one (--op-times)");
+  ASSERT_EQ(step->opMicroseconds().size(), 2u);
+  for (double microseconds : step->opMicroseconds())
+    EXPECT_GE(microseconds, 0.0);
+  // What was timed outlives the device.
+  step->detach();
+  EXPECT_EQ(step->timedRuns(), 3);
+  EXPECT_EQ(step->opMicroseconds().size(), 2u);
+  for (DevicePtr pointer : {xd, r})
     device->release(pointer);
 }
 

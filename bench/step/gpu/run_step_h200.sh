@@ -21,7 +21,10 @@
 #       eager (bench/step/gpu/torch_gpu_step.py; the compute arm against
 #       torch.autocast), and prints ms per step of each (steps after the
 #       first two: lazy loading, graph capture), the ratio, the cost model's
-#       prediction, and the losses checked against torch's trajectory.
+#       prediction, and the losses checked against torch's trajectory; the
+#       op-by-op run times each op (--op-times), and
+#       bench/step/gpu/compare_op_times.py prints measured against predicted
+#       per cost class (docs/gpu-cost-model.md: calibration).
 #       DRY_RUN=1 runs it here on the stand-in driver (unittests/Runtime/
 #       FakeCuda.cpp, $FAKE_CUDA_DIR, default build/unittests/fake-cuda) and
 #       torch on the CPU: a check of the script, not of speed.
@@ -99,8 +102,13 @@ run)
       "$runner" "$art" --inputs "$batch" --weights "$init" --steps "$STEPS" --device cuda \
         --losses "$dir/$name.losses.json" > "$dir/$name.log" 2>&1 || { status=1; tail -5 "$dir/$name.log"; continue; }
       grep -E '^(device|time|kernels|memory):|CUDA graph|op by op' "$dir/$name.log" || true
-      MANTISSA_GPU_STEP_GRAPH=0 "$runner" "$art" --inputs "$batch" --weights "$init" --steps "$STEPS" --device cuda \
-        --losses "$dir/$name.eager.losses.json" > "$dir/$name.eager.log" 2>&1 || { status=1; tail -5 "$dir/$name.eager.log"; continue; }
+      # Op by op, each op timed on the device (--op-times): the cost model's
+      # calibration per class.
+      "$runner" "$art" --inputs "$batch" --weights "$init" --steps "$STEPS" --device cuda \
+        --losses "$dir/$name.eager.losses.json" --op-times "$dir/$name.times.json" \
+        > "$dir/$name.eager.log" 2>&1 || { status=1; tail -5 "$dir/$name.eager.log"; continue; }
+      "$python" "$repo/bench/step/gpu/compare_op_times.py" "$art.cost.json" "$dir/$name.times.json" --top 5 \
+        || status=1
       if cmp -s "$dir/$name.losses.json" "$dir/$name.eager.losses.json"; then
         echo "PASS $name: the graph's losses equal op-by-op's"
       else

@@ -130,6 +130,15 @@ public:
   bool endCapture(void *stream, void *&graph, std::string &error);
   bool launchGraph(void *graph, void *stream, std::string &error);
   void destroyGraph(void *graph);
+  /// Events, which time the device's work on a stream: recordEvent marks
+  /// the point after what is queued so far, elapsedMilliseconds waits for
+  /// `end` and gives the device time between the two. createEvent fails
+  /// when the driver lacks events.
+  bool createEvent(void *&event, std::string &error);
+  bool recordEvent(void *event, void *stream, std::string &error);
+  bool elapsedMilliseconds(void *start, void *end, float &ms,
+                           std::string &error);
+  void destroyEvent(void *event);
   /// Waits for everything queued on the device.
   bool synchronize(std::string &error);
 
@@ -177,6 +186,8 @@ private:
   /// The stream and graph entry points the driver lacks (then graphs are
   /// not used).
   std::string graphsMissing;
+  /// The event entry points the driver lacks (empty: it has them all).
+  std::string eventsMissing;
   void *library = nullptr;
   void *context = nullptr;
   int deviceOrdinal = 0, deviceHandle = 0, count = 0;

@@ -158,6 +158,10 @@ struct GpuProgram {
   int64_t findArgument(const std::string &name) const;
 };
 
+/// How reports name a GEMM op: "gemm MxNxK[ xBATCH] A->C" with A's and C's
+/// safetensors dtype names (--cost-report, --op-times).
+std::string describeGemm(const GpuStepOp &op);
+
 /// The program as step.gpu.json's text (pretty-printed, keys sorted).
 std::string writeGpuProgram(const GpuProgram &program);
 

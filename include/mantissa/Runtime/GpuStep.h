@@ -95,6 +95,17 @@ public:
   bool convert(DevicePtr source, DType from, DevicePtr target, DType to,
                int64_t count, std::string &error);
 
+  /// Times every op on the device from the next run on (--op-times): the
+  /// step then runs op by op, not as a graph, with an event recorded after
+  /// each op, and each op's device time is summed over the runs after the
+  /// first kUntimedRuns (lazy loading, cuBLAS's first choices). Fails when
+  /// the driver lacks events. Set after attach.
+  bool timeOps(std::string &error);
+  static constexpr int64_t kUntimedRuns = 2;
+  /// Per op, its device microseconds summed over timedRuns() runs.
+  const std::vector<double> &opMicroseconds() const { return opTimes; }
+  int64_t timedRuns() const { return timed; }
+
   /// How many runs since attach replayed the captured CUDA graph, and if
   /// graphs are not used, why not.
   int64_t graphReplays() const { return replays; }
@@ -127,8 +138,11 @@ private:
   GpuStep() = default;
   bool launch(void *function, int64_t grid, std::vector<DevicePtr> &params,
               std::string &error);
-  /// Queues every op on `stream` with buffer i at addresses[i].
+  /// Queues every op on `stream` with buffer i at addresses[i] (and, when
+  /// ops are timed, events[0] before them and events[i + 1] after op i).
   bool enqueue(const std::vector<DevicePtr> &addresses, std::string &error);
+  /// Adds the device time between consecutive events to opTimes.
+  bool readOpTimes(std::string &error);
   /// The first two arguments or results whose storage at `addresses`
   /// overlaps ("argument 0 'x' and result 1 'y'"), or empty.
   std::string
@@ -163,6 +177,11 @@ private:
   int64_t runs = 0, replays = 0;
   std::string graphNote;
   bool tf32 = false;
+  /// Timing (timeOps): one event before the ops and one after each, the
+  /// summed microseconds per op, and the runs they sum.
+  std::vector<void *> events;
+  std::vector<double> opTimes;
+  int64_t timed = 0, untimed = 0;
 };
 
 /// The training step on the GPU in front of the update path: a
@@ -206,6 +225,15 @@ public:
   void setTokenBatches(std::unique_ptr<TokenBatches> batches);
   /// GpuStep::setTf32 for the joint and the forward program.
   void setTf32(bool enable);
+  /// Times the joint program's ops (GpuStep::timeOps) from attachDevice
+  /// on (--op-times); set before it.
+  void setTimeOps(bool enable) { timeOps = enable; }
+  /// Writes what was timed to `path` (atomically), as JSON: the program's
+  /// path and step, how many runs were timed and how many were not, and
+  /// per op in program order its index, kind (`kernel`, `gemm`), name (a
+  /// kernel's entry, a GEMM's shape and dtypes, as --cost-report names
+  /// them), source and mean `measured_us`. Fails when no run was timed.
+  bool writeOpTimes(const std::string &path, std::string &error) const;
   bool splitsSteps() const override { return batches != nullptr; }
   bool selectMicroBatch(const MicroBatch &microBatch,
                         std::string &error) override;
@@ -232,6 +260,7 @@ public:
 
 private:
   GpuStepGradients() = default;
+  bool timeOps = false;
   bool scratch(std::vector<DevicePtr> &list, size_t index, int64_t bytes,
                std::string &error);
   /// The device addresses of the step's arguments: the parameters where

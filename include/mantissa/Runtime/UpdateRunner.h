@@ -166,6 +166,9 @@ struct UpdateOptions {
   /// --tf32: the GPU step's fp32 matrix products may use TF32
   /// (GpuStep::setTf32); off, they stay fp32.
   bool tf32 = false;
+  /// --op-times: where to write the GPU step's per-op device times
+  /// (GpuStepGradients::writeOpTimes); empty: the step is not timed.
+  std::string opTimesPath;
   int64_t steps = 1;
   int64_t saveEvery = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
