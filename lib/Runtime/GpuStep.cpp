@@ -350,7 +350,7 @@ bool GpuStep::timeOps(std::string &error) {
     events.push_back(event);
   }
   opTimes.assign(file.ops.size(), 0.0);
-  timed = untimed = 0;
+  timingRuns = 0;
   if (graph) {
     device->destroyGraph(graph);
     graph = nullptr;
@@ -368,7 +368,6 @@ bool GpuStep::readOpTimes(std::string &error) {
     }
     opTimes[i] += double(ms) * 1e3;
   }
-  ++timed;
   return true;
 }
 
@@ -600,7 +599,7 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     return false;
   }
   // Counted from timeOps on: the first kUntimedRuns runs are not timed.
-  if (!events.empty() && ++untimed > kUntimedRuns)
+  if (!events.empty() && ++timingRuns > kUntimedRuns)
     return readOpTimes(error);
   return true;
 }

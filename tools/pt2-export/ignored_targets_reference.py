@@ -15,6 +15,7 @@ make_fx graphs of test/Inputs/aten drop it), so Mantissa runs NAME.pt2 on
 this batch.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -24,8 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from autocast_reference import corpus_model  # noqa: E402
+from corpus_models import corpus_definitions  # noqa: E402
 from export_joint import reference_numbers, save_safetensors  # noqa: E402
-import json  # noqa: E402
 
 
 def main():
@@ -44,7 +45,7 @@ def main():
     targets[0, 1] = -100
     targets[0, positions // 2] = -100
     inputs = [tokens, targets]
-    make = corpus_model.__globals__["corpus_definitions"]()["make"]
+    make = corpus_definitions()["make"]
     grads, traj, _ = reference_numbers(lambda: make(args.name)[0], inputs, None, (), init,
                                        args.steps, 1e-3, ("fp32",))
     os.makedirs(args.out_dir, exist_ok=True)

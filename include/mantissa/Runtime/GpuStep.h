@@ -33,6 +33,7 @@
 #include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -104,7 +105,9 @@ public:
   static constexpr int64_t kUntimedRuns = 2;
   /// Per op, its device microseconds summed over timedRuns() runs.
   const std::vector<double> &opMicroseconds() const { return opTimes; }
-  int64_t timedRuns() const { return timed; }
+  int64_t timedRuns() const {
+    return std::max<int64_t>(0, timingRuns - kUntimedRuns);
+  }
 
   /// How many runs since attach replayed the captured CUDA graph, and if
   /// graphs are not used, why not.
@@ -178,10 +181,10 @@ private:
   std::string graphNote;
   bool tf32 = false;
   /// Timing (timeOps): one event before the ops and one after each, the
-  /// summed microseconds per op, and the runs they sum.
+  /// summed microseconds per op, and the runs since timeOps.
   std::vector<void *> events;
   std::vector<double> opTimes;
-  int64_t timed = 0, untimed = 0;
+  int64_t timingRuns = 0;
 };
 
 /// The training step on the GPU in front of the update path: a

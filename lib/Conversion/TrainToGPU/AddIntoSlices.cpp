@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TrainElementwise.h"
 #include "mantissa/Conversion/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
@@ -22,19 +23,6 @@ using namespace mlir;
 using namespace mlir::mantissa;
 
 namespace {
-
-/// Whether `value` is a train.full of zero.
-bool isZeros(Value value) {
-  auto full = value.getDefiningOp<train::FullOp>();
-  if (!full)
-    return false;
-  Attribute fill = full.getValue();
-  if (auto integer = dyn_cast<IntegerAttr>(fill))
-    return integer.getValue().isZero();
-  if (auto real = dyn_cast<FloatAttr>(fill))
-    return real.getValue().isZero();
-  return false;
-}
 
 /// Rewrites `add` when one operand is a zero-padded slice that only it
 /// reads; returns whether it did.

@@ -238,22 +238,20 @@ struct FuseProducersIntoPartialsPass
         getGpuStepOpRoles(block);
     if (failed(roles))
       return signalPassFailure();
-    // Who writes each buffer, and the ops whose accesses are not known (any
-    // of which may write any buffer).
+    // Who writes each buffer, and whether an op's accesses are not known
+    // (it may write any buffer).
     llvm::DenseMap<Value, SmallVector<Operation *, 1>> writers;
-    SmallVector<Operation *> unknown;
+    bool unknown = false;
     auto collectWriters = [&] {
       writers.clear();
-      unknown.clear();
+      unknown = false;
       for (Operation &op : block) {
         if (isViewOp(&op) || isa<memref::AllocOp, memref::DeallocOp>(op))
           continue;
         BufferAccesses accesses = BufferAccesses::of(&op);
-        if (!accesses.known)
-          unknown.push_back(&op);
-        else
-          for (Value base : accesses.writes)
-            writers[base].push_back(&op);
+        unknown |= !accesses.known;
+        for (Value base : accesses.writes)
+          writers[base].push_back(&op);
       }
     };
     collectWriters();
@@ -268,8 +266,7 @@ struct FuseProducersIntoPartialsPass
           continue;
         // Its one writer, a kernel of its own (not a GEMM's epilogue).
         auto written = writers.find(temporary);
-        if (written == writers.end() || written->second.size() != 1 ||
-            !unknown.empty())
+        if (unknown || written == writers.end() || written->second.size() != 1)
           continue;
         auto producer = dyn_cast<linalg::GenericOp>(written->second.front());
         if (!producer || !producer->isBeforeInBlock(partials) ||

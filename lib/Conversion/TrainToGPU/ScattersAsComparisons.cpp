@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TrainElementwise.h"
 #include "mantissa/Conversion/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
@@ -187,12 +188,8 @@ bool rewriteScatter(train::ScatterValueOp scatter) {
   scatter.getResult().replaceAllUsesWith(selected);
   Value zeros = scatter.getInput(), indices = scatter.getIndex();
   scatter.erase();
-  if (auto full = zeros.getDefiningOp<train::FullOp>()) {
-    auto real = dyn_cast<FloatAttr>(full.getValue());
-    auto integer = dyn_cast<IntegerAttr>(full.getValue());
-    if ((real && real.getValue().isZero()) || (integer && !integer.getInt()))
-      rewriteSums(selected, indices, value, zeros, dim);
-  }
+  if (isZeros(zeros))
+    rewriteSums(selected, indices, value, zeros, dim);
   return true;
 }
 

@@ -1,9 +1,10 @@
 //===- TrainElementwise.h - Which train ops are elementwise -----*- C++ -*-===//
 //
 // The train ops whose every result element is a function of the operands'
-// elements at the same position, for the GPU program's rewrites on train
-// ops (mantissa-elementwise-through-concats,
-// mantissa-log-softmax-as-differences).
+// elements at the same position, and tensors of zeros, for the GPU
+// program's rewrites on train ops (mantissa-elementwise-through-concats,
+// mantissa-log-softmax-as-differences, mantissa-add-into-slices,
+// mantissa-scatters-as-comparisons).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +32,19 @@ inline bool isTrainElementwise(Operation *op) {
              train::SigmoidOp, train::TanhOp, train::ErfOp, train::SinOp,
              train::CosOp, train::ReluOp, train::SiluOp, train::LogicalNotOp,
              train::GeluOp, train::WhereOp, train::CastOp>(op);
+}
+
+/// Whether `value` is a train.full of zero (an integer or a float 0).
+inline bool isZeros(Value value) {
+  auto full = value.getDefiningOp<train::FullOp>();
+  if (!full)
+    return false;
+  Attribute fill = full.getValue();
+  if (auto integer = dyn_cast<IntegerAttr>(fill))
+    return integer.getValue().isZero();
+  if (auto real = dyn_cast<FloatAttr>(fill))
+    return real.getValue().isZero();
+  return false;
 }
 
 } // namespace mlir::mantissa
