@@ -86,7 +86,8 @@ struct Problem {
 class GpuAttentionKernelsTest : public GpuEmulationTest {
 protected:
   /// Runs forward and backward of `problem` with `closed(query, key)` as
-  /// the mask and checks every output against double precision.
+  /// the mask (none where `closed` is empty: every key open) and checks
+  /// every output against double precision.
   void check(const Problem &problem,
              const std::function<bool(int64_t, int64_t)> &closed,
              Problem::Layout valueLayout = Problem::Layout::Dense) {
@@ -109,7 +110,8 @@ protected:
     spec.dq = problem.operand(bf16, Layout::Dense);
     spec.dk = problem.operand(bf16, Layout::Transposed);
     spec.dv = problem.operand(bf16, Layout::Interleaved);
-    spec.mask = {i1, S * S, 0, {0, 0, S, 1}};
+    if (closed)
+      spec.mask = {i1, S * S, 0, {0, 0, S, 1}};
     spec.lse = {f32, B * H * S, 0, {H * S, S, 1, 0}};
     spec.delta = spec.lse;
     ASSERT_EQ(whyAttentionKernelsCannotRun(spec), "");
@@ -131,7 +133,7 @@ protected:
     std::vector<uint8_t> mask(S * S);
     for (int64_t i = 0; i < S; ++i)
       for (int64_t j = 0; j < S; ++j)
-        mask[i * S + j] = closed(i, j);
+        mask[i * S + j] = closed && closed(i, j);
     std::vector<uint16_t> out(B * H * S * D), dq(out.size()), dk(out.size()),
         dv(out.size());
     std::vector<float> lse(B * H * S), delta(B * H * S);
@@ -170,10 +172,15 @@ protected:
       EXPECT_EQ(launch.grid,
                 B * H * ((tiles + kBlockSize / 32 - 1) / (kBlockSize / 32)));
       EXPECT_EQ(launch.mmasPerStep, products[i]) << names[i];
-      // Under a causal mask a warp takes about half of the steps of 32.
+      // Under a causal mask a warp takes about half of the steps of 32;
+      // without a mask, all of them.
       double steps = double((S + 31) / 32);
-      EXPECT_GT(launch.stepsPerWarp, 0.5 * steps) << names[i];
-      EXPECT_LT(launch.stepsPerWarp, 0.5 * steps + 1) << names[i];
+      if (!closed) {
+        EXPECT_EQ(launch.stepsPerWarp, steps) << names[i];
+      } else {
+        EXPECT_GT(launch.stepsPerWarp, 0.5 * steps) << names[i];
+        EXPECT_LT(launch.stepsPerWarp, 0.5 * steps + 1) << names[i];
+      }
     }
     ASSERT_TRUE(succeeded(verify(*container))) << diagnostics;
     void *handle = loadEmulatedKernels(gpuModule);
@@ -241,7 +248,7 @@ protected:
             for (int64_t d = 0; d < D; ++d)
               dot +=
                   value(q, spec.q, b, h, i, d) * value(k, spec.k, b, h, j, d);
-            s[j] = closed(i, j)
+            s[j] = closed && closed(i, j)
                        ? -INFINITY
                        : roundBf16(roundBf16(dot) * float(problem.scale));
             maximum = std::max(maximum, s[j]);
@@ -400,6 +407,16 @@ TEST_F(GpuAttentionKernelsTest, HeadsOfEightColumnTilesMatchDoublePrecision) {
         return key != query && (query * 5 + key) % 4 == 0;
       },
       Problem::Layout::Transposed);
+}
+
+/// No mask at all (an encoder's attention: the op `unmasked`), so no mask
+/// argument and no step skipped: 80 positions (two and a half steps, five
+/// warps of rows), heads of 16; and 16 positions with heads of 8 (the
+/// DiT block of test/Inputs/aten), v stored transposed.
+TEST_F(GpuAttentionKernelsTest, UnmaskedMatchesDoublePrecision) {
+  check({2, 2, 80, 16, 0.25}, nullptr);
+  check({2, 2, 16, 8, 0.35355339059327379}, nullptr,
+        Problem::Layout::Transposed);
 }
 
 } // namespace

@@ -578,7 +578,7 @@ def RoundProductsOncePass
 }
 
 def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
-  let summary = "Fuse causal-softmax attention, forward and backward, into train.attention_kernel";
+  let summary = "Fuse softmax attention, forward and backward, into train.attention_kernel";
   let description = [{
     On `train.step`s (before lowering), for the GPU program: each layer's
     attention as torch exports it under autocast (bf16 scores `q k^T`,
@@ -594,7 +594,9 @@ def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
     backward's row term from the output): the numbers differ from the
     unfused program in the last bits of bf16. Only what the kernels run is
     fused (any sequence, a head dimension that is a multiple of 8 up to
-    128, bf16 products, a [S, S] mask); attention in other forms stays as
+    128, bf16 products, a [S, S] mask or none: an encoder's attention,
+    without `where`s, becomes ops marked `unmasked` without the mask
+    operand); attention in other forms stays as
     it is. A graph in bf16 throughout (a model exported in bf16) widens dp
     before the softmax backward's product and rounds ds to bf16 before it
     masks and scales it; the backward op then rounds it there too

@@ -3,6 +3,8 @@
 // mantissa-fuse-attention (Passes.td): the joint graph's attention, as
 // torch exports it under autocast, becomes train.attention_kernel forward
 // and backward, which the GPU program runs as flash-attention kernels.
+// Masked (causal, or any [S, S] bool mask) or not masked at all (an
+// encoder's: no `where`s, the op `unmasked`).
 //
 // Forward, per layer (B batches, H heads, S positions, D per head):
 //
@@ -185,10 +187,16 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   Value input = softmax.getInput();
   if (auto cast = input.getDefiningOp<train::CastOp>())
     input = cast.getInput();
-  auto masked = input.getDefiningOp<train::WhereOp>();
-  if (!masked || !isFull(masked.getLhs(), -INFINITY))
-    return std::nullopt;
-  auto scaled = masked.getRhs().getDefiningOp<train::MulScalarOp>();
+  // Masked (-inf where the mask is true), or not at all: every query sees
+  // every key, as in an encoder.
+  Value mask;
+  if (auto masked = input.getDefiningOp<train::WhereOp>()) {
+    if (!isFull(masked.getLhs(), -INFINITY))
+      return std::nullopt;
+    mask = masked.getCondition();
+    input = masked.getRhs();
+  }
+  auto scaled = input.getDefiningOp<train::MulScalarOp>();
   std::optional<double> scale = scaled ? getScale(scaled) : std::nullopt;
   auto scoresView =
       scaled ? scaled.getInput().getDefiningOp<train::ViewOp>() : nullptr;
@@ -207,12 +215,13 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   attention.scores = scores;
   attention.query = query->source;
   attention.key = keyTransposed->source;
-  attention.mask = masked.getCondition();
+  attention.mask = mask;
   attention.scale = *scale;
-  RankedTensorType maskType = typeOf(attention.mask);
+  RankedTensorType maskType = mask ? typeOf(mask) : RankedTensorType();
   ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
-  if (!maskType || !maskType.getElementType().isInteger(1) ||
-      maskType.getShape() != ArrayRef<int64_t>{shape[2], shape[2]} ||
+  if ((mask &&
+       (!maskType || !maskType.getElementType().isInteger(1) ||
+        maskType.getShape() != ArrayRef<int64_t>{shape[2], shape[2]})) ||
       typeOf(attention.key).getShape() != shape ||
       !whyAttentionShapeIsUnsupported(shape[2], shape[3]).empty())
     return std::nullopt;
@@ -281,12 +290,16 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
     scoresGradient = rounding.getResult();
     attention.roundedGradient = true;
   }
-  auto zeroed = dyn_cast<train::WhereOp>(*scoresGradient.user_begin());
-  if (!zeroed || zeroed.getCondition() != attention.mask ||
-      !isFull(zeroed.getLhs(), 0.0) || zeroed.getRhs() != scoresGradient ||
-      !zeroed->hasOneUse())
-    return std::nullopt;
-  auto rescaled = dyn_cast<train::MulScalarOp>(*zeroed->user_begin());
+  // Zero where the mask is true (unmasked: nowhere).
+  if (attention.mask) {
+    auto zeroed = dyn_cast<train::WhereOp>(*scoresGradient.user_begin());
+    if (!zeroed || zeroed.getCondition() != attention.mask ||
+        !isFull(zeroed.getLhs(), 0.0) || zeroed.getRhs() != scoresGradient ||
+        !zeroed->hasOneUse())
+      return std::nullopt;
+    scoresGradient = zeroed.getResult();
+  }
+  auto rescaled = dyn_cast<train::MulScalarOp>(*scoresGradient.user_begin());
   if (!rescaled || getScale(rescaled) != attention.scale)
     return std::nullopt;
 
@@ -357,9 +370,14 @@ void rewrite(Attention attention) {
   FloatAttr scale = b.getF64FloatAttr(attention.scale);
   Value query = rounded(attention.query), key = rounded(attention.key),
         value = rounded(attention.value);
+  // The inputs before the forward's results: q, k, v and the mask, if any.
+  SmallVector<Value> inputs = {query, key, value};
+  if (attention.mask)
+    inputs.push_back(attention.mask);
+  UnitAttr unmasked = attention.mask ? UnitAttr() : b.getUnitAttr();
   auto forward = b.create<train::AttentionKernelOp>(
-      loc, TypeRange{full, rows}, ValueRange{query, key, value, attention.mask},
-      ValueRange{empty(full), empty(rows)}, UnitAttr(), scale, UnitAttr());
+      loc, TypeRange{full, rows}, inputs, ValueRange{empty(full), empty(rows)},
+      UnitAttr(), scale, UnitAttr(), unmasked);
   auto replace = [&](train::BatchMatmulOp product, Value by) {
     product.replaceAllUsesWith(
         b.create<train::ViewOp>(product.getLoc(), product.getType(), by)
@@ -372,13 +390,12 @@ void rewrite(Attention attention) {
       {attention.dv, attention.dp, attention.dq, attention.dkTransposed});
   Value gradient =
       b.create<train::ViewOp>(loc, full, attention.gradient).getResult();
+  inputs.append({forward.getResult(0), forward.getResult(1), gradient});
   auto backward = b.create<train::AttentionKernelOp>(
-      loc, TypeRange{full, full, full, rows},
-      ValueRange{query, key, value, attention.mask, forward.getResult(0),
-                 forward.getResult(1), gradient},
+      loc, TypeRange{full, full, full, rows}, inputs,
       ValueRange{empty(full), empty(full), empty(full), empty(rows)},
       b.getUnitAttr(), scale,
-      attention.roundedGradient ? b.getUnitAttr() : UnitAttr());
+      attention.roundedGradient ? b.getUnitAttr() : UnitAttr(), unmasked);
   replace(attention.dq, backward.getResult(0));
   replace(attention.dv, backward.getResult(2));
   Value keyGradient = b.create<train::PermuteOp>(

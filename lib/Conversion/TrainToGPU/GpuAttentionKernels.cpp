@@ -431,7 +431,11 @@ public:
         Index r = plus(row, 8 * rowOf(j)), c = plus(column, 8 * n);
         Index loadedRow = inSequence(r), first = inSequence(c),
               second = inSequence(plus(c, 1));
-        if (transposed) {
+        if (!mask.elementType) {
+          // No mask: every key open to every query.
+          closed[n][j] = closed[n][j + 1] =
+              b.create<arith::ConstantIntOp>(loc, 0, 1);
+        } else if (transposed) {
           closed[n][j] = load(mask, first, loadedRow);
           closed[n][j + 1] = load(mask, second, loadedRow);
         } else if (!pairs.count(&mask)) {
@@ -1030,6 +1034,9 @@ mlir::mantissa::getAttentionKernelArguments(AttentionKernel kind,
   }
   SmallVector<AttentionArgument> arguments;
   for (const AttentionOperand *operand : operands) {
+    // The mask, where there is none.
+    if (!operand->elementType)
+      continue;
     arguments.push_back({operand, false});
     // Pairs of columns: contiguous, every pair at an even element. The
     // mask's where its rows are the warp's (not transposed).
@@ -1204,10 +1211,12 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   launch.grid = spec.batch * spec.heads * blocksPerSequence;
   // Steps under a causal mask: rows (queries) 16 t .. 16 t + 15 see the
   // keys up to theirs; keys 16 t .. are seen by the queries from theirs.
+  // Without a mask, every step.
   int64_t steps = llvm::divideCeil(spec.sequence, kStepColumns), taken = 0;
   for (int64_t tile = 0; tile < tiles; ++tile)
     taken +=
-        kind == AttentionKernel::BackwardKeyValue
+        !spec.mask.elementType ? steps
+        : kind == AttentionKernel::BackwardKeyValue
             ? steps - (tile * kTileRows) / kStepColumns
             : std::min(steps,
                        (tile * kTileRows + kTileRows - 1) / kStepColumns + 1);

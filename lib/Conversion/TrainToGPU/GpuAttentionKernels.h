@@ -38,8 +38,9 @@ struct AttentionOperand {
 /// -inf where `mask` is true, softmax along the keys in fp32, out = p v.
 /// The backward takes dout and gives dq, dk, dv, with
 /// delta = rowsum(dout * out) (fp32) as the softmax's backward term. q, k,
-/// v, out, dout, dq, dk, dv are bf16; the mask i1; lse and delta fp32,
-/// dense [batch, heads, sequence].
+/// v, out, dout, dq, dk, dv are bf16; the mask i1 (none, without an element
+/// type: every key visible to every query, and no mask argument); lse and
+/// delta fp32, dense [batch, heads, sequence].
 struct AttentionKernelSpec {
   int64_t batch = 1, heads = 1, sequence = 0, headDim = 0;
   double scale = 1.0;
@@ -89,11 +90,12 @@ struct AttentionLaunch {
   /// Blocks, and the warps that do work (one per 16 rows of a sequence).
   int64_t grid = 0, warps = 0;
   /// Steps of 32 each warp takes on average when the mask is causal (the
-  /// others it skips), and what one step issues per lane: its weighted
-  /// instructions (GpuStepOp::opsPerIteration) and its mma.sync.
+  /// others it skips; without a mask, all of them), and what one step issues
+  /// per lane: its weighted instructions (GpuStepOp::opsPerIteration) and its
+  /// mma.sync.
   double stepsPerWarp = 0;
   int64_t opsPerStep = 0, mmasPerStep = 0;
-  /// The launch's tensor-core flops under a causal mask.
+  /// The launch's tensor-core flops (under a causal mask, where it has one).
   int64_t tensorFlops() const;
 };
 

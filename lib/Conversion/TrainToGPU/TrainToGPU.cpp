@@ -384,8 +384,11 @@ LogicalResult GpuProgramBuilder::addAttention(train::AttentionKernelOp op) {
     return success();
   };
   bool backward = op.getBackward();
-  SmallVector<AttentionOperand *> inputs = {&spec.q, &spec.k, &spec.v,
-                                            &spec.mask};
+  // No mask operand where the op is unmasked: spec.mask stays without an
+  // element type, which the kernels take for every key visible.
+  SmallVector<AttentionOperand *> inputs = {&spec.q, &spec.k, &spec.v};
+  if (op.getMask())
+    inputs.push_back(&spec.mask);
   SmallVector<AttentionOperand *> outputs = {&spec.out, &spec.lse};
   if (backward) {
     inputs.append({&spec.out, &spec.lse, &spec.dout});

@@ -160,6 +160,14 @@ func.func @attention_inputs(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o
 
 // -----
 
+func.func @attention_unmasked_inputs(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>) {
+  // expected-error @+1 {{'train.attention_kernel' op takes 3 inputs and 2 outputs forward unmasked}}
+  %r:2 = train.attention_kernel {scale = 0.25 : f64, unmasked} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x32xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+  return
+}
+
+// -----
+
 func.func @attention_mask(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x16xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>) {
   // expected-error @+1 {{the mask is 'tensor<32x16xi1>'; expected a [32, 32] of 'i1'}}
   %r:2 = train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x16xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>

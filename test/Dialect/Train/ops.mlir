@@ -70,3 +70,13 @@ func.func @attention_kernel(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x32xi1>, %o
   train.attention_kernel {backward, scale = 0.25 : f64} ins(%bq, %bq, %bq, %bm, %bq, %bl, %bq : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<32x32xi1>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>, memref<1x2x32x16xbf16>) outs(%bq, %bq, %bq, %bl : memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32x16xbf16>, memref<1x2x32xf32>)
   return
 }
+
+// Unmasked (an encoder's attention): no mask operand.
+// CHECK-LABEL: func.func @attention_kernel_unmasked
+// CHECK: %{{.*}}:2 = train.attention_kernel {scale = 2.500000e-01 : f64, unmasked} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>) outs(
+// CHECK: %{{.*}}:4 = train.attention_kernel {backward, scale = 2.500000e-01 : f64, unmasked} ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}#0, %{{.*}}#1, %{{.*}} : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>, tensor<1x2x32x16xbf16>) outs(
+func.func @attention_kernel_unmasked(%q: tensor<1x2x32x16xbf16>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>) {
+  %r:2 = train.attention_kernel {scale = 0.25 : f64, unmasked} ins(%q, %q, %q : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+  %g:4 = train.attention_kernel {backward, scale = 0.25 : f64, unmasked} ins(%q, %q, %q, %r#0, %r#1, %q : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>, tensor<1x2x32x16xbf16>) outs(%o, %o, %o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
+  return
+}

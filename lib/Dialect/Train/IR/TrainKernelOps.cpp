@@ -17,10 +17,12 @@ LogicalResult AttentionKernelOp::verify() {
   if (getRoundedGradient() && !backward)
     return emitOpError() << "rounds the scores' gradient (rounded_gradient) "
                             "but is not the backward";
-  size_t inputs = backward ? 7 : 4, outputs = backward ? 4 : 2;
+  bool masked = !getUnmasked();
+  size_t inputs = (backward ? 6 : 3) + masked, outputs = backward ? 4 : 2;
   if (getInputs().size() != inputs || getOutputs().size() != outputs)
     return emitOpError() << "takes " << inputs << " inputs and " << outputs
-                         << " outputs " << (backward ? "backward" : "forward");
+                         << " outputs " << (backward ? "backward" : "forward")
+                         << (masked ? "" : " unmasked");
   auto shapeOf = [](Value value) { return cast<ShapedType>(value.getType()); };
   ShapedType query = shapeOf(getInputs()[0]);
   if (!query.hasStaticShape() || query.getRank() != 4)
@@ -44,12 +46,14 @@ LogicalResult AttentionKernelOp::verify() {
        i1 = IntegerType::get(getContext(), 1);
   SmallVector<std::tuple<Value, ArrayRef<int64_t>, Type, StringRef>> checks = {
       {getInputs()[1], shape, bf16, "the key"},
-      {getInputs()[2], shape, bf16, "the value"},
-      {getInputs()[3], mask, i1, "the mask"}};
+      {getInputs()[2], shape, bf16, "the value"}};
+  if (masked)
+    checks.push_back({getInputs()[3], mask, i1, "the mask"});
   if (backward) {
-    checks.push_back({getInputs()[4], shape, bf16, "the output"});
-    checks.push_back({getInputs()[5], rows, f32, "the log-sum-exp"});
-    checks.push_back({getInputs()[6], shape, bf16, "the output's gradient"});
+    ValueRange saved = getInputs().drop_front(3 + masked);
+    checks.push_back({saved[0], shape, bf16, "the output"});
+    checks.push_back({saved[1], rows, f32, "the log-sum-exp"});
+    checks.push_back({saved[2], shape, bf16, "the output's gradient"});
     for (int64_t i = 0; i < 3; ++i)
       checks.push_back({getOutputs()[i], shape, bf16, "a gradient"});
     checks.push_back({getOutputs()[3], rows, f32, "delta"});
@@ -118,9 +122,9 @@ LogicalResult AttentionKernelOp::bufferize(
         return failure();
       buffers->push_back(*buffer);
     }
-  rewriter.create<AttentionKernelOp>(getLoc(), TypeRange{}, inputs, outputs,
-                                     getBackwardAttr(), getScaleAttr(),
-                                     getRoundedGradientAttr());
+  rewriter.create<AttentionKernelOp>(
+      getLoc(), TypeRange{}, inputs, outputs, getBackwardAttr(), getScaleAttr(),
+      getRoundedGradientAttr(), getUnmaskedAttr());
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, outputs);
   return success();
 }

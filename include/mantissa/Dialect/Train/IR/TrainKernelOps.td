@@ -22,11 +22,12 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
     DeclareOpInterfaceMethods<BufferizableOpInterface,
         ["bufferizesToMemoryRead", "bufferizesToMemoryWrite",
          "getAliasingValues", "bufferize"]>]> {
-  let summary = "fused causal-softmax attention, forward or backward";
+  let summary = "fused softmax attention, forward or backward";
   let description = [{
     Attention over `[batch, heads, sequence, head_dim]` bf16 tensors with
     an `[sequence, sequence]` i1 mask (true: the key is hidden from the
-    query), as the graph computes it under autocast: scores
+    query; with `unmasked`, no mask operand: every query sees every key, as
+    an encoder's attention), as the graph computes it under autocast: scores
     `bf16(bf16(q k^T) * scale)`, -inf where masked, softmax over the keys
     in fp32, `out = p v` (the probabilities rounded to bf16 for it).
 
@@ -44,7 +45,8 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
   }];
   let arguments = (ins Variadic<AnyShaped>:$inputs,
                        Variadic<AnyShaped>:$outputs, UnitAttr:$backward,
-                       F64Attr:$scale, UnitAttr:$rounded_gradient);
+                       F64Attr:$scale, UnitAttr:$rounded_gradient,
+                       UnitAttr:$unmasked);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     attr-dict `ins` `(` $inputs `:` type($inputs) `)`
@@ -52,6 +54,8 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
   }];
   let extraClassDeclaration = [{
     MutableOperandRange getDpsInitsMutable() { return getOutputsMutable(); }
+    /// The mask operand, or null where the op is `unmasked`.
+    Value getMask() { return getUnmasked() ? Value() : getInputs()[3]; }
   }];
   let hasVerifier = 1;
 }
