@@ -20,6 +20,12 @@
 #                 their bandwidth (bench/adamw/gpu/run_h200.sh);
 #         update  the runtime's GPU update path against the CPU's bits,
 #                 checkpoints across devices (bench/adamw/gpu/run_update_h200.sh);
+#         exports torch 2.11's joint graphs of models that call
+#                 F.scaled_dot_product_attention, with torch's numbers
+#                 (tools/pt2-export/export_sdpa_models.py; this machine's
+#                 torch cannot export), into $OUT/exports: on one CPU core
+#                 beside the other stages, from the start, so it spends none
+#                 of their budget;
 #       and prints one line per stage (PASS, FAIL or TIMEOUT, seconds) and
 #       writes the logs into $OUT (the device tool's returned folder) when
 #       it is set;
@@ -36,7 +42,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 command="${1:-}"
 dir="${2:-$repo/build/device-check}"
-stages=${STAGES:-step adamw update}
+stages=${STAGES:-step adamw update exports}
 export STEPS=${STEPS:-20}
 budget=${BUDGET_S:-300}
 
@@ -48,7 +54,8 @@ prepare() {
     step) bash "$repo/bench/step/gpu/run_step_h200.sh" prepare "$dir/step" ;;
     adamw) bash "$repo/bench/adamw/gpu/run_h200.sh" prepare "$dir/adamw" ;;
     update) bash "$repo/bench/adamw/gpu/run_update_h200.sh" prepare "$dir/update" ;;
-    *) echo "unknown stage '$stage' (step, adamw, update)" >&2; exit 2 ;;
+    exports) ;;
+    *) echo "unknown stage '$stage' (step, adamw, update, exports)" >&2; exit 2 ;;
     esac
   done
   "$repo/bench/gpu/carry_deps.sh" "$dir/deps"
@@ -95,6 +102,19 @@ run() {
     export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
   fi
+  # The exports run on one core from the start, beside everything else.
+  local exports_pid=
+  if [[ " $stages " == *" exports "* && $dry != 1 ]]; then
+    local exports_started
+    exports_started=$(date +%s)
+    (
+      rc=0
+      timeout --kill-after=10 240 python3 "$repo/tools/pt2-export/export_sdpa_models.py" \
+        "${OUT:-$dir}/exports" > "${OUT:-$dir}/exports.log" 2>&1 || rc=$?
+      echo "$rc $(($(date +%s) - exports_started))" > "$dir/exports.status"
+    ) &
+    exports_pid=$!
+  fi
   # One runtime build serves every stage (the stages' scripts reuse it).
   export RUNTIME_BUILD_DIR="${RUNTIME_BUILD_DIR:-$dir/build-runtime}"
   run_stage build 150 "$repo/bench/gpu/build_runtime.sh" "$RUNTIME_BUILD_DIR" "$dir/deps" \
@@ -114,6 +134,22 @@ run() {
       else
         run_stage update 90 bash "$repo/bench/adamw/gpu/run_update_h200.sh" run "$dir/update"
       fi ;;
+    exports)
+      if [[ $dry == 1 ]]; then
+        summary+=("$(printf '%-8s SKIPPED (dry run: needs torch >= 2.9)' exports)")
+      else
+        wait "$exports_pid" || true
+        local rc took
+        read -r rc took < "$dir/exports.status" || rc=1 took=0
+        tail -8 "${OUT:-$dir}/exports.log"
+        if ((rc == 0)); then
+          summary+=("$(printf '%-8s PASS     %4d s (beside the others)' exports "$took")")
+        else
+          summary+=("$(printf '%-8s FAIL     %4d s (exit %d; log %s)' exports "$took" "$rc" \
+            "${OUT:-$dir}/exports.log")")
+          status=1
+        fi
+      fi ;;
     esac
   done
   echo
@@ -131,7 +167,7 @@ dry-run)
   export DRY_RUN=1 MODELS=${MODELS:-llama} STEPS=${DRY_STEPS:-6}
   stages=step
   prepare
-  stages="step adamw update"
+  stages="step adamw update exports"
   run
   ;;
 *)
