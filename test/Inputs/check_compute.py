@@ -16,7 +16,8 @@ with (default `autocast_bf16_fp32acc`, torch's autocast with every bf16
 product accumulated in fp32, which `compute: bf16` promises). Over all gradients together,
 ratio = ||ours - autocast|| / ||autocast - fp32|| (2-norms), bounded by G
 (default R); the loss's, by R.
-traj: the worst relative loss difference over the steps (the first N) of
+traj: the worst relative loss difference over the steps (the first N, of a
+run of at least N) of
 ours against torch's autocast arm, divided by that of the autocast arm
 against the fp32 arm; with --max-fp32-ratio, also ours against the fp32 arm
 in the same unit (compute precision may not train further from fp32 than
@@ -77,7 +78,8 @@ def check_traj(args):
     ours = json.load(open(args.actual))["losses"]
     arms = json.load(open(args.reference))["arms"]
     ac, fp = arms[args.arm]["losses"], arms["fp32"]["losses"]
-    if len(ours) != len(ac):
+    # With --first N, a run of at least N steps; else as many as torch's.
+    if (len(ours) < args.first or len(ac) < args.first) if args.first else len(ours) != len(ac):
         print(f"FAIL: {len(ours)} losses, torch has {len(ac)}")
         return 1
     n = args.first or len(ours)

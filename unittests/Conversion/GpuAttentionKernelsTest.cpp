@@ -91,6 +91,20 @@ protected:
   void check(const Problem &problem,
              const std::function<bool(int64_t, int64_t)> &closed,
              Problem::Layout valueLayout = Problem::Layout::Dense) {
+    std::function<bool(int64_t, int64_t, int64_t)> anyBatch;
+    if (closed)
+      anyBatch = [closed](int64_t, int64_t query, int64_t key) {
+        return closed(query, key);
+      };
+    check(problem, anyBatch, /*perBatch=*/false, valueLayout);
+  }
+
+  /// The same with `closed(batch, query, key)`: one [S, S] mask for every
+  /// batch (`perBatch` false) or one per batch, [B, 1, S, S], as a padded
+  /// batch's key padding mask broadcast over the queries would be.
+  void check(const Problem &problem,
+             const std::function<bool(int64_t, int64_t, int64_t)> &closed,
+             bool perBatch, Problem::Layout valueLayout) {
     const int64_t B = problem.batch, H = problem.heads, S = problem.sequence,
                   D = problem.headDim;
     Type bf16 = BFloat16Type::get(&context), f32 = Float32Type::get(&context),
@@ -110,8 +124,9 @@ protected:
     spec.dq = problem.operand(bf16, Layout::Dense);
     spec.dk = problem.operand(bf16, Layout::Transposed);
     spec.dv = problem.operand(bf16, Layout::Interleaved);
+    int64_t masks = perBatch ? B : 1;
     if (closed)
-      spec.mask = {i1, S * S, 0, {0, 0, S, 1}};
+      spec.mask = {i1, masks * S * S, 0, {perBatch ? S * S : 0, 0, S, 1}};
     spec.lse = {f32, B * H * S, 0, {H * S, S, 1, 0}};
     spec.delta = spec.lse;
     ASSERT_EQ(whyAttentionKernelsCannotRun(spec), "");
@@ -130,10 +145,11 @@ protected:
     fill(k, 1.5f);
     fill(v, 1.0f);
     fill(dout, 1.0f);
-    std::vector<uint8_t> mask(S * S);
-    for (int64_t i = 0; i < S; ++i)
-      for (int64_t j = 0; j < S; ++j)
-        mask[i * S + j] = closed && closed(i, j);
+    std::vector<uint8_t> mask(masks * S * S);
+    for (int64_t b = 0; b < masks; ++b)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j)
+          mask[(b * S + i) * S + j] = closed && closed(b, i, j);
     std::vector<uint16_t> out(B * H * S * D), dq(out.size()), dk(out.size()),
         dv(out.size());
     std::vector<float> lse(B * H * S), delta(B * H * S);
@@ -173,9 +189,9 @@ protected:
                 B * H * ((tiles + kBlockSize / 32 - 1) / (kBlockSize / 32)));
       EXPECT_EQ(launch.mmasPerStep, products[i]) << names[i];
       // Under a causal mask a warp takes about half of the steps of 32;
-      // without a mask, all of them.
+      // without one, or with one per batch, all of them.
       double steps = double((S + 31) / 32);
-      if (!closed) {
+      if (!closed || perBatch) {
         EXPECT_EQ(launch.stepsPerWarp, steps) << names[i];
       } else {
         EXPECT_GT(launch.stepsPerWarp, 0.5 * steps) << names[i];
@@ -248,7 +264,7 @@ protected:
             for (int64_t d = 0; d < D; ++d)
               dot +=
                   value(q, spec.q, b, h, i, d) * value(k, spec.k, b, h, j, d);
-            s[j] = closed && closed(i, j)
+            s[j] = closed && closed(b, i, j)
                        ? -INFINITY
                        : roundBf16(roundBf16(dot) * float(problem.scale));
             maximum = std::max(maximum, s[j]);
@@ -407,6 +423,25 @@ TEST_F(GpuAttentionKernelsTest, HeadsOfEightColumnTilesMatchDoublePrecision) {
         return key != query && (query * 5 + key) % 4 == 0;
       },
       Problem::Layout::Transposed);
+}
+
+/// A mask per batch: a padded batch's key padding (the second sequence's
+/// last 19 of 48 positions hidden from every query; v transposed), and an
+/// arbitrary mask that differs between the two batches (the warps of one
+/// batch skip other steps than the other's).
+TEST_F(GpuAttentionKernelsTest, MaskPerBatchMatchesDoublePrecision) {
+  check(
+      {2, 2, 48, 16, 0.25},
+      [](int64_t batch, int64_t, int64_t key) {
+        return key >= (batch == 0 ? 48 : 29);
+      },
+      /*perBatch=*/true, Problem::Layout::Transposed);
+  check(
+      {2, 1, 64, 32, 0.17677669529663687},
+      [](int64_t batch, int64_t query, int64_t key) {
+        return batch == 0 ? key > query : (key >= 32 && query < 32);
+      },
+      /*perBatch=*/true, Problem::Layout::Dense);
 }
 
 /// No mask at all (an encoder's attention: the op `unmasked`), so no mask

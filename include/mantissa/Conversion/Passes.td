@@ -594,7 +594,9 @@ def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
     backward's row term from the output): the numbers differ from the
     unfused program in the last bits of bf16. Only what the kernels run is
     fused (any sequence, a head dimension that is a multiple of 8 up to
-    128, bf16 products, a [S, S] mask or none: an encoder's attention,
+    128, bf16 products, a [S, S] mask, one per batch or head
+    ([B or 1, H or 1, S or 1, S], a padded batch's key padding), or none:
+    an encoder's attention,
     without `where`s, becomes ops marked `unmasked` without the mask
     operand); attention in other forms stays as
     it is. A graph in bf16 throughout (a model exported in bf16) widens dp

@@ -3,8 +3,9 @@
 // mantissa-fuse-attention (Passes.td): the joint graph's attention, as
 // torch exports it under autocast, becomes train.attention_kernel forward
 // and backward, which the GPU program runs as flash-attention kernels.
-// Masked (causal, or any [S, S] bool mask) or not masked at all (an
-// encoder's: no `where`s, the op `unmasked`).
+// Masked (causal, or any [S, S] bool mask, or one per batch or head such
+// as a padded batch's [B, 1, 1, S] key padding mask) or not masked at all
+// (an encoder's: no `where`s, the op `unmasked`).
 //
 // Forward, per layer (B batches, H heads, S positions, D per head):
 //
@@ -220,8 +221,9 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   RankedTensorType maskType = mask ? typeOf(mask) : RankedTensorType();
   ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
   if ((mask &&
-       (!maskType || !maskType.getElementType().isInteger(1) ||
-        maskType.getShape() != ArrayRef<int64_t>{shape[2], shape[2]})) ||
+       (!maskType || !maskType.hasStaticShape() ||
+        !maskType.getElementType().isInteger(1) ||
+        !train::AttentionKernelOp::isMaskShape(maskType.getShape(), shape))) ||
       typeOf(attention.key).getShape() != shape ||
       !whyAttentionShapeIsUnsupported(shape[2], shape[3]).empty())
     return std::nullopt;

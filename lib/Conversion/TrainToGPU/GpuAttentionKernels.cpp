@@ -1211,11 +1211,15 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   launch.grid = spec.batch * spec.heads * blocksPerSequence;
   // Steps under a causal mask: rows (queries) 16 t .. 16 t + 15 see the
   // keys up to theirs; keys 16 t .. are seen by the queries from theirs.
-  // Without a mask, every step.
+  // The mask's values are not known here: one [S, S] mask for every batch
+  // and head is taken for causal, and one per batch or head (a padded
+  // batch's key padding) or none for closing nothing, every step taken.
+  bool causal = spec.mask.elementType && spec.mask.strides[0] == 0 &&
+                spec.mask.strides[1] == 0 && spec.mask.strides[2] != 0;
   int64_t steps = llvm::divideCeil(spec.sequence, kStepColumns), taken = 0;
   for (int64_t tile = 0; tile < tiles; ++tile)
     taken +=
-        !spec.mask.elementType ? steps
+        !causal ? steps
         : kind == AttentionKernel::BackwardKeyValue
             ? steps - (tile * kTileRows) / kStepColumns
             : std::min(steps,

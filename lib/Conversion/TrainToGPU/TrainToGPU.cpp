@@ -367,11 +367,15 @@ LogicalResult GpuProgramBuilder::addAttention(train::AttentionKernelOp op) {
     operand.elementType = type.getElementType();
     operand.elements = cast<MemRefType>(base.getType()).getNumElements();
     operand.offset = offset;
-    // [B, H, S, D]; the mask [S, S] for every batch and head; lse and
-    // delta [B, H, S].
+    // [B, H, S, D]; the mask [S, S] for every batch and head, or
+    // [B or 1, H or 1, S or 1, S]; lse and delta [B, H, S].
     switch (strides.size()) {
     case 4:
       operand.strides = {strides[0], strides[1], strides[2], strides[3]};
+      // A dimension of 1 broadcasts (a key padding mask [B, 1, 1, S]).
+      for (int64_t dim = 0; dim < 4; ++dim)
+        if (type.getDimSize(dim) == 1)
+          operand.strides[dim] = 0;
       break;
     case 2:
       operand.strides = {0, 0, strides[0], strides[1]};

@@ -187,6 +187,50 @@ class DiTBlock(nn.Module):
         return F.mse_loss(out, target)
 
 #===----------------------------------------------------------------------===#
+# encoder_padded: bidirectional attention over a padded batch
+#===----------------------------------------------------------------------===#
+
+
+class PaddedEncoder(nn.Module):
+    """Token and learned position embeddings, two pre-LayerNorm layers of
+    attention that every position runs over the keys of its own sequence
+    (a key padding mask from each sequence's length, as a padded batch of
+    an encoder has) and a GELU MLP, a final LayerNorm and a cross-entropy
+    over every position."""
+
+    def __init__(self, vocab=64, d=64, heads=4, seq=48, layers=2):
+        super().__init__()
+        self.heads = heads
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq, d)
+        self.layers = nn.ModuleList()
+        for _ in range(layers):
+            self.layers.append(nn.ModuleDict({
+                "ln1": nn.LayerNorm(d), "qkv": nn.Linear(d, 3 * d),
+                "proj": nn.Linear(d, d), "ln2": nn.LayerNorm(d),
+                "mlp": nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(),
+                                     nn.Linear(2 * d, d))}))
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tokens, lengths, targets):
+        b, t = tokens.shape
+        d = self.tok.weight.shape[1]
+        x = self.tok(tokens) + self.pos(torch.arange(t))
+        # True where the key is padding: hidden from every query.
+        padding = torch.arange(t)[None, :] >= lengths[:, None]
+        for layer in self.layers:
+            qkv = layer["qkv"](layer["ln1"](x))
+            q, k, v = qkv.view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            att = (q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5
+            att = att.masked_fill(padding[:, None, None, :], float("-inf"))
+            y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + layer["proj"](y)
+            x = x + layer["mlp"](layer["ln2"](x))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+#===----------------------------------------------------------------------===#
 # unet_block: one down and one up level with a skip connection
 #===----------------------------------------------------------------------===#
 
@@ -288,6 +332,16 @@ def make_llama_ragged():
                    torch.randint(0, 64, (2, 40), generator=g))
 
 
+def make_encoder_padded():
+    """48 positions (a step and a half of 32), heads of 16, a batch of two
+    sequences of 48 and 29 tokens (the second padded)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1234)
+    return PaddedEncoder(), (torch.randint(0, 64, (2, 48), generator=g),
+                             torch.tensor([48, 29]),
+                             torch.randint(0, 64, (2, 48), generator=g))
+
+
 # name -> (factory, mode). Modes are named by suffix: NAME.pt2 is "raw" and
 # NAME_decomposed.pt2 "decomposed". Raw exports are kept where their whole
 # backward ops matter (layer norm, batch norm, NLL, MSE, convolution); the
@@ -303,6 +357,7 @@ MODELS = {
     "conv1d_3d": (make_conv1d_3d, "raw"),
     "conv1d_3d_decomposed": (make_conv1d_3d, "decomposed"),
     "llama_ragged_decomposed": (make_llama_ragged, "decomposed"),
+    "encoder_padded_decomposed": (make_encoder_padded, "decomposed"),
 }
 
 

@@ -12,6 +12,22 @@
 using namespace mlir;
 using namespace mlir::mantissa::train;
 
+bool AttentionKernelOp::isMaskShape(ArrayRef<int64_t> mask,
+                                    ArrayRef<int64_t> query) {
+  if (query.size() != 4)
+    return false;
+  int64_t sequence = query[2];
+  if (mask.size() == 2)
+    return mask[0] == sequence && mask[1] == sequence;
+  if (mask.size() != 4 || mask[3] != sequence)
+    return false;
+  int64_t scores[3] = {query[0], query[1], sequence};
+  for (int64_t i = 0; i < 3; ++i)
+    if (mask[i] != 1 && mask[i] != scores[i])
+      return false;
+  return true;
+}
+
 LogicalResult AttentionKernelOp::verify() {
   bool backward = getBackward();
   if (getRoundedGradient() && !backward)
@@ -31,7 +47,6 @@ LogicalResult AttentionKernelOp::verify() {
   ArrayRef<int64_t> shape = query.getShape();
   Type bf16 = BFloat16Type::get(getContext());
   SmallVector<int64_t> rows(shape.take_front(3));
-  SmallVector<int64_t> mask = {shape[2], shape[2]};
   auto expect = [&](Value value, ArrayRef<int64_t> expected, Type element,
                     StringRef what) -> LogicalResult {
     ShapedType type = shapeOf(value);
@@ -42,13 +57,19 @@ LogicalResult AttentionKernelOp::verify() {
                            << "] of " << element;
     return success();
   };
-  Type f32 = Float32Type::get(getContext()),
-       i1 = IntegerType::get(getContext(), 1);
+  Type f32 = Float32Type::get(getContext());
   SmallVector<std::tuple<Value, ArrayRef<int64_t>, Type, StringRef>> checks = {
       {getInputs()[1], shape, bf16, "the key"},
       {getInputs()[2], shape, bf16, "the value"}};
-  if (masked)
-    checks.push_back({getInputs()[3], mask, i1, "the mask"});
+  if (masked) {
+    ShapedType maskType = shapeOf(getInputs()[3]);
+    if (!maskType.hasStaticShape() || !maskType.getElementType().isInteger(1) ||
+        !isMaskShape(maskType.getShape(), shape))
+      return emitOpError() << "the mask is " << maskType << "; expected an i1 ["
+                           << shape[2] << ", " << shape[2] << "] or ["
+                           << shape[0] << " or 1, " << shape[1] << " or 1, "
+                           << shape[2] << " or 1, " << shape[2] << "]";
+  }
   if (backward) {
     ValueRange saved = getInputs().drop_front(3 + masked);
     checks.push_back({saved[0], shape, bf16, "the output"});

@@ -25,9 +25,12 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
   let summary = "fused softmax attention, forward or backward";
   let description = [{
     Attention over `[batch, heads, sequence, head_dim]` bf16 tensors with
-    an `[sequence, sequence]` i1 mask (true: the key is hidden from the
-    query; with `unmasked`, no mask operand: every query sees every key, as
-    an encoder's attention), as the graph computes it under autocast: scores
+    an i1 mask (true: the key is hidden from the query) that is
+    `[sequence, sequence]` (the same for every batch and head, as a causal
+    mask) or `[batch or 1, heads or 1, sequence or 1, sequence]` (a padded
+    batch's key padding mask `[batch, 1, 1, sequence]`, say), broadcast;
+    with `unmasked`, no mask operand: every query sees every key, as an
+    encoder's attention. As the graph computes it under autocast: scores
     `bf16(bf16(q k^T) * scale)`, -inf where masked, softmax over the keys
     in fp32, `out = p v` (the probabilities rounded to bf16 for it).
 
@@ -56,6 +59,11 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
     MutableOperandRange getDpsInitsMutable() { return getOutputsMutable(); }
     /// The mask operand, or null where the op is `unmasked`.
     Value getMask() { return getUnmasked() ? Value() : getInputs()[3]; }
+    /// Whether a mask of shape `mask` broadcasts to the scores of a query
+    /// of shape `query` ([batch, heads, sequence, head_dim]) as the op
+    /// takes it: [sequence, sequence], or rank 4 with each of the first
+    /// three dimensions the scores' or 1 and the last the sequence.
+    static bool isMaskShape(ArrayRef<int64_t> mask, ArrayRef<int64_t> query);
   }];
   let hasVerifier = 1;
 }
