@@ -76,7 +76,6 @@ import json
 import math
 import operator
 import os
-import struct
 import warnings
 import zipfile
 from contextlib import contextmanager
@@ -87,6 +86,8 @@ from functorch import make_fx
 from functorch.experimental import functionalize
 from torch._decomp import get_decompositions
 from torch.nn.utils import stateless
+
+from safetensors_file import save_safetensors, tensor_bytes as _tensor_bytes  # noqa: F401
 
 aten = torch.ops.aten
 
@@ -830,13 +831,6 @@ def serialize_program(gm, params, buffers, mutated, input_names, mode):
 #===----------------------------------------------------------------------===#
 
 
-def _tensor_bytes(tensor):
-    tensor = tensor.detach().contiguous().cpu()
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().astype("<i2").tobytes()
-    return tensor.numpy().astype(tensor.numpy().dtype.newbyteorder("<")).tobytes()
-
-
 def _payload_config(tensors, prefix):
     """(config json, {blob name: bytes}); tied tensors share one blob."""
     config, blobs, blob_of_storage = {}, {}, {}
@@ -873,27 +867,6 @@ def write_pt2(path, archive_name, model_json, weights, constants):
             archive.writestr(info, data.encode() if isinstance(data, str) else data)
 
 
-SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64",
-                      torch.int32: "I32", torch.bfloat16: "BF16", torch.float16: "F16",
-                      torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8"}
-
-
-def save_safetensors(tensors, path):
-    """Writes safetensors by hand: u64 LE header length, JSON header, data."""
-    header, chunks, offset = {}, [], 0
-    for name, tensor in tensors.items():
-        data = _tensor_bytes(tensor)
-        header[name] = {"dtype": SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as out:
-        out.write(struct.pack("<Q", len(text)))
-        out.write(text)
-        for chunk in chunks:
-            out.write(chunk)
 
 #===----------------------------------------------------------------------===#
 # Reference numbers from torch

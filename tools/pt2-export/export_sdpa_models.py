@@ -26,44 +26,21 @@ NAME.finals.safetensors, in the corpus' formats; summary.json lists each
 graph's operators, which say what torch emits for the attention (the fused
 `_scaled_dot_product_flash_attention_for_cpu` and its backward, or a
 decomposition). bench/device/check_h200.sh runs it in its `exports` stage
-and returns the files. safetensors is used where it is installed, else a
-writer of the same format here.
+and returns the files. safetensors is used where it is installed, else
+safetensors_file.py's writer of the same format.
 """
 import json
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
 
+from safetensors_file import save_safetensors
+
 CORPUS_SCRIPT = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     "test", "Inputs", "corpus", "export_corpus.py")
-
-_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16",
-           torch.int64: "I64", torch.int32: "I32", torch.bool: "BOOL"}
-
-
-def save_file(tensors, path):
-    """safetensors' format: an 8-byte little-endian header length, the JSON
-    header (dtype, shape, data_offsets per tensor), the raw data."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        data = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for data in blobs:
-            f.write(data)
-
 
 def corpus_namespace(out):
     """export_corpus.py's definitions and functions, writing into `out`."""
@@ -74,7 +51,7 @@ def corpus_namespace(out):
         import safetensors.torch  # noqa: F401
     except ImportError:
         source = source.replace("from safetensors.torch import save_file", "")
-        namespace["save_file"] = save_file
+        namespace["save_file"] = save_safetensors
     exec(compile(source, CORPUS_SCRIPT, "exec"), namespace)
     return namespace
 
