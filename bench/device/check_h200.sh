@@ -23,9 +23,13 @@
 #         exports torch 2.11's joint graphs of models that call
 #                 F.scaled_dot_product_attention, with torch's numbers
 #                 (tools/pt2-export/export_sdpa_models.py; this machine's
-#                 torch cannot export), into $OUT/exports: on one CPU core
-#                 beside the other stages, from the start, so it spends none
-#                 of their budget;
+#                 torch cannot export), packed with its log into
+#                 $OUT/exports.tar.gz (the device tool returns at most 8
+#                 files of 16 MiB, and $OUT holds 7 with it: the
+#                 joint graphs, graph texts, batches, initial weights,
+#                 torch's gradients and trajectories, not the final
+#                 parameters): on one CPU core beside the other stages, from
+#                 the start, so it spends none of their budget;
 #       and prints one line per stage (PASS, FAIL or TIMEOUT, seconds) and
 #       writes the logs into $OUT (the device tool's returned folder) when
 #       it is set;
@@ -109,8 +113,14 @@ run() {
     exports_started=$(date +%s)
     (
       rc=0
+      rm -rf "$dir/exports"
+      mkdir -p "$dir/exports"
       timeout --kill-after=10 240 python3 "$repo/tools/pt2-export/export_sdpa_models.py" \
-        "${OUT:-$dir}/exports" > "${OUT:-$dir}/exports.log" 2>&1 || rc=$?
+        "$dir/exports" > "$dir/exports.log" 2>&1 || rc=$?
+      # One file back (log included), whatever the export managed.
+      cp "$dir/exports.log" "$dir/exports/"
+      tar -czf "${OUT:-$dir}/exports.tar.gz" -C "$dir/exports" --exclude='*.finals.safetensors' \
+        --exclude='*.fwd.pt2' --exclude='*.joint.json' . >> "$dir/exports.log" 2>&1 || rc=1
       echo "$rc $(($(date +%s) - exports_started))" > "$dir/exports.status"
     ) &
     exports_pid=$!
@@ -141,12 +151,12 @@ run() {
         wait "$exports_pid" || true
         local rc took
         read -r rc took < "$dir/exports.status" || rc=1 took=0
-        tail -8 "${OUT:-$dir}/exports.log"
+        tail -8 "$dir/exports.log"
         if ((rc == 0)); then
           summary+=("$(printf '%-8s PASS     %4d s (beside the others)' exports "$took")")
         else
-          summary+=("$(printf '%-8s FAIL     %4d s (exit %d; log %s)' exports "$took" "$rc" \
-            "${OUT:-$dir}/exports.log")")
+          summary+=("$(printf '%-8s FAIL     %4d s (exit %d; log exports.log in %s)' exports \
+            "$took" "$rc" "${OUT:-$dir}/exports.tar.gz")")
           status=1
         fi
       fi ;;
