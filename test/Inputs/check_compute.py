@@ -79,7 +79,11 @@ def check_traj(args):
     arms = json.load(open(args.reference))["arms"]
     ac, fp = arms[args.arm]["losses"], arms["fp32"]["losses"]
     # With --first N, a run of at least N steps; else as many as torch's.
-    if (len(ours) < args.first or len(ac) < args.first) if args.first else len(ours) != len(ac):
+    if args.first:
+        short = len(ours) < args.first or len(ac) < args.first
+    else:
+        short = len(ours) != len(ac)
+    if short:
         print(f"FAIL: {len(ours)} losses, torch has {len(ac)}")
         return 1
     n = args.first or len(ours)

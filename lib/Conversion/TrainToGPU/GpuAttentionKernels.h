@@ -89,12 +89,11 @@ bool isWrittenByAttentionKernel(AttentionKernel kind,
 struct AttentionLaunch {
   /// Blocks, and the warps that do work (one per 16 rows of a sequence).
   int64_t grid = 0, warps = 0;
-  /// Steps of 32 each warp takes on average, the mask taken for causal
-  /// (the others skipped) where it is one [S, S] for every batch and head,
-  /// and for closing nothing (every step) where it is per batch or head or
-  /// absent, and what one step issues
-  /// per lane: its weighted instructions (GpuStepOp::opsPerIteration) and its
-  /// mma.sync.
+  /// Steps of 32 each warp takes on average (the mask taken for causal,
+  /// the others skipped, where it is one [S, S] for every batch and head;
+  /// for closing nothing, every step, where it is per batch or head or
+  /// absent), and what one step issues per lane: its weighted instructions
+  /// (GpuStepOp::opsPerIteration) and its mma.sync.
   double stepsPerWarp = 0;
   int64_t opsPerStep = 0, mmasPerStep = 0;
   /// The launch's tensor-core flops (under a causal mask, where it has one).

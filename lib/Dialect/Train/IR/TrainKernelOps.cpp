@@ -61,8 +61,8 @@ LogicalResult AttentionKernelOp::verify() {
   SmallVector<std::tuple<Value, ArrayRef<int64_t>, Type, StringRef>> checks = {
       {getInputs()[1], shape, bf16, "the key"},
       {getInputs()[2], shape, bf16, "the value"}};
-  if (masked) {
-    ShapedType maskType = shapeOf(getInputs()[3]);
+  if (Value mask = getMask()) {
+    ShapedType maskType = shapeOf(mask);
     if (!maskType.hasStaticShape() || !maskType.getElementType().isInteger(1) ||
         !isMaskShape(maskType.getShape(), shape))
       return emitOpError() << "the mask is " << maskType << "; expected an i1 ["
