@@ -7,7 +7,8 @@ usage: autocast_reference.py OUT_DIR SOURCE:NAME [SOURCE:NAME ...] [--steps N]
 
 SOURCE is `corpus` (the models of test/Inputs/corpus/export_corpus.py, from
 NAME.init.safetensors and NAME.inputs.safetensors there) or `aten` (the
-models of test/Inputs/aten/make_models.py, from NAME.init.safetensors).
+models of test/Inputs/aten/make_models.py and make_attention_models.py,
+from NAME.init.safetensors).
 Writes NAME.autocast.traj.json (arms `fp32` and `autocast_bf16`: the loss of
 every step and, per norm weight, how many elements moved) into OUT_DIR.
 
@@ -130,8 +131,13 @@ def corpus_model(name):
 
 
 def aten_model(name):
-    """The test/Inputs/aten model NAME with its initial weights and batch."""
+    """The test/Inputs/aten model NAME (of make_models.py or
+    make_attention_models.py) with its initial weights and batch."""
     models = _load_module(os.path.join(ATEN, "make_models.py"), "make_models")
+    if name not in models.MODELS:
+        # Loaded once: it registers its operators with torch.
+        models = sys.modules.get("make_attention_models") or _load_module(
+            os.path.join(ATEN, "make_attention_models.py"), "make_attention_models")
     factory, _ = models.MODELS[name]
     model, inputs = factory()
     init = load_safetensors(os.path.join(ATEN, f"{name}.init.safetensors"))

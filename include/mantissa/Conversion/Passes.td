@@ -602,7 +602,12 @@ def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
     it is. A graph in bf16 throughout (a model exported in bf16) widens dp
     before the softmax backward's product and rounds ds to bf16 before it
     masks and scales it; the backward op then rounds it there too
-    (rounded_gradient).
+    (rounded_gradient). F.scaled_dot_product_attention, as the importer
+    decomposes torch's operator and its backward (3-D scores, the causal
+    mask from aranges or a bool attn_mask that keeps, the log-sum-exp
+    apart, a backward from exp(s - lse) that scales dq and dk after their
+    products), is fused the same way (rounded_gradient; a keep mask
+    negated once).
   }];
   let dependentDialects = [
     "::mlir::mantissa::train::TrainDialect",

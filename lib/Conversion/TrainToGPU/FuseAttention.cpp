@@ -5,7 +5,9 @@
 // and backward, which the GPU program runs as flash-attention kernels.
 // Masked (causal, or any [S, S] bool mask, or one per batch or head such
 // as a padded batch's [B, 1, 1, S] key padding mask) or not masked at all
-// (an encoder's: no `where`s, the op `unmasked`).
+// (an encoder's: no `where`s, the op `unmasked`). Attention written out,
+// as below, or F.scaled_dot_product_attention as the importer decomposes
+// torch's operator (matchSdpa).
 //
 // Forward, per layer (B batches, H heads, S positions, D per head):
 //
@@ -161,8 +163,17 @@ SmallVector<Operation *> leafUsers(Value value) {
 /// One layer's attention, forward and backward, as matched.
 struct Attention {
   Value query, key, value, mask, gradient;
+  /// Where the mask is the one that keeps (true: the key is seen), as
+  /// SDPA's bool attn_mask: the fused ops take its negation.
+  bool maskKeeps = false;
   double scale;
-  train::BatchMatmulOp scores, out, dv, dp, dq, dkTransposed;
+  /// The products the fused ops replace (for their locations).
+  train::BatchMatmulOp scores, out, dv, dp, dq, dk;
+  /// The [B * H, ...] values the fused ops' results replace: the output,
+  /// the gradients of q and v, and that of k, transposed (k^T's) where
+  /// `keyGradientTransposed`.
+  Value outResult, dqResult, dkResult, dvResult;
+  bool keyGradientTransposed = true;
   /// Whether the graph rounds the scores' gradient to bf16 before it
   /// scales it (in bf16 again): a model exported in bf16.
   bool roundedGradient = false;
@@ -175,6 +186,31 @@ struct Attention {
 bool isSource(std::optional<Traced> traced, Value expected, bool transposed) {
   return traced && traced->source == expected &&
          traced->transposed == transposed;
+}
+
+/// Whether every product of `attention` is bf16, as the kernels compute
+/// them.
+bool allProductsBf16(const Attention &attention) {
+  Type bf16 = BFloat16Type::get(attention.query.getContext());
+  for (train::BatchMatmulOp bmm :
+       {attention.scores, attention.out, attention.dv, attention.dp,
+        attention.dq, attention.dk})
+    if (typeOf(bmm.getType()).getElementType() != bf16 ||
+        typeOf(bmm.getLhs()).getElementType() != bf16)
+      return false;
+  return true;
+}
+
+/// Sets where the backward goes: before the first of the products that
+/// read the output's gradient. Fails where that would come before the
+/// forward's results or the gradient itself (in a joint graph, never).
+bool placeBackward(Attention &attention) {
+  attention.backwardAt = attention.dv->isBeforeInBlock(attention.dp)
+                             ? attention.dv.getOperation()
+                             : attention.dp.getOperation();
+  Operation *gradient = attention.gradient.getDefiningOp();
+  return attention.out->isBeforeInBlock(attention.backwardAt) &&
+         (!gradient || gradient->isBeforeInBlock(attention.backwardAt));
 }
 
 /// Matches the forward and backward around `softmax`.
@@ -316,33 +352,312 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
       return std::nullopt;
     if (isSource(rhs, rescaled.getResult(), false) &&
         isSource(lhs, attention.query, true))
-      attention.dkTransposed = bmm;
+      attention.dk = bmm;
     else if (isSource(lhs, rescaled.getResult(), false) &&
              isSource(rhs, attention.key, false))
       attention.dq = bmm;
     else
       return std::nullopt;
   }
-  if (!attention.dq || !attention.dkTransposed)
+  if (!attention.dq || !attention.dk)
     return std::nullopt;
   // Every product bf16, as the kernels compute them.
-  for (train::BatchMatmulOp bmm :
-       {attention.out, attention.dv, dp, attention.dq, attention.dkTransposed})
-    if (typeOf(bmm.getType()).getElementType() != bf16 ||
-        typeOf(bmm.getLhs()).getElementType() != bf16)
-      return std::nullopt;
-  attention.backwardAt = attention.dv->isBeforeInBlock(dp)
-                             ? attention.dv.getOperation()
-                             : dp.getOperation();
-  // The backward comes where the forward's results exist (in a joint
-  // graph, always).
-  if (!attention.out->isBeforeInBlock(attention.backwardAt))
+  if (!allProductsBf16(attention))
+    return std::nullopt;
+  attention.outResult = attention.out.getResult();
+  attention.dqResult = attention.dq.getResult();
+  attention.dkResult = attention.dk.getResult();
+  attention.dvResult = attention.dv.getResult();
+  if (!placeBackward(attention))
     return std::nullopt;
   return attention;
 }
 
-/// Replaces the matched products by the fused ops' results.
-void rewrite(Attention attention) {
+//===----------------------------------------------------------------------===//
+// F.scaled_dot_product_attention, as ImportAttention.cpp decomposes torch's
+// fused operator and its backward
+//===----------------------------------------------------------------------===//
+
+/// `value` with the views and casts that produced it looked through.
+Value throughViewsAndCasts(Value value) {
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<train::ViewOp, train::CastOp>(op))
+      break;
+    value = op->getOperand(0);
+  }
+  return value;
+}
+
+/// Whether `value` is `arange(0, size)` (through views).
+bool isRange(Value value, int64_t size) {
+  auto range = throughViewsAndCasts(value).getDefiningOp<train::ArangeOp>();
+  auto integer = [](Attribute attr) -> std::optional<int64_t> {
+    if (auto value = dyn_cast<IntegerAttr>(attr))
+      return value.getInt();
+    return std::nullopt;
+  };
+  return range && integer(range.getStart()) == 0 &&
+         integer(range.getEnd()) == size && integer(range.getStep()) == 1;
+}
+
+/// The scores `[B * H, L, S]` of a decomposed SDPA: `bmm(q, k^T) * scale`,
+/// then -inf where `hidden` is true (`masked_fill`): the causal mask
+/// `column > row` of two aranges, or the negation of a bool attn_mask
+/// expanded to the scores.
+struct SdpaScores {
+  train::BatchMatmulOp product;
+  Value query, key;
+  double scale = 0;
+  /// The [S, S] causal mask (true: hidden), or the attn_mask as given
+  /// (true: seen), or neither.
+  Value causal, keeps;
+};
+
+std::optional<SdpaScores> matchSdpaScores(Value masked) {
+  SdpaScores scores;
+  Value input = masked;
+  if (auto fill = input.getDefiningOp<train::MaskedFillOp>()) {
+    auto value = dyn_cast<FloatAttr>(fill.getValue());
+    if (!value || !std::isinf(value.getValueAsDouble()) ||
+        value.getValueAsDouble() > 0)
+      return std::nullopt;
+    Value hidden = fill.getMask();
+    if (auto negation = hidden.getDefiningOp<train::LogicalNotOp>()) {
+      // The attn_mask, expanded to [B, H, L, S] and viewed as the scores.
+      Value keeps = negation.getInput();
+      if (auto view = keeps.getDefiningOp<train::ViewOp>();
+          view && mergesBatchAndHeads(view))
+        keeps = view.getInput();
+      if (auto expand = keeps.getDefiningOp<train::ExpandOp>())
+        keeps = expand.getInput();
+      scores.keeps = keeps;
+    } else if (auto gt = hidden.getDefiningOp<train::GtOp>()) {
+      ArrayRef<int64_t> shape = typeOf(hidden).getShape();
+      if (shape.size() != 2 || !isRange(gt.getLhs(), shape[1]) ||
+          !isRange(gt.getRhs(), shape[0]) ||
+          typeOf(gt.getLhs()).getShape() != ArrayRef<int64_t>{1, shape[1]} ||
+          typeOf(gt.getRhs()).getShape() != ArrayRef<int64_t>{shape[0], 1})
+        return std::nullopt;
+      scores.causal = hidden;
+    } else {
+      return std::nullopt;
+    }
+    input = fill.getInput();
+  }
+  auto scaled = input.getDefiningOp<train::MulScalarOp>();
+  std::optional<double> scale = scaled ? getScale(scaled) : std::nullopt;
+  auto product = scaled
+                     ? scaled.getInput().getDefiningOp<train::BatchMatmulOp>()
+                     : nullptr;
+  if (!scale || !product)
+    return std::nullopt;
+  std::optional<Traced> query = trace(product.getLhs());
+  std::optional<Traced> keyTransposed = trace(product.getRhs());
+  if (!query || query->transposed || !keyTransposed ||
+      !keyTransposed->transposed)
+    return std::nullopt;
+  scores.product = product;
+  scores.query = query->source;
+  scores.key = keyTransposed->source;
+  scores.scale = *scale;
+  return scores;
+}
+
+/// Whether the forward's and the backward's recomputed scores are the same.
+bool sameScores(const SdpaScores &a, const SdpaScores &b) {
+  return a.query == b.query && a.key == b.key && a.scale == b.scale &&
+         bool(a.causal) == bool(b.causal) && a.keeps == b.keeps;
+}
+
+/// Whether `lse` is the log-sum-exp of `scores` over the keys as the
+/// importer writes it: `log(sum(exp(s - max))) + max`, max = amax(s).
+bool isLogSumExp(Value lse, Value scores) {
+  auto add = lse.getDefiningOp<train::AddOp>();
+  if (!add)
+    return false;
+  auto log = add.getLhs().getDefiningOp<train::LogOp>();
+  auto sum = log ? log.getInput().getDefiningOp<train::SumOp>() : nullptr;
+  auto exp =
+      sum ? throughViewsAndCasts(sum.getInput()).getDefiningOp<train::ExpOp>()
+          : nullptr;
+  auto shifted =
+      exp ? throughViewsAndCasts(exp.getInput()).getDefiningOp<train::SubOp>()
+          : nullptr;
+  auto max = throughViewsAndCasts(add.getRhs()).getDefiningOp<train::AmaxOp>();
+  return shifted && max && shifted.getLhs() == scores &&
+         throughViewsAndCasts(shifted.getRhs()) == max.getResult() &&
+         max.getInput() == scores;
+}
+
+/// Whether `value` is `source` through casts and transposes of the last
+/// two dimensions, transposed as given.
+bool reads(Value value, Value source, bool transposed) {
+  bool swapped = false;
+  while (value != source) {
+    Operation *op = value.getDefiningOp();
+    auto permute = dyn_cast_or_null<train::PermuteOp>(op);
+    if (permute && swapsLastTwo(permute))
+      swapped = !swapped;
+    else if (!isa_and_nonnull<train::CastOp>(op))
+      return false;
+    value = op->getOperand(0);
+  }
+  return swapped == transposed;
+}
+
+/// The product among `users` whose left operand is `source` (transposed
+/// as given), if exactly one.
+train::BatchMatmulOp productReading(ArrayRef<Operation *> users, Value source,
+                                    bool transposed) {
+  train::BatchMatmulOp found;
+  for (Operation *user : users) {
+    auto bmm = dyn_cast<train::BatchMatmulOp>(user);
+    if (bmm && reads(bmm.getLhs(), source, transposed)) {
+      if (found)
+        return nullptr;
+      found = bmm;
+    }
+  }
+  return found;
+}
+
+/// The single train.mul_scalar by `scale` that reads `product`.
+train::MulScalarOp scaledBy(train::BatchMatmulOp product, double scale) {
+  if (!product || !product->hasOneUse())
+    return nullptr;
+  auto scaled = dyn_cast<train::MulScalarOp>(*product->user_begin());
+  return scaled && getScale(scaled) == scale ? scaled : nullptr;
+}
+
+/// Matches SDPA's forward around `softmax` ([B * H, L, S], the scores'
+/// only softmax) and its backward among `exps`, which recomputes the
+/// probabilities from the forward's log-sum-exp:
+///
+///   p = exp(s - lse)              s recomputed as in the forward
+///   dv = bmm(p^T, dout);  dp = bmm(dout, v^T)
+///   ds = p * (dp - sum(dout * out, -1))
+///   dq = bmm(ds, k) * scale;  dk = bmm(ds^T, q) * scale
+///
+/// Under compute: bf16 every product reads and writes bf16 and ds is
+/// rounded to bf16 before its products, which scale after: the fused
+/// backward rounds it there (rounded_gradient).
+std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
+                                   ArrayRef<train::ExpOp> exps) {
+  RankedTensorType probabilities = typeOf(softmax.getType());
+  if (!probabilities || probabilities.getRank() != 3 || softmax.getDim() != 2 ||
+      !probabilities.getElementType().isF32())
+    return std::nullopt;
+  Value masked = throughViewsAndCasts(softmax.getInput());
+  std::optional<SdpaScores> forward = matchSdpaScores(masked);
+  if (!forward)
+    return std::nullopt;
+  Attention attention;
+  attention.query = forward->query;
+  attention.key = forward->key;
+  attention.scale = forward->scale;
+  attention.scores = forward->product;
+  attention.mask = forward->causal ? forward->causal : forward->keeps;
+  attention.maskKeeps = bool(forward->keeps);
+  attention.roundedGradient = true;
+  attention.keyGradientTransposed = false;
+  ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
+  RankedTensorType maskType =
+      attention.mask ? typeOf(attention.mask) : RankedTensorType();
+  if ((attention.mask &&
+       (!maskType || !maskType.hasStaticShape() ||
+        !maskType.getElementType().isInteger(1) ||
+        !train::AttentionKernelOp::isMaskShape(maskType.getShape(), shape))) ||
+      typeOf(attention.key).getShape() != shape ||
+      !whyAttentionShapeIsUnsupported(shape[2], shape[3]).empty())
+    return std::nullopt;
+
+  // out = bmm(p, v), the probabilities' only reader.
+  SmallVector<Operation *> readers = leafUsers(softmax.getResult());
+  attention.out = productReading(readers, softmax.getResult(), false);
+  if (!attention.out || readers.size() != 1)
+    return std::nullopt;
+  std::optional<Traced> value = trace(attention.out.getRhs());
+  if (!value || value->transposed || typeOf(value->source).getShape() != shape)
+    return std::nullopt;
+  attention.value = value->source;
+
+  // The backward: exp(s - lse) of the same scores and this forward's lse.
+  train::ExpOp recomputed;
+  for (train::ExpOp exp : exps) {
+    auto shifted =
+        throughViewsAndCasts(exp.getInput()).getDefiningOp<train::SubOp>();
+    if (!shifted)
+      continue;
+    std::optional<SdpaScores> again = matchSdpaScores(shifted.getLhs());
+    if (again && sameScores(*forward, *again) &&
+        isLogSumExp(throughViewsAndCasts(shifted.getRhs()), masked)) {
+      if (recomputed)
+        return std::nullopt;
+      recomputed = exp;
+    }
+  }
+  if (!recomputed)
+    return std::nullopt;
+  Value p = recomputed.getResult();
+  SmallVector<Operation *> pReaders = leafUsers(p);
+  attention.dv = productReading(pReaders, p, true);
+  train::MulOp gradScores;
+  for (Operation *reader : pReaders)
+    if (auto mul = dyn_cast<train::MulOp>(reader))
+      gradScores = gradScores ? nullptr : mul;
+  if (!attention.dv || !gradScores || pReaders.size() != 2)
+    return std::nullopt;
+  attention.gradient = attention.dv.getRhs();
+  Value gradient = throughViewsAndCasts(attention.gradient);
+
+  // ds = p * (dp - rowsum(dout * out)).
+  Value difference =
+      gradScores.getLhs() == p ? gradScores.getRhs() : gradScores.getLhs();
+  auto sub = difference.getDefiningOp<train::SubOp>();
+  auto dp = sub ? sub.getLhs().getDefiningOp<train::BatchMatmulOp>() : nullptr;
+  auto rowDot =
+      sub ? throughViewsAndCasts(sub.getRhs()).getDefiningOp<train::SumOp>()
+          : nullptr;
+  if (!dp || !rowDot || !sub->hasOneUse() ||
+      dp.getLhs() != attention.gradient ||
+      !isSource(trace(dp.getRhs()), attention.value, true))
+    return std::nullopt;
+  attention.dp = dp;
+  auto dot =
+      throughViewsAndCasts(rowDot.getInput()).getDefiningOp<train::MulOp>();
+  Value out = attention.out.getResult();
+  if (!dot || !rowDot.getKeepdim() ||
+      rowDot.getDims() != ArrayRef<int64_t>{2} ||
+      !((throughViewsAndCasts(dot.getLhs()) == gradient &&
+         throughViewsAndCasts(dot.getRhs()) == out) ||
+        (throughViewsAndCasts(dot.getRhs()) == gradient &&
+         throughViewsAndCasts(dot.getLhs()) == out)))
+    return std::nullopt;
+
+  // dq = bmm(ds, k) * scale, dk = bmm(ds^T, q) * scale: ds's only readers.
+  Value ds = gradScores.getResult();
+  SmallVector<Operation *> dsReaders = leafUsers(ds);
+  attention.dq = productReading(dsReaders, ds, false);
+  attention.dk = productReading(dsReaders, ds, true);
+  train::MulScalarOp dq = scaledBy(attention.dq, attention.scale);
+  train::MulScalarOp dk = scaledBy(attention.dk, attention.scale);
+  if (!dq || !dk || dsReaders.size() != 2 ||
+      !isSource(trace(attention.dq.getRhs()), attention.key, false) ||
+      !isSource(trace(attention.dk.getRhs()), attention.query, false) ||
+      !allProductsBf16(attention))
+    return std::nullopt;
+  attention.outResult = out;
+  attention.dqResult = dq.getResult();
+  attention.dkResult = dk.getResult();
+  attention.dvResult = attention.dv.getResult();
+  if (!placeBackward(attention))
+    return std::nullopt;
+  return attention;
+}
+
+/// Replaces the matched products by the fused ops' results; `negations`
+/// holds the negated keep masks made so far.
+void rewrite(Attention attention, llvm::DenseMap<Value, Value> &negations) {
   MLIRContext *context = attention.query.getContext();
   Type bf16 = BFloat16Type::get(context), f32 = Float32Type::get(context);
   ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
@@ -374,22 +689,29 @@ void rewrite(Attention attention) {
         value = rounded(attention.value);
   // The inputs before the forward's results: q, k, v and the mask, if any.
   SmallVector<Value> inputs = {query, key, value};
-  if (attention.mask)
+  if (attention.mask && attention.maskKeeps) {
+    // One negation per mask, where the first layer reads it.
+    Value &hidden = negations[attention.mask];
+    if (!hidden)
+      hidden = b.create<train::LogicalNotOp>(loc, attention.mask.getType(),
+                                             attention.mask);
+    inputs.push_back(hidden);
+  } else if (attention.mask) {
     inputs.push_back(attention.mask);
+  }
   UnitAttr unmasked = attention.mask ? UnitAttr() : b.getUnitAttr();
   auto forward = b.create<train::AttentionKernelOp>(
       loc, TypeRange{full, rows}, inputs, ValueRange{empty(full), empty(rows)},
       UnitAttr(), scale, UnitAttr(), unmasked);
-  auto replace = [&](train::BatchMatmulOp product, Value by) {
-    product.replaceAllUsesWith(
-        b.create<train::ViewOp>(product.getLoc(), product.getType(), by)
+  auto replace = [&](Value replaced, Value by) {
+    replaced.replaceAllUsesWith(
+        b.create<train::ViewOp>(replaced.getLoc(), replaced.getType(), by)
             .getResult());
   };
-  replace(attention.out, forward.getResult(0));
+  replace(attention.outResult, forward.getResult(0));
 
   b.setInsertionPoint(attention.backwardAt);
-  loc = locationOf(
-      {attention.dv, attention.dp, attention.dq, attention.dkTransposed});
+  loc = locationOf({attention.dv, attention.dp, attention.dq, attention.dk});
   Value gradient =
       b.create<train::ViewOp>(loc, full, attention.gradient).getResult();
   inputs.append({forward.getResult(0), forward.getResult(1), gradient});
@@ -398,11 +720,13 @@ void rewrite(Attention attention) {
       ValueRange{empty(full), empty(full), empty(full), empty(rows)},
       b.getUnitAttr(), scale,
       attention.roundedGradient ? b.getUnitAttr() : UnitAttr(), unmasked);
-  replace(attention.dq, backward.getResult(0));
-  replace(attention.dv, backward.getResult(2));
-  Value keyGradient = b.create<train::PermuteOp>(
-      loc, backward.getResult(1), b.getDenseI64ArrayAttr({0, 1, 3, 2}));
-  replace(attention.dkTransposed, keyGradient);
+  replace(attention.dqResult, backward.getResult(0));
+  replace(attention.dvResult, backward.getResult(2));
+  Value keyGradient = backward.getResult(1);
+  if (attention.keyGradientTransposed)
+    keyGradient = b.create<train::PermuteOp>(
+        loc, keyGradient, b.getDenseI64ArrayAttr({0, 1, 3, 2}));
+  replace(attention.dkResult, keyGradient);
 }
 
 /// Folds the round trips the rewrite leaves between the fused ops' [B, H,
@@ -446,12 +770,18 @@ struct FuseAttentionPass
     getOperation().walk([](train::StepOp step) {
       SmallVector<train::SoftmaxOp> softmaxes(
           step.getBody().getOps<train::SoftmaxOp>());
+      SmallVector<train::ExpOp> exps(step.getBody().getOps<train::ExpOp>());
+      llvm::DenseMap<Value, Value> negations;
       bool changed = false;
-      for (train::SoftmaxOp softmax : softmaxes)
-        if (std::optional<Attention> attention = match(softmax)) {
-          rewrite(*attention);
+      for (train::SoftmaxOp softmax : softmaxes) {
+        std::optional<Attention> attention = match(softmax);
+        if (!attention)
+          attention = matchSdpa(softmax, exps);
+        if (attention) {
+          rewrite(*attention, negations);
           changed = true;
         }
+      }
       if (!changed)
         return;
       Block &body = step.getBody().front();

@@ -21,6 +21,22 @@ under their `aten` names. The rest of the graph is torch's own.
              decomposition (eq, all, where), then a squared-error loss. _safe_softmax (torch >= 2.5) is defined here too.
   attention_bf16  the same model and batch in bf16 (the bf16 test compares
              compiled code with the interpreter).
+  llama_sdpa  the corpus' TinyLlama at llama_ragged's shapes (2 layers of
+             width 64, 4 heads of 16, 40 positions; test/Inputs/aten/
+             make_models.py, the same initial weights and batch) with its
+             attention computed by F.scaled_dot_product_attention(q, k, v,
+             is_causal=True) as torch exports it: the fused operator and
+             its backward (test/e2e/compute-autocast.test: their fusion on
+             the GPU). Under torch.autocast the operator takes q, k and v
+             in bf16, as autocast's lower_precision_fp list casts them.
+  encoder_sdpa_padded  make_models.py's encoder_padded (same weights and
+             batch: sequences of 48 and 29 tokens) with its attention
+             through the operator and a bool attn_mask [B, 1, 1, S] that
+             keeps each sequence's own keys.
+  encoder_sdpa  the same encoder and tokens without a mask (every position
+             sees every other, as an encoder over unpadded sequences).
+
+usage: make_attention_models.py OUT_DIR [NAME ...]   (default: all)
 """
 import math
 import os
@@ -31,6 +47,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "..", "tools", "pt2-export"))
 import export_joint as exporter  # noqa: E402
+from corpus_models import corpus_definitions  # noqa: E402
+import make_models  # noqa: E402
 
 NAMESPACE = "mantissa_test"
 SAFE_SOFTMAX = "_safe_softmax"
@@ -175,8 +193,90 @@ class AttentionBlock(torch.nn.Module):
         return ((out - target) ** 2).mean()
 
 
-def main():
-    out_dir = sys.argv[1]
+def sdpa(query, key, value, is_causal=False, attn_mask=None, scale=None):
+    """F.scaled_dot_product_attention as torch >= 2.1 runs it on the CPU;
+    under torch.autocast, with q, k and v in the autocast dtype (SDPA is on
+    autocast's lower_precision_fp list; torch 1.13 knows nothing of this
+    operator, so the cast is made here, and only when autocast is on: the
+    exported graph has none)."""
+    if torch.is_autocast_cpu_enabled():
+        dtype = torch.get_autocast_cpu_dtype()
+        query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+    return _Attention.apply(query, key, value, is_causal, attn_mask, scale)
+
+
+def make_llama_sdpa():
+    """llama_ragged of make_models.py (same seed, weights and batch) with
+    its attention through the SDPA operator, causal."""
+    torch.manual_seed(0)
+    model = corpus_definitions()["TinyLlama"](v=64, d=64, h=4, f=128, t=40, n=2)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q = self.q_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        q, k = self.rope(q), self.rope(k)
+        o = sdpa(q, k, v, is_causal=True)
+        return self.o_proj(o.transpose(1, 2).reshape(b, t, d))
+
+    for layer in model.layers:
+        attn = layer.self_attn
+        attn.forward = forward.__get__(attn)
+        del attn._buffers["mask"]  # unused: the operator masks
+    g = torch.Generator().manual_seed(1234)
+    return model, (torch.randint(0, 64, (2, 40), generator=g),
+                   torch.randint(0, 64, (2, 40), generator=g))
+
+
+class PaddedEncoderSdpa(make_models.PaddedEncoder):
+    def forward(self, tokens, lengths, targets):
+        # True where the key is the sequence's own: seen by every query.
+        keep = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
+        return self.loss(tokens, keep[:, None, None, :], targets)
+
+    def loss(self, tokens, keep, targets):
+        b, t = tokens.shape
+        d = self.tok.weight.shape[1]
+        x = self.tok(tokens) + self.pos(torch.arange(t))
+        for layer in self.layers:
+            qkv = layer["qkv"](layer["ln1"](x))
+            q, k, v = qkv.view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            y = sdpa(q, k, v, attn_mask=keep)
+            x = x + layer["proj"](y.transpose(1, 2).reshape(b, t, d))
+            x = x + layer["mlp"](layer["ln2"](x))
+        logits = self.head(self.ln_f(x))
+        return torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]),
+                                                 targets.view(-1))
+
+
+class EncoderSdpa(PaddedEncoderSdpa):
+    """Without a mask: every position sees every other."""
+
+    def forward(self, tokens, targets):
+        return self.loss(tokens, None, targets)
+
+
+def make_encoder_sdpa_padded():
+    _, inputs = make_models.make_encoder_padded()
+    torch.manual_seed(0)
+    return PaddedEncoderSdpa(), inputs
+
+
+def make_encoder_sdpa():
+    (tokens, _, targets) = make_models.make_encoder_padded()[1]
+    torch.manual_seed(0)
+    return EncoderSdpa(), (tokens, targets)
+
+
+# name -> (factory, mode), as make_models.py's MODELS (autocast_reference.py
+# reads both).
+MODELS = {"llama_sdpa": (make_llama_sdpa, "decomposed"),
+          "encoder_sdpa_padded": (make_encoder_sdpa_padded, "decomposed"),
+          "encoder_sdpa": (make_encoder_sdpa, "decomposed")}
+
+
+def make_attention(out_dir):
     torch.manual_seed(0)
     model = AttentionBlock()
     x, context, target = torch.randn(2, 5, 16), torch.randn(2, 3, 16), torch.randn(2, 5, 16)
@@ -192,6 +292,23 @@ def main():
         bf16, (x.bfloat16(), context.bfloat16(), mask, target.bfloat16()), out_dir,
         "attention_bf16", mode="decomposed", steps=1, check_tolerance=2e-2)
     print("attention_bf16", summary["self_check_error"])
+
+
+def main():
+    out_dir = sys.argv[1]
+    names = sys.argv[2:] or ["attention"] + list(MODELS)
+    for name in names:
+        if name == "attention":
+            make_attention(out_dir)
+            continue
+        # As make_models.py: one thread, so that a rerun writes the same bytes.
+        torch.set_num_threads(1)
+        torch.use_deterministic_algorithms(True)
+        factory, mode = MODELS[name]
+        model, inputs = factory()
+        summary = exporter.export_joint(model, inputs, out_dir, name, mode=mode,
+                                        make_model=lambda factory=factory: factory()[0])
+        print(name, summary["self_check_error"], " ".join(summary["ops"]))
 
 
 if __name__ == "__main__":
