@@ -101,10 +101,16 @@ protected:
 
   /// The same with `closed(batch, query, key)`: one [S, S] mask for every
   /// batch (`perBatch` false) or one per batch, [B, 1, S, S], as a padded
-  /// batch's key padding mask broadcast over the queries would be.
+  /// batch's key padding mask broadcast over the queries would be. Or,
+  /// with `added(batch, head, query, key)` instead, an additive fp32 mask
+  /// [B, H, S, S] (an ALiBi bias with a causal -inf, a padded batch's
+  /// finfo.min) broadcast where `added` ignores the batch (`perBatch`
+  /// false: [1, H, S, S]).
+  using Added = std::function<float(int64_t, int64_t, int64_t, int64_t)>;
   void check(const Problem &problem,
              const std::function<bool(int64_t, int64_t, int64_t)> &closed,
-             bool perBatch, Problem::Layout valueLayout) {
+             bool perBatch, Problem::Layout valueLayout,
+             const Added &added = nullptr) {
     const int64_t B = problem.batch, H = problem.heads, S = problem.sequence,
                   D = problem.headDim;
     Type bf16 = BFloat16Type::get(&context), f32 = Float32Type::get(&context),
@@ -127,6 +133,9 @@ protected:
     int64_t masks = perBatch ? B : 1;
     if (closed)
       spec.mask = {i1, masks * S * S, 0, {perBatch ? S * S : 0, 0, S, 1}};
+    if (added)
+      spec.mask = {
+          f32, masks * H * S * S, 0, {perBatch ? H * S * S : 0, S * S, S, 1}};
     spec.lse = {f32, B * H * S, 0, {H * S, S, 1, 0}};
     spec.delta = spec.lse;
     ASSERT_EQ(whyAttentionKernelsCannotRun(spec), "");
@@ -150,6 +159,12 @@ protected:
       for (int64_t i = 0; i < S; ++i)
         for (int64_t j = 0; j < S; ++j)
           mask[(b * S + i) * S + j] = closed && closed(b, i, j);
+    std::vector<float> bias(added ? masks * H * S * S : 0);
+    for (int64_t b = 0; b < masks && added; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < S; ++j)
+            bias[((b * H + h) * S + i) * S + j] = added(b, h, i, j);
     std::vector<uint16_t> out(B * H * S * D), dq(out.size()), dk(out.size()),
         dv(out.size());
     std::vector<float> lse(B * H * S), delta(B * H * S);
@@ -191,7 +206,7 @@ protected:
       // Under a causal mask a warp takes about half of the steps of 32;
       // without one, or with one per batch, all of them.
       double steps = double((S + 31) / 32);
-      if (!closed || perBatch) {
+      if (!closed || perBatch || added) {
         EXPECT_EQ(launch.stepsPerWarp, steps) << names[i];
       } else {
         EXPECT_GT(launch.stepsPerWarp, 0.5 * steps) << names[i];
@@ -204,11 +219,16 @@ protected:
     // Each argument's storage: its operand's (an operand with pairs is two
     // arguments on the same storage).
     std::map<const AttentionOperand *, void *> storage = {
-        {&spec.q, q.data()},       {&spec.k, k.data()},
-        {&spec.v, v.data()},       {&spec.mask, mask.data()},
-        {&spec.out, out.data()},   {&spec.lse, lse.data()},
-        {&spec.dout, dout.data()}, {&spec.delta, delta.data()},
-        {&spec.dq, dq.data()},     {&spec.dk, dk.data()},
+        {&spec.q, q.data()},
+        {&spec.k, k.data()},
+        {&spec.v, v.data()},
+        {&spec.mask, added ? static_cast<void *>(bias.data()) : mask.data()},
+        {&spec.out, out.data()},
+        {&spec.lse, lse.data()},
+        {&spec.dout, dout.data()},
+        {&spec.delta, delta.data()},
+        {&spec.dq, dq.data()},
+        {&spec.dk, dk.data()},
         {&spec.dv, dv.data()}};
     for (int i = 0; i < 3; ++i) {
       using Host = void (*)(void **, int64_t, int64_t);
@@ -267,6 +287,8 @@ protected:
             s[j] = closed && closed(b, i, j)
                        ? -INFINITY
                        : roundBf16(roundBf16(dot) * float(problem.scale));
+            if (added)
+              s[j] += added(b, h, i, j);
             maximum = std::max(maximum, s[j]);
           }
           for (int64_t j = 0; j < S; ++j)
@@ -452,6 +474,27 @@ TEST_F(GpuAttentionKernelsTest, UnmaskedMatchesDoublePrecision) {
   check({2, 2, 80, 16, 0.25}, nullptr);
   check({2, 2, 16, 8, 0.35355339059327379}, nullptr,
         Problem::Layout::Transposed);
+}
+
+/// An additive fp32 mask (train.attention_kernel's f32 mask, added to the
+/// scaled scores): an ALiBi bias per head with -inf above the diagonal
+/// ([1, H, S, S], 48 positions: a step and a half), and a padded batch's
+/// mask per batch as HF builds it (0 where seen, finfo.min where not, a
+/// finite value; [B, H, S, S], 64 positions). No step is skipped.
+TEST_F(GpuAttentionKernelsTest, AdditiveMaskMatchesDoublePrecision) {
+  check({1, 2, 48, 16, 0.25}, nullptr, /*perBatch=*/false,
+        Problem::Layout::Dense,
+        [](int64_t, int64_t head, int64_t query, int64_t key) {
+          return key > query ? -INFINITY
+                             : -0.25f * float(head + 1) * float(query - key);
+        });
+  check({2, 2, 64, 32, 0.17677669529663687}, nullptr, /*perBatch=*/true,
+        Problem::Layout::Dense,
+        [](int64_t batch, int64_t, int64_t, int64_t key) {
+          return key >= (batch == 0 ? 64 : 37)
+                     ? std::numeric_limits<float>::lowest()
+                     : 0.0f;
+        });
 }
 
 } // namespace

@@ -598,13 +598,16 @@ def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
     ([B or 1, H or 1, S or 1, S], a padded batch's key padding), or none:
     an encoder's attention,
     without `where`s, becomes ops marked `unmasked` without the mask
-    operand); attention in other forms stays as
+    operand; or an fp32 mask added to the scaled scores, an additive mask
+    or a constant bias, which the ops take as their f32 mask); attention
+    in other forms stays as
     it is. A graph in bf16 throughout (a model exported in bf16) widens dp
     before the softmax backward's product and rounds ds to bf16 before it
     masks and scales it; the backward op then rounds it there too
     (rounded_gradient). F.scaled_dot_product_attention, as the importer
     decomposes torch's operator and its backward (3-D scores, the causal
-    mask from aranges or a bool attn_mask that keeps, the log-sum-exp
+    mask from aranges, a bool attn_mask that keeps or a float one that
+    adds, the log-sum-exp
     apart, a backward from exp(s - lse) that scales dq and dk after their
     products), is fused the same way (rounded_gradient; a keep mask
     negated once).

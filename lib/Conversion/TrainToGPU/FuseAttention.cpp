@@ -4,15 +4,17 @@
 // torch exports it under autocast, becomes train.attention_kernel forward
 // and backward, which the GPU program runs as flash-attention kernels.
 // Masked (causal, or any [S, S] bool mask, or one per batch or head such
-// as a padded batch's [B, 1, 1, S] key padding mask) or not masked at all
-// (an encoder's: no `where`s, the op `unmasked`). Attention written out,
-// as below, or F.scaled_dot_product_attention as the importer decomposes
-// torch's operator (matchSdpa).
+// as a padded batch's [B, 1, 1, S] key padding mask), or by an fp32 mask
+// added to the scaled scores (BERT's, Hugging Face's, ALiBi's), or not
+// masked at all (an encoder's: no `where`s, the op `unmasked`). Attention
+// written out, as below, or F.scaled_dot_product_attention as the importer
+// decomposes torch's operator (matchSdpa).
 //
 // Forward, per layer (B batches, H heads, S positions, D per head):
 //
 //   scores = bmm(bf16 q, bf16 k^T)           [B*H, S, S] bf16
 //   x = where(mask, -inf, view(scores) * scale)
+//       (or view(scores) * scale + mask, an fp32 mask, then x is fp32)
 //   p = softmax(cast<f32>(x), dim = -1)      [B, H, S, S] f32
 //   out = bmm(cast<bf16>(view(p)), v)        [B*H, S, D] bf16
 //
@@ -21,7 +23,7 @@
 //   dv = bmm(cast<bf16>(view(p)^T), dout)
 //   dp = bmm(dout, v^T)
 //   t = view(dp) * p;  ds = t - p * sum(t, -1)
-//   g = cast<bf16>(view(where(mask, 0, ds) * scale))
+//   g = cast<bf16>(view(where(mask, 0, ds) * scale))  (an fp32 mask: no where)
 //
 // A model exported in bf16 has the same graph with dp widened to fp32
 // before the product and ds rounded to bf16 before it is masked and scaled
@@ -166,6 +168,9 @@ struct Attention {
   /// Where the mask is the one that keeps (true: the key is seen), as
   /// SDPA's bool attn_mask: the fused ops take its negation.
   bool maskKeeps = false;
+  /// Where the mask is fp32 and added to the scaled scores (an additive
+  /// mask or a bias such as ALiBi's): the fused ops take it as it is.
+  bool maskAdds = false;
   double scale;
   /// The products the fused ops replace (for their locations).
   train::BatchMatmulOp scores, out, dv, dp, dq, dk;
@@ -213,6 +218,20 @@ bool placeBackward(Attention &attention) {
          (!gradient || gradient->isBeforeInBlock(attention.backwardAt));
 }
 
+/// Whether `attention`'s mask, if any, is one the fused ops take: a
+/// static [S, S] or [B or 1, H or 1, S or 1, S], bool or (added) fp32.
+bool isFusableMask(const Attention &attention) {
+  if (!attention.mask)
+    return true;
+  RankedTensorType type = typeOf(attention.mask);
+  if (!type || !type.hasStaticShape() ||
+      !train::AttentionKernelOp::isMaskShape(
+          type.getShape(), typeOf(attention.query).getShape()))
+    return false;
+  return attention.maskAdds ? type.getElementType().isF32()
+                            : type.getElementType().isInteger(1);
+}
+
 /// Matches the forward and backward around `softmax`.
 std::optional<Attention> match(train::SoftmaxOp softmax) {
   MLIRContext *context = softmax.getContext();
@@ -227,11 +246,19 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   // Masked (-inf where the mask is true), or not at all: every query sees
   // every key, as in an encoder.
   Value mask;
+  bool maskAdds = false;
   if (auto masked = input.getDefiningOp<train::WhereOp>()) {
     if (!isFull(masked.getLhs(), -INFINITY))
       return std::nullopt;
     mask = masked.getCondition();
     input = masked.getRhs();
+  } else if (auto sum = input.getDefiningOp<train::AddOp>()) {
+    // An additive mask (fp32, added to the bf16 scaled scores in fp32).
+    bool scoresLeft =
+        isa_and_nonnull<train::MulScalarOp>(sum.getLhs().getDefiningOp());
+    input = scoresLeft ? sum.getLhs() : sum.getRhs();
+    mask = scoresLeft ? sum.getRhs() : sum.getLhs();
+    maskAdds = true;
   }
   auto scaled = input.getDefiningOp<train::MulScalarOp>();
   std::optional<double> scale = scaled ? getScale(scaled) : std::nullopt;
@@ -253,14 +280,10 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   attention.query = query->source;
   attention.key = keyTransposed->source;
   attention.mask = mask;
+  attention.maskAdds = maskAdds;
   attention.scale = *scale;
-  RankedTensorType maskType = mask ? typeOf(mask) : RankedTensorType();
   ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
-  if ((mask &&
-       (!maskType || !maskType.hasStaticShape() ||
-        !maskType.getElementType().isInteger(1) ||
-        !train::AttentionKernelOp::isMaskShape(maskType.getShape(), shape))) ||
-      typeOf(attention.key).getShape() != shape ||
+  if (!isFusableMask(attention) || typeOf(attention.key).getShape() != shape ||
       !whyAttentionShapeIsUnsupported(shape[2], shape[3]).empty())
     return std::nullopt;
 
@@ -328,8 +351,8 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
     scoresGradient = rounding.getResult();
     attention.roundedGradient = true;
   }
-  // Zero where the mask is true (unmasked: nowhere).
-  if (attention.mask) {
+  // Zero where the mask is true (unmasked, or a mask that adds: nowhere).
+  if (attention.mask && !attention.maskAdds) {
     auto zeroed = dyn_cast<train::WhereOp>(*scoresGradient.user_begin());
     if (!zeroed || zeroed.getCondition() != attention.mask ||
         !isFull(zeroed.getLhs(), 0.0) || zeroed.getRhs() != scoresGradient ||
@@ -409,9 +432,21 @@ struct SdpaScores {
   Value query, key;
   double scale = 0;
   /// The [S, S] causal mask (true: hidden), or the attn_mask as given
-  /// (true: seen), or neither.
-  Value causal, keeps;
+  /// (true: seen; fp32: added), or neither.
+  Value causal, keeps, adds;
 };
+
+/// The attn_mask a decomposed SDPA reads: expanded to [B, H, L, S] and
+/// viewed as the scores' [B * H, L, S] (either step absent where it has
+/// nothing to do), converted to the scores' dtype (fp32: nothing).
+Value attentionMaskOf(Value expanded) {
+  if (auto view = expanded.getDefiningOp<train::ViewOp>();
+      view && mergesBatchAndHeads(view))
+    expanded = view.getInput();
+  if (auto expand = expanded.getDefiningOp<train::ExpandOp>())
+    expanded = expand.getInput();
+  return expanded;
+}
 
 std::optional<SdpaScores> matchSdpaScores(Value masked) {
   SdpaScores scores;
@@ -423,14 +458,7 @@ std::optional<SdpaScores> matchSdpaScores(Value masked) {
       return std::nullopt;
     Value hidden = fill.getMask();
     if (auto negation = hidden.getDefiningOp<train::LogicalNotOp>()) {
-      // The attn_mask, expanded to [B, H, L, S] and viewed as the scores.
-      Value keeps = negation.getInput();
-      if (auto view = keeps.getDefiningOp<train::ViewOp>();
-          view && mergesBatchAndHeads(view))
-        keeps = view.getInput();
-      if (auto expand = keeps.getDefiningOp<train::ExpandOp>())
-        keeps = expand.getInput();
-      scores.keeps = keeps;
+      scores.keeps = attentionMaskOf(negation.getInput());
     } else if (auto gt = hidden.getDefiningOp<train::GtOp>()) {
       ArrayRef<int64_t> shape = typeOf(hidden).getShape();
       if (shape.size() != 2 || !isRange(gt.getLhs(), shape[1]) ||
@@ -443,6 +471,10 @@ std::optional<SdpaScores> matchSdpaScores(Value masked) {
       return std::nullopt;
     }
     input = fill.getInput();
+  } else if (auto sum = input.getDefiningOp<train::AddOp>()) {
+    // A float attn_mask, added (in fp32) to the scaled scores.
+    scores.adds = attentionMaskOf(sum.getRhs());
+    input = sum.getLhs();
   }
   auto scaled = input.getDefiningOp<train::MulScalarOp>();
   std::optional<double> scale = scaled ? getScale(scaled) : std::nullopt;
@@ -466,7 +498,8 @@ std::optional<SdpaScores> matchSdpaScores(Value masked) {
 /// Whether the forward's and the backward's recomputed scores are the same.
 bool sameScores(const SdpaScores &a, const SdpaScores &b) {
   return a.query == b.query && a.key == b.key && a.scale == b.scale &&
-         bool(a.causal) == bool(b.causal) && a.keeps == b.keeps;
+         bool(a.causal) == bool(b.causal) && a.keeps == b.keeps &&
+         a.adds == b.adds;
 }
 
 /// Whether `lse` is the log-sum-exp of `scores` over the keys as the
@@ -556,18 +589,15 @@ std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
   attention.key = forward->key;
   attention.scale = forward->scale;
   attention.scores = forward->product;
-  attention.mask = forward->causal ? forward->causal : forward->keeps;
+  attention.mask = forward->causal  ? forward->causal
+                   : forward->keeps ? forward->keeps
+                                    : forward->adds;
   attention.maskKeeps = bool(forward->keeps);
+  attention.maskAdds = bool(forward->adds);
   attention.roundedGradient = true;
   attention.keyGradientTransposed = false;
   ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
-  RankedTensorType maskType =
-      attention.mask ? typeOf(attention.mask) : RankedTensorType();
-  if ((attention.mask &&
-       (!maskType || !maskType.hasStaticShape() ||
-        !maskType.getElementType().isInteger(1) ||
-        !train::AttentionKernelOp::isMaskShape(maskType.getShape(), shape))) ||
-      typeOf(attention.key).getShape() != shape ||
+  if (!isFusableMask(attention) || typeOf(attention.key).getShape() != shape ||
       !whyAttentionShapeIsUnsupported(shape[2], shape[3]).empty())
     return std::nullopt;
 

@@ -85,6 +85,12 @@ using Fragment = std::array<Value, 4>;
 using Tile = std::array<Fragment, kStepFragments>;
 /// Whether the mask closes each value of a step (i1).
 using Closed = std::array<std::array<Value, 4>, kStepFragments>;
+/// A step's mask: the values it closes (a bool mask's, and those past the
+/// sequence) and, for an additive mask (fp32), what it adds to each score.
+struct StepMask {
+  Closed closed;
+  std::optional<Tile> bias;
+};
 
 /// An index as a value (none: 0) plus a constant, so that the elements of
 /// a fragment share their value's address arithmetic.
@@ -417,12 +423,19 @@ public:
   /// The tile row (0: group, 1: group + 8) of fragment value j.
   static int64_t rowOf(int64_t j) { return j / 2; }
 
+  /// Whether the mask is added to the scores (fp32) rather than closing
+  /// where true (i1).
+  bool additive() const {
+    return spec.mask.elementType && spec.mask.elementType.isF32();
+  }
   /// The step's mask: whether the mask closes each value of the tile at
   /// rows row0 + .., columns column0 + .. (`transposed`: the tile's rows are
-  /// the mask's columns, keys, and its columns the mask's rows, queries).
-  /// Neighbouring columns are one 16-bit load when the mask has pairs.
-  Closed loadMask(Value row0, Value column0, bool transposed) {
-    Closed closed;
+  /// the mask's columns, keys, and its columns the mask's rows, queries),
+  /// or what it adds to each. Neighbouring columns are one 16-bit load when
+  /// a bool mask has pairs.
+  StepMask loadMask(Value row0, Value column0, bool transposed) {
+    StepMask step;
+    Closed &closed = step.closed;
     Index row{b.create<arith::AddIOp>(loc, row0, group)};
     Index column{b.create<arith::AddIOp>(loc, column0, twice)};
     const AttentionOperand &mask = spec.mask;
@@ -431,10 +444,17 @@ public:
         Index r = plus(row, 8 * rowOf(j)), c = plus(column, 8 * n);
         Index loadedRow = inSequence(r), first = inSequence(c),
               second = inSequence(plus(c, 1));
-        if (!mask.elementType) {
-          // No mask: every key open to every query.
+        if (!mask.elementType || additive()) {
+          // No mask (or one that adds): every key open to every query.
           closed[n][j] = closed[n][j + 1] =
               b.create<arith::ConstantIntOp>(loc, 0, 1);
+          if (additive()) {
+            Tile &bias = step.bias ? *step.bias : step.bias.emplace();
+            for (auto [slot, tileColumn] :
+                 {std::pair{j, first}, std::pair{j + 1, second}})
+              bias[n][slot] = transposed ? load(mask, tileColumn, loadedRow)
+                                         : load(mask, loadedRow, tileColumn);
+          }
         } else if (transposed) {
           closed[n][j] = load(mask, first, loadedRow);
           closed[n][j + 1] = load(mask, second, loadedRow);
@@ -469,7 +489,7 @@ public:
               b.create<arith::OrIOp>(loc, pastRow, pastSequence(plus(c, 1))));
         }
       }
-    return closed;
+    return step;
   }
   /// Whether any value of the step is open, on every lane.
   Value anyOpen(const Closed &closed) {
@@ -482,16 +502,19 @@ public:
     return anyLane(open);
   }
   /// The scores of a step: the products rounded to bf16, scaled and
-  /// rounded again (the bf16 bmm and its scaling), -inf where closed.
-  Tile scores(const Tile &products, const Closed &closed) {
+  /// rounded again (the bf16 bmm and its scaling), plus an additive mask
+  /// in fp32 (the graph's add of an fp32 mask), -inf where closed.
+  Tile scores(const Tile &products, const StepMask &mask) {
     Tile scores;
     Value scale = f32(spec.scale);
     Value minusInfinity = f32(-std::numeric_limits<double>::infinity());
     for (int64_t n = 0; n < kStepFragments; ++n)
-      for (int64_t j = 0; j < 4; ++j)
-        scores[n][j] =
-            select(closed[n][j], minusInfinity,
-                   roundBf16(mulf(roundBf16(products[n][j]), scale)));
+      for (int64_t j = 0; j < 4; ++j) {
+        Value score = roundBf16(mulf(roundBf16(products[n][j]), scale));
+        if (mask.bias)
+          score = addf(score, (*mask.bias)[n][j]);
+        scores[n][j] = select(mask.closed[n][j], minusInfinity, score);
+      }
     return scores;
   }
   /// Products of the warp's A fragments (`rows`, one per 16 of the head
@@ -751,7 +774,7 @@ SmallVector<Fragment> unflatten(ValueRange values) {
 /// next state.
 scf::ForOp buildStepLoop(
     AttentionBuilder &w, ValueRange initial, Value row0, bool transposed,
-    llvm::function_ref<SmallVector<Value>(Value, ValueRange, const Closed &)>
+    llvm::function_ref<SmallVector<Value>(Value, ValueRange, const StepMask &)>
         body) {
   OpBuilder &b = w.b;
   Location loc = w.loc;
@@ -762,8 +785,8 @@ scf::ForOp buildStepLoop(
   b.setInsertionPointToStart(loop.getBody());
   Value column0 = loop.getInductionVar();
   ValueRange state = loop.getRegionIterArgs();
-  Closed closed = w.loadMask(row0, column0, transposed);
-  Value open = w.anyOpen(closed);
+  StepMask mask = w.loadMask(row0, column0, transposed);
+  Value open = w.anyOpen(mask.closed);
   // The block stages the step's tiles where any of its warps takes the
   // step. The barriers: the tiles are read after every thread has copied
   // its part, and copied after every warp has read the last step's (and
@@ -782,7 +805,7 @@ scf::ForOp buildStepLoop(
   b.setInsertionPointToStart(step.elseBlock());
   b.create<scf::YieldOp>(loc, state);
   b.setInsertionPointToStart(step.thenBlock());
-  b.create<scf::YieldOp>(loc, body(column0, state, closed));
+  b.create<scf::YieldOp>(loc, body(column0, state, mask));
   return loop;
 }
 
@@ -801,8 +824,8 @@ void buildForward(AttentionBuilder &w, Value row0) {
       flatten({minusInfinity, minusInfinity, w.f32(0), w.f32(0)}, acc);
   auto loop = buildStepLoop(
       w, initial, row0, /*transposed=*/false,
-      [&](Value key0, ValueRange state, const Closed &closed) {
-        Tile s = w.scores(w.scoreProducts(rows, spec.k), closed);
+      [&](Value key0, ValueRange state, const StepMask &mask) {
+        Tile s = w.scores(w.scoreProducts(rows, spec.k), mask);
         SmallVector<Value> maximum, sum, alpha, base;
         for (int64_t r = 0; r < 2; ++r) {
           Value rowMax = minusInfinity;
@@ -909,11 +932,11 @@ void buildBackwardQuery(AttentionBuilder &w, Value row0) {
   SmallVector<Fragment> acc(columns, w.zeros());
   auto loop = buildStepLoop(
       w, flatten({}, acc), row0, /*transposed=*/false,
-      [&](Value key0, ValueRange state, const Closed &closed) {
-        Tile s = w.scores(w.scoreProducts(queries, spec.k), closed);
+      [&](Value key0, ValueRange state, const StepMask &mask) {
+        Tile s = w.scores(w.scoreProducts(queries, spec.k), mask);
         Tile dp = w.scoreProducts(gradients, spec.v);
-        Tile ds =
-            buildScoreGradient(w, s, dp, lseTile, deltaTile, closed).second;
+        Tile ds = buildScoreGradient(w, s, dp, lseTile, deltaTile, mask.closed)
+                      .second;
         SmallVector<Fragment> next = unflatten(state);
         w.accumulate(next, ds, spec.k);
         return flatten({}, next);
@@ -933,8 +956,8 @@ void buildBackwardKeyValue(AttentionBuilder &w, Value row0) {
   SmallVector<Fragment> acc(2 * columns, w.zeros());
   auto loop = buildStepLoop(
       w, flatten({}, acc), row0, /*transposed=*/true,
-      [&](Value query0, ValueRange state, const Closed &closed) {
-        Tile s = w.scores(w.scoreProducts(keys, spec.q), closed);
+      [&](Value query0, ValueRange state, const StepMask &mask) {
+        Tile s = w.scores(w.scoreProducts(keys, spec.q), mask);
         Tile dp = w.scoreProducts(values, spec.dout);
         // Each value's query's lse and delta.
         Tile lseTile, deltaTile;
@@ -949,7 +972,8 @@ void buildBackwardKeyValue(AttentionBuilder &w, Value row0) {
               deltaTile[n][j] = rowDelta;
             }
           }
-        auto [p, ds] = buildScoreGradient(w, s, dp, lseTile, deltaTile, closed);
+        auto [p, ds] =
+            buildScoreGradient(w, s, dp, lseTile, deltaTile, mask.closed);
         SmallVector<Fragment> next = unflatten(state);
         SmallVector<Fragment> dkAcc(next.begin(), next.begin() + columns),
             dvAcc(next.begin() + columns, next.end());
@@ -1003,6 +1027,9 @@ mlir::mantissa::whyAttentionKernelsCannotRun(const AttentionKernelSpec &spec) {
                              Named{"delta", &spec.delta, false, 1}}) {
     if (!named.operand->elementType)
       continue;
+    if (named.operand == &spec.mask && !spec.mask.elementType.isInteger(1) &&
+        !spec.mask.elementType.isF32())
+      return "mask is neither i1 nor fp32";
     Type expected =
         named.bf16
             ? Type(BFloat16Type::get(named.operand->elementType.getContext()))
@@ -1042,10 +1069,10 @@ mlir::mantissa::getAttentionKernelArguments(AttentionKernel kind,
     // mask's where its rows are the warp's (not transposed).
     bool even =
         operand->elements % 2 == 0 && rowsStartAtMultiplesOf(*operand, 2);
-    bool pairs =
-        operand->strides[3] == 1 &&
-        (operand->elementType.isBF16() ||
-         (operand == &spec.mask && kind != AttentionKernel::BackwardKeyValue));
+    bool pairs = operand->strides[3] == 1 &&
+                 (operand->elementType.isBF16() ||
+                  (operand == &spec.mask && operand->elementType.isInteger(1) &&
+                   kind != AttentionKernel::BackwardKeyValue));
     if (even && pairs)
       arguments.push_back({operand, true});
   }
@@ -1214,8 +1241,9 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   // The mask's values are not known here: one [S, S] mask for every batch
   // and head is taken for causal, and one per batch or head (a padded
   // batch's key padding) or none for closing nothing, every step taken.
-  bool causal = spec.mask.elementType && spec.mask.strides[0] == 0 &&
-                spec.mask.strides[1] == 0 && spec.mask.strides[2] != 0;
+  bool causal = spec.mask.elementType && spec.mask.elementType.isInteger(1) &&
+                spec.mask.strides[0] == 0 && spec.mask.strides[1] == 0 &&
+                spec.mask.strides[2] != 0;
   int64_t steps = llvm::divideCeil(spec.sequence, kStepColumns), taken = 0;
   for (int64_t tile = 0; tile < tiles; ++tile)
     taken +=

@@ -169,7 +169,7 @@ func.func @attention_unmasked_inputs(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x3
 // -----
 
 func.func @attention_mask(%q: tensor<1x2x32x16xbf16>, %m: tensor<32x16xi1>, %o: tensor<1x2x32x16xbf16>, %l: tensor<1x2x32xf32>) {
-  // expected-error @+1 {{the mask is 'tensor<32x16xi1>'; expected an i1 [32, 32] or [1 or 1, 2 or 1, 32 or 1, 32]}}
+  // expected-error @+1 {{the mask is 'tensor<32x16xi1>'; expected an i1 or f32 [32, 32] or [1 or 1, 2 or 1, 32 or 1, 32]}}
   %r:2 = train.attention_kernel {scale = 0.25 : f64} ins(%q, %q, %q, %m : tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<1x2x32x16xbf16>, tensor<32x16xi1>) outs(%o, %l : tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>) -> tensor<1x2x32x16xbf16>, tensor<1x2x32xf32>
   return
 }

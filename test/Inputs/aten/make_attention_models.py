@@ -35,6 +35,9 @@ under their `aten` names. The rest of the graph is torch's own.
              keeps each sequence's own keys.
   encoder_sdpa  the same encoder and tokens without a mask (every position
              sees every other, as an encoder over unpadded sequences).
+  encoder_sdpa_float_mask  encoder_sdpa_padded with the attn_mask as
+             Hugging Face builds it: fp32, 0 where seen and finfo.min where
+             not, which SDPA adds to the scores.
 
 usage: make_attention_models.py OUT_DIR [NAME ...]   (default: all)
 """
@@ -250,6 +253,17 @@ class PaddedEncoderSdpa(make_models.PaddedEncoder):
                                                  targets.view(-1))
 
 
+class FloatMaskEncoderSdpa(PaddedEncoderSdpa):
+    """The attn_mask as Hugging Face builds it: fp32, 0 where the key is
+    seen and finfo.min where not, added to the scores."""
+
+    def forward(self, tokens, lengths, targets):
+        keep = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
+        added = torch.zeros(keep.shape).masked_fill(
+            keep.logical_not(), torch.finfo(torch.float32).min)
+        return self.loss(tokens, added[:, None, None, :], targets)
+
+
 class EncoderSdpa(PaddedEncoderSdpa):
     """Without a mask: every position sees every other."""
 
@@ -263,6 +277,12 @@ def make_encoder_sdpa_padded():
     return PaddedEncoderSdpa(), inputs
 
 
+def make_encoder_sdpa_float_mask():
+    _, inputs = make_models.make_encoder_padded()
+    torch.manual_seed(0)
+    return FloatMaskEncoderSdpa(), inputs
+
+
 def make_encoder_sdpa():
     (tokens, _, targets) = make_models.make_encoder_padded()[1]
     torch.manual_seed(0)
@@ -273,7 +293,8 @@ def make_encoder_sdpa():
 # reads both).
 MODELS = {"llama_sdpa": (make_llama_sdpa, "decomposed"),
           "encoder_sdpa_padded": (make_encoder_sdpa_padded, "decomposed"),
-          "encoder_sdpa": (make_encoder_sdpa, "decomposed")}
+          "encoder_sdpa": (make_encoder_sdpa, "decomposed"),
+          "encoder_sdpa_float_mask": (make_encoder_sdpa_float_mask, "decomposed")}
 
 
 def make_attention(out_dir):

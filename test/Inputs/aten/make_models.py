@@ -230,6 +230,26 @@ class PaddedEncoder(nn.Module):
         logits = self.head(self.ln_f(x))
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
+class AdditiveMaskEncoder(PaddedEncoder):
+    """PaddedEncoder with BERT's additive mask: (1 - keep) * -10000 added
+    to the scaled scores instead of -inf filled in."""
+
+    def forward(self, tokens, lengths, targets):
+        b, t = tokens.shape
+        d = self.tok.weight.shape[1]
+        x = self.tok(tokens) + self.pos(torch.arange(t))
+        keep = (torch.arange(t)[None, :] < lengths[:, None]).float()
+        additive = ((1.0 - keep) * -10000.0)[:, None, None, :]
+        for layer in self.layers:
+            qkv = layer["qkv"](layer["ln1"](x))
+            q, k, v = qkv.view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            att = (q @ k.transpose(-2, -1)) * (d // self.heads) ** -0.5 + additive
+            y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + layer["proj"](y)
+            x = x + layer["mlp"](layer["ln2"](x))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
 #===----------------------------------------------------------------------===#
 # unet_block: one down and one up level with a skip connection
 #===----------------------------------------------------------------------===#
@@ -342,6 +362,13 @@ def make_encoder_padded():
                              torch.randint(0, 64, (2, 48), generator=g))
 
 
+def make_encoder_additive():
+    """encoder_padded's weights and batch, BERT's additive mask."""
+    _, inputs = make_encoder_padded()
+    torch.manual_seed(0)
+    return AdditiveMaskEncoder(), inputs
+
+
 # name -> (factory, mode). Modes are named by suffix: NAME.pt2 is "raw" and
 # NAME_decomposed.pt2 "decomposed". Raw exports are kept where their whole
 # backward ops matter (layer norm, batch norm, NLL, MSE, convolution); the
@@ -358,6 +385,7 @@ MODELS = {
     "conv1d_3d_decomposed": (make_conv1d_3d, "decomposed"),
     "llama_ragged_decomposed": (make_llama_ragged, "decomposed"),
     "encoder_padded_decomposed": (make_encoder_padded, "decomposed"),
+    "encoder_additive_decomposed": (make_encoder_additive, "decomposed"),
 }
 
 

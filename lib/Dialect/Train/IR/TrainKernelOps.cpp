@@ -63,9 +63,12 @@ LogicalResult AttentionKernelOp::verify() {
       {getInputs()[2], shape, bf16, "the value"}};
   if (Value mask = getMask()) {
     ShapedType maskType = shapeOf(mask);
-    if (!maskType.hasStaticShape() || !maskType.getElementType().isInteger(1) ||
+    Type element = maskType.getElementType();
+    if (!maskType.hasStaticShape() ||
+        !(element.isInteger(1) || element.isF32()) ||
         !isMaskShape(maskType.getShape(), shape))
-      return emitOpError() << "the mask is " << maskType << "; expected an i1 ["
+      return emitOpError() << "the mask is " << maskType
+                           << "; expected an i1 or f32 ["
                            << shape[2] << ", " << shape[2] << "] or ["
                            << shape[0] << " or 1, " << shape[1] << " or 1, "
                            << shape[2] << " or 1, " << shape[2] << "]";

@@ -25,14 +25,16 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
   let summary = "fused softmax attention, forward or backward";
   let description = [{
     Attention over `[batch, heads, sequence, head_dim]` bf16 tensors with
-    an i1 mask (true: the key is hidden from the query) that is
+    a mask, i1 (true: the key is hidden from the query) or f32 (added to
+    the scaled scores: an additive mask or bias), that is
     `[sequence, sequence]` (the same for every batch and head, as a causal
     mask) or `[batch or 1, heads or 1, sequence or 1, sequence]` (a padded
     batch's key padding mask `[batch, 1, 1, sequence]`, say), broadcast;
     with `unmasked`, no mask operand: every query sees every key, as an
     encoder's attention. As the graph computes it under autocast: scores
-    `bf16(bf16(q k^T) * scale)`, -inf where masked, softmax over the keys
-    in fp32, `out = p v` (the probabilities rounded to bf16 for it).
+    `bf16(bf16(q k^T) * scale)` (plus an f32 mask, in f32), -inf where
+    masked, softmax over the keys in fp32, `out = p v` (the probabilities
+    rounded to bf16 for it).
 
     Forward: `ins(q, k, v, mask) outs(out, lse)`, `lse` the fp32
     `[batch, heads, sequence]` log-sum-exp of each query's scores.
