@@ -17,3 +17,27 @@ def corpus_definitions():
     namespace = {}
     exec(compile(source, "export_corpus_models", "exec"), namespace)
     return namespace
+
+
+def with_attention(model, attend):
+    """`model` (the corpus' TinyLlama) with each layer's attention (the
+    products, the causal mask and the softmax of LlamaAttn's forward)
+    computed by `attend(q, k, v)` instead, as a model that calls
+    F.scaled_dot_product_attention computes it; the mask buffer, then
+    unread, dropped so that the graph has no input the model does not read.
+    For tools/pt2-export/export_sdpa_models.py and
+    test/Inputs/aten/make_attention_models.py."""
+    def forward(self, x):
+        b, t, d = x.shape
+        q = self.q_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        q, k = self.rope(q), self.rope(k)
+        o = attend(q, k, v)
+        return self.o_proj(o.transpose(1, 2).reshape(b, t, d))
+
+    for layer in model.layers:
+        attn = layer.self_attn
+        attn.forward = forward.__get__(attn)
+        del attn._buffers["mask"]
+    return model

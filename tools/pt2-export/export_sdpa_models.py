@@ -36,6 +36,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from corpus_models import with_attention
 from safetensors_file import save_safetensors
 
 CORPUS_SCRIPT = os.path.join(
@@ -61,25 +62,9 @@ def sdpa_models(ns):
     not, and `make` for the names above (the corpus' own otherwise)."""
     corpus_make = ns["make"]
 
-    def attention_forward(causal):
-        def forward(self, x):
-            b, t, d = x.shape
-            q = self.q_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
-            k = self.k_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
-            v = self.v_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
-            q, k = self.rope(q), self.rope(k)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            return self.o_proj(o.transpose(1, 2).reshape(b, t, d))
-        return forward
-
     def with_sdpa(model, causal):
-        for layer in model.layers:
-            attn = layer.self_attn
-            attn.forward = attention_forward(causal).__get__(attn)
-            # The mask buffer is unused: drop it, so that the graph has no
-            # input the model does not read.
-            del attn._buffers["mask"]
-        return model
+        return with_attention(model, lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal))
 
     def make(name):
         if name == "llama_sdpa":

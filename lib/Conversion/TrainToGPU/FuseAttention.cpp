@@ -193,6 +193,17 @@ bool isSource(std::optional<Traced> traced, Value expected, bool transposed) {
          traced->transposed == transposed;
 }
 
+/// The [B, H, S, D] query and key whose product `scores` is, q k^T.
+std::optional<std::pair<Value, Value>>
+tracedQueryAndKey(train::BatchMatmulOp scores) {
+  std::optional<Traced> query = trace(scores.getLhs());
+  std::optional<Traced> keyTransposed = trace(scores.getRhs());
+  if (!query || query->transposed || !keyTransposed ||
+      !keyTransposed->transposed)
+    return std::nullopt;
+  return std::pair{query->source, keyTransposed->source};
+}
+
 /// Whether every product of `attention` is bf16, as the kernels compute
 /// them.
 bool allProductsBf16(const Attention &attention) {
@@ -270,15 +281,13 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   if (!scores || typeOf(scores.getType()).getElementType() != bf16 ||
       typeOf(scores.getLhs()).getElementType() != bf16)
     return std::nullopt;
-  std::optional<Traced> query = trace(scores.getLhs());
-  std::optional<Traced> keyTransposed = trace(scores.getRhs());
-  if (!query || query->transposed || !keyTransposed ||
-      !keyTransposed->transposed)
+  std::optional<std::pair<Value, Value>> queryAndKey =
+      tracedQueryAndKey(scores);
+  if (!queryAndKey)
     return std::nullopt;
   Attention attention;
   attention.scores = scores;
-  attention.query = query->source;
-  attention.key = keyTransposed->source;
+  std::tie(attention.query, attention.key) = *queryAndKey;
   attention.mask = mask;
   attention.maskAdds = maskAdds;
   attention.scale = *scale;
@@ -483,14 +492,12 @@ std::optional<SdpaScores> matchSdpaScores(Value masked) {
                      : nullptr;
   if (!scale || !product)
     return std::nullopt;
-  std::optional<Traced> query = trace(product.getLhs());
-  std::optional<Traced> keyTransposed = trace(product.getRhs());
-  if (!query || query->transposed || !keyTransposed ||
-      !keyTransposed->transposed)
+  std::optional<std::pair<Value, Value>> queryAndKey =
+      tracedQueryAndKey(product);
+  if (!queryAndKey)
     return std::nullopt;
   scores.product = product;
-  scores.query = query->source;
-  scores.key = keyTransposed->source;
+  std::tie(scores.query, scores.key) = *queryAndKey;
   scores.scale = *scale;
   return scores;
 }

@@ -50,7 +50,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "..", "tools", "pt2-export"))
 import export_joint as exporter  # noqa: E402
-from corpus_models import corpus_definitions  # noqa: E402
+from corpus_models import corpus_definitions, with_attention  # noqa: E402
 import make_models  # noqa: E402
 
 NAMESPACE = "mantissa_test"
@@ -213,20 +213,7 @@ def make_llama_sdpa():
     its attention through the SDPA operator, causal."""
     torch.manual_seed(0)
     model = corpus_definitions()["TinyLlama"](v=64, d=64, h=4, f=128, t=40, n=2)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q = self.q_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
-        k = self.k_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
-        q, k = self.rope(q), self.rope(k)
-        o = sdpa(q, k, v, is_causal=True)
-        return self.o_proj(o.transpose(1, 2).reshape(b, t, d))
-
-    for layer in model.layers:
-        attn = layer.self_attn
-        attn.forward = forward.__get__(attn)
-        del attn._buffers["mask"]  # unused: the operator masks
+    model = with_attention(model, lambda q, k, v: sdpa(q, k, v, is_causal=True))
     g = torch.Generator().manual_seed(1234)
     return model, (torch.randint(0, 64, (2, 40), generator=g),
                    torch.randint(0, 64, (2, 40), generator=g))
