@@ -433,9 +433,9 @@ bool isRange(Value value, int64_t size) {
 }
 
 /// The scores `[B * H, L, S]` of a decomposed SDPA: `bmm(q, k^T) * scale`,
-/// then -inf where `hidden` is true (`masked_fill`): the causal mask
+/// then -inf where a mask is true (`masked_fill`: the causal mask
 /// `column > row` of two aranges, or the negation of a bool attn_mask
-/// expanded to the scores.
+/// expanded to the scores), or a float attn_mask added.
 struct SdpaScores {
   train::BatchMatmulOp product;
   Value query, key;
