@@ -352,6 +352,42 @@ def make_llama_ragged():
                    torch.randint(0, 64, (2, 40), generator=g))
 
 
+def make_llama_gqa():
+    """llama_ragged with grouped-query attention as Hugging Face writes it:
+    2 key/value heads for 4 query heads, repeated (repeat_kv: expand and
+    reshape) before the explicit causal attention."""
+    torch.manual_seed(0)
+    model = corpus_definitions()["TinyLlama"](v=64, d=64, h=4, f=128, t=40, n=2)
+    kv_heads = 2
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q = self.q_proj(x).view(b, t, self.h, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, kv_heads, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, kv_heads, self.hd).transpose(1, 2)
+        q, k = self.rope(q), self.rope(k)
+
+        def repeat_kv(x):
+            repeats = self.h // kv_heads
+            return x[:, :, None].expand(b, kv_heads, repeats, t, self.hd).reshape(
+                b, self.h, t, self.hd)
+
+        k, v = repeat_kv(k), repeat_kv(v)
+        s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hd))
+        s = s.masked_fill(self.mask, float("-inf"))
+        p = torch.softmax(s.float(), -1).to(q.dtype)
+        return self.o_proj((p @ v).transpose(1, 2).reshape(b, t, d))
+
+    for layer in model.layers:
+        attn = layer.self_attn
+        attn.k_proj = nn.Linear(64, kv_heads * attn.hd, bias=False)
+        attn.v_proj = nn.Linear(64, kv_heads * attn.hd, bias=False)
+        attn.forward = forward.__get__(attn)
+    g = torch.Generator().manual_seed(1234)
+    return model, (torch.randint(0, 64, (2, 40), generator=g),
+                   torch.randint(0, 64, (2, 40), generator=g))
+
+
 def make_encoder_padded():
     """48 positions (a step and a half of 32), heads of 16, a batch of two
     sequences of 48 and 29 tokens (the second padded)."""
@@ -384,6 +420,7 @@ MODELS = {
     "conv1d_3d": (make_conv1d_3d, "raw"),
     "conv1d_3d_decomposed": (make_conv1d_3d, "decomposed"),
     "llama_ragged_decomposed": (make_llama_ragged, "decomposed"),
+    "llama_gqa_decomposed": (make_llama_gqa, "decomposed"),
     "encoder_padded_decomposed": (make_encoder_padded, "decomposed"),
     "encoder_additive_decomposed": (make_encoder_additive, "decomposed"),
 }
