@@ -172,12 +172,13 @@ struct Attention {
   /// mask or a bias such as ALiBi's): the fused ops take it as it is.
   bool maskAdds = false;
   double scale;
-  /// The products the fused ops replace (for their locations).
+  /// The products the fused ops replace (out's and dv's results too).
   train::BatchMatmulOp scores, out, dv, dp, dq, dk;
-  /// The [B * H, ...] values the fused ops' results replace: the output,
-  /// the gradients of q and v, and that of k, transposed (k^T's) where
+  /// The [B * H, ...] gradients of q and of k that the fused ops' results
+  /// replace: dq's and dk's products or, where the graph scales after
+  /// them, those scalings; k's transposed (k^T's) where
   /// `keyGradientTransposed`.
-  Value outResult, dqResult, dkResult, dvResult;
+  Value dqResult, dkResult;
   bool keyGradientTransposed = true;
   /// Whether the graph rounds the scores' gradient to bf16 before it
   /// scales it (in bf16 again): a model exported in bf16.
@@ -396,10 +397,8 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   // Every product bf16, as the kernels compute them.
   if (!allProductsBf16(attention))
     return std::nullopt;
-  attention.outResult = attention.out.getResult();
   attention.dqResult = attention.dq.getResult();
   attention.dkResult = attention.dk.getResult();
-  attention.dvResult = attention.dv.getResult();
   if (!placeBackward(attention))
     return std::nullopt;
   return attention;
@@ -683,10 +682,8 @@ std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
       !isSource(trace(attention.dk.getRhs()), attention.query, false) ||
       !allProductsBf16(attention))
     return std::nullopt;
-  attention.outResult = out;
   attention.dqResult = dq.getResult();
   attention.dkResult = dk.getResult();
-  attention.dvResult = attention.dv.getResult();
   if (!placeBackward(attention))
     return std::nullopt;
   return attention;
@@ -745,7 +742,7 @@ void rewrite(Attention attention, llvm::DenseMap<Value, Value> &negations) {
         b.create<train::ViewOp>(replaced.getLoc(), replaced.getType(), by)
             .getResult());
   };
-  replace(attention.outResult, forward.getResult(0));
+  replace(attention.out.getResult(), forward.getResult(0));
 
   b.setInsertionPoint(attention.backwardAt);
   loc = locationOf({attention.dv, attention.dp, attention.dq, attention.dk});
@@ -758,7 +755,7 @@ void rewrite(Attention attention, llvm::DenseMap<Value, Value> &negations) {
       b.getUnitAttr(), scale,
       attention.roundedGradient ? b.getUnitAttr() : UnitAttr(), unmasked);
   replace(attention.dqResult, backward.getResult(0));
-  replace(attention.dvResult, backward.getResult(2));
+  replace(attention.dv.getResult(), backward.getResult(2));
   Value keyGradient = backward.getResult(1);
   if (attention.keyGradientTransposed)
     keyGradient = b.create<train::PermuteOp>(

@@ -68,10 +68,10 @@ LogicalResult AttentionKernelOp::verify() {
         !(element.isInteger(1) || element.isF32()) ||
         !isMaskShape(maskType.getShape(), shape))
       return emitOpError() << "the mask is " << maskType
-                           << "; expected an i1 or f32 ["
-                           << shape[2] << ", " << shape[2] << "] or ["
-                           << shape[0] << " or 1, " << shape[1] << " or 1, "
-                           << shape[2] << " or 1, " << shape[2] << "]";
+                           << "; expected an i1 or f32 [" << shape[2] << ", "
+                           << shape[2] << "] or [" << shape[0] << " or 1, "
+                           << shape[1] << " or 1, " << shape[2] << " or 1, "
+                           << shape[2] << "]";
   }
   if (backward) {
     ValueRange saved = getInputs().drop_front(3 + masked);
