@@ -9,9 +9,14 @@
 // `q k^T * scale`, then the causal mask and `attn_mask` (a bool mask keeps
 // where true, a float mask is added), softmax over the keys. The backward
 // recomputes the probabilities from the saved log-sum-exp, as the fused
-// kernel does, instead of keeping an [L, S] tensor from the forward. bf16 and
+// kernel does, instead of keeping an [L, S] tensor from the forward, and
+// scales the scores' gradient before the products that read it. bf16 and
 // fp16 inputs are computed in fp32 and rounded once per result, as the CPU
-// kernel accumulates.
+// kernel accumulates. Under `compute: bf16` the parts that torch's kernels
+// keep in fp32 (the scores, dp, the rows of dout * out) stay in fp32 on
+// bf16 operands (train::kFp32AccumulateAttrName); the probabilities and the
+// scores' gradient are rounded for the products that read them, as the
+// kernels do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -116,11 +121,20 @@ static Value transposed(TensorBuilder &b, Value value) {
   return b.permute(value, {0, 2, 1});
 }
 
+/// `value`'s defining op marked as one that torch's kernel computes in
+/// fp32 from operands in the compute dtype.
+static Value accumulatedInFp32(Value value) {
+  Operation *op = value.getDefiningOp();
+  op->setAttr(train::kFp32AccumulateAttrName, UnitAttr::get(op->getContext()));
+  return value;
+}
+
 /// The scaled and masked scores `[batch, L, S]`.
 static Value maskedScores(StepImporter &s, TensorBuilder &b, Value query,
                           Value key, const AttentionShape &shape,
                           Type compute) {
-  Value scores = b.mulScalar(b.bmm(query, transposed(b, key)), shape.scale);
+  Value scores = b.mulScalar(
+      accumulatedInFp32(b.bmm(query, transposed(b, key))), shape.scale);
   OpBuilder &builder = s.builder;
   Location loc = s.location;
   Attribute minusInfinity =
@@ -231,12 +245,14 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
   Value scores = maskedScores(s, b, q, k, *shape, compute);
   Value probabilities =
       s.builder.create<train::ExpOp>(s.location, b.sub(scores, lse));
-  Value gradProbabilities = b.bmm(dO, transposed(b, v));
-  Value rowDot = b.sum(b.mul(dO, o), {2}, /*keepdim=*/true);
-  Value gradScores = b.mul(probabilities, b.sub(gradProbabilities, rowDot));
-  Value gradQuery = b.mulScalar(b.bmm(gradScores, k), shape->scale);
-  Value gradKey =
-      b.mulScalar(b.bmm(transposed(b, gradScores), q), shape->scale);
+  Value gradProbabilities = accumulatedInFp32(b.bmm(dO, transposed(b, v)));
+  Value rowDot = b.sum(accumulatedInFp32(b.mul(dO, o)), {2}, /*keepdim=*/true);
+  // The gradient of the scaled scores: what the products of dq and dk
+  // read (in the compute dtype), as the fused kernels take it.
+  Value gradScores = b.mulScalar(
+      b.mul(probabilities, b.sub(gradProbabilities, rowDot)), shape->scale);
+  Value gradQuery = b.bmm(gradScores, k);
+  Value gradKey = b.bmm(transposed(b, gradScores), q);
   Value gradValue = b.bmm(transposed(b, probabilities), dO);
   Value grads[3] = {gradQuery, gradKey, gradValue};
   Value originals[3] = {query, key, value};

@@ -16,7 +16,11 @@
 //   lists: softmax, log_softmax, the norms, exp, log, pow, rsqrt,
 //   reciprocal, sum, and their backwards, which autograd runs in the
 //   forward's fp32; also mean, see below) read fp32 operands;
-// - every other op runs in torch's promotion of its inputs (the widest).
+// - every other op runs in torch's promotion of its inputs (the widest);
+// - the parts of torch's fused kernels that the importer decomposes and
+//   that those kernels compute in fp32 from operands in the compute dtype
+//   (kFp32AccumulateAttrName: SDPA's score products, for one) read their
+//   operands rounded to the compute dtype and widened back, and keep fp32.
 //
 // Step results keep the step's declared types (gradients their reduce
 // dtype, the loss and buffer mutations theirs): a cast before the return.
@@ -49,6 +53,9 @@ enum class CastPolicy {
   Fp32,
   /// Everything else: torch's promotion of what the operands now are.
   Promote,
+  /// Inside a fused kernel of torch's: operands rounded to the compute
+  /// dtype, then computed in fp32.
+  Fp32OnLowerPrecision,
 };
 } // namespace
 
@@ -60,6 +67,8 @@ enum class CastPolicy {
 /// parts: a loss's log_softmax, sums and means run in fp32 and its
 /// gathers and selects promote.
 static CastPolicy getCastPolicy(Operation *op) {
+  if (op->hasAttr(kFp32AccumulateAttrName))
+    return CastPolicy::Fp32OnLowerPrecision;
   if (isa<MatmulOp, BatchMatmulOp, AddmmOp>(op))
     return CastPolicy::LowerPrecision;
   // `mean` is not on torch's list (only `sum`, `prod`, `cumsum`); it is
@@ -136,10 +145,14 @@ static LogicalResult autocastOp(Operation *op, Type computeType,
   Type f32 = Float32Type::get(op->getContext());
   CastPolicy policy = getCastPolicy(op);
   if (policy != CastPolicy::Promote) {
-    Type target = policy == CastPolicy::LowerPrecision ? computeType : f32;
+    Type target = policy == CastPolicy::Fp32 ? f32 : computeType;
     for (OpOperand &operand : op->getOpOperands())
-      if (isFloatTensor(operand.get()))
-        operand.set(casts.get(builder, op->getLoc(), operand.get(), target));
+      if (isFloatTensor(operand.get())) {
+        Value cast = casts.get(builder, op->getLoc(), operand.get(), target);
+        if (policy == CastPolicy::Fp32OnLowerPrecision)
+          cast = casts.get(builder, op->getLoc(), cast, f32);
+        operand.set(cast);
+      }
   }
 
   SmallVector<Type> types;

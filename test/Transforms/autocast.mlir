@@ -85,3 +85,31 @@ train.step @attention(%q: tensor<2x3x3xf32> {train.tensor = #train.tensor<user_i
   %loss = train.sum %w {dims = array<i64: 0, 1, 2>} : tensor<2x3x3xf32> -> tensor<f32>
   train.return %loss, %w : tensor<f32>, tensor<2x3x3xf32>
 }
+
+// -----
+
+// Ops of torch's fused kernels that the importer decomposes and that those
+// kernels run in fp32 on operands in the compute dtype (SDPA's scores,
+// marked train.fp32_accumulate): the operands are rounded to bf16 and
+// widened back, and the result stays fp32; an unmarked product of the same
+// operands is a bf16 product.
+
+// CHECK-LABEL: train.step @fused_kernel_parts(
+// CHECK-SAME: %[[Q:[^:]+]]: tensor<2x3x3xf32>
+// CHECK: %[[Q16:.+]] = train.cast %[[Q]] : tensor<2x3x3xf32> to tensor<2x3x3xbf16>
+// CHECK: %[[QW:.+]] = train.cast %[[Q16]] : tensor<2x3x3xbf16> to tensor<2x3x3xf32>
+// CHECK: %[[S:.+]] = train.bmm %[[QW]], %[[QW]] {train.fp32_accumulate} : tensor<2x3x3xf32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+// CHECK: %[[P:.+]] = train.softmax %[[S]] {dim = 2 : i64} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+// CHECK: %[[P16:.+]] = train.cast %[[P]] : tensor<2x3x3xf32> to tensor<2x3x3xbf16>
+// CHECK: train.bmm %[[P16]], %[[Q16]] : tensor<2x3x3xbf16>, tensor<2x3x3xbf16> -> tensor<2x3x3xbf16>
+// CHECK: %[[D:.+]] = train.mul %[[QW]], %[[QW]] {train.fp32_accumulate} : tensor<2x3x3xf32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+train.step @fused_kernel_parts(%q: tensor<2x3x3xf32> {train.tensor = #train.tensor<user_input, fqn = "q", module = "", shape = [2, 3, 3], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}) {
+  %s = train.bmm %q, %q {train.fp32_accumulate} : tensor<2x3x3xf32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %p = train.softmax %s {dim = 2 : i64} : tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %o = train.bmm %p, %q : tensor<2x3x3xf32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %d = train.mul %q, %q {train.fp32_accumulate} : tensor<2x3x3xf32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %od = train.add %o, %d : tensor<2x3x3xf32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %loss = train.sum %od {dims = array<i64: 0, 1, 2>} : tensor<2x3x3xf32> -> tensor<f32>
+  train.return %loss : tensor<f32>
+}

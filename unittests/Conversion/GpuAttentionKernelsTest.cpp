@@ -85,6 +85,11 @@ struct Problem {
 
 class GpuAttentionKernelsTest : public GpuEmulationTest {
 protected:
+  /// Whether the kernels keep the scores in fp32 (AttentionKernelSpec's
+  /// fp32Scores, torch's SDPA numerics) rather than rounding them as the
+  /// bf16 bmm and its scaling do.
+  bool fp32Scores = false;
+
   /// Runs forward and backward of `problem` with `closed(query, key)` as
   /// the mask (none where `closed` is empty: every key open) and checks
   /// every output against double precision.
@@ -122,6 +127,7 @@ protected:
     spec.sequence = S;
     spec.headDim = D;
     spec.scale = problem.scale;
+    spec.fp32Scores = fp32Scores;
     spec.q = problem.operand(bf16, Layout::Interleaved);
     spec.k = problem.operand(bf16, Layout::Interleaved);
     spec.v = problem.operand(bf16, valueLayout);
@@ -264,7 +270,8 @@ protected:
     checkPtxas(*ptx);
 
     // Attention in double precision from the same bf16 inputs, the scores
-    // rounded as the bf16 bmm and its scaling round them.
+    // rounded as the bf16 bmm and its scaling round them (not with
+    // fp32Scores).
     std::vector<double> wantOut(out.size()), wantLse(lse.size()),
         wantDq(out.size()), wantDk(out.size()), wantDv(out.size());
     auto value = [&](const std::vector<uint16_t> &data,
@@ -284,8 +291,9 @@ protected:
             for (int64_t d = 0; d < D; ++d)
               dot +=
                   value(q, spec.q, b, h, i, d) * value(k, spec.k, b, h, j, d);
-            s[j] = closed && closed(b, i, j)
-                       ? -INFINITY
+            s[j] = closed && closed(b, i, j) ? -INFINITY
+                   : fp32Scores
+                       ? dot * problem.scale
                        : roundBf16(roundBf16(dot) * float(problem.scale));
             if (added)
               s[j] += added(b, h, i, j);
@@ -359,7 +367,9 @@ protected:
     double worstLse = 0;
     for (size_t i = 0; i < lse.size(); ++i)
       worstLse = std::max(worstLse, distance(lse[i], wantLse[i]));
-    EXPECT_LT(worstLse, 1e-3);
+    // From fp32 scores the log-sum-exp is exact to fp32's resolution; from
+    // scores rounded to bf16 (as the reference rounds them), to 1e-3.
+    EXPECT_LT(worstLse, fp32Scores ? 2e-5 : 1e-3);
   }
 
   /// ptxas (CUDA's, or on PATH) assembles the PTX for sm_90, where present.
@@ -495,6 +505,18 @@ TEST_F(GpuAttentionKernelsTest, AdditiveMaskMatchesDoublePrecision) {
                      ? std::numeric_limits<float>::lowest()
                      : 0.0f;
         });
+}
+
+/// Scores kept in fp32 as torch's SDPA kernels keep them (fp32_scores: no
+/// rounding of q k^T or of its scaling, dp in fp32): causal over 64
+/// positions with heads of 32 (a scale that is not a power of two), and an
+/// unmasked encoder over 40. The log-sum-exp must match fp32 scores to
+/// 2e-5; kernels that rounded the scores are off by 1e-2 to 3e-2 there.
+TEST_F(GpuAttentionKernelsTest, Fp32ScoresMatchDoublePrecision) {
+  fp32Scores = true;
+  check({2, 3, 64, 32, 0.17677669529663687},
+        [](int64_t query, int64_t key) { return key > query; });
+  check({1, 2, 40, 16, 0.25}, nullptr);
 }
 
 } // namespace

@@ -130,7 +130,12 @@ def AutocastPass : Pass<"mantissa-autocast", "::mlir::ModuleOp"> {
     log_softmax, the norms and their backwards, exp, log, pow, rsqrt,
     reciprocal, sum and mean) take fp32 operands. Every other op computes
     in torch's promotion of its operands as they now are (the widest); ops
-    that need equal operand dtypes get them cast to that. Results are
+    that need equal operand dtypes get them cast to that. The parts of
+    torch's fused kernels that the importer decomposes and that those
+    kernels compute in fp32 on operands in the compute dtype (marked
+    `train.fp32_accumulate`: SDPA's scores, dp and row products) take their
+    operands rounded to the compute dtype and widened back, and keep fp32
+    results. Results are
     re-inferred by each op's own type rules, so the new dtypes flow to the
     consumers. The step's results keep their declared types (a cast before
     `train.return`), cast chains fold, and the step is marked

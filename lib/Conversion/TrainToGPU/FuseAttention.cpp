@@ -172,17 +172,16 @@ struct Attention {
   /// mask or a bias such as ALiBi's): the fused ops take it as it is.
   bool maskAdds = false;
   double scale;
-  /// The products the fused ops replace (out's and dv's results too).
+  /// The products the fused ops replace, whose results they give (dk's
+  /// transposed, k^T's gradient, where `keyGradientTransposed`).
   train::BatchMatmulOp scores, out, dv, dp, dq, dk;
-  /// The [B * H, ...] gradients of q and of k that the fused ops' results
-  /// replace: dq's and dk's products or, where the graph scales after
-  /// them, those scalings; k's transposed (k^T's) where
-  /// `keyGradientTransposed`.
-  Value dqResult, dkResult;
   bool keyGradientTransposed = true;
   /// Whether the graph rounds the scores' gradient to bf16 before it
   /// scales it (in bf16 again): a model exported in bf16.
   bool roundedGradient = false;
+  /// Whether the graph keeps the scores and dp in fp32 (products of bf16
+  /// operands with fp32 results), as torch's SDPA kernels do.
+  bool fp32Scores = false;
   /// The op the backward must come before (the first of the backward's
   /// products).
   Operation *backwardAt;
@@ -397,8 +396,6 @@ std::optional<Attention> match(train::SoftmaxOp softmax) {
   // Every product bf16, as the kernels compute them.
   if (!allProductsBf16(attention))
     return std::nullopt;
-  attention.dqResult = attention.dq.getResult();
-  attention.dkResult = attention.dk.getResult();
   if (!placeBackward(attention))
     return std::nullopt;
   return attention;
@@ -560,12 +557,38 @@ train::BatchMatmulOp productReading(ArrayRef<Operation *> users, Value source,
   return found;
 }
 
-/// The single train.mul_scalar by `scale` that reads `product`.
-train::MulScalarOp scaledBy(train::BatchMatmulOp product, double scale) {
-  if (!product || !product->hasOneUse())
+/// The single train.mul_scalar by `scale` that reads `value`, its only
+/// reader.
+train::MulScalarOp scaledBy(Value value, double scale) {
+  if (!value.hasOneUse())
     return nullptr;
-  auto scaled = dyn_cast<train::MulScalarOp>(*product->user_begin());
+  auto scaled = dyn_cast<train::MulScalarOp>(*value.user_begin());
   return scaled && getScale(scaled) == scale ? scaled : nullptr;
+}
+
+/// Whether `value` is a bf16 value widened to fp32.
+bool isWidenedBf16(Value value) {
+  auto cast = value.getDefiningOp<train::CastOp>();
+  return cast && typeOf(cast.getType()).getElementType().isF32() &&
+         typeOf(cast.getInput()).getElementType().isBF16();
+}
+
+/// Whether the products of a decomposed SDPA are what the kernels compute
+/// with fp32 scores: the scores' and dp's in fp32 on bf16 operands (as
+/// compute: bf16 leaves the products torch's kernel keeps in fp32), the
+/// others bf16.
+bool sdpaProductsAsKernels(const Attention &attention) {
+  for (train::BatchMatmulOp bmm : {attention.scores, attention.dp})
+    if (!typeOf(bmm.getType()).getElementType().isF32() ||
+        !isWidenedBf16(bmm.getLhs()) || !isWidenedBf16(bmm.getRhs()))
+      return false;
+  Type bf16 = BFloat16Type::get(attention.query.getContext());
+  for (train::BatchMatmulOp bmm :
+       {attention.out, attention.dv, attention.dq, attention.dk})
+    if (typeOf(bmm.getType()).getElementType() != bf16 ||
+        typeOf(bmm.getLhs()).getElementType() != bf16)
+      return false;
+  return true;
 }
 
 /// Matches SDPA's forward around `softmax` ([B * H, L, S], the scores'
@@ -574,12 +597,13 @@ train::MulScalarOp scaledBy(train::BatchMatmulOp product, double scale) {
 ///
 ///   p = exp(s - lse)              s recomputed as in the forward
 ///   dv = bmm(p^T, dout);  dp = bmm(dout, v^T)
-///   ds = p * (dp - sum(dout * out, -1))
-///   dq = bmm(ds, k) * scale;  dk = bmm(ds^T, q) * scale
+///   ds = p * (dp - sum(dout * out, -1)) * scale
+///   dq = bmm(ds, k);  dk = bmm(ds^T, q)
 ///
-/// Under compute: bf16 every product reads and writes bf16 and ds is
-/// rounded to bf16 before its products, which scale after: the fused
-/// backward rounds it there (rounded_gradient).
+/// Under compute: bf16 the scores and dp are fp32 products of bf16
+/// operands, as torch's kernels keep them (fp32_scores); p and ds are
+/// rounded to bf16 for the products that read them, as the fused kernels
+/// round them.
 std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
                                    ArrayRef<train::ExpOp> exps) {
   RankedTensorType probabilities = typeOf(softmax.getType());
@@ -600,7 +624,7 @@ std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
                                     : forward->adds;
   attention.maskKeeps = bool(forward->keeps);
   attention.maskAdds = bool(forward->adds);
-  attention.roundedGradient = true;
+  attention.fp32Scores = true;
   attention.keyGradientTransposed = false;
   ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
   if (!isFusableMask(attention) || typeOf(attention.key).getShape() != shape ||
@@ -655,7 +679,7 @@ std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
       sub ? throughViewsAndCasts(sub.getRhs()).getDefiningOp<train::SumOp>()
           : nullptr;
   if (!dp || !rowDot || !sub->hasOneUse() ||
-      dp.getLhs() != attention.gradient ||
+      throughViewsAndCasts(dp.getLhs()) != gradient ||
       !isSource(trace(dp.getRhs()), attention.value, true))
     return std::nullopt;
   attention.dp = dp;
@@ -670,20 +694,19 @@ std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
          throughViewsAndCasts(dot.getLhs()) == out)))
     return std::nullopt;
 
-  // dq = bmm(ds, k) * scale, dk = bmm(ds^T, q) * scale: ds's only readers.
-  Value ds = gradScores.getResult();
+  // ds scaled, then dq = bmm(ds, k), dk = bmm(ds^T, q): its only readers.
+  train::MulScalarOp scaled = scaledBy(gradScores.getResult(), attention.scale);
+  if (!scaled)
+    return std::nullopt;
+  Value ds = scaled.getResult();
   SmallVector<Operation *> dsReaders = leafUsers(ds);
   attention.dq = productReading(dsReaders, ds, false);
   attention.dk = productReading(dsReaders, ds, true);
-  train::MulScalarOp dq = scaledBy(attention.dq, attention.scale);
-  train::MulScalarOp dk = scaledBy(attention.dk, attention.scale);
-  if (!dq || !dk || dsReaders.size() != 2 ||
+  if (!attention.dq || !attention.dk || dsReaders.size() != 2 ||
       !isSource(trace(attention.dq.getRhs()), attention.key, false) ||
       !isSource(trace(attention.dk.getRhs()), attention.query, false) ||
-      !allProductsBf16(attention))
+      !sdpaProductsAsKernels(attention))
     return std::nullopt;
-  attention.dqResult = dq.getResult();
-  attention.dkResult = dk.getResult();
   if (!placeBackward(attention))
     return std::nullopt;
   return attention;
@@ -734,9 +757,10 @@ void rewrite(Attention attention, llvm::DenseMap<Value, Value> &negations) {
     inputs.push_back(attention.mask);
   }
   UnitAttr unmasked = attention.mask ? UnitAttr() : b.getUnitAttr();
+  UnitAttr fp32Scores = attention.fp32Scores ? b.getUnitAttr() : UnitAttr();
   auto forward = b.create<train::AttentionKernelOp>(
       loc, TypeRange{full, rows}, inputs, ValueRange{empty(full), empty(rows)},
-      UnitAttr(), scale, UnitAttr(), unmasked);
+      UnitAttr(), scale, UnitAttr(), unmasked, fp32Scores);
   auto replace = [&](Value replaced, Value by) {
     replaced.replaceAllUsesWith(
         b.create<train::ViewOp>(replaced.getLoc(), replaced.getType(), by)
@@ -753,14 +777,15 @@ void rewrite(Attention attention, llvm::DenseMap<Value, Value> &negations) {
       loc, TypeRange{full, full, full, rows}, inputs,
       ValueRange{empty(full), empty(full), empty(full), empty(rows)},
       b.getUnitAttr(), scale,
-      attention.roundedGradient ? b.getUnitAttr() : UnitAttr(), unmasked);
-  replace(attention.dqResult, backward.getResult(0));
+      attention.roundedGradient ? b.getUnitAttr() : UnitAttr(), unmasked,
+      fp32Scores);
+  replace(attention.dq.getResult(), backward.getResult(0));
   replace(attention.dv.getResult(), backward.getResult(2));
   Value keyGradient = backward.getResult(1);
   if (attention.keyGradientTransposed)
     keyGradient = b.create<train::PermuteOp>(
         loc, keyGradient, b.getDenseI64ArrayAttr({0, 1, 3, 2}));
-  replace(attention.dkResult, keyGradient);
+  replace(attention.dk.getResult(), keyGradient);
 }
 
 /// Folds the round trips the rewrite leaves between the fused ops' [B, H,

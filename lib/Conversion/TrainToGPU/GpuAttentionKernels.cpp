@@ -502,15 +502,18 @@ public:
     return anyLane(open);
   }
   /// The scores of a step: the products rounded to bf16, scaled and
-  /// rounded again (the bf16 bmm and its scaling), plus an additive mask
-  /// in fp32 (the graph's add of an fp32 mask), -inf where closed.
+  /// rounded again (the bf16 bmm and its scaling; kept in fp32 with
+  /// fp32Scores, as torch's SDPA kernels), plus an additive mask in fp32
+  /// (the graph's add of an fp32 mask), -inf where closed.
   Tile scores(const Tile &products, const StepMask &mask) {
     Tile scores;
     Value scale = f32(spec.scale);
     Value minusInfinity = f32(-std::numeric_limits<double>::infinity());
     for (int64_t n = 0; n < kStepFragments; ++n)
       for (int64_t j = 0; j < 4; ++j) {
-        Value score = roundBf16(mulf(roundBf16(products[n][j]), scale));
+        Value score = spec.fp32Scores
+                          ? mulf(products[n][j], scale)
+                          : roundBf16(mulf(roundBf16(products[n][j]), scale));
         if (mask.bias)
           score = addf(score, (*mask.bias)[n][j]);
         scores[n][j] = select(mask.closed[n][j], minusInfinity, score);
@@ -878,9 +881,10 @@ void buildForward(AttentionBuilder &w, Value row0) {
 
 /// The probabilities and the scores' gradient (times the scale, zero where
 /// closed) of one step: p = exp(s - lse), ds = p (dp - delta) with
-/// dp = bf16(dout v^T), rounded to bf16 before the scale where the graph
-/// rounds it there (spec.roundedGradient; the A fragment it becomes rounds
-/// it after). `lse` and `delta` per tile value.
+/// dp = bf16(dout v^T) (fp32 with spec.fp32Scores), ds rounded to bf16
+/// before the scale where the graph rounds it there (spec.roundedGradient;
+/// the A fragment it becomes rounds it after). `lse` and `delta` per tile
+/// value.
 std::pair<Tile, Tile> buildScoreGradient(AttentionBuilder &w, const Tile &s,
                                          const Tile &dpProducts,
                                          const Tile &lse, const Tile &delta,
@@ -890,7 +894,8 @@ std::pair<Tile, Tile> buildScoreGradient(AttentionBuilder &w, const Tile &s,
   for (int64_t n = 0; n < kStepFragments; ++n)
     for (int64_t j = 0; j < 4; ++j) {
       p[n][j] = w.select(closed[n][j], zero, w.exp(w.subf(s[n][j], lse[n][j])));
-      Value dp = w.roundBf16(dpProducts[n][j]);
+      Value dp =
+          w.spec.fp32Scores ? dpProducts[n][j] : w.roundBf16(dpProducts[n][j]);
       Value gradient = w.mulf(p[n][j], w.subf(dp, delta[n][j]));
       if (w.spec.roundedGradient)
         gradient = w.roundBf16(gradient);
@@ -1094,7 +1099,8 @@ mlir::mantissa::describeAttentionKernel(AttentionKernel kind,
   llvm::raw_string_ostream os(text);
   os << int(kind) << ' ' << spec.batch << ' ' << spec.heads << ' '
      << spec.sequence << ' ' << spec.headDim << ' ';
-  os << llvm::formatv("{0:e17}", spec.scale) << ' ' << spec.roundedGradient;
+  os << llvm::formatv("{0:e17}", spec.scale) << ' ' << spec.roundedGradient
+     << ' ' << spec.fp32Scores;
   for (const AttentionOperand *operand :
        {&spec.q, &spec.k, &spec.v, &spec.mask, &spec.out, &spec.lse, &spec.dout,
         &spec.delta, &spec.dq, &spec.dk, &spec.dv}) {

@@ -34,7 +34,8 @@ struct AttentionOperand {
 
 /// Masked attention of `batch` x `heads` sequences of `sequence`
 /// positions, head dimension `headDim`: scores = bf16(bf16(q k^T) * scale)
-/// (the products rounded as the bf16 bmm and its scaling round them),
+/// (the products rounded as the bf16 bmm and its scaling round them; in
+/// fp32 with `fp32Scores`),
 /// -inf where `mask` is true, softmax along the keys in fp32, out = p v.
 /// The backward takes dout and gives dq, dk, dv, with
 /// delta = rowsum(dout * out) (fp32) as the softmax's backward term. q, k,
@@ -47,6 +48,9 @@ struct AttentionKernelSpec {
   /// The scores' gradient rounded to bf16 before it is scaled
   /// (train.attention_kernel's rounded_gradient).
   bool roundedGradient = false;
+  /// The scores q k^T * scale and dp = dout v^T kept in fp32, as torch's
+  /// SDPA kernels keep them (train.attention_kernel's fp32_scores).
+  bool fp32Scores = false;
   AttentionOperand q, k, v, mask, out, lse, dout, delta, dq, dk, dv;
 };
 

@@ -351,6 +351,7 @@ LogicalResult GpuProgramBuilder::addAttention(train::AttentionKernelOp op) {
   spec.headDim = shape[3];
   spec.scale = op.getScale().convertToDouble();
   spec.roundedGradient = op.getRoundedGradient();
+  spec.fp32Scores = op.getFp32Scores();
   // Each operand's buffer and its element (batch, head, row, column).
   llvm::DenseMap<const AttentionOperand *, int64_t> buffers;
   auto describe = [&](Value view, AttentionOperand &operand) -> LogicalResult {

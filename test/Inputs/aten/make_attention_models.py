@@ -38,6 +38,11 @@ under their `aten` names. The rest of the graph is torch's own.
   encoder_sdpa_float_mask  encoder_sdpa_padded with the attn_mask as
              Hugging Face builds it: fp32, 0 where seen and finfo.min where
              not, which SDPA adds to the scores.
+  encoder_sdpa_offset  encoder_sdpa with one head of 64 and a large
+             component shared by queries and keys (their biases raised by
+             2.5): scores near 50, where rounding them to bf16 would move
+             the probabilities by up to 13% (torch's kernel keeps them in
+             fp32).
 
 usage: make_attention_models.py OUT_DIR [NAME ...]   (default: all)
 """
@@ -86,26 +91,53 @@ def _scores(query, key, is_causal, attn_mask, scale):
     return scores, scale
 
 
+def _rounded(x, dtype):
+    """x as torch's CPU kernel hands it to a product for inputs of `dtype`:
+    rounded to it when that is bf16 or fp16 (its *_reduced buffers)."""
+    return x.to(dtype).float() if dtype in (torch.bfloat16, torch.float16) else x
+
+
+# torch's CPU kernels (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp)
+# compute in fp32 whatever the inputs: scores q k^T * scale (+ mask) and
+# their softmax in fp32, exp(s - max) rounded to the inputs' dtype for the
+# product with v (normalised after, in fp32; for fp32 inputs the same as
+# softmax then the product, as written here), out rounded once; backward:
+# p = exp(s - lse) in fp32, rounded for dv = p^T dout, ds = p (dp - delta)
+# in fp32, rounded for dq = ds k * scale and dk = ds^T q * scale. Being C++,
+# they run under torch.autocast as they are: the products inside are not
+# autocast's (hence `enabled=False`).
 def _forward(query, key, value, dropout_p=0.0, is_causal=False, attn_mask=None,
              scale=None):
-    scores, _ = _scores(query, key, is_causal, attn_mask, scale)
-    output = torch.matmul(torch.softmax(scores, -1), value.float())
-    return output.to(query.dtype), torch.logsumexp(scores, -1)
+    with torch.autocast("cpu", enabled=False):
+        scores, _ = _scores(query, key, is_causal, attn_mask, scale)
+        if query.dtype == torch.float32:
+            output = torch.matmul(torch.softmax(scores, -1), value)
+        else:
+            maximum = scores.amax(-1, keepdim=True)
+            exps = torch.exp(scores - maximum)
+            output = torch.matmul(_rounded(exps, query.dtype), value.float())
+            output = output / exps.sum(-1, keepdim=True)
+        return output.to(query.dtype), torch.logsumexp(scores, -1)
 
 
 def _backward(grad_out, query, key, value, out, logsumexp, dropout_p, is_causal,
               attn_mask=None, scale=None):
-    scores, scale = _scores(query, key, is_causal, attn_mask, scale)
-    probabilities = torch.exp(scores - logsumexp.unsqueeze(-1))
-    grad_out, out = grad_out.float(), out.float()
-    grad_value = torch.matmul(probabilities.transpose(-2, -1), grad_out)
-    grad_probabilities = torch.matmul(grad_out, value.float().transpose(-2, -1))
-    row_dot = (grad_out * out).sum(-1, keepdim=True)
-    grad_scores = probabilities * (grad_probabilities - row_dot)
-    grad_query = torch.matmul(grad_scores, key.float()) * scale
-    grad_key = torch.matmul(grad_scores.transpose(-2, -1), query.float()) * scale
-    return (grad_query.to(query.dtype), grad_key.to(key.dtype),
-            grad_value.to(value.dtype))
+    with torch.autocast("cpu", enabled=False):
+        scores, scale = _scores(query, key, is_causal, attn_mask, scale)
+        probabilities = torch.exp(scores - logsumexp.unsqueeze(-1))
+        grad_out, out = grad_out.float(), out.float()
+        grad_value = torch.matmul(
+            _rounded(probabilities, query.dtype).transpose(-2, -1), grad_out)
+        grad_probabilities = torch.matmul(grad_out,
+                                          value.float().transpose(-2, -1))
+        row_dot = (grad_out * out).sum(-1, keepdim=True)
+        grad_scores = _rounded(
+            probabilities * (grad_probabilities - row_dot), query.dtype)
+        grad_query = torch.matmul(grad_scores, key.float()) * scale
+        grad_key = torch.matmul(grad_scores.transpose(-2, -1),
+                                query.float()) * scale
+        return (grad_query.to(query.dtype), grad_key.to(key.dtype),
+                grad_value.to(value.dtype))
 
 
 def _safe_softmax(self, dim, dtype=None):
@@ -276,12 +308,33 @@ def make_encoder_sdpa():
     return EncoderSdpa(), (tokens, targets)
 
 
+def make_encoder_sdpa_offset():
+    """encoder_sdpa with one head of 64 whose queries and keys share a
+    large component (2.5 added to every element of their biases): the
+    scores carry an offset of about 50 (scale 1/8), where bf16's step is
+    0.25. Softmax ignores an offset common to a row, but not its
+    rounding: scores rounded to bf16 (as a bf16 bmm would round them)
+    move every probability by up to 13%, where torch's kernel, which keeps
+    them in fp32, does not. Large shared components of queries and keys
+    are what trained transformers have (attention sinks, massive
+    activations)."""
+    (tokens, _, targets) = make_models.make_encoder_padded()[1]
+    torch.manual_seed(0)
+    model = EncoderSdpa(heads=1)
+    with torch.no_grad():
+        for layer in model.layers:
+            d = layer["qkv"].bias.shape[0] // 3
+            layer["qkv"].bias[:2 * d] += 2.5
+    return model, (tokens, targets)
+
+
 # name -> (factory, mode), as make_models.py's MODELS (autocast_reference.py
 # reads both).
 MODELS = {"llama_sdpa": (make_llama_sdpa, "decomposed"),
           "encoder_sdpa_padded": (make_encoder_sdpa_padded, "decomposed"),
           "encoder_sdpa": (make_encoder_sdpa, "decomposed"),
-          "encoder_sdpa_float_mask": (make_encoder_sdpa_float_mask, "decomposed")}
+          "encoder_sdpa_float_mask": (make_encoder_sdpa_float_mask, "decomposed"),
+          "encoder_sdpa_offset": (make_encoder_sdpa_offset, "decomposed")}
 
 
 def make_attention(out_dir):

@@ -33,6 +33,10 @@ LogicalResult AttentionKernelOp::verify() {
   if (getRoundedGradient() && !backward)
     return emitOpError() << "rounds the scores' gradient (rounded_gradient) "
                             "but is not the backward";
+  if (getRoundedGradient() && getFp32Scores())
+    return emitOpError() << "keeps its scores in fp32 (fp32_scores) but "
+                            "rounds their gradient as a graph in bf16 "
+                            "(rounded_gradient)";
   bool masked = !getUnmasked();
   size_t inputs = (backward ? 6 : 3) + masked, outputs = backward ? 4 : 2;
   if (getInputs().size() != inputs || getOutputs().size() != outputs)
@@ -148,7 +152,7 @@ LogicalResult AttentionKernelOp::bufferize(
     }
   rewriter.create<AttentionKernelOp>(
       getLoc(), TypeRange{}, inputs, outputs, getBackwardAttr(), getScaleAttr(),
-      getRoundedGradientAttr(), getUnmaskedAttr());
+      getRoundedGradientAttr(), getUnmaskedAttr(), getFp32ScoresAttr());
   bufferization::replaceOpWithBufferizedValues(rewriter, *this, outputs);
   return success();
 }

@@ -45,13 +45,20 @@ def Train_AttentionKernelOp : Train_Op<"attention_kernel", [
     once, as under autocast; with `rounded_gradient` (a graph in bf16
     throughout), rounded to bf16 before it is scaled, and again after.
 
+    With `fp32_scores`, the scores and their gradient are kept as torch's
+    own SDPA kernels keep them (F.scaled_dot_product_attention under
+    autocast): `q k^T * scale` in fp32 (plus the mask), not rounded to bf16,
+    and `dp = dout v^T` in fp32 before `ds = p (dp - delta)`; only the
+    probabilities and ds are rounded to bf16, as the operands of the
+    products that read them.
+
     On tensors its results are its outputs; on memrefs it has none. The GPU
     program runs it as flash-attention kernels (docs/gpu-step.md).
   }];
   let arguments = (ins Variadic<AnyShaped>:$inputs,
                        Variadic<AnyShaped>:$outputs, UnitAttr:$backward,
                        F64Attr:$scale, UnitAttr:$rounded_gradient,
-                       UnitAttr:$unmasked);
+                       UnitAttr:$unmasked, UnitAttr:$fp32_scores);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     attr-dict `ins` `(` $inputs `:` type($inputs) `)`

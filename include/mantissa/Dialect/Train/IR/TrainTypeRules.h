@@ -10,6 +10,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/StringRef.h"
 #include <optional>
 #include <string>
 
@@ -41,6 +42,15 @@ Type scalarElementType(Attribute scalar);
 /// The element type floating-point math is done in for `type`: fp32 for
 /// bf16 and fp16, the type itself otherwise.
 Type computeType(Type type);
+
+/// Marks an op of a fused torch kernel that the importer decomposes
+/// (SDPA's score products, dp and the rows of dout * out) and that the
+/// kernel runs on operands in the compute dtype but in fp32, keeping an
+/// fp32 result: under `compute:` (Autocast.cpp) it reads its operands
+/// rounded to the compute dtype and widened back, as torch's kernel reads
+/// bf16 and accumulates in fp32, rather than being rounded as a bf16 bmm.
+inline constexpr llvm::StringLiteral kFp32AccumulateAttrName =
+    "train.fp32_accumulate";
 
 /// A shape as torch prints it in messages: `[32, 16]`.
 std::string formatShape(ArrayRef<int64_t> shape);
