@@ -269,7 +269,22 @@ mlir::mantissa::collectMatrixProducts(StepOp step) {
     product.op = name.str();
     product.lhsShape = shapeOf(lhs);
     product.rhsShape = shapeOf(rhs);
-    product.operandType = typeName(lhs.getType());
+    // Operands that are both widened from one narrower dtype (the parts of
+    // torch's kernels that read bf16 and keep fp32, train.fp32_accumulate)
+    // hold that dtype's values: the product reads it, its result is fp32.
+    auto widened = [](Value value) -> Type {
+      auto cast = value.getDefiningOp<CastOp>();
+      if (!cast)
+        return {};
+      Type narrow = getElementTypeOrSelf(cast.getInput().getType());
+      return holdsExactly(getElementTypeOrSelf(cast.getType()), narrow)
+                 ? narrow
+                 : Type();
+    };
+    Type narrow = widened(lhs);
+    product.operandType = narrow && narrow == widened(rhs)
+                              ? typeName(narrow)
+                              : typeName(lhs.getType());
     product.resultType = typeName(op->getResult(0).getType());
     // [.., M, K] x [.., K, N]: 2 M N K per batch element.
     int64_t flops = 2 * product.rhsShape.back();
