@@ -272,14 +272,9 @@ mlir::mantissa::collectMatrixProducts(StepOp step) {
     // Operands that are both widened from one narrower dtype (the parts of
     // torch's kernels that read bf16 and keep fp32, train.fp32_accumulate)
     // hold that dtype's values: the product reads it, its result is fp32.
-    auto widened = [](Value value) -> Type {
-      auto cast = value.getDefiningOp<CastOp>();
-      if (!cast)
-        return {};
-      Type narrow = getElementTypeOrSelf(cast.getInput().getType());
-      return holdsExactly(getElementTypeOrSelf(cast.getType()), narrow)
-                 ? narrow
-                 : Type();
+    auto widened = [](Value value) {
+      Value source = getWidenedSource(value);
+      return source ? getElementTypeOrSelf(source.getType()) : Type();
     };
     Type narrow = widened(lhs);
     product.operandType = narrow && narrow == widened(rhs)

@@ -568,9 +568,9 @@ train::MulScalarOp scaledBy(Value value, double scale) {
 
 /// Whether `value` is a bf16 value widened to fp32.
 bool isWidenedBf16(Value value) {
-  auto cast = value.getDefiningOp<train::CastOp>();
-  return cast && typeOf(cast.getType()).getElementType().isF32() &&
-         typeOf(cast.getInput()).getElementType().isBF16();
+  Value source = train::getWidenedSource(value);
+  return source && typeOf(value).getElementType().isF32() &&
+         typeOf(source).getElementType().isBF16();
 }
 
 /// Whether the products of a decomposed SDPA are what the kernels compute

@@ -858,10 +858,22 @@ LogicalResult StepLowering::lowerSoftmax(Operation *op, Value input,
 }
 
 /// mm / bmm / addmm: a named linalg matmul accumulating in fp32 (the named
-/// op extends bf16 operands), then bias and scaling, rounded once.
+/// op extends bf16 operands), then bias and scaling, rounded once. Operands
+/// that are both widened exactly from one narrower dtype (the products of
+/// torch's kernels that read bf16 and keep fp32: train.fp32_accumulate)
+/// are read in that dtype: the same products, without writing the widened
+/// copies, and a bf16 GEMM on the GPU.
 LogicalResult StepLowering::lowerMatmul(Operation *op, Value lhs, Value rhs,
                                         bool batched, Value bias, double beta,
                                         double alpha) {
+  Value narrowLhs = train::getWidenedSource(lhs),
+        narrowRhs = train::getWidenedSource(rhs);
+  if (narrowLhs && narrowRhs &&
+      getElementTypeOrSelf(narrowLhs.getType()) ==
+          getElementTypeOrSelf(narrowRhs.getType())) {
+    lhs = narrowLhs;
+    rhs = narrowRhs;
+  }
   Location loc = op->getLoc();
   auto resultType = typeOf(op->getResult(0));
   Type element = resultType.getElementType();

@@ -53,6 +53,30 @@ train.step @mm_bf16(%a: tensor<2x4xbf16> {train.tensor = #train.tensor<user_inpu
 
 // -----
 
+// A product of two operands widened from bf16 (SDPA's scores under
+// compute: bf16, which torch keeps in fp32) reads the bf16 values: the
+// named op widens them, no f32 copy is read, and the result stays f32. One
+// widened operand alone is read as it is.
+// CHECK-LABEL: func.func @bmm_widened(
+// CHECK-SAME: %[[A:[^:]+]]: tensor<2x2x4xbf16>, %[[B:[^:]+]]: tensor<2x4x3xbf16>, %[[C:[^:]+]]: tensor<2x4x3xf32>
+// CHECK: %[[AW:.+]] = linalg.generic {{.+}} ins(%[[A]] : tensor<2x2x4xbf16>) outs(%{{.+}} : tensor<2x2x4xf32>)
+// CHECK: %[[P:.+]] = linalg.batch_matmul ins(%[[A]], %[[B]] : tensor<2x2x4xbf16>, tensor<2x4x3xbf16>) outs(%{{.+}} : tensor<2x2x3xf32>) -> tensor<2x2x3xf32>
+// CHECK: %[[M:.+]] = linalg.batch_matmul ins(%[[AW]], %[[C]] : tensor<2x2x4xf32>, tensor<2x4x3xf32>) outs(%{{.+}} : tensor<2x2x3xf32>) -> tensor<2x2x3xf32>
+// CHECK: return %{{.+}}, %[[P]], %[[M]]
+train.step @bmm_widened(%a: tensor<2x2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "a", module = "", shape = [2, 2, 4], dtype = bf16>},
+                        %b: tensor<2x4x3xbf16> {train.tensor = #train.tensor<user_input, fqn = "b", module = "", shape = [2, 4, 3], dtype = bf16>},
+                        %c: tensor<2x4x3xf32> {train.tensor = #train.tensor<user_input, fqn = "c", module = "", shape = [2, 4, 3], dtype = f32>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x2x3xf32> {train.result = #train.result<user_output>}, tensor<2x2x3xf32> {train.result = #train.result<user_output>}) {
+  %aw = train.cast %a : tensor<2x2x4xbf16> to tensor<2x2x4xf32>
+  %bw = train.cast %b : tensor<2x4x3xbf16> to tensor<2x4x3xf32>
+  %0 = train.bmm %aw, %bw {train.fp32_accumulate} : tensor<2x2x4xf32>, tensor<2x4x3xf32> -> tensor<2x2x3xf32>
+  %1 = train.bmm %aw, %c : tensor<2x2x4xf32>, tensor<2x4x3xf32> -> tensor<2x2x3xf32>
+  train.return %loss, %0, %1 : tensor<f32>, tensor<2x2x3xf32>, tensor<2x2x3xf32>
+}
+
+// -----
+
 // Shape ops: view through collapse/expand, permute as linalg.transpose,
 // slice as extract_slice.
 // CHECK-LABEL: func.func @shapes(

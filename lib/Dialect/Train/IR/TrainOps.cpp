@@ -257,6 +257,14 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
   return getResult();
 }
 
+Value mlir::mantissa::train::getWidenedSource(Value value) {
+  auto cast = value.getDefiningOp<CastOp>();
+  if (!cast || !holdsExactly(getElementTypeOrSelf(cast.getType()),
+                             getElementTypeOrSelf(cast.getInput().getType())))
+    return Value();
+  return cast.getInput();
+}
+
 //===----------------------------------------------------------------------===//
 // ShardGroupOp
 //===----------------------------------------------------------------------===//

@@ -70,4 +70,10 @@ LogicalResult inferUnaryOp(std::optional<Location> location, Type input,
 #define GET_OP_CLASSES
 #include "mantissa/Dialect/Train/IR/TrainOps.h.inc"
 
+namespace mlir::mantissa::train {
+/// What `value` widens exactly (a train.cast to an element type that holds
+/// every value of its input's: bf16 to fp32, say), or null.
+Value getWidenedSource(Value value);
+} // namespace mlir::mantissa::train
+
 #endif // MANTISSA_DIALECT_TRAIN_IR_TRAINOPS_H
