@@ -204,17 +204,20 @@ tracedQueryAndKey(train::BatchMatmulOp scores) {
   return std::pair{query->source, keyTransposed->source};
 }
 
+/// Whether `bmm` reads and writes bf16, as the kernels compute it.
+bool isBf16Product(train::BatchMatmulOp bmm) {
+  return typeOf(bmm.getType()).getElementType().isBF16() &&
+         typeOf(bmm.getLhs()).getElementType().isBF16();
+}
+
 /// Whether every product of `attention` is bf16, as the kernels compute
 /// them.
 bool allProductsBf16(const Attention &attention) {
-  Type bf16 = BFloat16Type::get(attention.query.getContext());
-  for (train::BatchMatmulOp bmm :
-       {attention.scores, attention.out, attention.dv, attention.dp,
-        attention.dq, attention.dk})
-    if (typeOf(bmm.getType()).getElementType() != bf16 ||
-        typeOf(bmm.getLhs()).getElementType() != bf16)
-      return false;
-  return true;
+  return llvm::all_of(
+      std::initializer_list<train::BatchMatmulOp>{
+          attention.scores, attention.out, attention.dv, attention.dp,
+          attention.dq, attention.dk},
+      isBf16Product);
 }
 
 /// Sets where the backward goes: before the first of the products that
@@ -582,13 +585,10 @@ bool sdpaProductsAsKernels(const Attention &attention) {
     if (!typeOf(bmm.getType()).getElementType().isF32() ||
         !isWidenedBf16(bmm.getLhs()) || !isWidenedBf16(bmm.getRhs()))
       return false;
-  Type bf16 = BFloat16Type::get(attention.query.getContext());
-  for (train::BatchMatmulOp bmm :
-       {attention.out, attention.dv, attention.dq, attention.dk})
-    if (typeOf(bmm.getType()).getElementType() != bf16 ||
-        typeOf(bmm.getLhs()).getElementType() != bf16)
-      return false;
-  return true;
+  return llvm::all_of(
+      std::initializer_list<train::BatchMatmulOp>{attention.out, attention.dv,
+                                                  attention.dq, attention.dk},
+      isBf16Product);
 }
 
 /// Matches SDPA's forward around `softmax` ([B * H, L, S], the scores'
