@@ -272,14 +272,9 @@ mlir::mantissa::collectMatrixProducts(StepOp step) {
     // Operands that are both widened from one narrower dtype (the parts of
     // torch's kernels that read bf16 and keep fp32, train.fp32_accumulate)
     // hold that dtype's values: the product reads it, its result is fp32.
-    auto widened = [](Value value) {
-      Value source = getWidenedSource(value);
-      return source ? getElementTypeOrSelf(source.getType()) : Type();
-    };
-    Type narrow = widened(lhs);
-    product.operandType = narrow && narrow == widened(rhs)
-                              ? typeName(narrow)
-                              : typeName(lhs.getType());
+    auto narrow = getWidenedSources(lhs, rhs);
+    product.operandType =
+        typeName(narrow ? narrow->first.getType() : lhs.getType());
     product.resultType = typeName(op->getResult(0).getType());
     // [.., M, K] x [.., K, N]: 2 M N K per batch element.
     int64_t flops = 2 * product.rhsShape.back();

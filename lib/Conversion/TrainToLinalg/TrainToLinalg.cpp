@@ -866,14 +866,8 @@ LogicalResult StepLowering::lowerSoftmax(Operation *op, Value input,
 LogicalResult StepLowering::lowerMatmul(Operation *op, Value lhs, Value rhs,
                                         bool batched, Value bias, double beta,
                                         double alpha) {
-  Value narrowLhs = train::getWidenedSource(lhs),
-        narrowRhs = train::getWidenedSource(rhs);
-  if (narrowLhs && narrowRhs &&
-      getElementTypeOrSelf(narrowLhs.getType()) ==
-          getElementTypeOrSelf(narrowRhs.getType())) {
-    lhs = narrowLhs;
-    rhs = narrowRhs;
-  }
+  if (auto narrow = train::getWidenedSources(lhs, rhs))
+    std::tie(lhs, rhs) = *narrow;
   Location loc = op->getLoc();
   auto resultType = typeOf(op->getResult(0));
   Type element = resultType.getElementType();

@@ -265,6 +265,16 @@ Value mlir::mantissa::train::getWidenedSource(Value value) {
   return cast.getInput();
 }
 
+std::optional<std::pair<Value, Value>>
+mlir::mantissa::train::getWidenedSources(Value lhs, Value rhs) {
+  Value narrowLhs = getWidenedSource(lhs), narrowRhs = getWidenedSource(rhs);
+  if (!narrowLhs || !narrowRhs ||
+      getElementTypeOrSelf(narrowLhs.getType()) !=
+          getElementTypeOrSelf(narrowRhs.getType()))
+    return std::nullopt;
+  return std::pair{narrowLhs, narrowRhs};
+}
+
 //===----------------------------------------------------------------------===//
 // ShardGroupOp
 //===----------------------------------------------------------------------===//

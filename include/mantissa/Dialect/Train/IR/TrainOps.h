@@ -74,6 +74,11 @@ namespace mlir::mantissa::train {
 /// What `value` widens exactly (a train.cast to an element type that holds
 /// every value of its input's: bf16 to fp32, say), or null.
 Value getWidenedSource(Value value);
+
+/// The sources of `lhs` and `rhs` where both widen exactly values of one
+/// element type (the operands of a product that reads bf16 and keeps an
+/// fp32 result), or nullopt.
+std::optional<std::pair<Value, Value>> getWidenedSources(Value lhs, Value rhs);
 } // namespace mlir::mantissa::train
 
 #endif // MANTISSA_DIALECT_TRAIN_IR_TRAINOPS_H
