@@ -11,12 +11,13 @@
 // recomputes the probabilities from the saved log-sum-exp, as the fused
 // kernel does, instead of keeping an [L, S] tensor from the forward, and
 // scales the scores' gradient before the products that read it. bf16 and
-// fp16 inputs are computed in fp32 and rounded once per result, as the CPU
-// kernel accumulates. Under `compute: bf16` the parts that torch's kernels
-// keep in fp32 (the scores, dp, the rows of dout * out) stay in fp32 on
-// bf16 operands (train::kFp32AccumulateAttrName); the probabilities and the
-// scores' gradient are rounded for the products that read them, as the
-// kernels do.
+// fp16 inputs are computed as torch's kernel computes them: the scores, dp
+// and the rows of dout * out in fp32 on the inputs' values (marked
+// train::kFp32AccumulateAttrName), the probabilities and the scores'
+// gradient rounded to the inputs' dtype for the products that read them,
+// which accumulate in fp32 and round once. Under `compute: bf16` an fp32
+// model's attention gets the same form from the autocast pass, which reads
+// the marks: the fused kernels take either (FuseAttention.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -108,13 +109,14 @@ static FailureOr<AttentionShape> readAttention(StepImporter &s, Value query,
   return shape;
 }
 
-/// `[..., rows, columns]` in the compute type as `[batch, rows, columns]`.
+/// `[..., rows, columns]` as `[batch, rows, columns]` of `elementType`, the
+/// dtype of the products' operands.
 static Value flatten(TensorBuilder &b, Value value, const AttentionShape &shape,
-                     Type compute) {
+                     Type elementType) {
   ArrayRef<int64_t> dims = TensorBuilder::shapeOf(value);
   return b.convert(
       b.view(value, {shape.batch, dims[dims.size() - 2], dims.back()}),
-      compute);
+      elementType);
 }
 
 static Value transposed(TensorBuilder &b, Value value) {
@@ -129,12 +131,21 @@ static Value accumulatedInFp32(Value value) {
   return value;
 }
 
-/// The scaled and masked scores `[batch, L, S]`.
+/// The product `lhs rhs` in `compute` (fp32 for bf16 and fp16 operands),
+/// as torch's kernel computes the scores and dp: on the operands' values,
+/// widened after any transpose so that the product reads them as they are.
+static Value productInFp32(TensorBuilder &b, Value lhs, Value rhs,
+                           Type compute) {
+  return accumulatedInFp32(
+      b.bmm(b.convert(lhs, compute), b.convert(rhs, compute)));
+}
+
+/// The scaled and masked scores `[batch, L, S]`, in `compute`.
 static Value maskedScores(StepImporter &s, TensorBuilder &b, Value query,
                           Value key, const AttentionShape &shape,
                           Type compute) {
   Value scores = b.mulScalar(
-      accumulatedInFp32(b.bmm(query, transposed(b, key))), shape.scale);
+      productInFp32(b, query, transposed(b, key), compute), shape.scale);
   OpBuilder &builder = s.builder;
   Location loc = s.location;
   Attribute minusInfinity =
@@ -189,14 +200,15 @@ static LogicalResult importAttention(StepImporter &s) {
   if (failed(outputType))
     return failure();
   TensorBuilder b(s.builder, s.location);
-  Type compute = train::computeType(outputType->getElementType());
-  Value q = flatten(b, *query, *shape, compute);
-  Value k = flatten(b, *key, *shape, compute);
-  Value v = flatten(b, *value, *shape, compute);
+  Type elementType = TensorBuilder::typeOf(*query).getElementType();
+  Type compute = train::computeType(elementType);
+  Value q = flatten(b, *query, *shape, elementType);
+  Value k = flatten(b, *key, *shape, elementType);
+  Value v = flatten(b, *value, *shape, elementType);
   Value scores = maskedScores(s, b, q, k, *shape, compute);
   Value probabilities = s.builder.create<train::SoftmaxOp>(
       s.location, scores, s.builder.getI64IntegerAttr(2));
-  Value output = b.view(b.bmm(probabilities, v),
+  Value output = b.view(b.bmm(b.convert(probabilities, elementType), v),
                         shape->with({shape->queries, shape->valueDim}));
   if (failed(s.setConvertedOutput(0, output)))
     return failure();
@@ -233,27 +245,34 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
   if (failed(shape))
     return failure();
   TensorBuilder b(s.builder, s.location);
-  Type compute =
-      train::computeType(TensorBuilder::typeOf(query).getElementType());
-  Value q = flatten(b, query, *shape, compute);
-  Value k = flatten(b, key, *shape, compute);
-  Value v = flatten(b, value, *shape, compute);
-  Value dO = flatten(b, gradOut, *shape, compute);
-  Value o = flatten(b, out, *shape, compute);
+  Type elementType = TensorBuilder::typeOf(query).getElementType();
+  Type compute = train::computeType(elementType);
+  Value q = flatten(b, query, *shape, elementType);
+  Value k = flatten(b, key, *shape, elementType);
+  Value v = flatten(b, value, *shape, elementType);
+  Value dO = flatten(b, gradOut, *shape, elementType);
+  Value o = flatten(b, out, *shape, elementType);
   Value lse =
       b.convert(b.view(logsumexp, {shape->batch, shape->queries, 1}), compute);
   Value scores = maskedScores(s, b, q, k, *shape, compute);
   Value probabilities =
       s.builder.create<train::ExpOp>(s.location, b.sub(scores, lse));
-  Value gradProbabilities = accumulatedInFp32(b.bmm(dO, transposed(b, v)));
-  Value rowDot = b.sum(accumulatedInFp32(b.mul(dO, o)), {2}, /*keepdim=*/true);
+  Value wideGradOut = b.convert(dO, compute);
+  Value gradProbabilities =
+      productInFp32(b, wideGradOut, transposed(b, v), compute);
+  Value rowDot =
+      b.sum(accumulatedInFp32(b.mul(wideGradOut, b.convert(o, compute))), {2},
+            /*keepdim=*/true);
   // The gradient of the scaled scores: what the products of dq and dk
-  // read (in the compute dtype), as the fused kernels take it.
-  Value gradScores = b.mulScalar(
-      b.mul(probabilities, b.sub(gradProbabilities, rowDot)), shape->scale);
+  // read (rounded to the inputs' dtype), as the fused kernels take it.
+  Value gradScores = b.convert(
+      b.mulScalar(b.mul(probabilities, b.sub(gradProbabilities, rowDot)),
+                  shape->scale),
+      elementType);
+  Value rounded = b.convert(probabilities, elementType);
   Value gradQuery = b.bmm(gradScores, k);
   Value gradKey = b.bmm(transposed(b, gradScores), q);
-  Value gradValue = b.bmm(transposed(b, probabilities), dO);
+  Value gradValue = b.bmm(transposed(b, rounded), dO);
   Value grads[3] = {gradQuery, gradKey, gradValue};
   Value originals[3] = {query, key, value};
   for (unsigned i = 0; i < 3; ++i)

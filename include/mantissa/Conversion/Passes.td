@@ -607,11 +607,11 @@ def FuseAttentionPass : Pass<"mantissa-fuse-attention", "::mlir::ModuleOp"> {
     (rounded_gradient). F.scaled_dot_product_attention, as the importer
     decomposes torch's operator and its backward (3-D scores, the causal
     mask from aranges, a bool attn_mask that keeps or a float one that
-    adds, the log-sum-exp apart, a backward from exp(s - lse) that scales
+    adds, widened to fp32 where it is bf16, the log-sum-exp apart, a backward from exp(s - lse) that scales
     the scores' gradient before the products of dq and dk; under
-    compute: bf16 the scores and dp fp32 products of bf16 operands, as
-    torch's kernels keep them), is fused the same way (fp32_scores; a keep
-    mask negated once).
+    compute: bf16, or in a model exported in bf16, the scores and dp fp32
+    products of bf16 operands, as torch's kernels keep them), is fused the
+    same way (fp32_scores; a keep mask negated once).
   }];
   let dependentDialects = [
     "::mlir::mantissa::train::TrainDialect",

@@ -8,7 +8,8 @@
 // added to the scaled scores (BERT's, Hugging Face's, ALiBi's), or not
 // masked at all (an encoder's: no `where`s, the op `unmasked`). Attention
 // written out, as below, or F.scaled_dot_product_attention as the importer
-// decomposes torch's operator (matchSdpa).
+// decomposes torch's operator (matchSdpa; in a bf16 model also with a bf16
+// float mask, which the graph widens and the fused ops take widened once).
 //
 // Forward, per layer (B batches, H heads, S positions, D per head):
 //
@@ -233,7 +234,9 @@ bool placeBackward(Attention &attention) {
 }
 
 /// Whether `attention`'s mask, if any, is one the fused ops take: a
-/// static [S, S] or [B or 1, H or 1, S or 1, S], bool or (added) fp32.
+/// static [S, S] or [B or 1, H or 1, S or 1, S], bool or (added) fp32, or
+/// bf16 or fp16 where the graph adds it widened to fp32 scores (SDPA's;
+/// the rewrite widens it once).
 bool isFusableMask(const Attention &attention) {
   if (!attention.mask)
     return true;
@@ -242,8 +245,11 @@ bool isFusableMask(const Attention &attention) {
       !train::AttentionKernelOp::isMaskShape(
           type.getShape(), typeOf(attention.query).getShape()))
     return false;
-  return attention.maskAdds ? type.getElementType().isF32()
-                            : type.getElementType().isInteger(1);
+  Type element = type.getElementType();
+  if (!attention.maskAdds)
+    return element.isInteger(1);
+  return element.isF32() ||
+         (attention.fp32Scores && (element.isBF16() || element.isF16()));
 }
 
 /// Matches the forward and backward around `softmax`.
@@ -446,8 +452,11 @@ struct SdpaScores {
 
 /// The attn_mask a decomposed SDPA reads: expanded to [B, H, L, S] and
 /// viewed as the scores' [B * H, L, S] (either step absent where it has
-/// nothing to do), converted to the scores' dtype (fp32: nothing).
+/// nothing to do), widened to the scores' fp32 (a bf16 model's mask; an
+/// fp32 mask as it is).
 Value attentionMaskOf(Value expanded) {
+  if (Value narrow = train::getWidenedSource(expanded))
+    expanded = narrow;
   if (auto view = expanded.getDefiningOp<train::ViewOp>();
       view && mergesBatchAndHeads(view))
     expanded = view.getInput();
@@ -600,10 +609,11 @@ bool sdpaProductsAsKernels(const Attention &attention) {
 ///   ds = p * (dp - sum(dout * out, -1)) * scale
 ///   dq = bmm(ds, k);  dk = bmm(ds^T, q)
 ///
-/// Under compute: bf16 the scores and dp are fp32 products of bf16
-/// operands, as torch's kernels keep them (fp32_scores); p and ds are
-/// rounded to bf16 for the products that read them, as the fused kernels
-/// round them.
+/// Under compute: bf16, and in a model exported in bf16 (whose operator
+/// the importer writes so itself), the scores and dp are fp32 products of
+/// bf16 operands, as torch's kernels keep them (fp32_scores); p and ds
+/// are rounded to bf16 for the products that read them, as the fused
+/// kernels round them.
 std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
                                    ArrayRef<train::ExpOp> exps) {
   RankedTensorType probabilities = typeOf(softmax.getType());
@@ -712,9 +722,10 @@ std::optional<Attention> matchSdpa(train::SoftmaxOp softmax,
   return attention;
 }
 
-/// Replaces the matched products by the fused ops' results; `negations`
-/// holds the negated keep masks made so far.
-void rewrite(Attention attention, llvm::DenseMap<Value, Value> &negations) {
+/// Replaces the matched products by the fused ops' results; `masks` holds
+/// the masks made so far for the fused ops from the graph's (keep masks
+/// negated, narrow additive masks widened), each made once.
+void rewrite(Attention attention, llvm::DenseMap<Value, Value> &masks) {
   MLIRContext *context = attention.query.getContext();
   Type bf16 = BFloat16Type::get(context), f32 = Float32Type::get(context);
   ArrayRef<int64_t> shape = typeOf(attention.query).getShape();
@@ -746,15 +757,20 @@ void rewrite(Attention attention, llvm::DenseMap<Value, Value> &negations) {
         value = rounded(attention.value);
   // The inputs before the forward's results: q, k, v and the mask, if any.
   SmallVector<Value> inputs = {query, key, value};
-  if (attention.mask && attention.maskKeeps) {
-    // One negation per mask, where the first layer reads it.
-    Value &hidden = negations[attention.mask];
-    if (!hidden)
-      hidden = b.create<train::LogicalNotOp>(loc, attention.mask.getType(),
-                                             attention.mask);
-    inputs.push_back(hidden);
-  } else if (attention.mask) {
-    inputs.push_back(attention.mask);
+  if (attention.mask) {
+    // One negation or widening per mask, where the first layer reads it.
+    Value &prepared = masks[attention.mask];
+    if (!prepared) {
+      RankedTensorType type = typeOf(attention.mask);
+      if (attention.maskKeeps)
+        prepared = b.create<train::LogicalNotOp>(loc, type, attention.mask);
+      else if (attention.maskAdds && !type.getElementType().isF32())
+        prepared = b.create<train::CastOp>(loc, tensorOf(type.getShape(), f32),
+                                           attention.mask);
+      else
+        prepared = attention.mask;
+    }
+    inputs.push_back(prepared);
   }
   UnitAttr unmasked = attention.mask ? UnitAttr() : b.getUnitAttr();
   UnitAttr fp32Scores = attention.fp32Scores ? b.getUnitAttr() : UnitAttr();
@@ -830,14 +846,14 @@ struct FuseAttentionPass
       SmallVector<train::SoftmaxOp> softmaxes(
           step.getBody().getOps<train::SoftmaxOp>());
       SmallVector<train::ExpOp> exps(step.getBody().getOps<train::ExpOp>());
-      llvm::DenseMap<Value, Value> negations;
+      llvm::DenseMap<Value, Value> masks;
       bool changed = false;
       for (train::SoftmaxOp softmax : softmaxes) {
         std::optional<Attention> attention = match(softmax);
         if (!attention)
           attention = matchSdpa(softmax, exps);
         if (attention) {
-          rewrite(*attention, negations);
+          rewrite(*attention, masks);
           changed = true;
         }
       }

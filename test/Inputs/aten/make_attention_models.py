@@ -38,6 +38,14 @@ under their `aten` names. The rest of the graph is torch's own.
   encoder_sdpa_float_mask  encoder_sdpa_padded with the attn_mask as
              Hugging Face builds it: fp32, 0 where seen and finfo.min where
              not, which SDPA adds to the scores.
+  llama_sdpa_bf16  llama_sdpa cast to bf16 before tracing, as a model
+             trained in bf16 is exported (the operator takes bf16 q, k, v;
+             test/e2e/train-gpu-bf16.test: its fusion on the GPU). One
+             step: torch's loss and gradients.
+  encoder_sdpa_float_mask_bf16  encoder_sdpa_float_mask cast to bf16, its
+             mask built in the model's dtype as Hugging Face builds it (0
+             or finfo(bf16).min, bf16) and its loss from fp32 logits, as
+             Hugging Face's models compute it. One step.
   encoder_sdpa_offset  encoder_sdpa with one head of 64 and a large
              component shared by queries and keys (their biases raised by
              2.5): scores near 50, where rounding them to bf16 would move
@@ -252,6 +260,10 @@ def make_llama_sdpa():
 
 
 class PaddedEncoderSdpa(make_models.PaddedEncoder):
+    # The loss from fp32 logits, as Hugging Face's models compute it (a
+    # model in bf16 then has an fp32 loss).
+    fp32_logits = False
+
     def forward(self, tokens, lengths, targets):
         # True where the key is the sequence's own: seen by every query.
         keep = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
@@ -268,6 +280,8 @@ class PaddedEncoderSdpa(make_models.PaddedEncoder):
             x = x + layer["proj"](y.transpose(1, 2).reshape(b, t, d))
             x = x + layer["mlp"](layer["ln2"](x))
         logits = self.head(self.ln_f(x))
+        if self.fp32_logits:
+            logits = logits.float()
         return torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]),
                                                  targets.view(-1))
 
@@ -280,6 +294,20 @@ class FloatMaskEncoderSdpa(PaddedEncoderSdpa):
         keep = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
         added = torch.zeros(keep.shape).masked_fill(
             keep.logical_not(), torch.finfo(torch.float32).min)
+        return self.loss(tokens, added[:, None, None, :], targets)
+
+
+class DtypeMaskEncoderSdpa(PaddedEncoderSdpa):
+    """The float attn_mask in the model's dtype, as Hugging Face builds it
+    for a model in bf16: 0 where seen, finfo(bf16).min where not; the loss
+    in fp32."""
+    fp32_logits = True
+
+    def forward(self, tokens, lengths, targets):
+        dtype = self.tok.weight.dtype
+        keep = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
+        added = torch.zeros(keep.shape, dtype=dtype).masked_fill(
+            keep.logical_not(), torch.finfo(dtype).min)
         return self.loss(tokens, added[:, None, None, :], targets)
 
 
@@ -355,12 +383,42 @@ def make_attention(out_dir):
     print("attention_bf16", summary["self_check_error"])
 
 
+def make_encoder_sdpa_dtype_mask():
+    _, inputs = make_models.make_encoder_padded()
+    torch.manual_seed(0)
+    return DtypeMaskEncoderSdpa(), inputs
+
+
+# Models cast to bf16 before tracing, as models trained in bf16 are
+# exported (one step: torch's loss and gradients): name -> factory of the
+# fp32 model, and how far the traced graph's numbers may be from eager
+# torch's (in bf16, torch's decompositions round differently: the encoder's
+# LayerNorm backward by up to 3% in a bias gradient near zero).
+BF16_MODELS = {"llama_sdpa_bf16": (make_llama_sdpa, 2e-2),
+               "encoder_sdpa_float_mask_bf16": (make_encoder_sdpa_dtype_mask, 5e-2)}
+
+
+def make_bf16(out_dir, name):
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    factory, tolerance = BF16_MODELS[name]
+    model, inputs = factory()
+    summary = exporter.export_joint(
+        model.to(torch.bfloat16), inputs, out_dir, name, mode="decomposed",
+        steps=1, check_tolerance=tolerance,
+        make_model=lambda: factory()[0].to(torch.bfloat16))
+    print(name, summary["self_check_error"])
+
+
 def main():
     out_dir = sys.argv[1]
-    names = sys.argv[2:] or ["attention"] + list(MODELS)
+    names = sys.argv[2:] or ["attention"] + list(BF16_MODELS) + list(MODELS)
     for name in names:
         if name == "attention":
             make_attention(out_dir)
+            continue
+        if name in BF16_MODELS:
+            make_bf16(out_dir, name)
             continue
         # As make_models.py: one thread, so that a rerun writes the same bytes.
         torch.set_num_threads(1)
