@@ -269,10 +269,10 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
       b.mulScalar(b.mul(probabilities, b.sub(gradProbabilities, rowDot)),
                   shape->scale),
       elementType);
-  Value rounded = b.convert(probabilities, elementType);
+  Value roundedProbabilities = b.convert(probabilities, elementType);
   Value gradQuery = b.bmm(gradScores, k);
   Value gradKey = b.bmm(transposed(b, gradScores), q);
-  Value gradValue = b.bmm(transposed(b, rounded), dO);
+  Value gradValue = b.bmm(transposed(b, roundedProbabilities), dO);
   Value grads[3] = {gradQuery, gradKey, gradValue};
   Value originals[3] = {query, key, value};
   for (unsigned i = 0; i < 3; ++i)

@@ -399,8 +399,6 @@ BF16_MODELS = {"llama_sdpa_bf16": (make_llama_sdpa, 2e-2),
 
 
 def make_bf16(out_dir, name):
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
     factory, tolerance = BF16_MODELS[name]
     model, inputs = factory()
     summary = exporter.export_joint(
@@ -417,12 +415,12 @@ def main():
         if name == "attention":
             make_attention(out_dir)
             continue
-        if name in BF16_MODELS:
-            make_bf16(out_dir, name)
-            continue
         # As make_models.py: one thread, so that a rerun writes the same bytes.
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
+        if name in BF16_MODELS:
+            make_bf16(out_dir, name)
+            continue
         factory, mode = MODELS[name]
         model, inputs = factory()
         summary = exporter.export_joint(model, inputs, out_dir, name, mode=mode,
