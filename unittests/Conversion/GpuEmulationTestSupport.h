@@ -11,6 +11,7 @@
 
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -44,8 +45,12 @@ protected:
   /// E), compiled and loaded: a dlopen handle, or null after reporting why.
   void *loadEmulatedKernels(gpu::GPUModuleOp gpuModule) {
     OwningOpRef<ModuleOp> host = ModuleOp::create(UnknownLoc::get(&context));
-    if (failed(emulateGpuKernels(gpuModule, *host)) ||
-        failed(lowerEmulatedKernelsToLLVM(*host))) {
+    if (failed(emulateGpuKernels(gpuModule, *host))) {
+      ADD_FAILURE() << diagnostics;
+      return nullptr;
+    }
+    expectEmulationGrowsWithTheKernel(gpuModule, *host);
+    if (failed(lowerEmulatedKernelsToLLVM(*host))) {
       ADD_FAILURE() << diagnostics;
       return nullptr;
     }
@@ -64,6 +69,29 @@ protected:
     if (!handle)
       ADD_FAILURE() << dlerror();
     return handle;
+  }
+
+  /// Each kernel's host function has at most kMaxEmulationGrowth times the
+  /// kernel's ops: the emulation runs the threads (or a warp's lanes) in
+  /// loops, it does not write out each thread's copy of the kernel, which
+  /// made functions that clang took minutes to optimise.
+  static constexpr int64_t kMaxEmulationGrowth = 8;
+  void expectEmulationGrowsWithTheKernel(gpu::GPUModuleOp gpuModule,
+                                         ModuleOp host) {
+    auto countOps = [](Operation *op) {
+      int64_t count = 0;
+      op->walk([&](Operation *) { ++count; });
+      return count;
+    };
+    for (auto kernel : gpuModule.getOps<gpu::GPUFuncOp>()) {
+      if (!kernel.isKernel())
+        continue;
+      Operation *emulation = host.lookupSymbol(kernel.getName());
+      ASSERT_NE(emulation, nullptr) << kernel.getName().str();
+      EXPECT_LE(countOps(emulation), kMaxEmulationGrowth * countOps(kernel))
+          << kernel.getName().str() << ": " << countOps(kernel)
+          << " ops emulated in " << countOps(emulation);
+    }
   }
 
   MLIRContext context;

@@ -5,8 +5,10 @@
 // gpu.func that became the PTX, so that the stand-in driver of the tests
 // runs GPU programs on the CPU (docs/gpu-step.md). A kernel whose warps
 // run in lockstep (kWarpLockstepAttr: the fused attention) runs a warp at a
-// time instead, its lanes side by side, and the block's warps one after the
-// other between barriers (WarpEmulation).
+// time instead, its ops between two exchanges in a loop over the lanes, and
+// the block's warps one after the other between barriers (WarpEmulation).
+// Either way each op of the kernel is emitted once: the host code grows
+// with the kernel, not with its threads.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +29,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include <map>
 
 using namespace mlir;
@@ -255,15 +258,30 @@ LogicalResult KernelEmulation::build(ModuleOp hostModule) {
 
 namespace {
 
+/// Where a warp keeps one value of each of its lanes: lane l's is the
+/// element (before..., l ^ laneXor, after...) of `memory`. A shuffled value
+/// is its source's location with the lanes exchanged (laneXor), not a copy.
+struct LaneLocation {
+  Value memory;
+  SmallVector<Value, 1> before;
+  SmallVector<int64_t, 1> after;
+  int64_t laneXor = 0;
+};
+
 /// The host emulation of a kernel marked kWarpLockstepAttr: a warp at a
-/// time, every op of the kernel cloned once per lane (lane l's values in
-/// lanes[l]), so that what lanes exchange is read from the other lanes'
-/// clones: an xor shuffle lane l ^ offset's value, a ballot every lane's
-/// predicate, an mma.sync every lane's fragments (multiplied as the PTX ISA
-/// lays them out, by mantissa_emulated_mma). A loop or branch that
-/// contains an exchange runs once for the warp, with lane 0's bounds or
-/// condition (the kernel builder makes them the same on every lane); the
-/// others run once per lane.
+/// time. The ops between two exchanges (an xor shuffle, a ballot, an
+/// mma.sync, an ldmatrix) run in a loop over the warp's 32 lanes; a value
+/// that a later loop or an exchange reads is kept per lane in a slot of 32
+/// elements. An exchange then reads every lane's slot: a shuffle reads lane
+/// l ^ offset's element, a ballot every lane's predicate, an mma.sync every
+/// lane's fragments (multiplied as the PTX ISA lays them out, by
+/// mantissa_emulated_mma). Each op of the kernel is emitted once, not once
+/// per lane: the host code grows with the kernel, not 32 times it, so that
+/// clang compiles the emulation of the fused attention in seconds. A loop
+/// or branch that contains an exchange runs once for the warp, with lane
+/// 0's bounds or condition (the kernel builder makes them the same on every
+/// lane), its carried values and results in slots; the others run inside
+/// the lane loops.
 ///
 /// A kernel with barriers (gpu.barrier, at its top level or directly in
 /// the body of a loop there, whose bounds are the same in every thread of
@@ -300,6 +318,30 @@ private:
         })
         .wasInterrupted();
   }
+  /// Whether `op` ends the ops that one loop over the lanes runs.
+  static bool endsLaneLoop(Operation *op) {
+    return isExchange(op) || containsExchange(op);
+  }
+  /// An extraction of one result of an mma.sync: read from the product's
+  /// fragments where it is used.
+  static bool isProductExtract(Operation *op) {
+    auto extract = dyn_cast<LLVM::ExtractValueOp>(op);
+    Operation *container =
+        extract ? extract.getContainer().getDefiningOp() : nullptr;
+    return container && isExchange(container) &&
+           extract.getPosition().size() == 1;
+  }
+  /// An op that has no code of its own: a constant or the launch geometry
+  /// other than the thread's index, made where it is used, or an
+  /// extraction of an mma.sync's result.
+  static bool isFree(Operation *op) {
+    if (auto thread = dyn_cast<gpu::ThreadIdOp>(op))
+      return thread.getDimension() != gpu::Dimension::x;
+    return (op->hasTrait<OpTrait::ConstantLike>() &&
+            op->getNumRegions() == 0) ||
+           isa<gpu::BlockIdOp, gpu::GridDimOp, gpu::BlockDimOp>(op) ||
+           isProductExtract(op);
+  }
   /// A part of a block of the kernel: a phase's ops, a barrier, or a loop
   /// with barriers in its body.
   struct Segment {
@@ -314,6 +356,14 @@ private:
     return op->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
         .wasInterrupted();
   }
+  /// A loop over the warp's lanes being built, and the kernel's values in
+  /// it.
+  struct LaneLoop {
+    scf::ForOp loop;
+    Value lane;
+    IRMapping values;
+  };
+
   LogicalResult planSegments(Block &block);
   LogicalResult planSlots();
   LogicalResult emitSegments(Block &block);
@@ -322,37 +372,51 @@ private:
   LogicalResult emitRun(Segment &run);
   LogicalResult emitRunInWarp(Segment &run);
   LogicalResult emitLoop(scf::ForOp loop);
-  /// In the warp loop being built, each lane's `values` into the slots of
-  /// `targets`.
-  LogicalResult copyInto(ValueRange values, ValueRange targets);
+  /// In the warp loop being built, `ops` (of one block) in loops over the
+  /// lanes between the exchanges.
+  LogicalResult emitWarpOps(ArrayRef<Operation *> ops);
+  LogicalResult emitWarpBlock(Block &block);
+  LogicalResult emitInLane(LaneLoop &loop, Operation &op,
+                           const llvm::SmallPtrSetImpl<Operation *> &ops);
+  LogicalResult emitExchange(Operation &op);
+  LogicalResult emitShuffle(gpu::ShuffleOp shuffle);
+  LogicalResult emitBallot(NVVM::VoteBallotOp ballot);
+  LogicalResult emitMma(LLVM::InlineAsmOp product);
+  LogicalResult emitLdMatrix(nvgpu::LdMatrixOp matrices);
+  LogicalResult emitUniformFor(scf::ForOp loop);
+  LogicalResult emitUniformIf(scf::IfOp branch);
+  /// A loop over the lanes at the builder's point, the builder in it.
+  LaneLoop openLaneLoop();
+  /// In the warp loop being built, each lane's `values` into `targets`;
+  /// through copies first where a value may be read from a target.
+  LogicalResult copyLanes(ValueRange values, ArrayRef<LaneLocation> targets,
+                          bool throughCopies);
   /// `body` in a loop over the block's warps (`warp`, `warpBase`).
   LogicalResult forEachWarp(llvm::function_ref<LogicalResult()> body);
-  /// Lane `lane`'s value of `value` (of another phase) in the warp loop
-  /// being built.
-  FailureOr<Value> laneValue(Value value, int64_t lane);
-  /// Every lane's value of a loop bound (the same in every thread).
+  /// The value of `value` (of the kernel) in `loop`, for its lane.
+  FailureOr<Value> laneValue(LaneLoop &loop, Value value);
+  /// Lane 0's value of `value` in the warp loop being built (a bound or
+  /// condition the kernel makes the same on every lane).
+  FailureOr<Value> firstLaneValue(Value value);
+  /// Every lane's value of a loop bound (the same in every thread), outside
+  /// the warp loops.
   FailureOr<Value> uniformValue(Value value);
-  void resetLanes();
-  LogicalResult cloneBlock(Block &block);
-  LogicalResult cloneOp(Operation &op);
-  LogicalResult cloneUniformFor(scf::ForOp loop);
-  LogicalResult cloneUniformIf(scf::IfOp branch);
-  LogicalResult cloneMma(LLVM::InlineAsmOp product);
-  LogicalResult cloneLdMatrix(nvgpu::LdMatrixOp matrices);
+  /// The value of `value` where it is the same for every lane of the warp
+  /// being built: the function's or the warp's, or a free op's made here.
+  Value sharedValue(Value value);
+  /// Where the warp being built keeps `value`, if it does.
+  std::optional<LaneLocation> locationOf(Value value);
+  Value load(const LaneLocation &location, Value lane);
+  void store(Value value, const LaneLocation &location, Value lane);
+  /// A new slot for one value of `type` per lane; failure where memory
+  /// cannot hold the type.
+  FailureOr<LaneLocation> newLaneSlot(Type type, Operation *op);
+  void resetWarp() {
+    located.clear();
+    warpValues.clear();
+  }
   Value index(int64_t value) {
     return builder.create<arith::ConstantIndexOp>(kernel.getLoc(), value);
-  }
-  /// Every lane's value of each of `values`, lane by lane.
-  SmallVector<Value> allLanes(ValueRange values) {
-    SmallVector<Value> result;
-    for (IRMapping &lane : lanes)
-      for (Value value : values)
-        result.push_back(lane.lookup(value));
-    return result;
-  }
-  void mapAllLanes(ValueRange from, ValueRange to) {
-    for (auto [l, lane] : llvm::enumerate(lanes))
-      lane.map(from, to.slice(l * from.size(), from.size()));
   }
 
   gpu::GPUFuncOp kernel;
@@ -360,59 +424,349 @@ private:
   /// mantissa_emulated_ldmatrix for memory of a number of elements.
   llvm::function_ref<func::FuncOp(int64_t)> ldmatrix;
   OpBuilder builder{kernel.getContext()};
-  std::array<IRMapping, 32> lanes;
-  /// Each lane's four results of each mma.sync.
-  llvm::DenseMap<Value, std::array<std::array<Value, 4>, 32>> products;
-  Value block, grid, blockSize, warpBase, warp, warps;
-  /// The fragments an mma.sync exchanges: A, B, C, and D.
-  std::array<Value, 4> fragments;
+  /// Slots are allocated before this op (the loop over the blocks), once
+  /// per call of the host function.
+  Operation *slotPoint = nullptr;
+  Value block, grid, blockSize, zero, one, warpBase, warp, warps;
+  /// The fragments an mma.sync exchanges: A, B, and C (D is the product's
+  /// own slot).
+  std::array<Value, 3> fragments;
   /// What an ldmatrix exchanges: each lane's address and registers.
   Value ldmatrixAddresses, ldmatrixResults;
-  /// The host function's arguments for the kernel's (its buffers), and the
-  /// block's workgroup memory for its attributions.
+  /// The host function's arguments for the kernel's (its buffers), the
+  /// block's workgroup memory for its attributions, and a loop with
+  /// barriers' induction variable.
   IRMapping functionLevel;
+  /// In the warp loop being built: values the same on every lane (a
+  /// ballot, a uniform loop's induction variable), and where each lane's
+  /// value of the others is kept.
+  IRMapping warpValues;
+  llvm::DenseMap<Value, LaneLocation> located;
   /// Each block's segments (a std::map: planning a loop's body adds
   /// blocks while the enclosing block's segments are being filled).
   std::map<Block *, SmallVector<Segment>> segments;
   /// Each run-level op's run.
   llvm::DenseMap<Operation *, Segment *> runOf;
-  /// A value's slot: memref<warps x 32 x type>.
+  /// A value's slot across phases: memref<warps x 32 x type>.
   llvm::DenseMap<Value, Value> slots;
 };
 
 } // namespace
 
-LogicalResult WarpEmulation::cloneBlock(Block &block) {
-  for (Operation &op : block.without_terminator())
-    if (failed(cloneOp(op)))
-      return failure();
+Value WarpEmulation::load(const LaneLocation &location, Value lane) {
+  Location loc = kernel.getLoc();
+  Value at =
+      location.laneXor == 0
+          ? lane
+          : builder.create<arith::XOrIOp>(loc, lane, index(location.laneXor));
+  SmallVector<Value> indices(location.before.begin(), location.before.end());
+  indices.push_back(at);
+  for (int64_t after : location.after)
+    indices.push_back(index(after));
+  return builder.create<memref::LoadOp>(loc, location.memory, indices);
+}
+
+void WarpEmulation::store(Value value, const LaneLocation &location,
+                          Value lane) {
+  SmallVector<Value> indices(location.before.begin(), location.before.end());
+  indices.push_back(lane);
+  for (int64_t after : location.after)
+    indices.push_back(index(after));
+  builder.create<memref::StoreOp>(kernel.getLoc(), value, location.memory,
+                                  indices);
+}
+
+FailureOr<LaneLocation> WarpEmulation::newLaneSlot(Type type, Operation *op) {
+  if (!MemRefType::isValidElementType(type))
+    return op->emitOpError() << "keeps a value of type " << type
+                             << " per lane, which the host cannot";
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(slotPoint);
+  LaneLocation slot;
+  slot.memory = builder.create<memref::AllocaOp>(kernel.getLoc(),
+                                                 MemRefType::get({32}, type));
+  return slot;
+}
+
+WarpEmulation::LaneLoop WarpEmulation::openLaneLoop() {
+  auto loop = builder.create<scf::ForOp>(kernel.getLoc(), index(0), index(32),
+                                         index(1));
+  builder.setInsertionPoint(loop.getBody()->getTerminator());
+  return {loop, loop.getInductionVar(), {}};
+}
+
+Value WarpEmulation::sharedValue(Value value) {
+  if (Value mapped = warpValues.lookupOrNull(value))
+    return mapped;
+  if (Value mapped = functionLevel.lookupOrNull(value))
+    return mapped;
+  Operation *definition = value.getDefiningOp();
+  if (!definition || !isFree(definition) || isProductExtract(definition))
+    return nullptr;
+  if (definition->hasTrait<OpTrait::ConstantLike>())
+    return builder.clone(*definition)->getResult(0);
+  return getHostGeometry(definition,
+                         {block, Value(), grid, blockSize, zero, one});
+}
+
+std::optional<LaneLocation> WarpEmulation::locationOf(Value value) {
+  if (auto found = located.find(value); found != located.end())
+    return found->second;
+  if (Value slot = slots.lookup(value)) {
+    LaneLocation location;
+    location.memory = slot;
+    location.before.push_back(warp);
+    return location;
+  }
+  return std::nullopt;
+}
+
+FailureOr<Value> WarpEmulation::laneValue(LaneLoop &loop, Value value) {
+  if (Value mapped = loop.values.lookupOrNull(value))
+    return mapped;
+  Value result = sharedValue(value);
+  if (!result) {
+    std::optional<LaneLocation> location = locationOf(value);
+    if (!location)
+      return kernel.emitOpError() << "uses a value across a barrier that the "
+                                     "host cannot keep";
+    result = load(*location, loop.lane);
+  }
+  loop.values.map(value, result);
+  return result;
+}
+
+FailureOr<Value> WarpEmulation::firstLaneValue(Value value) {
+  if (Value shared = sharedValue(value))
+    return shared;
+  // The first lane's, as the PTX takes each thread's own.
+  if (std::optional<LaneLocation> location = locationOf(value))
+    return load(*location, index(0));
+  return kernel.emitOpError()
+         << "has a bound or condition the host cannot read";
+}
+
+LogicalResult WarpEmulation::copyLanes(ValueRange values,
+                                       ArrayRef<LaneLocation> targets,
+                                       bool throughCopies) {
+  if (values.empty())
+    return success();
+  OpBuilder::InsertionGuard guard(builder);
+  SmallVector<LaneLocation> firstTargets(targets);
+  SmallVector<Value> copies;
+  if (throughCopies) {
+    // Every lane's value read before any is written: a value may be
+    // another target's, or another lane's element of it (a shuffle).
+    firstTargets.clear();
+    for (Value value : values) {
+      FailureOr<LaneLocation> copy =
+          newLaneSlot(value.getType(), kernel.getOperation());
+      if (failed(copy))
+        return failure();
+      firstTargets.push_back(*copy);
+      copies.push_back(copy->memory);
+    }
+  }
+  {
+    LaneLoop loop = openLaneLoop();
+    SmallVector<Value> read;
+    for (Value value : values) {
+      FailureOr<Value> laneValueOf = laneValue(loop, value);
+      if (failed(laneValueOf))
+        return failure();
+      read.push_back(*laneValueOf);
+    }
+    for (auto [value, target] : llvm::zip_equal(read, firstTargets))
+      store(value, target, loop.lane);
+    builder.setInsertionPointAfter(loop.loop);
+  }
+  if (!throughCopies)
+    return success();
+  LaneLoop loop = openLaneLoop();
+  for (auto [copy, target] : llvm::zip_equal(copies, targets)) {
+    LaneLocation from;
+    from.memory = copy;
+    store(load(from, loop.lane), target, loop.lane);
+  }
   return success();
 }
 
-LogicalResult WarpEmulation::cloneMma(LLVM::InlineAsmOp product) {
+LogicalResult
+WarpEmulation::emitInLane(LaneLoop &loop, Operation &op,
+                          const llvm::SmallPtrSetImpl<Operation *> &ops) {
+  Location loc = op.getLoc();
+  if (isa<gpu::ThreadIdOp>(op)) {
+    // Lane l's thread is warpBase + l.
+    loop.values.map(op.getResult(0),
+                    builder.create<arith::AddIOp>(loc, warpBase, loop.lane));
+  } else {
+    if (isa<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect>(
+            op.getDialect()))
+      return op.emitOpError() << "cannot run on the host";
+    llvm::SetVector<Value> used(op.operand_begin(), op.operand_end());
+    getUsedValuesDefinedAbove(op.getRegions(), used);
+    for (Value value : used)
+      if (failed(laneValue(loop, value)))
+        return failure();
+    builder.clone(op, loop.values);
+  }
+  // A result that ops after this loop read is kept per lane.
+  Block *owner = op.getBlock();
+  for (Value result : op.getResults()) {
+    bool readLater = llvm::any_of(result.getUsers(), [&](Operation *user) {
+      Operation *top = owner->findAncestorOpInBlock(*user);
+      return !top || !ops.contains(top);
+    });
+    if (!readLater)
+      continue;
+    FailureOr<LaneLocation> slot = newLaneSlot(result.getType(), &op);
+    if (failed(slot))
+      return failure();
+    store(loop.values.lookup(result), *slot, loop.lane);
+    located[result] = *slot;
+  }
+  return success();
+}
+
+LogicalResult WarpEmulation::emitWarpOps(ArrayRef<Operation *> ops) {
+  for (size_t i = 0; i < ops.size();) {
+    if (isFree(ops[i])) {
+      ++i;
+      continue;
+    }
+    if (endsLaneLoop(ops[i])) {
+      if (failed(emitExchange(*ops[i])))
+        return failure();
+      ++i;
+      continue;
+    }
+    // The ops up to the next exchange, in one loop over the lanes.
+    size_t end = i;
+    llvm::SmallPtrSet<Operation *, 16> members;
+    for (; end < ops.size() && !endsLaneLoop(ops[end]); ++end)
+      members.insert(ops[end]);
+    OpBuilder::InsertionGuard guard(builder);
+    LaneLoop loop = openLaneLoop();
+    for (; i < end; ++i)
+      if (!isFree(ops[i]) && failed(emitInLane(loop, *ops[i], members)))
+        return failure();
+  }
+  return success();
+}
+
+LogicalResult WarpEmulation::emitWarpBlock(Block &block) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator())
+    ops.push_back(&op);
+  return emitWarpOps(ops);
+}
+
+LogicalResult WarpEmulation::emitExchange(Operation &op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](gpu::ShuffleOp shuffle) { return emitShuffle(shuffle); })
+      .Case([&](NVVM::VoteBallotOp ballot) { return emitBallot(ballot); })
+      .Case([&](nvgpu::LdMatrixOp load) { return emitLdMatrix(load); })
+      .Case([&](LLVM::InlineAsmOp product) { return emitMma(product); })
+      .Case([&](scf::ForOp loop) { return emitUniformFor(loop); })
+      .Case([&](scf::IfOp branch) { return emitUniformIf(branch); })
+      .Default([&](Operation *) {
+        return op.emitOpError()
+               << "exchanges values between lanes in a region the host "
+                  "cannot run a warp at a time";
+      });
+}
+
+LogicalResult WarpEmulation::emitShuffle(gpu::ShuffleOp shuffle) {
+  std::optional<int64_t> offset = getConstantIntValue(shuffle.getOffset());
+  std::optional<int64_t> width = getConstantIntValue(shuffle.getWidth());
+  if (shuffle.getMode() != gpu::ShuffleMode::XOR || !offset || !width ||
+      *width != 32 || *offset < 0 || *offset >= 32)
+    return shuffle.emitOpError()
+           << "cannot run on the host (only xor shuffles of whole warps by "
+              "a constant offset)";
+  // Every lane valid (the kernels shuffle within full warps).
+  warpValues.map(shuffle.getValid(),
+                 builder.create<arith::ConstantIntOp>(shuffle.getLoc(), 1, 1));
+  // Lane l reads lane l ^ offset's value.
+  if (Value shared = sharedValue(shuffle.getValue())) {
+    warpValues.map(shuffle.getShuffleResult(), shared);
+    return success();
+  }
+  std::optional<LaneLocation> location = locationOf(shuffle.getValue());
+  if (!location)
+    return shuffle.emitOpError() << "shuffles a value the host does not keep";
+  location->laneXor ^= *offset;
+  located[shuffle.getShuffleResult()] = *location;
+  return success();
+}
+
+LogicalResult WarpEmulation::emitBallot(NVVM::VoteBallotOp ballot) {
+  Location loc = ballot.getLoc();
+  Type i32 = builder.getI32Type();
+  auto lanes = builder.create<scf::ForOp>(
+      loc, index(0), index(32), index(1),
+      ValueRange{builder.create<arith::ConstantIntOp>(loc, 0, 32)});
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(lanes.getBody());
+    LaneLoop loop{lanes, lanes.getInductionVar(), {}};
+    FailureOr<Value> predicate = laneValue(loop, ballot.getPred());
+    if (failed(predicate))
+      return failure();
+    Value set = builder.create<arith::ShLIOp>(
+        loc, builder.create<arith::ExtUIOp>(loc, i32, *predicate),
+        builder.create<arith::IndexCastOp>(loc, i32, loop.lane));
+    builder.create<scf::YieldOp>(loc,
+                                 ValueRange{builder.create<arith::OrIOp>(
+                                     loc, lanes.getRegionIterArgs()[0], set)});
+  }
+  warpValues.map(ballot.getResult(), lanes.getResult(0));
+  return success();
+}
+
+LogicalResult WarpEmulation::emitMma(LLVM::InlineAsmOp product) {
+  if (!isExchange(product))
+    return product.emitOpError() << "cannot run on the host (inline PTX "
+                                    "other than the bf16 mma.sync m16n8k16)";
   Location loc = product.getLoc();
   ValueRange operands = product.getOperands();
   // Operands: A (4 registers), B (2), C (4).
-  for (auto [l, lane] : llvm::enumerate(lanes)) {
-    Value at = index(l);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    LaneLoop loop = openLaneLoop();
     for (int64_t i = 0; i < 10; ++i) {
       int64_t fragment = i < 4 ? 0 : i < 6 ? 1 : 2;
       int64_t position = i < 4 ? i : i < 6 ? i - 4 : i - 6;
-      builder.create<memref::StoreOp>(loc, lane.lookup(operands[i]),
-                                      fragments[fragment],
-                                      ValueRange{at, index(position)});
+      FailureOr<Value> value = laneValue(loop, operands[i]);
+      if (failed(value))
+        return failure();
+      builder.create<memref::StoreOp>(loc, *value, fragments[fragment],
+                                      ValueRange{loop.lane, index(position)});
     }
   }
-  builder.create<func::CallOp>(loc, mma, ValueRange(fragments));
-  auto &results = products[product.getResult(0)];
-  for (int64_t l = 0; l < 32; ++l)
-    for (int64_t j = 0; j < 4; ++j)
-      results[l][j] = builder.create<memref::LoadOp>(
-          loc, fragments[3], ValueRange{index(l), index(j)});
+  // D: the product's own slot, which its extractions read.
+  LaneLocation result;
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(slotPoint);
+    result.memory = builder.create<memref::AllocaOp>(
+        loc, cast<MemRefType>(mma.getArgumentTypes()[3]));
+  }
+  builder.create<func::CallOp>(
+      loc, mma,
+      ValueRange{fragments[0], fragments[1], fragments[2], result.memory});
+  for (Operation *user : product.getResult(0).getUsers()) {
+    if (!isProductExtract(user))
+      return user->emitOpError()
+             << "uses an mma.sync's results in a way the host cannot run";
+    LaneLocation element = result;
+    element.after.push_back(cast<LLVM::ExtractValueOp>(user).getPosition()[0]);
+    located[user->getResult(0)] = element;
+  }
   return success();
 }
 
-LogicalResult WarpEmulation::cloneLdMatrix(nvgpu::LdMatrixOp matrices) {
+LogicalResult WarpEmulation::emitLdMatrix(nvgpu::LdMatrixOp matrices) {
   // Every lane's address, then mantissa_emulated_ldmatrix, then each
   // lane's registers.
   Location loc = matrices.getLoc();
@@ -424,150 +778,99 @@ LogicalResult WarpEmulation::cloneLdMatrix(nvgpu::LdMatrixOp matrices) {
     return matrices.emitOpError()
            << "cannot run on the host (only four matrices of bf16 of a 1-D "
               "buffer)";
-  for (int64_t l = 0; l < 32; ++l)
-    builder.create<memref::StoreOp>(loc,
-                                    lanes[l].lookup(matrices.getIndices()[0]),
-                                    ldmatrixAddresses, ValueRange{index(l)});
-  Value memory = lanes[0].lookup(matrices.getSrcMemref());
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    LaneLoop loop = openLaneLoop();
+    FailureOr<Value> address = laneValue(loop, matrices.getIndices()[0]);
+    if (failed(address))
+      return failure();
+    builder.create<memref::StoreOp>(loc, *address, ldmatrixAddresses,
+                                    ValueRange{loop.lane});
+  }
+  FailureOr<Value> memory = firstLaneValue(matrices.getSrcMemref());
+  if (failed(memory))
+    return failure();
   builder.create<func::CallOp>(
       loc, ldmatrix(memoryType.getNumElements()),
-      ValueRange{memory, ldmatrixAddresses, ldmatrixResults,
+      ValueRange{*memory, ldmatrixAddresses, ldmatrixResults,
                  builder.create<arith::ConstantIntOp>(
                      loc, matrices.getTranspose(), 1)});
-  for (int64_t l = 0; l < 32; ++l) {
-    Value row = builder.create<vector::LoadOp>(
-        loc, VectorType::get({8}, builder.getBF16Type()), ldmatrixResults,
-        ValueRange{index(l), index(0)});
-    lanes[l].map(matrices.getRes(),
-                 builder.create<vector::ShapeCastOp>(loc, type, row));
-  }
-  return success();
-}
-
-LogicalResult WarpEmulation::cloneUniformFor(scf::ForOp loop) {
-  Location loc = loop.getLoc();
-  IRMapping &first = lanes[0];
-  auto warpLoop = builder.create<scf::ForOp>(
-      loc, first.lookup(loop.getLowerBound()),
-      first.lookup(loop.getUpperBound()), first.lookup(loop.getStep()),
-      allLanes(loop.getInitArgs()));
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(warpLoop.getBody());
-  for (IRMapping &lane : lanes)
-    lane.map(loop.getInductionVar(), warpLoop.getInductionVar());
-  mapAllLanes(loop.getRegionIterArgs(), warpLoop.getRegionIterArgs());
-  if (failed(cloneBlock(*loop.getBody())))
+  FailureOr<LaneLocation> slot = newLaneSlot(type, matrices);
+  if (failed(slot))
     return failure();
-  builder.create<scf::YieldOp>(
-      loc, allLanes(loop.getBody()->getTerminator()->getOperands()));
-  mapAllLanes(loop.getResults(), warpLoop.getResults());
+  OpBuilder::InsertionGuard guard(builder);
+  LaneLoop loop = openLaneLoop();
+  Value row = builder.create<vector::LoadOp>(
+      loc, VectorType::get({8}, builder.getBF16Type()), ldmatrixResults,
+      ValueRange{loop.lane, index(0)});
+  store(builder.create<vector::ShapeCastOp>(loc, type, row), *slot, loop.lane);
+  located[matrices.getRes()] = *slot;
   return success();
 }
 
-LogicalResult WarpEmulation::cloneUniformIf(scf::IfOp branch) {
+LogicalResult WarpEmulation::emitUniformFor(scf::ForOp loop) {
+  Location loc = loop.getLoc();
+  FailureOr<Value> lower = firstLaneValue(loop.getLowerBound()),
+                   upper = firstLaneValue(loop.getUpperBound()),
+                   step = firstLaneValue(loop.getStep());
+  if (failed(lower) || failed(upper) || failed(step))
+    return failure();
+  // The carried values in slots: the loop's results are read from them.
+  SmallVector<LaneLocation> carried;
+  for (Value value : loop.getRegionIterArgs()) {
+    FailureOr<LaneLocation> slot = newLaneSlot(value.getType(), loop);
+    if (failed(slot))
+      return failure();
+    carried.push_back(*slot);
+  }
+  if (failed(copyLanes(loop.getInitArgs(), carried, /*throughCopies=*/true)))
+    return failure();
+  auto warpLoop = builder.create<scf::ForOp>(loc, *lower, *upper, *step);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(warpLoop.getBody()->getTerminator());
+    warpValues.map(loop.getInductionVar(), warpLoop.getInductionVar());
+    for (auto [value, slot] :
+         llvm::zip_equal(loop.getRegionIterArgs(), carried))
+      located[value] = slot;
+    if (failed(emitWarpBlock(*loop.getBody())) ||
+        failed(copyLanes(loop.getBody()->getTerminator()->getOperands(),
+                         carried, /*throughCopies=*/true)))
+      return failure();
+  }
+  for (auto [result, slot] : llvm::zip_equal(loop.getResults(), carried))
+    located[result] = slot;
+  return success();
+}
+
+LogicalResult WarpEmulation::emitUniformIf(scf::IfOp branch) {
   Location loc = branch.getLoc();
-  SmallVector<Type> types;
-  for (size_t l = 0; l < lanes.size(); ++l)
-    llvm::append_range(types, branch.getResultTypes());
+  FailureOr<Value> condition = firstLaneValue(branch.getCondition());
+  if (failed(condition))
+    return failure();
+  SmallVector<LaneLocation> results;
+  for (Value value : branch.getResults()) {
+    FailureOr<LaneLocation> slot = newLaneSlot(value.getType(), branch);
+    if (failed(slot))
+      return failure();
+    results.push_back(*slot);
+  }
   auto warpBranch = builder.create<scf::IfOp>(
-      loc, types, lanes[0].lookup(branch.getCondition()),
+      loc, TypeRange(), *condition,
       /*withElseRegion=*/!branch.getElseRegion().empty());
   for (auto [from, to] :
        llvm::zip(branch->getRegions(), warpBranch->getRegions())) {
     if (from.empty())
       continue;
-    Block &target = to.front();
-    if (!target.empty())
-      target.getTerminator()->erase();
     OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToEnd(&target);
-    if (failed(cloneBlock(from.front())))
+    builder.setInsertionPoint(to.front().getTerminator());
+    if (failed(emitWarpBlock(from.front())) ||
+        failed(copyLanes(from.front().getTerminator()->getOperands(), results,
+                         /*throughCopies=*/true)))
       return failure();
-    builder.create<scf::YieldOp>(
-        loc, allLanes(from.front().getTerminator()->getOperands()));
   }
-  mapAllLanes(branch.getResults(), warpBranch.getResults());
-  return success();
-}
-
-LogicalResult WarpEmulation::cloneOp(Operation &op) {
-  Location loc = op.getLoc();
-  if (isa<gpu::ThreadIdOp, gpu::BlockIdOp, gpu::GridDimOp, gpu::BlockDimOp>(
-          op)) {
-    // Lane l's thread is warpBase + l.
-    bool threadIndex = isa<gpu::ThreadIdOp>(op);
-    for (auto [l, mapping] : llvm::enumerate(lanes)) {
-      Value thread =
-          threadIndex ? builder.create<arith::AddIOp>(loc, warpBase, index(l))
-                            .getResult()
-                      : Value();
-      mapping.map(op.getResult(0),
-                  getHostGeometry(&op, {block, thread, grid, blockSize,
-                                        index(0), index(1)}));
-    }
-    return success();
-  }
-  if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
-    std::optional<int64_t> offset = getConstantIntValue(shuffle.getOffset());
-    std::optional<int64_t> width = getConstantIntValue(shuffle.getWidth());
-    if (shuffle.getMode() != gpu::ShuffleMode::XOR || !offset || !width ||
-        *width != 32 || *offset < 0 || *offset >= 32)
-      return op.emitOpError()
-             << "cannot run on the host (only xor shuffles of whole warps by "
-                "a constant offset)";
-    Value valid = builder.create<arith::ConstantIntOp>(loc, 1, 1);
-    for (auto [l, mapping] : llvm::enumerate(lanes)) {
-      mapping.map(shuffle.getShuffleResult(),
-                  lanes[l ^ *offset].lookup(shuffle.getValue()));
-      mapping.map(shuffle.getValid(), valid);
-    }
-    return success();
-  }
-  if (auto ballot = dyn_cast<NVVM::VoteBallotOp>(op)) {
-    Value bits = builder.create<arith::ConstantIntOp>(loc, 0, 32);
-    for (auto [l, mapping] : llvm::enumerate(lanes)) {
-      Value set = builder.create<arith::ExtUIOp>(
-          loc, builder.getI32Type(), mapping.lookup(ballot.getPred()));
-      bits = builder.create<arith::OrIOp>(
-          loc, bits,
-          builder.create<arith::ShLIOp>(
-              loc, set, builder.create<arith::ConstantIntOp>(loc, l, 32)));
-    }
-    for (IRMapping &mapping : lanes)
-      mapping.map(ballot.getResult(), bits);
-    return success();
-  }
-  if (auto matrices = dyn_cast<nvgpu::LdMatrixOp>(op))
-    return cloneLdMatrix(matrices);
-  if (auto assembly = dyn_cast<LLVM::InlineAsmOp>(op)) {
-    if (!isExchange(assembly))
-      return op.emitOpError() << "cannot run on the host (inline PTX other "
-                                 "than the bf16 mma.sync m16n8k16)";
-    return cloneMma(assembly);
-  }
-  if (auto extract = dyn_cast<LLVM::ExtractValueOp>(op)) {
-    auto product = products.find(extract.getContainer());
-    if (product != products.end() && extract.getPosition().size() == 1) {
-      for (auto [l, mapping] : llvm::enumerate(lanes))
-        mapping.map(extract.getResult(),
-                    product->second[l][extract.getPosition()[0]]);
-      return success();
-    }
-  }
-  if (containsExchange(&op)) {
-    if (auto loop = dyn_cast<scf::ForOp>(op))
-      return cloneUniformFor(loop);
-    if (auto branch = dyn_cast<scf::IfOp>(op))
-      return cloneUniformIf(branch);
-    return op.emitOpError()
-           << "exchanges values between lanes in a region the host cannot "
-              "run a warp at a time";
-  }
-  if (isa<gpu::GPUDialect, NVVM::NVVMDialect, LLVM::LLVMDialect>(
-          op.getDialect()))
-    return op.emitOpError() << "cannot run on the host";
-  for (IRMapping &mapping : lanes)
-    builder.clone(op, mapping);
+  for (auto [result, slot] : llvm::zip_equal(branch.getResults(), results))
+    located[result] = slot;
   return success();
 }
 
@@ -674,14 +977,6 @@ LogicalResult WarpEmulation::planSlots() {
   return success();
 }
 
-void WarpEmulation::resetLanes() {
-  for (IRMapping &lane : lanes) {
-    lane.clear();
-    for (auto [from, to] : functionLevel.getValueMap())
-      lane.map(from, to);
-  }
-}
-
 LogicalResult
 WarpEmulation::forEachWarp(llvm::function_ref<LogicalResult()> body) {
   Location loc = kernel.getLoc();
@@ -690,23 +985,8 @@ WarpEmulation::forEachWarp(llvm::function_ref<LogicalResult()> body) {
   builder.setInsertionPoint(loop.getBody()->getTerminator());
   warp = loop.getInductionVar();
   warpBase = builder.create<arith::MulIOp>(loc, warp, index(32));
-  resetLanes();
+  resetWarp();
   return body();
-}
-
-FailureOr<Value> WarpEmulation::laneValue(Value value, int64_t lane) {
-  if (Value mapped = lanes[lane].lookupOrNull(value))
-    return mapped;
-  if (Value slot = slots.lookup(value))
-    return builder
-        .create<memref::LoadOp>(value.getLoc(), slot,
-                                ValueRange{warp, index(lane)})
-        .getResult();
-  Operation *definition = value.getDefiningOp();
-  if (definition && definition->hasTrait<OpTrait::ConstantLike>())
-    return builder.clone(*definition)->getResult(0);
-  return kernel.emitOpError() << "uses a value across a barrier that the "
-                                 "host cannot keep";
 }
 
 FailureOr<Value> WarpEmulation::uniformValue(Value value) {
@@ -725,51 +1005,40 @@ FailureOr<Value> WarpEmulation::uniformValue(Value value) {
          << "has a loop bound with barriers that the host cannot read";
 }
 
+/// The slots across phases of `values` in the warp loop being built.
+static SmallVector<LaneLocation>
+phaseSlots(ValueRange values, const llvm::DenseMap<Value, Value> &slots,
+           Value warp) {
+  SmallVector<LaneLocation> locations;
+  for (Value value : values) {
+    LaneLocation location;
+    location.memory = slots.lookup(value);
+    location.before.push_back(warp);
+    locations.push_back(location);
+  }
+  return locations;
+}
+
 LogicalResult WarpEmulation::emitRunInWarp(Segment &run) {
-  for (Value input : run.inputs)
-    for (int64_t l = 0; l < 32; ++l) {
-      FailureOr<Value> value = laneValue(input, l);
-      if (failed(value))
-        return failure();
-      lanes[l].map(input, *value);
-    }
-  for (Operation *op : run.ops)
-    if (failed(cloneOp(*op)))
-      return failure();
-  for (Value output : run.outputs)
-    for (int64_t l = 0; l < 32; ++l)
-      builder.create<memref::StoreOp>(output.getLoc(), lanes[l].lookup(output),
-                                      slots.lookup(output),
-                                      ValueRange{warp, index(l)});
-  return success();
+  if (failed(emitWarpOps(run.ops)))
+    return failure();
+  SmallVector<Value> outputs(run.outputs.begin(), run.outputs.end());
+  return copyLanes(outputs, phaseSlots(outputs, slots, warp),
+                   /*throughCopies=*/false);
 }
 
 LogicalResult WarpEmulation::emitRun(Segment &run) {
   return forEachWarp([&] { return emitRunInWarp(run); });
 }
 
-LogicalResult WarpEmulation::copyInto(ValueRange values, ValueRange targets) {
-  // Every lane's value read before any is written (a yielded value may be
-  // another carried one).
-  SmallVector<std::pair<Value, Value>> copies;
-  for (auto [value, target] : llvm::zip_equal(values, targets))
-    for (int64_t l = 0; l < 32; ++l) {
-      FailureOr<Value> copied = laneValue(value, l);
-      if (failed(copied))
-        return failure();
-      copies.push_back({*copied, slots.lookup(target)});
-    }
-  for (auto [i, copy] : llvm::enumerate(copies))
-    builder.create<memref::StoreOp>(kernel.getLoc(), copy.first, copy.second,
-                                    ValueRange{warp, index(i % 32)});
-  return success();
-}
-
 LogicalResult WarpEmulation::emitLoop(scf::ForOp loop) {
   Location loc = loop.getLoc();
   ValueRange carried = loop.getRegionIterArgs();
-  if (failed(
-          forEachWarp([&] { return copyInto(loop.getInitArgs(), carried); })))
+  auto copyCarried = [&](ValueRange values) {
+    return copyLanes(values, phaseSlots(carried, slots, warp),
+                     /*throughCopies=*/true);
+  };
+  if (failed(forEachWarp([&] { return copyCarried(loop.getInitArgs()); })))
     return failure();
   FailureOr<Value> lower = uniformValue(loop.getLowerBound()),
                    upper = uniformValue(loop.getUpperBound()),
@@ -807,8 +1076,7 @@ LogicalResult WarpEmulation::emitLoop(scf::ForOp loop) {
         return failure();
     LogicalResult result = forEachWarp([&] {
       if ((rotated && failed(emitRunInWarp(body.back()))) ||
-          failed(copyInto(loop.getBody()->getTerminator()->getOperands(),
-                          carried)))
+          failed(copyCarried(loop.getBody()->getTerminator()->getOperands())))
         return failure();
       if (!rotated)
         return success();
@@ -822,9 +1090,8 @@ LogicalResult WarpEmulation::emitLoop(scf::ForOp loop) {
       builder.setInsertionPoint(more.thenBlock()->getTerminator());
       // The next step's values: none of this one's (a carried value is
       // read again from its slot).
-      resetLanes();
-      for (IRMapping &lane : lanes)
-        lane.map(inductionVariable, next);
+      resetWarp();
+      warpValues.map(inductionVariable, next);
       return emitRunInWarp(body.front());
     });
     functionLevel.erase(inductionVariable);
@@ -867,9 +1134,11 @@ LogicalResult WarpEmulation::build(ModuleOp hostModule) {
   Block *entry = createHostFunction(builder, kernel, hostModule);
   grid = entry->getArgument(entry->getNumArguments() - 2);
   blockSize = entry->getArgument(entry->getNumArguments() - 1);
+  zero = index(0);
+  one = index(1);
   warps = builder.create<arith::DivUIOp>(loc, blockSize, index(32));
   for (auto [fragment, type] :
-       llvm::zip_equal(fragments, mma.getArgumentTypes()))
+       llvm::zip(fragments, mma.getArgumentTypes().take_front(3)))
     fragment = builder.create<memref::AllocaOp>(loc, cast<MemRefType>(type));
   ldmatrixAddresses = builder.create<memref::AllocaOp>(
       loc, MemRefType::get({32}, builder.getIndexType()));
@@ -905,6 +1174,7 @@ LogicalResult WarpEmulation::build(ModuleOp hostModule) {
                      : allOnes});
   }
   auto blocks = builder.create<scf::ForOp>(loc, index(0), grid, index(1));
+  slotPoint = blocks;
   builder.create<func::ReturnOp>(loc);
   builder.setInsertionPoint(blocks.getBody()->getTerminator());
   block = blocks.getInductionVar();
