@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/TrainToGPU.h"
 #include "mantissa/Conversion/TrainToLLVM.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Transforms/Passes.h"
@@ -29,6 +30,9 @@ int main(int argc, char **argv) {
   // Mantissa's lowering passes, mantissa-train-cpu-pipeline and the upstream
   // passes it names, so that each of its stages runs here.
   mlir::mantissa::registerTrainCpuPipelinePasses();
+  // And mantissa-train-gpu-pipeline, the GPU step's passes in pipeline
+  // order, so that a lit test runs what compileTrainStepForGpu runs.
+  mlir::mantissa::registerTrainToGPUPasses();
 
   mlir::DialectRegistry registry;
   registry

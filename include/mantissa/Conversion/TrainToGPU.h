@@ -21,6 +21,7 @@
 
 namespace mlir {
 class DialectRegistry;
+class OpPassManager;
 namespace gpu {
 class GPUModuleOp;
 } // namespace gpu
@@ -77,6 +78,17 @@ void registerTrainToGPUDialects(DialectRegistry &registry);
 /// pipeline's, so that runPassPipeline can parse pipelines naming them;
 /// once per process.
 void registerTrainToGPUPasses();
+
+/// The GPU step's passes in the order they run, up to the program writer
+/// (docs/gpu-step.md): the train-level rewrites of the planned step
+/// (buildTrainGpuRewritePipeline), then its bufferization with the
+/// tensor-level passes and the buffer-level ones that shape its kernels
+/// (buildTrainGpuBufferPipeline). compileTrainStepForGpu runs the two
+/// halves and reads the step's signature between them; mantissa-opt runs
+/// the whole as `--mantissa-train-gpu-pipeline` (buildTrainGpuPipeline).
+void buildTrainGpuRewritePipeline(OpPassManager &pm);
+void buildTrainGpuBufferPipeline(OpPassManager &pm);
+void buildTrainGpuPipeline(OpPassManager &pm);
 
 /// Compiles a copy of the planned `step` for the GPU. Every op of the
 /// bufferized step becomes a kernel (its parallel loops spread over

@@ -66,6 +66,11 @@ LogicalResult lowerTrainStepsToLLVM(ModuleOp module,
 /// text, may be empty) run on the fused linalg ops before bufferization.
 LogicalResult bufferizeTrainSteps(ModuleOp module, StringRef tensorPasses = "");
 
+/// bufferizeTrainSteps's passes as pipeline text (without the enclosing
+/// `builtin.module(...)`), with `tensorPasses` after the tensor-level
+/// fusion: one definition for the CPU and the GPU pipelines.
+std::string bufferizationPipelineText(StringRef tensorPasses = "");
+
 /// The second half: linalg to loops, math approximations and the LLVM
 /// dialect (bare-pointer calling convention) for the functions of a
 /// bufferized module.

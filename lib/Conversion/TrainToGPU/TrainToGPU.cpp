@@ -54,6 +54,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
@@ -702,6 +703,12 @@ void mlir::mantissa::registerTrainToGPUPasses() {
     mantissa::registerElementwiseThroughConcatsPass();
     mantissa::registerLogSoftmaxAsDifferencesPass();
     mantissa::registerDropUnreadOutputsPass();
+    PassPipelineRegistration<>(
+        "mantissa-train-gpu-pipeline",
+        "The GPU step's passes up to the program writer: train-level "
+        "rewrites, bufferization, and the buffer-level passes that shape "
+        "its kernels",
+        buildTrainGpuPipeline);
   });
 }
 
@@ -753,6 +760,72 @@ mlir::mantissa::compileGpuModuleToPtx(ModuleOp container,
   return ptx;
 }
 
+/// The train-level rewrites: parameters in their gather dtype, read
+/// without widening, then the rewrites that fuse attention and keep
+/// temporaries from being written (docs/gpu-step.md).
+constexpr llvm::StringLiteral kTrainRewrites =
+    "mantissa-read-gathered-parameters,"
+    "mantissa-add-into-slices,"
+    "mantissa-scatters-as-comparisons,"
+    "mantissa-fuse-attention,"
+    "mantissa-elementwise-through-concats,"
+    "mantissa-log-softmax-as-differences";
+
+/// Before bufferization, on tensors: temporaries recomputed in their
+/// readers where that moves fewer bytes, what that leaves with one reader
+/// fused as usual, then products that every reader rounds rounded once, in
+/// the GEMM (docs/gpu-step.md).
+constexpr llvm::StringLiteral kTensorPasses =
+    "func.func(mantissa-recompute-widening-producers),"
+    "linalg-fuse-elementwise-ops,"
+    "func.func(mantissa-round-products-once)";
+
+/// On buffers: fewer, fuller kernels, and long reductions in two steps
+/// (docs/gpu-step.md).
+constexpr llvm::StringLiteral kBufferPasses =
+    "func.func(mantissa-materialize-operand-casts,"
+    "mantissa-reuse-written-roundings,"
+    "mantissa-fold-transposes-into-views,"
+    "mantissa-segment-scatter-accumulations,"
+    "mantissa-fold-copies-into-producers,mantissa-share-roundings,"
+    "mantissa-split-reductions,mantissa-fuse-producers-into-partials,"
+    "mantissa-fuse-parallel-kernels,"
+    "mantissa-drop-unread-outputs,"
+    "mantissa-group-launches,mantissa-pack-arena)";
+
+/// Adds the passes of pipeline text `text` to `pm`; the texts above are
+/// fixed, so a failure is a bug of this file.
+static void addPipelineText(OpPassManager &pm, const std::string &text) {
+  if (failed(parsePassPipeline(text, pm)))
+    llvm::report_fatal_error(
+        llvm::Twine("the GPU step's pass pipeline is malformed: ") + text);
+}
+
+void mlir::mantissa::buildTrainGpuRewritePipeline(OpPassManager &pm) {
+  registerTrainToGPUPasses();
+  addPipelineText(pm, kTrainRewrites.str());
+}
+
+void mlir::mantissa::buildTrainGpuBufferPipeline(OpPassManager &pm) {
+  registerTrainToGPUPasses();
+  addPipelineText(pm, bufferizationPipelineText(kTensorPasses) + "," +
+                          kBufferPasses.str());
+}
+
+void mlir::mantissa::buildTrainGpuPipeline(OpPassManager &pm) {
+  buildTrainGpuRewritePipeline(pm);
+  buildTrainGpuBufferPipeline(pm);
+}
+
+/// Runs the passes `build` adds on `module`.
+static LogicalResult
+runTrainGpuPipeline(ModuleOp module,
+                    llvm::function_ref<void(OpPassManager &)> build) {
+  PassManager pm(module.getContext());
+  build(pm);
+  return pm.run(module);
+}
+
 FailureOr<GpuStepProgram>
 mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
                                        bool withHostKernels) {
@@ -769,45 +842,18 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
   OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
   auto gpuStep = cast<train::StepOp>(step->clone());
   module->push_back(gpuStep);
-  // Parameters in their gather dtype, read without widening
-  // (docs/gpu-step.md).
-  if (failed(runPassPipeline(*module,
-                             "builtin.module(mantissa-read-gathered-parameters,"
-                             "mantissa-add-into-slices,"
-                             "mantissa-scatters-as-comparisons,"
-                             "mantissa-fuse-attention,"
-                             "mantissa-elementwise-through-concats,"
-                             "mantissa-log-softmax-as-differences)")))
+  if (failed(runTrainGpuPipeline(*module, buildTrainGpuRewritePipeline)))
     return failure();
+  // The signature the program records: the rewrites' (parameters in their
+  // gather dtype), before bufferization turns the step into a function.
   std::vector<GpuStepTensor> arguments;
   for (unsigned index = 0, e = gpuStep.getNumArguments(); index < e; ++index)
     arguments.push_back(getStepArgumentTensor(gpuStep, index));
-  // Temporaries recomputed in their readers where that moves fewer bytes,
-  // what that leaves with one reader fused as usual, then products that
-  // every reader rounds rounded once, in the GEMM (docs/gpu-step.md).
-  if (failed(bufferizeTrainSteps(
-          *module, "func.func(mantissa-recompute-widening-producers),"
-                   "linalg-fuse-elementwise-ops,"
-                   "func.func(mantissa-round-products-once)")))
+  if (failed(runTrainGpuPipeline(*module, buildTrainGpuBufferPipeline)))
     return failure();
   auto function = module->lookupSymbol<func::FuncOp>(step.getSymName());
   if (!function)
     return step.emitOpError() << "did not lower to a function";
-
-  // Fewer, fuller kernels, and long reductions in two steps
-  // (docs/gpu-step.md).
-  if (failed(runPassPipeline(
-          *module,
-          "builtin.module(func.func(mantissa-materialize-operand-casts,"
-          "mantissa-reuse-written-roundings,"
-          "mantissa-fold-transposes-into-views,"
-          "mantissa-segment-scatter-accumulations,"
-          "mantissa-fold-copies-into-producers,mantissa-share-roundings,"
-          "mantissa-split-reductions,mantissa-fuse-producers-into-partials,"
-          "mantissa-fuse-parallel-kernels,"
-          "mantissa-drop-unread-outputs,"
-          "mantissa-group-launches,mantissa-pack-arena))")))
-    return failure();
   GpuStepProgram program;
   GpuProgramBuilder builder(function, step, std::move(arguments), program);
   if (failed(builder.build()))

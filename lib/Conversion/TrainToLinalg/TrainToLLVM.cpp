@@ -616,12 +616,18 @@ mantissa::CpuGemmMode mlir::mantissa::getCpuGemmMode() {
   std::exit(1);
 }
 
-LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module,
-                                                  StringRef tensorPasses) {
-  std::string text = ("builtin.module(" + kTensorStages).str();
+std::string mlir::mantissa::bufferizationPipelineText(StringRef tensorPasses) {
+  std::string text = kTensorStages.str();
   if (!tensorPasses.empty())
     text += (tensorPasses + ",").str();
-  return runPassPipeline(module, text + kBufferizationStages.str() + ")");
+  return text + kBufferizationStages.str();
+}
+
+LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module,
+                                                  StringRef tensorPasses) {
+  return runPassPipeline(module, "builtin.module(" +
+                                     bufferizationPipelineText(tensorPasses) +
+                                     ")");
 }
 
 LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module,
