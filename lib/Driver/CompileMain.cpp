@@ -235,9 +235,19 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
                  clEnumValN(ReportKind::Table, "table", "a table"),
                  clEnumValN(ReportKind::Json, "json", "JSON for tools")),
       cl::cat(costCategory));
-  cl::opt<std::string> costDevice(
-      "cost-device", cl::desc("The device the cost model predicts (h200)"),
-      cl::init("h200"), cl::value_desc("name"), cl::cat(costCategory));
+  std::string deviceHelp =
+      "The device the cost model predicts (" + listGpuDevices() + ")";
+  cl::opt<std::string> costDevice("cost-device", cl::desc(deviceHelp),
+                                  cl::init("h200"), cl::value_desc("name"),
+                                  cl::cat(costCategory));
+  // A string, not a double, so that the message for a bad value is ours and
+  // names the unit.
+  cl::opt<std::string> costBandwidth(
+      "cost-bandwidth-gbs",
+      cl::desc("The device's device-to-device copy bandwidth as measured "
+               "(GB/s, bytes read plus written), instead of the device's "
+               "figure"),
+      cl::value_desc("GB/s"), cl::cat(costCategory));
   cl::HideUnrelatedOptions({&category, &precisionCategory, &costCategory});
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -247,6 +257,16 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
   if (!device)
     return reportError("--cost-device: unknown device '" + costDevice +
                        "'; the cost model knows " + listGpuDevices());
+  if (costBandwidth.getNumOccurrences()) {
+    // Above 100 TB/s is no HBM of today: most likely bytes or MB/s.
+    double gbs = 0;
+    if (llvm::StringRef(costBandwidth).getAsDouble(gbs) ||
+        !std::isfinite(gbs) || gbs <= 0 || gbs > 1e5)
+      return reportError("--cost-bandwidth-gbs: '" + costBandwidth +
+                         "' is not a bandwidth in GB/s (a number above 0 "
+                         "and at most 100000)");
+    setCopyBandwidth(*device, gbs * 1e9);
+  }
   if (costReport != ReportKind::None &&
       llvm::sys::path::extension(inputPath) == ".json") {
     return printGpuCost(inputPath, inputPath, *device, UpdateTraffic(),

@@ -19,7 +19,10 @@
 //
 // The device figures are first principles and this project's own
 // measurements (../shared/TOOLCHAIN.md); docs/gpu-cost-model.md lists them
-// and how to calibrate them against a measured step.
+// and how to calibrate them against a measured step. Two devices: the H200
+// (measured) and the H100 SXM (the same chip; its memory priced from the
+// H200's measurements until one is lent), and a measured copy bandwidth may
+// replace either's (setCopyBandwidth).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,14 +42,12 @@ using namespace mlir::mantissa;
 using llvm::StringRef;
 namespace rt = mlir::mantissa::rt;
 
-std::optional<GpuDeviceModel> mlir::mantissa::lookupGpuDevice(StringRef name) {
-  if (name != "h200")
-    return std::nullopt;
+namespace {
+/// The sm_90 figures the H100 SXM and the H200 share: the same chip (132
+/// multiprocessors of 2048 resident threads, the same clocks) behind
+/// different memory, so only the memory figures tell them apart.
+GpuDeviceModel hopperSxm() {
   GpuDeviceModel device;
-  device.name = "h200";
-  device.description = "NVIDIA H200 (SXM, 132 SMs, HBM3e)";
-  // Measured here: device-to-device copy 4182-4245 GB/s (TOOLCHAIN.md).
-  device.copyBandwidth = 4.2e12;
   // Dense peaks (no sparsity) from the H100/H200 SXM data sheet.
   device.bf16Flops = 989e12;
   device.tf32Flops = 494e12;
@@ -55,17 +56,79 @@ std::optional<GpuDeviceModel> mlir::mantissa::lookupGpuDevice(StringRef name) {
   device.maxThreadsPerMultiprocessor = 2048;
   // A kernel node after another inside a CUDA graph.
   device.launchSeconds = 2.0e-6;
-  // Calibrated so that a scalar-load kernel at full occupancy moving 6 B per
-  // element reaches the 2195 GB/s measured on the H200 (TOOLCHAIN.md):
-  // 270336 threads * 6 B / 2.195e12 B/s = 739 ns.
-  device.memoryLatency = 739e-9;
   // A dependent global load/store round trip per iteration (L1/L2 hits).
   device.serialIterationSeconds = 40e-9;
   device.gemmTile = 128;
   return device;
 }
 
-std::string mlir::mantissa::listGpuDevices() { return "h200"; }
+/// The H200's copy bandwidth as measured here against its 4.8 TB/s nominal
+/// HBM3e bandwidth: the share of the nominal figure a device-to-device copy
+/// reaches, which prices a device that has not been measured.
+constexpr double kH200CopyBandwidth = 4.2e12;
+constexpr double kH200NominalBandwidth = 4.8e12;
+
+GpuDeviceModel h200() {
+  GpuDeviceModel device = hopperSxm();
+  device.name = "h200";
+  device.description = "NVIDIA H200 (SXM, 132 SMs, HBM3e)";
+  // Measured here: device-to-device copy 4182-4245 GB/s (TOOLCHAIN.md).
+  device.copyBandwidth = kH200CopyBandwidth;
+  // Calibrated so that a scalar-load kernel at full occupancy moving 6 B per
+  // element reaches the 2195 GB/s measured on the H200 (TOOLCHAIN.md):
+  // 270336 threads * 6 B / 2.195e12 B/s = 739 ns.
+  device.memoryLatency = 739e-9;
+  return device;
+}
+
+GpuDeviceModel h100() {
+  GpuDeviceModel device = hopperSxm();
+  device.name = "h100";
+  // 80 GB of HBM3 at 3.35 TB/s nominal; the model does not price capacity.
+  device.description = "NVIDIA H100 (SXM, 132 SMs, HBM3)";
+  // Not yet measured: the nominal 3.35 TB/s at the share of its nominal
+  // bandwidth the H200's copy reached (4.2 of 4.8 TB/s, 0.875), 2.93 TB/s.
+  // A measured figure replaces it (--cost-bandwidth-gbs; the device check
+  // measures one, bench/device/check_gpu.sh).
+  device.copyBandwidth = 3.35e12 * (kH200CopyBandwidth / kH200NominalBandwidth);
+  // The H200's fitted latency: the same multiprocessors, L2 and memory
+  // controllers, and HBM3's latency close to HBM3e's, so a kernel with one
+  // scalar access in flight per thread is bound by the same latency, not
+  // by the slower memory (its 2195 GB/s at full occupancy is below either
+  // copy bandwidth). To calibrate when an H100 is lent.
+  device.memoryLatency = 739e-9;
+  return device;
+}
+
+/// Every device the model knows, the default (h200) first: lookup and the
+/// list in messages both read it.
+struct KnownDevice {
+  StringRef name;
+  GpuDeviceModel (*make)();
+};
+constexpr KnownDevice kDevices[] = {{"h200", h200}, {"h100", h100}};
+} // namespace
+
+std::optional<GpuDeviceModel> mlir::mantissa::lookupGpuDevice(StringRef name) {
+  for (const KnownDevice &known : kDevices)
+    if (known.name == name)
+      return known.make();
+  return std::nullopt;
+}
+
+std::string mlir::mantissa::listGpuDevices() {
+  std::string names;
+  for (const KnownDevice &known : kDevices)
+    names += (names.empty() ? "" : ", ") + known.name.str();
+  return names;
+}
+
+void mlir::mantissa::setCopyBandwidth(GpuDeviceModel &device,
+                                      double bytesPerSecond) {
+  device.copyBandwidth = bytesPerSecond;
+  device.description += llvm::formatv(", copy bandwidth given as {0:f0} GB/s",
+                                      bytesPerSecond / 1e9);
+}
 
 namespace {
 /// The unit of global memory transactions.

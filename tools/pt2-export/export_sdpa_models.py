@@ -25,7 +25,7 @@ NAME.init.safetensors, NAME.grads.safetensors, NAME.traj.json and
 NAME.finals.safetensors, in the corpus' formats; summary.json lists each
 graph's operators, which say what torch emits for the attention (the fused
 `_scaled_dot_product_flash_attention_for_cpu` and its backward, or a
-decomposition). bench/device/check_h200.sh runs it in its `exports` stage
+decomposition). bench/device/check_gpu.sh runs it in its `exports` stage
 and returns the files. safetensors is used where it is installed, else
 safetensors_file.py's writer of the same format.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole training step on a GPU (an H200 when one is lent): Mantissa's
+# The whole training step on a GPU (an H100 or H200 when one is lent): Mantissa's
 # compiled step (generated kernels and cuBLAS GEMMs, replayed as one CUDA
 # graph per step, with the fused AdamW update on the device) against torch
 # eager on the same model, weights and batch, in one invocation.
@@ -9,7 +9,10 @@
 #       llama and llama_medium, fp32, bf16 + fp32 masters
 #       (test/e2e/Inputs/bf16_master.yaml) and `compute: bf16` over fp32
 #       masters (test/e2e/Inputs/compute_bf16.yaml), the cost model's
-#       prediction of each (mantissa-compile --cost-report=json), and copies
+#       prediction of each on every device it knows (mantissa-compile
+#       --cost-report=json --cost-device D into MODEL.ARM.cost.D.json: the
+#       GPU is known only on the device machine, which has no LLVM to run
+#       the model), and copies
 #       the batches, torch's trajectories, the model definitions
 #       (export_corpus.py) and the headers the runtime-only build needs;
 #       with DRY_RUN=1 also each step's kernels for the host, so that `run`
@@ -21,13 +24,21 @@
 #       eager (bench/step/gpu/torch_gpu_step.py; the compute arm against
 #       torch.autocast), and prints ms per step of each (steps after the
 #       first two: lazy loading, graph capture), the ratio, the cost model's
-#       prediction, and the losses checked against torch's trajectory; the
+#       prediction for the GPU found ($COST_DEVICE as the device check
+#       detected it, else bench/gpu/detect_gpu.sh's choice), and the losses
+#       checked against torch's trajectory; the
 #       op-by-op run times each op (--op-times), and
 #       bench/step/gpu/compare_op_times.py prints measured against predicted
 #       per cost class (docs/gpu-cost-model.md: calibration).
 #       DRY_RUN=1 runs it here on the stand-in driver (unittests/Runtime/
 #       FakeCuda.cpp, $FAKE_CUDA_DIR, default build/unittests/fake-cuda) and
 #       torch on the CPU: a check of the script, not of speed.
+#   bench/step/gpu/run_step_h200.sh reprice [DIR]   here again, after a run:
+#       the cost model's prediction of each artifact on $COST_DEVICE with
+#       the copy bandwidth the device measured ($COPY_BANDWIDTH_GBS, GB/s;
+#       both from the run's gpu.env or summary.txt) into
+#       MODEL.ARM.cost.measured.json, beside the profile's, for the
+#       measured steps the run printed.
 #
 # DIR defaults to build/step-gpu (ignored by git; carry it to the device).
 set -euo pipefail
@@ -45,12 +56,26 @@ spec_of() {
   esac
 }
 
+build="${BUILD_DIR:-$repo/build}"
+compile="$build/bin/mantissa-compile"
+corpus="${MANTISSA_CORPUS_DIR:-$repo/test/Inputs/corpus}"
+# price MODEL ARM OUT [COST OPTIONS...]: the cost model's prediction of the
+# model's step under the arm's precision, as JSON.
+price() {
+  local model=$1 arm=$2 out=$3
+  shift 3
+  local spec
+  spec=$(spec_of "$arm")
+  "$compile" "$corpus/$model.pt2" ${spec:+--precision "$spec"} --cost-report=json "$@" > "$out"
+}
+predicted_of() { "${python:-python3}" -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["predicted_step_ms"], 3))' "$1"; }
+
 case "$command" in
 prepare)
-  build="${BUILD_DIR:-$repo/build}"
-  compile="$build/bin/mantissa-compile"
-  corpus="${MANTISSA_CORPUS_DIR:-$repo/test/Inputs/corpus}"
   [[ -x "$compile" ]] || { echo "build first: $compile is missing" >&2; exit 1; }
+  # Every device the cost model knows, as its --help lists them.
+  devices=$("$compile" --help | sed -nE 's/.*--cost-device=.* \(([^)]*)\)$/\1/p' | tr ',' ' ')
+  [[ -n $devices ]] || { echo "$compile --help names no --cost-device devices" >&2; exit 1; }
   rm -rf "$dir"
   mkdir -p "$dir/corpus"
   for model in $models; do
@@ -62,7 +87,9 @@ prepare)
       [[ ${DRY_RUN:-0} == 1 ]] && host=(env MANTISSA_GPU_HOST_KERNELS="$art.host.so")
       "${host[@]}" "$compile" "$corpus/$model.pt2" "${precision[@]}" -o "$art"
       [[ -f "$art/step.gpu.json" ]] || { echo "$art: no GPU step (see its manifest)" >&2; exit 1; }
-      "$compile" "$corpus/$model.pt2" "${precision[@]}" --cost-report=json > "$art.cost.json"
+      for device in $devices; do
+        price "$model" "$arm" "$art.cost.$device.json" --cost-device "$device"
+      done
     done
     cp "$corpus/$model.inputs.safetensors" "$corpus/$model.init.safetensors" \
       "$corpus/$model.traj.json" "$dir/corpus/"
@@ -82,15 +109,25 @@ run)
     export TORCH_DEVICE=cpu
     python=${PYTHON:-/usr/bin/python3}
   fi
+  # The device check detects the GPU once for every stage; alone, this
+  # script does.
+  if [[ -z ${COST_DEVICE:-} ]]; then
+    [[ ${DRY_RUN:-0} == 1 ]] && export PROBE_MIB=${PROBE_MIB:-16}
+    bash "$repo/bench/gpu/detect_gpu.sh" "$dir/gpu.env" "$dir"
+    # shellcheck source=/dev/null
+    source "$dir/gpu.env"
+  fi
+  echo "cost model: --cost-device $COST_DEVICE (MODEL.ARM.cost.$COST_DEVICE.json)"
   # The runtime's mean over the steps after the first two (lazy module
   # loading and the CUDA graph's capture happen in those), as torch's.
   ms_of() { sed -nE 's/^trained .*; ([0-9.]+) ms per step \(mean of steps after the first two\)$/\1/p' "$1"; }
-  predicted_of() { "$python" -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["predicted_step_ms"], 3))' "$1"; }
   status=0
   results=()
   for model in $models; do
     for arm in $arms; do
       name="$model.$arm" art="$dir/$model.$arm"
+      cost="$art.cost.$COST_DEVICE.json"
+      [[ -f $cost ]] || { echo "$cost is missing: prepare again with this script"; status=1; continue; }
       batch="$dir/corpus/$model.inputs.safetensors" init="$dir/corpus/$model.init.safetensors"
       # compute: bf16 is checked against fp32 within bf16 noise (its own
       # fidelity test is test/e2e/compute-autocast.test).
@@ -107,7 +144,7 @@ run)
       "$runner" "$art" --inputs "$batch" --weights "$init" --steps "$STEPS" --device cuda \
         --losses "$dir/$name.eager.losses.json" --op-times "$dir/$name.times.json" \
         > "$dir/$name.eager.log" 2>&1 || { status=1; tail -5 "$dir/$name.eager.log"; continue; }
-      "$python" "$repo/bench/step/gpu/compare_op_times.py" "$art.cost.json" "$dir/$name.times.json" --top 5 \
+      "$python" "$repo/bench/step/gpu/compare_op_times.py" "$cost" "$dir/$name.times.json" --top 5 \
         || status=1
       if cmp -s "$dir/$name.losses.json" "$dir/$name.eager.losses.json"; then
         echo "PASS $name: the graph's losses equal op-by-op's"
@@ -122,7 +159,7 @@ run)
         --loss-tol "$tolerance" --first "$STEPS" | tail -1 | sed 's/^/torch: /' || true
       ours=$(ms_of "$dir/$name.log") eager=$(ms_of "$dir/$name.eager.log")
       torch_ms=$("$python" -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["mean_step_ms"], 3))' "$dir/$name.torch.json")
-      predicted=$(predicted_of "$art.cost.json")
+      predicted=$(predicted_of "$cost")
       results+=("$(printf '%-22s %12s %12s %12s %9s %13s' "$name" "$ours" "$eager" "$torch_ms" \
         "$("$python" -c "print(round($torch_ms / max($ours, 1e-9), 2))")" "$predicted")")
     done
@@ -132,13 +169,35 @@ run)
   printf '%s\n' "${results[@]}"
   echo "(mean ms per whole training step after the first two of $STEPS: forward, backward"
   echo " and AdamW, mantissa's from the runtime's report, torch eager's likewise; predicted:"
-  echo " the cost model's step, docs/gpu-cost-model.md)"
+  echo " the cost model's step on --cost-device $COST_DEVICE, docs/gpu-cost-model.md; with the"
+  echo " copy bandwidth measured, ${COPY_BANDWIDTH_GBS:-not measured} GB/s: run_step_h200.sh reprice, here)"
   [[ $status == 0 ]] && echo "ALL PASS" || echo "SOME CHECKS FAILED"
   exit $status
   ;;
 
+reprice)
+  [[ ${COST_DEVICE:-} =~ ^[a-z0-9]+$ && ${COPY_BANDWIDTH_GBS:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] || {
+    echo "reprice needs COST_DEVICE and COPY_BANDWIDTH_GBS as a run measured them (its gpu.env)," \
+      "not '${COST_DEVICE:-}' and '${COPY_BANDWIDTH_GBS:-}'" >&2
+    exit 2
+  }
+  [[ -x "$compile" ]] || { echo "build first: $compile is missing" >&2; exit 1; }
+  printf '%-22s %16s %22s\n' model.arm "${COST_DEVICE}_ms" "at_${COPY_BANDWIDTH_GBS}_GBs_ms"
+  for model in $models; do
+    for arm in $arms; do
+      art="$dir/$model.$arm"
+      price "$model" "$arm" "$art.cost.measured.json" --cost-device "$COST_DEVICE" \
+        --cost-bandwidth-gbs "$COPY_BANDWIDTH_GBS"
+      profile=$([[ -f $art.cost.$COST_DEVICE.json ]] && predicted_of "$art.cost.$COST_DEVICE.json" || echo '?')
+      printf '%-22s %16s %22s\n' "$model.$arm" "$profile" "$(predicted_of "$art.cost.measured.json")"
+    done
+  done
+  echo "(the cost model's step in ms: the $COST_DEVICE profile's, and with its copy bandwidth"
+  echo " replaced by the measured one: $dir/MODEL.ARM.cost.measured.json)"
+  ;;
+
 *)
-  echo "usage: $0 prepare|run [DIR]" >&2
+  echo "usage: $0 prepare|run|reprice [DIR]" >&2
   exit 2
   ;;
 esac

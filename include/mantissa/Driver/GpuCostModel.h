@@ -45,10 +45,15 @@ struct GpuDeviceModel {
   int gemmTile = 0;
 };
 
-/// The device `name` (`h200`), or nullopt.
+/// The device `name` (`h200`, `h100`), or nullopt.
 std::optional<GpuDeviceModel> lookupGpuDevice(llvm::StringRef name);
-/// The names lookupGpuDevice knows, for messages.
+/// The names lookupGpuDevice knows, comma-separated, the default (`h200`)
+/// first, for messages and help.
 std::string listGpuDevices();
+/// Prices `device` with a copy bandwidth measured on the machine at hand
+/// (bytes/s) instead of its profile's: a PCIe H100 reaches less than the
+/// SXM's. The description says so, so that a report shows it.
+void setCopyBandwidth(GpuDeviceModel &device, double bytesPerSecond);
 
 /// One op of the program as the model sees it.
 struct OpCost {

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Every device check in one script, for a session that is lent an H200 for
-# 15 minutes (start-up included): each stage runs under its own time limit
-# and the whole run under $BUDGET_S (default 300 s), so that a failed first
-# run leaves room for a rerun.
+# Every device check in one script, for a session that is lent a GPU (an
+# H100 first, an H200 second) for 15 minutes (start-up included): each stage
+# runs under its own time limit and the whole run under $BUDGET_S (default
+# 300 s), so that a failed first run leaves room for a rerun.
 #
-#   bench/device/check_h200.sh prepare [DIR]  here, where LLVM/MLIR is:
+#   bench/device/check_gpu.sh prepare [DIR]  here, where LLVM/MLIR is:
 #       the artifacts, PTX, batches, torch's numbers and the cost model's
-#       predictions every stage needs, into DIR (default build/device-check;
-#       carry it: run --carry build/device-check);
-#   bench/device/check_h200.sh run [DIR]      on the device machine (no
+#       predictions on every device it knows (h100, h200) that the stages
+#       need, into DIR (default build/device-check; carry it: run --carry
+#       build/device-check);
+#   bench/device/check_gpu.sh run [DIR]      on the device machine (no
 #       LLVM, cmake and ninja only in /opt/torch/.venv/bin, cuBLAS in
 #       /usr/local/cuda/lib64, NCCL in the system's libraries, GoogleTest
-#       perhaps missing): builds the runtime alone once, then the stages
+#       perhaps missing): first detects the GPU (bench/gpu/detect_gpu.sh:
+#       its name and memory from nvidia-smi, its multiprocessors and
+#       device-to-device copy bandwidth from a probe of the CUDA driver),
+#       which picks the cost model's device (h100 or h200 by the name, h200
+#       with a warning for another GPU) whose predictions the step stage
+#       prints, and writes what it found at the end of summary.txt; then
+#       builds the runtime alone once, then the stages
 #         step    the whole training step of llama and llama_medium (fp32,
 #                 bf16 + fp32 masters, compute: bf16) against torch eager,
 #                 with the cost model's prediction beside the measurement
@@ -33,10 +40,19 @@
 #       and prints one line per stage (PASS, FAIL or TIMEOUT, seconds) and
 #       writes the logs into $OUT (the device tool's returned folder) when
 #       it is set;
-#   bench/device/check_h200.sh dry-run [DIR]  here: prepare and run the step
+#   bench/device/check_gpu.sh reprice SUMMARY [DIR]  here again, with the
+#       summary.txt a run returned (or its DIR/gpu.env): the cost model's
+#       step for each artifact on the detected device with the copy
+#       bandwidth the run measured (mantissa-compile --cost-bandwidth-gbs;
+#       the device machine has no LLVM to run the model), beside the
+#       profile's prediction, to set against the measured steps: a PCIe
+#       H100's memory is slower than the SXM profile's;
+#   bench/device/check_gpu.sh dry-run [DIR]  here: prepare and run the step
 #       stage on the stand-in driver (unittests/Runtime/FakeCuda.cpp) and
-#       torch on the CPU, for llama and 6 steps, to check the script itself
-#       (not speed: the stand-in runs kernels thread by thread); the adamw and update
+#       torch on the CPU, for llama and 6 steps, then reprice with what the
+#       detection measured, to check the script itself (not speed: the
+#       stand-in runs kernels thread by thread and its "GPU" is host memory,
+#       priced as the default h200 with a warning); the adamw and update
 #       stages need a GPU (nvcc-built host program, real kernels) and are
 #       listed as skipped.
 #
@@ -101,11 +117,33 @@ run_stage() {
 run() {
   started=$(date +%s)
   local dry=${DRY_RUN:-0}
+  local detect_env=()
   if [[ $dry != 1 ]]; then
     export PATH="/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH"
     export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+  else
+    # The probe copies host memory through the stand-in: a few MiB.
+    detect_env=(env LD_LIBRARY_PATH="${FAKE_CUDA_DIR:-$repo/build/unittests/fake-cuda}" PROBE_MIB=16)
   fi
+  # Which GPU this is, before anything prices or measures it: every stage
+  # reads COST_DEVICE (and COPY_BANDWIDTH_GBS) from here. Its log stays in
+  # DIR: $OUT returns at most 8 files, and summary.txt carries the result.
+  echo "== detect"
+  "${detect_env[@]}" bash "$repo/bench/gpu/detect_gpu.sh" "$dir/gpu.env" "$dir/detect" \
+    2>&1 | tee "$dir/detect.log" || true
+  if [[ -f $dir/gpu.env ]]; then
+    # shellcheck source=/dev/null
+    source "$dir/gpu.env"
+  else
+    COST_DEVICE=h200 COPY_BANDWIDTH_GBS=''
+    echo "COST_DEVICE=h200" > "$dir/gpu.env"
+  fi
+  export COST_DEVICE COPY_BANDWIDTH_GBS
+  local copy="copy not measured"
+  [[ -n ${COPY_BANDWIDTH_GBS:-} ]] && copy="copy $COPY_BANDWIDTH_GBS GB/s measured"
+  summary+=("$(printf '%-8s %s, %s SMs: --cost-device %s, %s' gpu "${GPU_NAME:-unknown GPU}" \
+    "${GPU_MULTIPROCESSORS:-?}" "$COST_DEVICE" "$copy")")
   # The exports run on one core from the start, beside everything else.
   local exports_pid=
   if [[ " $stages " == *" exports "* && $dry != 1 ]]; then
@@ -165,12 +203,43 @@ run() {
   echo
   echo "== summary ($(($(date +%s) - started)) s of a $budget s budget)"
   printf '%s\n' "${summary[@]}" | tee "${OUT:-$dir}/summary.txt"
-  exit $status
+  # What `reprice` reads, here, from the returned summary.
+  tee -a "${OUT:-$dir}/summary.txt" < "$dir/gpu.env"
+  if [[ $dry == 1 ]]; then
+    # Here, where the cost model runs: the reprice a session does after a
+    # device run, with the stand-in's host-memory bandwidth.
+    echo
+    echo "== reprice"
+    reprice "$dir/gpu.env" || status=1
+  else
+    echo "(here: bench/device/check_gpu.sh reprice SUMMARY.txt prices the steps with this copy bandwidth)"
+  fi
+  return $status
+}
+
+# reprice FILE: the step stage's artifacts priced with the bandwidth a run
+# measured on the device it detected (FILE: its summary.txt or gpu.env).
+# Read with sed, not sourced: the file came back from another machine.
+reprice() {
+  local file=${1:?usage: $0 reprice SUMMARY.txt|gpu.env [DIR]}
+  local device bandwidth
+  device=$(sed -n 's/^COST_DEVICE=//p' "$file" | tail -1)
+  bandwidth=$(sed -n 's/^COPY_BANDWIDTH_GBS=//p' "$file" | tail -1)
+  if [[ -z $bandwidth || $bandwidth == "''" ]]; then
+    echo "$file: the run measured no copy bandwidth (see its detect lines); nothing to reprice" >&2
+    return 1
+  fi
+  COST_DEVICE=$device COPY_BANDWIDTH_GBS=$bandwidth \
+    bash "$repo/bench/step/gpu/run_step_h200.sh" reprice "$dir/step"
 }
 
 case "$command" in
 prepare) prepare ;;
 run) run ;;
+reprice)
+  dir="${3:-$repo/build/device-check}"
+  reprice "${2:-}"
+  ;;
 dry-run)
   # The stand-in runs every kernel thread by thread on the host: llama only,
   # a few steps.
@@ -181,7 +250,7 @@ dry-run)
   run
   ;;
 *)
-  echo "usage: $0 prepare|run|dry-run [DIR]" >&2
+  echo "usage: $0 prepare|run|dry-run [DIR] | reprice SUMMARY [DIR]" >&2
   exit 2
   ;;
 esac
