@@ -49,6 +49,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <limits>
@@ -732,7 +733,12 @@ public:
                                    b.create<arith::ConstantIntOp>(loc, 0, 32));
   }
 
-  llvm::DenseMap<const AttentionOperand *, Value> buffers, pairs, sequenceBase;
+  /// Each operand's buffer, in the kernel's argument order: setSequence
+  /// builds the operands' bases in this order, which must not depend on
+  /// where the operands lie in memory (the PTX would differ from run to
+  /// run).
+  llvm::MapVector<const AttentionOperand *, Value> buffers;
+  llvm::DenseMap<const AttentionOperand *, Value> pairs, sequenceBase;
   /// The operands of the step's shared tiles, and each one's first word.
   llvm::MapVector<const AttentionOperand *, int64_t> staged;
   OpBuilder &b;
@@ -1172,7 +1178,10 @@ AttentionLaunch mlir::mantissa::buildAttentionKernel(
   AttentionBuilder w(b, loc, spec);
   for (auto [argument, value] :
        llvm::zip_equal(arguments, entry->getArguments()))
-    (argument.pairs ? w.pairs : w.buffers)[argument.operand] = value;
+    if (argument.pairs)
+      w.pairs[argument.operand] = value;
+    else
+      w.buffers[argument.operand] = value;
   // The operands every warp of a block reads a step of: staged in shared
   // tiles.
   const AttentionOperand *first = &spec.k, *second = &spec.v;
