@@ -20,7 +20,7 @@
 #ifndef MANTISSA_RUNTIME_CUDADRIVER_H
 #define MANTISSA_RUNTIME_CUDADRIVER_H
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include <cstdint>
 #include <map>

@@ -18,8 +18,8 @@
 #ifndef MANTISSA_RUNTIME_GPUPROGRAM_H
 #define MANTISSA_RUNTIME_GPUPROGRAM_H
 
+#include "mantissa/Format/DType.h"
 #include "mantissa/Runtime/CudaDriver.h"
-#include "mantissa/Runtime/DType.h"
 #include "mantissa/Runtime/TokenData.h"
 
 #include <cstdint>

@@ -27,8 +27,8 @@
 #ifndef MANTISSA_RUNTIME_GPUSTEP_H
 #define MANTISSA_RUNTIME_GPUSTEP_H
 
+#include "mantissa/Format/DType.h"
 #include "mantissa/Runtime/CudaDriver.h"
-#include "mantissa/Runtime/DType.h"
 #include "mantissa/Runtime/GpuProgram.h"
 #include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"

@@ -24,7 +24,7 @@
 #ifndef MANTISSA_RUNTIME_TOKENDATA_H
 #define MANTISSA_RUNTIME_TOKENDATA_H
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include <cstddef>
 #include <cstdint>
