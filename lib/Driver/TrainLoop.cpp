@@ -219,15 +219,15 @@ private:
 /// step (CpuStepGradients::openTokenData) from its arguments' description.
 llvm::Expected<std::unique_ptr<rt::TokenBatches>>
 openReferenceTokenData(train::StepOp step, const rt::UpdateOptions &options) {
-  std::vector<rt::GpuStepTensor> arguments;
+  std::vector<rt::StepTensor> arguments;
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
-    rt::GpuStepTensor argument;
+    rt::StepTensor argument;
     argument.name = step.getTensorInfo(index).getFqn().str();
     bool input =
         step.getTensorInfo(index).getKind() == train::TensorKind::user_input;
-    argument.role = input ? rt::GpuStepTensor::Role::UserInput
-                          : rt::GpuStepTensor::Role::Buffer;
+    argument.role =
+        input ? rt::StepTensor::Role::UserInput : rt::StepTensor::Role::Buffer;
     argument.dtype =
         getStoredDType(type.getElementType()).value_or(rt::DType::F32);
     argument.shape.assign(type.getShape().begin(), type.getShape().end());

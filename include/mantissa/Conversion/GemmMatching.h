@@ -10,7 +10,7 @@
 #ifndef MANTISSA_CONVERSION_GEMMMATCHING_H
 #define MANTISSA_CONVERSION_GEMMMATCHING_H
 
-#include "mantissa/Runtime/GpuProgram.h"
+#include "mantissa/Format/GpuProgram.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
