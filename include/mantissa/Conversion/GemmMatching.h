@@ -20,7 +20,8 @@
 
 namespace mlir::mantissa {
 
-/// The program file's dtype of an element type.
+/// The program file's dtype of an element type: train::getStoredDType's,
+/// I64 for a type no file stores (an imported step has none).
 rt::DType getDType(Type element);
 
 /// How the program names an op in its `source` ("linalg.matmul at
