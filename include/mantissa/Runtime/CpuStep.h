@@ -9,9 +9,10 @@
 // takes one pointer per argument, then one per result, each a dense
 // row-major buffer in the step's dtype (the arguments are only read), and
 // optionally the forward-only step (mantissa-forward-only) in a second
-// library with the same arguments. Its arguments and results are entries of
-// the format step.gpu.json uses; an integer argument may carry the bound its
-// ids must respect (`index_bound`, `index_bound_what`).
+// library with the same arguments. Its arguments and results are the
+// step's signature, which step.gpu.json lists too
+// (mantissa/Format/StepTensor.h); an integer argument may carry the bound
+// its ids must respect (`index_bound`, `index_bound_what`).
 //
 // CpuStepGradients runs it as the trainer's gradient source, on every rank:
 // parameters are read where the runtime holds them, gradients written where
