@@ -6,6 +6,7 @@
 
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Conversion/AdamWKernels.h"
+#include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
@@ -33,46 +34,8 @@ static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-static rt::DType toRuntime(DType dtype) {
-  switch (dtype) {
-  case DType::fp32:
-    return rt::DType::F32;
-  case DType::bf16:
-    return rt::DType::BF16;
-  case DType::fp16:
-    return rt::DType::F16;
-  }
-  return rt::DType::F32;
-}
-
 static std::string name(DType dtype) {
-  return std::string(rt::projectDTypeName(toRuntime(dtype)));
-}
-
-std::optional<rt::DType> mlir::mantissa::getStoredDType(Type type) {
-  if (type.isF32())
-    return rt::DType::F32;
-  if (type.isBF16())
-    return rt::DType::BF16;
-  if (type.isF16())
-    return rt::DType::F16;
-  if (auto integer = dyn_cast<IntegerType>(type)) {
-    switch (integer.getWidth()) {
-    case 1:
-      return rt::DType::Bool;
-    case 8:
-      return integer.isUnsigned() ? rt::DType::U8 : rt::DType::I8;
-    case 16:
-      return rt::DType::I16;
-    case 32:
-      return rt::DType::I32;
-    case 64:
-      return rt::DType::I64;
-    }
-  }
-  if (type.isF64())
-    return rt::DType::F64;
-  return std::nullopt;
+  return std::string(rt::projectDTypeName(train::getStoredDType(dtype)));
 }
 
 llvm::Expected<ArtifactSpec>
@@ -104,7 +67,7 @@ mlir::mantissa::collectArtifactSpec(ModuleOp plannedModule,
     if (constant || (!exported && !tensor.isParameter)) {
       // A non-float buffer (a mask, an index) or a constant: stored as it
       // is, no plan.
-      std::optional<rt::DType> stored = getStoredDType(info.getDtype());
+      std::optional<rt::DType> stored = train::getStoredDType(info.getDtype());
       const pt2::StoredTensor *data = program.findWeight(tensor.fqn);
       if (!data)
         data = program.findConstant(tensor.fqn);
@@ -138,7 +101,7 @@ mlir::mantissa::collectArtifactSpec(ModuleOp plannedModule,
       return makeError("no initial value for '" + tensor.fqn +
                        "' in the archive");
     tensor.initial.name = tensor.fqn;
-    tensor.initial.dtype = toRuntime(*exported);
+    tensor.initial.dtype = train::getStoredDType(*exported);
     tensor.initial.shape = tensor.shape;
     tensor.initial.bytes = stored->contiguousBytes;
     spec.tensors.push_back(std::move(tensor));

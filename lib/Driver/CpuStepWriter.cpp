@@ -5,11 +5,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/CpuStepWriter.h"
-#include "mantissa/Conversion/TrainToGPU.h"
+#include "mantissa/Conversion/StepSignature.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/StepEvaluator.h"
+#include "mantissa/Format/CpuGemmAbi.h"
 #include "mantissa/Reference/Tensor.h"
-#include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -108,12 +108,12 @@ namespace {
 /// An argument or result list of step.cpu.json: the entries of
 /// step.gpu.json, written by the one definition of that format.
 llvm::Expected<llvm::json::Value>
-tensorEntries(const std::vector<rt::GpuStepTensor> &list) {
+tensorEntries(const std::vector<rt::StepTensor> &list) {
   return llvm::json::parse(rt::writeStepTensors(list));
 }
 
 llvm::Expected<llvm::json::Value> resultEntries(train::StepOp step) {
-  std::vector<rt::GpuStepTensor> results;
+  std::vector<rt::StepTensor> results;
   for (unsigned index = 0, e = step.getNumResults(); index < e; ++index)
     results.push_back(getStepResultTensor(step, index));
   return tensorEntries(results);
@@ -161,10 +161,10 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
             placeLibrary(forward, pathOf("step.cpu.forward.so")))
       return std::move(error);
 
-  std::vector<rt::GpuStepTensor> argumentList;
+  std::vector<rt::StepTensor> argumentList;
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     argumentList.push_back(getStepArgumentTensor(step, index));
-    if (argumentList.back().role == rt::GpuStepTensor::Role::UserInput)
+    if (argumentList.back().role == rt::StepTensor::Role::UserInput)
       argumentList.back().indexBound = getIndexBound(step, index);
   }
   llvm::Expected<llvm::json::Value> arguments = tensorEntries(argumentList);

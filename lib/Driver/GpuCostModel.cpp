@@ -27,7 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/GpuCostModel.h"
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"

@@ -162,8 +162,8 @@ static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
                                    diagnostics.str());
   // The bounds of token ids, as the CPU step records them.
   for (size_t index = 0; index < program->arguments.size(); ++index) {
-    GpuStepTensor &argument = program->arguments[index];
-    if (argument.role == GpuStepTensor::Role::UserInput)
+    StepTensor &argument = program->arguments[index];
+    if (argument.role == StepTensor::Role::UserInput)
       argument.indexBound = getIndexBound(step, unsigned(index));
   }
   auto pathOf = [&](llvm::StringRef file) {

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/RunMain.h"
+#include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
@@ -47,33 +48,6 @@ static int reportError(const llvm::Twine &message) {
   return 1;
 }
 
-/// The MLIR element type a safetensors dtype stores.
-static Type elementTypeOf(MLIRContext &context, rt::DType dtype) {
-  switch (dtype) {
-  case rt::DType::F32:
-    return Float32Type::get(&context);
-  case rt::DType::BF16:
-    return BFloat16Type::get(&context);
-  case rt::DType::F16:
-    return Float16Type::get(&context);
-  case rt::DType::F64:
-    return Float64Type::get(&context);
-  case rt::DType::I64:
-    return IntegerType::get(&context, 64);
-  case rt::DType::I32:
-    return IntegerType::get(&context, 32);
-  case rt::DType::I16:
-    return IntegerType::get(&context, 16);
-  case rt::DType::I8:
-    return IntegerType::get(&context, 8);
-  case rt::DType::U8:
-    return IntegerType::get(&context, 8, IntegerType::Unsigned);
-  case rt::DType::Bool:
-    return IntegerType::get(&context, 1);
-  }
-  return {};
-}
-
 /// Converts a stored tensor to the reference interpreter's value of `type`.
 /// Floating-point data may change width (as torch's load_state_dict copies
 /// do); shapes and the integer/float kind must match exactly.
@@ -84,7 +58,7 @@ toReferenceTensor(MLIRContext &context, const rt::HostTensor &stored,
     return llvm::createStringError(llvm::formatv(
         "{0}: tensor '{1}' has shape {2}, expected {3}", source, stored.name,
         train::formatShape(stored.shape), train::formatShape(type.getShape())));
-  Type storedType = elementTypeOf(context, stored.dtype);
+  Type storedType = train::getStoredElementType(&context, stored.dtype);
   Type wanted = type.getElementType();
   if (storedType == wanted)
     return reference::Tensor::fromBytes(wanted, type.getShape(), stored.bytes);
@@ -133,7 +107,8 @@ collectArguments(MLIRContext &context, train::StepOp step,
             "{0}: no tensor for user input '{1}' (looked for '{1}' and "
             "'{2}')",
             inputsPath, fqn, positional));
-      if (elementTypeOf(context, tensor->dtype) != type.getElementType())
+      if (train::getStoredElementType(&context, tensor->dtype) !=
+          type.getElementType())
         return llvm::createStringError(llvm::formatv(
             "{0}: tensor '{1}' (user input '{2}') has dtype {3}, expected {4}",
             inputsPath, tensor->name, fqn,

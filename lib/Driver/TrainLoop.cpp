@@ -11,10 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/TrainLoop.h"
+#include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/CpuStepWriter.h"
+#include "mantissa/Format/DType.h"
 #include "mantissa/Runtime/CpuStep.h"
-#include "mantissa/Runtime/DType.h"
 #include "mantissa/Runtime/GpuStep.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/TokenData.h"
@@ -32,19 +33,6 @@
 using namespace mlir;
 using namespace mlir::mantissa;
 using train::DType;
-
-static Type elementTypeOf(MLIRContext *context, rt::DType dtype) {
-  switch (dtype) {
-  case rt::DType::BF16:
-    return BFloat16Type::get(context);
-  case rt::DType::F16:
-    return Float16Type::get(context);
-  case rt::DType::F64:
-    return Float64Type::get(context);
-  default:
-    return Float32Type::get(context);
-  }
-}
 
 /// `value` converted to `type` (rounded to nearest even), or itself.
 static reference::Tensor convertTo(const reference::Tensor &value, Type type) {
@@ -132,7 +120,8 @@ public:
         if (!member)
           break; // A parameter the runtime does not update (none today).
         std::vector<uint8_t> bytes =
-            convertTo(result, elementTypeOf(context, member->gradDtype))
+            convertTo(result,
+                      train::getStoredElementType(context, member->gradDtype))
                 .toBytes();
         std::memcpy(member->grad, bytes.data(), bytes.size());
         break;
@@ -164,7 +153,8 @@ private:
       reference::Tensor &slot = arguments[argument.getArgNumber()];
       int64_t count = slot.getNumElements();
       auto value = reference::Tensor::fromBytes(
-          elementTypeOf(context, member.paramDtype), slot.getShape(),
+          train::getStoredElementType(context, member.paramDtype),
+          slot.getShape(),
           ArrayRef<uint8_t>(member.param,
                             count * rt::elementSize(member.paramDtype)));
       if (!value) {
@@ -191,7 +181,7 @@ private:
           ids->size() * slot.getElementType().getIntOrFloatBitWidth() / 8);
       rt::storeTokenIds(
           ids->data(), ids->size(),
-          getStoredDType(slot.getElementType()).value_or(rt::DType::I64),
+          train::getStoredDType(slot.getElementType()).value_or(rt::DType::I64),
           bytes.data());
       llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
           slot.getElementType(), slot.getShape(), bytes);
@@ -219,17 +209,17 @@ private:
 /// step (CpuStepGradients::openTokenData) from its arguments' description.
 llvm::Expected<std::unique_ptr<rt::TokenBatches>>
 openReferenceTokenData(train::StepOp step, const rt::UpdateOptions &options) {
-  std::vector<rt::GpuStepTensor> arguments;
+  std::vector<rt::StepTensor> arguments;
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
-    rt::GpuStepTensor argument;
+    rt::StepTensor argument;
     argument.name = step.getTensorInfo(index).getFqn().str();
     bool input =
         step.getTensorInfo(index).getKind() == train::TensorKind::user_input;
-    argument.role = input ? rt::GpuStepTensor::Role::UserInput
-                          : rt::GpuStepTensor::Role::Buffer;
+    argument.role =
+        input ? rt::StepTensor::Role::UserInput : rt::StepTensor::Role::Buffer;
     argument.dtype =
-        getStoredDType(type.getElementType()).value_or(rt::DType::F32);
+        train::getStoredDType(type.getElementType()).value_or(rt::DType::F32);
     argument.shape.assign(type.getShape().begin(), type.getShape().end());
     if (input)
       argument.indexBound = getIndexBound(step, index);

@@ -11,33 +11,6 @@
 
 using namespace mlir::mantissa;
 
-static std::optional<rt::DType> toRuntimeDType(pt2::ScalarType type) {
-  switch (type) {
-  case pt2::ScalarType::Float32:
-    return rt::DType::F32;
-  case pt2::ScalarType::BFloat16:
-    return rt::DType::BF16;
-  case pt2::ScalarType::Float16:
-    return rt::DType::F16;
-  case pt2::ScalarType::Float64:
-    return rt::DType::F64;
-  case pt2::ScalarType::Int64:
-    return rt::DType::I64;
-  case pt2::ScalarType::Int32:
-    return rt::DType::I32;
-  case pt2::ScalarType::Int16:
-    return rt::DType::I16;
-  case pt2::ScalarType::Int8:
-    return rt::DType::I8;
-  case pt2::ScalarType::UInt8:
-    return rt::DType::U8;
-  case pt2::ScalarType::Bool:
-    return rt::DType::Bool;
-  default:
-    return std::nullopt;
-  }
-}
-
 /// Every stored tensor, weights before constants (the order that decides
 /// which name of a tied group is kept).
 static std::vector<const pt2::StoredTensor *>
@@ -77,7 +50,7 @@ llvm::Error mlir::mantissa::collectStoredTensors(
       return llvm::createStringError(llvm::formatv(
           "tensor '{0}' was exported as a fake tensor without data",
           tensor->fqn));
-    std::optional<rt::DType> dtype = toRuntimeDType(tensor->meta.dtype);
+    std::optional<rt::DType> dtype = pt2::getStoredDType(tensor->meta.dtype);
     if (!dtype)
       return llvm::createStringError(llvm::formatv(
           "tensor '{0}' has dtype {1}, which cannot be stored", tensor->fqn,

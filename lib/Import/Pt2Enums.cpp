@@ -2,9 +2,9 @@
 //
 // The schema's spelling of each enum of the data model in Pt2Archive.h
 // (ScalarType, ArgumentKind, the InputSpec and OutputSpec kinds) and the
-// element width of each ScalarType. They live apart from the readers because
-// the importer, the weights writer and the summary use them on programs that
-// have already been read.
+// element width and stored dtype of each ScalarType. They live apart from the
+// readers because the importer, the weights writer and the summary use them on
+// programs that have already been read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -89,6 +89,35 @@ unsigned mlir::mantissa::pt2::getScalarTypeByteWidth(ScalarType type) {
     return 16;
   }
   return 0;
+}
+
+std::optional<mlir::mantissa::rt::DType>
+mlir::mantissa::pt2::getStoredDType(ScalarType type) {
+  using rt::DType;
+  switch (type) {
+  case ScalarType::Float32:
+    return DType::F32;
+  case ScalarType::BFloat16:
+    return DType::BF16;
+  case ScalarType::Float16:
+    return DType::F16;
+  case ScalarType::Float64:
+    return DType::F64;
+  case ScalarType::Int64:
+    return DType::I64;
+  case ScalarType::Int32:
+    return DType::I32;
+  case ScalarType::Int16:
+    return DType::I16;
+  case ScalarType::Int8:
+    return DType::I8;
+  case ScalarType::UInt8:
+    return DType::U8;
+  case ScalarType::Bool:
+    return DType::Bool;
+  default:
+    return std::nullopt;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -11,6 +11,7 @@
 #include "mantissa/Import/TorchImporter.h"
 #include "StepImporter.h"
 #include "TensorBuilder.h"
+#include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -30,24 +31,12 @@ using llvm::StringRef;
 
 Type mlir::mantissa::getElementType(MLIRContext &context,
                                     pt2::ScalarType dtype) {
-  switch (dtype) {
-  case pt2::ScalarType::Float32:
-    return Float32Type::get(&context);
-  case pt2::ScalarType::BFloat16:
-    return BFloat16Type::get(&context);
-  case pt2::ScalarType::Float16:
-    return Float16Type::get(&context);
-  case pt2::ScalarType::Float64:
-    return Float64Type::get(&context);
-  case pt2::ScalarType::Int64:
-    return IntegerType::get(&context, 64);
-  case pt2::ScalarType::Int32:
-    return IntegerType::get(&context, 32);
-  case pt2::ScalarType::Bool:
-    return IntegerType::get(&context, 1);
-  default:
+  std::optional<rt::DType> stored = pt2::getStoredDType(dtype);
+  // train's tensors have no 8- or 16-bit integers.
+  if (!stored || *stored == rt::DType::I16 || *stored == rt::DType::I8 ||
+      *stored == rt::DType::U8)
     return {};
-  }
+  return train::getStoredElementType(&context, *stored);
 }
 
 StringRef mlir::mantissa::getOwningModulePath(StringRef fqn) {

@@ -119,13 +119,13 @@ std::map<std::string, std::string> tiedAliases(const SafeTensorsFile &weights) {
 /// dtypes too, except that a floating-point buffer may change width (rounded
 /// to nearest even), as the compiler driver allows for model state, since
 /// weights.safetensors keeps the exported dtype.
-bool argumentBytes(const GpuStepTensor &argument, const HostTensor &tensor,
+bool argumentBytes(const StepTensor &argument, const HostTensor &tensor,
                    const std::string &file, std::vector<uint8_t> &out,
                    std::string &error) {
   std::string what = file + ": tensor '" + tensor.name + "' (" +
-                     gpuStepRoleName(argument.role) + " '" + argument.name +
+                     stepTensorRoleName(argument.role) + " '" + argument.name +
                      "' of the step)";
-  bool convertible = argument.role == GpuStepTensor::Role::Buffer &&
+  bool convertible = argument.role == StepTensor::Role::Buffer &&
                      isFloatingPoint(tensor.dtype) &&
                      isFloatingPoint(argument.dtype);
   if (tensor.dtype != argument.dtype && !convertible) {
@@ -157,7 +157,7 @@ bool argumentBytes(const GpuStepTensor &argument, const HostTensor &tensor,
 /// Buffers are looked up in `stateFiles` in order (--weights, the artifact's
 /// weights.safetensors, INPUTS).
 bool collectArguments(
-    const UpdateOptions &options, const std::vector<GpuStepTensor> &program,
+    const UpdateOptions &options, const std::vector<StepTensor> &program,
     const SafeTensorsFile *inputs, const std::string &inputsPath,
     const std::vector<std::pair<const SafeTensorsFile *, std::string>>
         &stateFiles,
@@ -171,10 +171,10 @@ bool collectArguments(
     givenPath = stateFiles.front().second;
   }
   int64_t userInput = 0;
-  for (const GpuStepTensor &argument : program) {
+  for (const StepTensor &argument : program) {
     arguments.emplace_back();
     switch (argument.role) {
-    case GpuStepTensor::Role::Parameter: {
+    case StepTensor::Role::Parameter: {
       // The runner starts parameters from --weights; a tensor there that
       // does not fit is refused now, before the device is opened.
       const HostTensor *tensor = given ? given->find(argument.name) : nullptr;
@@ -190,7 +190,7 @@ bool collectArguments(
       }
       continue;
     }
-    case GpuStepTensor::Role::UserInput: {
+    case StepTensor::Role::UserInput: {
       // torch's reference files store the batch positionally.
       std::string positional = "input." + std::to_string(userInput++);
       if (!inputs) {
@@ -233,8 +233,9 @@ bool collectArguments(
         files += (files.empty() ? "" : ", ") + path;
       }
       if (!tensor) {
-        error = std::string("no value for ") + gpuStepRoleName(argument.role) +
-                " '" + argument.name + "' of the step: none of " + files +
+        error = std::string("no value for ") +
+                stepTensorRoleName(argument.role) + " '" + argument.name +
+                "' of the step: none of " + files +
                 " has a tensor of that name";
         return false;
       }
@@ -279,7 +280,7 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
     gpuProgram = GpuStep::load(programPath, error);
   if (!cpuProgram && !gpuProgram)
     return nullptr;
-  std::vector<GpuStepTensor> list =
+  std::vector<StepTensor> list =
       onCpu ? cpuProgram->arguments() : gpuProgram->arguments();
   // GpuStepGradients loads the GPU program again, with its arguments.
   gpuProgram.reset();
@@ -297,10 +298,10 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
     return nullptr;
   if (!options.weightsPath.empty()) {
     std::vector<std::string> parameters, buffers;
-    for (const GpuStepTensor &argument : list)
-      if (argument.role == GpuStepTensor::Role::Parameter)
+    for (const StepTensor &argument : list)
+      if (argument.role == StepTensor::Role::Parameter)
         parameters.push_back(argument.name);
-      else if (argument.role == GpuStepTensor::Role::Buffer)
+      else if (argument.role == StepTensor::Role::Buffer)
         buffers.push_back(argument.name);
     if (!checkStateCoverage(given, options.weightsPath, parameters, buffers,
                             options.allowPartialWeights, error,

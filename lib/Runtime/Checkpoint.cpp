@@ -42,7 +42,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Trainer.h"
-#include "mantissa/Conversion/AdamWScalars.h"
+#include "mantissa/Format/AdamWScalars.h"
 #include "mantissa/Runtime/CommunicatorNCCL.h"
 #include "mantissa/Runtime/Tripwire.h"
 

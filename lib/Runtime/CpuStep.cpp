@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/CpuStep.h"
-#include "StepTensorJson.h"
+#include "mantissa/Format/StepTensorJson.h"
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Runtime/HostCpu.h"
@@ -19,7 +19,7 @@
 using namespace mlir::mantissa::rt;
 using detail::ProgramError;
 using json = nlohmann::json;
-using TensorRole = GpuStepTensor::Role;
+using TensorRole = StepTensor::Role;
 
 namespace {
 
@@ -82,7 +82,7 @@ CpuStep::Library loadLibrary(const json &object, const std::string &directory,
     library.results.push_back(detail::parseStepTensor(
         results[i], /*isArgument=*/false, i, what + " result"));
   int losses = 0;
-  for (const GpuStepTensor &result : library.results)
+  for (const StepTensor &result : library.results)
     losses += result.role == TensorRole::Loss;
   if (losses != 1)
     throw ProgramError{what + ": has " + std::to_string(losses) +
@@ -155,7 +155,7 @@ std::unique_ptr<TokenBatches> CpuStepGradients::openTokenData(
 }
 
 std::unique_ptr<TokenBatches>
-CpuStepGradients::openTokenData(const std::vector<GpuStepTensor> &arguments,
+CpuStepGradients::openTokenData(const std::vector<StepTensor> &arguments,
                                 const UpdateOptions &options,
                                 std::string &error) {
   std::vector<size_t> inputs;
@@ -163,7 +163,7 @@ CpuStepGradients::openTokenData(const std::vector<GpuStepTensor> &arguments,
     if (arguments[i].role == TensorRole::UserInput)
       inputs.push_back(i);
   auto isIds = [&](size_t index) {
-    const GpuStepTensor &tensor = arguments[index];
+    const StepTensor &tensor = arguments[index];
     return (tensor.dtype == DType::I64 || tensor.dtype == DType::I32) &&
            tensor.shape.size() == 2;
   };
@@ -171,7 +171,7 @@ CpuStepGradients::openTokenData(const std::vector<GpuStepTensor> &arguments,
       arguments[inputs[0]].shape != arguments[inputs[1]].shape) {
     std::string list;
     for (size_t index : inputs) {
-      const GpuStepTensor &tensor = arguments[index];
+      const StepTensor &tensor = arguments[index];
       list += (list.empty() ? "" : ", ") + tensor.name + " " +
               std::string(safeTensorsDTypeName(tensor.dtype)) + " [";
       for (size_t d = 0; d < tensor.shape.size(); ++d)
@@ -213,7 +213,7 @@ CpuStepGradients::create(std::unique_ptr<CpuStep> step,
                          std::unique_ptr<TokenBatches> batches,
                          std::string &error, const std::string &inputsOrigin) {
   auto source = std::unique_ptr<CpuStepGradients>(new CpuStepGradients());
-  const std::vector<GpuStepTensor> &list = step->arguments();
+  const std::vector<StepTensor> &list = step->arguments();
   if (arguments.size() != list.size()) {
     error = "the CPU step takes " + std::to_string(list.size()) +
             " arguments, " + std::to_string(arguments.size()) + " were given";
@@ -243,10 +243,10 @@ CpuStepGradients::create(std::unique_ptr<CpuStep> step,
       source->parameterIndex[list[i].name] = i;
     else if (list[i].role == TensorRole::Buffer)
       source->bufferIndex[list[i].name] = i;
-  for (const GpuStepTensor &result : step->joint().results)
+  for (const StepTensor &result : step->joint().results)
     source->resultBytes.emplace_back(size_t(result.bytes), 0);
   if (const CpuStep::Library *forward = step->forward())
-    for (const GpuStepTensor &result : forward->results)
+    for (const StepTensor &result : forward->results)
       source->forwardBytes.emplace_back(size_t(result.bytes), 0);
   source->argumentBytes = std::move(arguments);
   source->batches = std::move(batches);
@@ -279,7 +279,7 @@ int64_t CpuStepGradients::validationMicroBatches() const {
 bool CpuStepGradients::bindArguments(const std::vector<Member> &members,
                                      std::vector<void *> &pointers,
                                      std::string &error) {
-  const std::vector<GpuStepTensor> &list = step->arguments();
+  const std::vector<StepTensor> &list = step->arguments();
   pointers.clear();
   for (std::vector<uint8_t> &bytes : argumentBytes)
     pointers.push_back(bytes.data());
@@ -310,7 +310,7 @@ bool CpuStepGradients::computeGradients(int64_t stepNumber,
   std::map<std::string, const Member *> memberByFqn;
   for (const Member &member : members)
     memberByFqn[*member.fqn] = &member;
-  const std::vector<GpuStepTensor> &results = step->joint().results;
+  const std::vector<StepTensor> &results = step->joint().results;
   for (size_t i = 0; i < results.size(); ++i) {
     void *target = resultBytes[i].data();
     if (results[i].role == TensorRole::Gradient) {
@@ -325,7 +325,7 @@ bool CpuStepGradients::computeGradients(int64_t stepNumber,
   step->joint().entry(pointers.data());
   size_t numArguments = argumentBytes.size();
   for (size_t i = 0; i < results.size(); ++i) {
-    const GpuStepTensor &result = results[i];
+    const StepTensor &result = results[i];
     const uint8_t *value =
         static_cast<const uint8_t *>(pointers[numArguments + i]);
     switch (result.role) {
@@ -384,7 +384,7 @@ bool CpuStepGradients::evaluateValidation(int64_t index,
   std::vector<std::vector<uint8_t>> scratch;
   std::vector<std::vector<uint8_t>> &outputs = forward ? forwardBytes : scratch;
   if (!forward)
-    for (const GpuStepTensor &result : library.results)
+    for (const StepTensor &result : library.results)
       scratch.emplace_back(size_t(result.bytes), 0);
   for (std::vector<uint8_t> &bytes : outputs)
     pointers.push_back(bytes.data());

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/GpuStep.h"
-#include "StepTensorJson.h"
+#include "mantissa/Format/StepTensorJson.h"
 #include "mantissa/Runtime/Artifact.h"
 
 #include <nlohmann/json.hpp>
@@ -490,8 +490,8 @@ GpuStep::findMisalignedStorage(const std::vector<DevicePtr> &addresses) const {
 std::string GpuStep::describeBoundBuffer(size_t buffer) const {
   const GpuStepBuffer &entry = file.buffers[buffer];
   bool isArgument = entry.kind == GpuStepBuffer::Kind::Argument;
-  const GpuStepTensor &tensor = isArgument ? file.arguments[size_t(entry.index)]
-                                           : file.results[size_t(entry.index)];
+  const StepTensor &tensor = isArgument ? file.arguments[size_t(entry.index)]
+                                        : file.results[size_t(entry.index)];
   return std::string(isArgument ? "argument " : "result ") +
          std::to_string(entry.index) + " '" + tensor.name + "'";
 }
@@ -532,9 +532,9 @@ bool GpuStep::run(const std::vector<DevicePtr> &arguments,
     }
     if (!address) {
       bool isArgument = buffer.kind == GpuStepBuffer::Kind::Argument;
-      const GpuStepTensor &tensor = isArgument
-                                        ? file.arguments[size_t(buffer.index)]
-                                        : file.results[size_t(buffer.index)];
+      const StepTensor &tensor = isArgument
+                                     ? file.arguments[size_t(buffer.index)]
+                                     : file.results[size_t(buffer.index)];
       error = jsonPath + ": run without storage for " +
               (isArgument ? "argument " : "result ") +
               std::to_string(buffer.index) + " '" + tensor.name + "'";
@@ -647,7 +647,7 @@ GpuStepGradients::load(const std::string &programPath,
   std::unique_ptr<GpuStep> step = GpuStep::load(programPath, error);
   if (!step)
     return nullptr;
-  const std::vector<GpuStepTensor> &expected = step->arguments();
+  const std::vector<StepTensor> &expected = step->arguments();
   if (arguments.size() != expected.size()) {
     error = programPath + ": the step takes " +
             std::to_string(expected.size()) + " arguments, " +
@@ -655,12 +655,12 @@ GpuStepGradients::load(const std::string &programPath,
     return nullptr;
   }
   for (size_t i = 0; i < expected.size(); ++i) {
-    const GpuStepTensor &tensor = expected[i];
-    bool optional = tensor.role == GpuStepTensor::Role::Parameter;
+    const StepTensor &tensor = expected[i];
+    bool optional = tensor.role == StepTensor::Role::Parameter;
     if (int64_t(arguments[i].size()) != tensor.bytes &&
         !(optional && arguments[i].empty())) {
       error = programPath + ": argument " + std::to_string(i) + " '" +
-              tensor.name + "' (" + gpuStepRoleName(tensor.role) + ", " +
+              tensor.name + "' (" + stepTensorRoleName(tensor.role) + ", " +
               dtypeText(tensor.dtype) +
               "): " + std::to_string(arguments[i].size()) +
               " bytes given, the step takes " + std::to_string(tensor.bytes);
@@ -668,7 +668,7 @@ GpuStepGradients::load(const std::string &programPath,
     }
   }
   for (size_t i = 0; i < expected.size(); ++i)
-    if (expected[i].role == GpuStepTensor::Role::UserInput &&
+    if (expected[i].role == StepTensor::Role::UserInput &&
         !checkIndexIds(
             arguments[i].data(), expected[i].numElements(), expected[i].dtype,
             step->indexBound(i),
@@ -678,19 +678,19 @@ GpuStepGradients::load(const std::string &programPath,
       return nullptr;
   int losses = 0;
   for (size_t i = 0; i < step->results().size(); ++i) {
-    const GpuStepTensor &result = step->results()[i];
+    const StepTensor &result = step->results()[i];
     std::string what = programPath + ": result " + std::to_string(i) + " '" +
                        result.name + "'";
-    if (result.role == GpuStepTensor::Role::Loss) {
+    if (result.role == StepTensor::Role::Loss) {
       ++losses;
       if (!isFloatingPoint(result.dtype) || result.numElements() != 1) {
         error = what + ": the loss must be one floating-point element";
         return nullptr;
       }
     }
-    if (result.role == GpuStepTensor::Role::BufferMutation &&
+    if (result.role == StepTensor::Role::BufferMutation &&
         step->arguments()[size_t(step->findArgument(result.name))].role ==
-            GpuStepTensor::Role::Parameter) {
+            StepTensor::Role::Parameter) {
       error = what + ": a buffer_mutation of a parameter (parameters change "
                      "only in the update)";
       return nullptr;
@@ -710,14 +710,14 @@ GpuStepGradients::load(const std::string &programPath,
     const GpuStep &forward = *source->forward;
     bool same = forward.arguments().size() == expected.size();
     for (size_t i = 0; same && i < expected.size(); ++i) {
-      const GpuStepTensor &a = forward.arguments()[i], &b = expected[i];
+      const StepTensor &a = forward.arguments()[i], &b = expected[i];
       same = a.name == b.name && a.role == b.role && a.dtype == b.dtype &&
              a.shape == b.shape;
     }
     int forwardLosses = 0;
-    for (const GpuStepTensor &result : forward.results()) {
-      forwardLosses += result.role == GpuStepTensor::Role::Loss;
-      same &= result.role != GpuStepTensor::Role::Gradient;
+    for (const StepTensor &result : forward.results()) {
+      forwardLosses += result.role == StepTensor::Role::Loss;
+      same &= result.role != StepTensor::Role::Gradient;
     }
     if (!same || forwardLosses != 1) {
       error = forward.path() + ": not the forward-only step of " + programPath +
@@ -762,8 +762,8 @@ bool GpuStepGradients::attachDevice(CudaDevice &target, std::string &error) {
     return false;
   device = &target;
   used = true;
-  const std::vector<GpuStepTensor> &arguments = step->arguments();
-  const std::vector<GpuStepTensor> &results = step->results();
+  const std::vector<StepTensor> &arguments = step->arguments();
+  const std::vector<StepTensor> &results = step->results();
   argumentStorage.assign(arguments.size(), 0);
   resultStorage.assign(results.size(), 0);
   parameterScratch.assign(arguments.size(), 0);
@@ -793,7 +793,7 @@ bool GpuStepGradients::attachDevice(CudaDevice &target, std::string &error) {
   // Results other than gradients have storage of their own; gradients are
   // bound to the runner's memory (or scratch) when the members are known.
   for (size_t i = 0; i < results.size(); ++i)
-    if (results[i].role != GpuStepTensor::Role::Gradient &&
+    if (results[i].role != StepTensor::Role::Gradient &&
         !device->allocate(results[i].bytes, resultStorage[i], deviceError))
       return failed("result " + std::to_string(i) + " '" + results[i].name +
                     "'");
@@ -839,7 +839,7 @@ void GpuStepGradients::setTokenBatches(std::unique_ptr<TokenBatches> data) {
   batches = std::move(data);
   bool first = true;
   for (size_t i = 0; i < step->arguments().size(); ++i) {
-    if (step->arguments()[i].role != GpuStepTensor::Role::UserInput)
+    if (step->arguments()[i].role != StepTensor::Role::UserInput)
       continue;
     (first ? tokensArgument : targetsArgument) = i;
     first = false;
@@ -860,7 +860,7 @@ bool GpuStepGradients::uploadIds(bool validation, int64_t index,
   for (auto [argument, ids] : {std::pair<size_t, const std::vector<int64_t> *>{
                                    tokensArgument, &tokenIds},
                                {targetsArgument, &targetIds}}) {
-    const GpuStepTensor &tensor = step->arguments()[argument];
+    const StepTensor &tensor = step->arguments()[argument];
     idBytes.assign(size_t(tensor.bytes), 0);
     storeTokenIds(ids->data(), ids->size(), tensor.dtype, idBytes.data());
     if (!device->upload(argumentStorage[argument], idBytes.data(), tensor.bytes,
@@ -907,7 +907,7 @@ bool GpuStepGradients::evaluateValidation(int64_t index,
     return false;
   }
   for (size_t i = 0; i < forwardResults.size(); ++i)
-    if (forward->results()[i].role == GpuStepTensor::Role::Loss)
+    if (forward->results()[i].role == StepTensor::Role::Loss)
       return downloadLoss(forwardResults[i], forward->results()[i].dtype, loss,
                           error);
   return true;
@@ -937,7 +937,7 @@ bool GpuStepGradients::bindArguments(
     error = step->path() + ": the step runs on a GPU; it needs --device cuda";
     return false;
   }
-  const std::vector<GpuStepTensor> &arguments = step->arguments();
+  const std::vector<StepTensor> &arguments = step->arguments();
   auto address = [](const void *pointer) {
     return DevicePtr(reinterpret_cast<uintptr_t>(pointer));
   };
@@ -945,7 +945,7 @@ bool GpuStepGradients::bindArguments(
   for (const Member &member : members) {
     int64_t index = step->findArgument(*member.fqn);
     if (index < 0 ||
-        arguments[size_t(index)].role != GpuStepTensor::Role::Parameter) {
+        arguments[size_t(index)].role != StepTensor::Role::Parameter) {
       error =
           step->path() + ": the step has no parameter '" + *member.fqn + "'";
       return false;
@@ -970,9 +970,9 @@ bool GpuStepGradients::bindArguments(
   // Parameters: where the runner holds them, or converted into scratch.
   argumentAddresses.assign(arguments.size(), 0);
   for (size_t i = 0; i < arguments.size(); ++i) {
-    const GpuStepTensor &tensor = arguments[i];
+    const StepTensor &tensor = arguments[i];
     argumentAddresses[i] = argumentStorage[i];
-    if (tensor.role != GpuStepTensor::Role::Parameter)
+    if (tensor.role != StepTensor::Role::Parameter)
       continue;
     const Member *member = memberOf(tensor.name);
     if (!member) {
@@ -1010,7 +1010,7 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
   std::vector<DevicePtr> argumentAddresses;
   if (!bindArguments(members, byName, argumentAddresses, error))
     return false;
-  const std::vector<GpuStepTensor> &results = step->results();
+  const std::vector<StepTensor> &results = step->results();
   auto address = [](const void *pointer) {
     return DevicePtr(reinterpret_cast<uintptr_t>(pointer));
   };
@@ -1021,9 +1021,9 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
   std::vector<DevicePtr> resultAddresses(results.size(), 0);
   // Gradients: where the runner reduces them, or into scratch.
   for (size_t i = 0; i < results.size(); ++i) {
-    const GpuStepTensor &tensor = results[i];
+    const StepTensor &tensor = results[i];
     resultAddresses[i] = resultStorage[i];
-    if (tensor.role != GpuStepTensor::Role::Gradient)
+    if (tensor.role != StepTensor::Role::Gradient)
       continue;
     const Member *member = memberOf(tensor.name);
     if (member && member->gradDtype == tensor.dtype) {
@@ -1043,10 +1043,10 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
 
   loss = 0;
   for (size_t i = 0; i < results.size(); ++i) {
-    const GpuStepTensor &tensor = results[i];
+    const StepTensor &tensor = results[i];
     std::string deviceError;
     switch (tensor.role) {
-    case GpuStepTensor::Role::Gradient: {
+    case StepTensor::Role::Gradient: {
       const Member *member = memberOf(tensor.name);
       if (member && resultAddresses[i] != address(member->grad) &&
           !step->convert(resultAddresses[i], tensor.dtype,
@@ -1057,13 +1057,13 @@ bool GpuStepGradients::runOnce(int64_t stepNumber,
       }
       break;
     }
-    case GpuStepTensor::Role::Loss:
+    case StepTensor::Role::Loss:
       if (!downloadLoss(resultAddresses[i], tensor.dtype, loss, error)) {
         error = "step " + std::to_string(stepNumber) + ": " + error;
         return false;
       }
       break;
-    case GpuStepTensor::Role::BufferMutation: {
+    case StepTensor::Role::BufferMutation: {
       if (!training)
         break;
       // The next step reads the buffer's new value.

@@ -15,7 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Trainer.h"
-#include "mantissa/Conversion/AdamWScalars.h"
+#include "mantissa/Format/AdamWScalars.h"
 #include "mantissa/Runtime/CommunicatorNCCL.h"
 #include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/Tripwire.h"

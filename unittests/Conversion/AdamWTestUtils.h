@@ -8,7 +8,7 @@
 #define MANTISSA_UNITTESTS_CONVERSION_ADAMWTESTUTILS_H
 
 #include "mantissa/Conversion/AdamWKernels.h"
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 #include "mantissa/Runtime/SafeTensors.h"
 
 #include "gtest/gtest.h"

@@ -16,7 +16,7 @@
 
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"

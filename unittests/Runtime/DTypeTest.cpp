@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include "gtest/gtest.h"
 

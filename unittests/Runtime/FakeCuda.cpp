@@ -76,7 +76,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../../lib/Runtime/CudaApi.h"
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include <algorithm>
 #include <chrono>

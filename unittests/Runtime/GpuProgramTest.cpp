@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Runtime/GpuProgram.h"
+#include "mantissa/Format/GpuProgram.h"
 
 #include <gtest/gtest.h>
 
@@ -24,15 +24,15 @@ GpuProgram sampleProgram() {
   program.blockSize = 128;
   program.arenaBytes = 1024;
 
-  GpuStepTensor weight;
+  StepTensor weight;
   weight.name = "w";
-  weight.role = GpuStepTensor::Role::Parameter;
+  weight.role = StepTensor::Role::Parameter;
   weight.dtype = DType::BF16;
   weight.shape = {4, 8};
   weight.bytes = 64;
-  GpuStepTensor tokens;
+  StepTensor tokens;
   tokens.name = "tokens";
-  tokens.role = GpuStepTensor::Role::UserInput;
+  tokens.role = StepTensor::Role::UserInput;
   tokens.dtype = DType::I64;
   tokens.shape = {2, 4};
   tokens.bytes = 64;
@@ -41,13 +41,13 @@ GpuProgram sampleProgram() {
   tokens.indexBound.ignored = -100;
   program.arguments = {weight, tokens};
 
-  GpuStepTensor loss;
+  StepTensor loss;
   loss.name = "";
-  loss.role = GpuStepTensor::Role::Loss;
+  loss.role = StepTensor::Role::Loss;
   loss.dtype = DType::F32;
   loss.bytes = 4;
-  GpuStepTensor gradient = weight;
-  gradient.role = GpuStepTensor::Role::Gradient;
+  StepTensor gradient = weight;
+  gradient.role = StepTensor::Role::Gradient;
   gradient.dtype = DType::F32;
   gradient.bytes = 128;
   program.results = {loss, gradient};
@@ -107,7 +107,7 @@ GpuProgram sampleProgram() {
   return program;
 }
 
-void expectSameTensor(const GpuStepTensor &a, const GpuStepTensor &b) {
+void expectSameTensor(const StepTensor &a, const StepTensor &b) {
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.role, b.role);
   EXPECT_EQ(a.dtype, b.dtype);

@@ -225,10 +225,10 @@ TEST(GpuStepLoad, ValidProgramLoads) {
   EXPECT_EQ(step->blockSize(), 256);
   EXPECT_EQ(step->arenaBytes(), 512);
   ASSERT_EQ(step->arguments().size(), 3u);
-  EXPECT_EQ(step->arguments()[0].role, GpuStepTensor::Role::Parameter);
+  EXPECT_EQ(step->arguments()[0].role, StepTensor::Role::Parameter);
   EXPECT_EQ(step->arguments()[0].numElements(), 8);
   ASSERT_EQ(step->results().size(), 3u);
-  EXPECT_EQ(step->results()[2].role, GpuStepTensor::Role::BufferMutation);
+  EXPECT_EQ(step->results()[2].role, StepTensor::Role::BufferMutation);
   ASSERT_EQ(step->buffers().size(), 8u);
   EXPECT_EQ(step->buffers()[4].kind, GpuStepBuffer::Kind::Result);
   EXPECT_EQ(step->buffers()[4].bytes, 32);
@@ -900,11 +900,11 @@ TEST(GpuStepDevice, LaunchFailureNamesTheOp) {
   ASSERT_NE(step, nullptr) << error;
   ASSERT_TRUE(step->attach(*device, error)) << error;
   std::vector<DevicePtr> arguments, results;
-  for (const GpuStepTensor &argument : step->arguments())
+  for (const StepTensor &argument : step->arguments())
     arguments.push_back(
         upload(*device, std::vector<uint8_t>(size_t(argument.bytes)).data(),
                argument.bytes));
-  for (const GpuStepTensor &result : step->results())
+  for (const StepTensor &result : step->results())
     results.push_back(upload(*device,
                              std::vector<uint8_t>(size_t(result.bytes)).data(),
                              result.bytes));

@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include <cstdint>
 #include <cstring>

@@ -114,10 +114,10 @@ int main(int argc, char **argv) {
         loadFloatElement(count->bytes.data(), 0, DType::F32));
   } else {
     std::vector<std::vector<uint8_t>> arguments;
-    for (const GpuStepTensor &argument : program->arguments()) {
+    for (const StepTensor &argument : program->arguments()) {
       const HostTensor *tensor = inputs.find(argument.name);
       if (!tensor) {
-        if (argument.role != GpuStepTensor::Role::Parameter)
+        if (argument.role != StepTensor::Role::Parameter)
           return fail(inputsPath + ": no tensor '" + argument.name + "'");
         arguments.emplace_back();
         continue;

@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Conversion/AdamWScalars.h"
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/AdamWScalars.h"
+#include "mantissa/Format/DType.h"
 
 #include <cuda.h>
 

@@ -9,8 +9,8 @@
 #ifndef MANTISSA_CONVERSION_ADAMWKERNELS_H
 #define MANTISSA_CONVERSION_ADAMWKERNELS_H
 
-#include "mantissa/Conversion/AdamWScalars.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Format/AdamWScalars.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LogicalResult.h"

@@ -10,7 +10,7 @@
 #ifndef MANTISSA_CONVERSION_GEMMMATCHING_H
 #define MANTISSA_CONVERSION_GEMMMATCHING_H
 
-#include "mantissa/Runtime/GpuProgram.h"
+#include "mantissa/Format/GpuProgram.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/LogicalResult.h"
@@ -20,7 +20,8 @@
 
 namespace mlir::mantissa {
 
-/// The program file's dtype of an element type.
+/// The program file's dtype of an element type: train::getStoredDType's,
+/// I64 for a type no file stores (an imported step has none).
 rt::DType getDType(Type element);
 
 /// How the program names an op in its `source` ("linalg.matmul at

@@ -12,7 +12,7 @@
 #ifndef MANTISSA_CONVERSION_GPUSTEPOPS_H
 #define MANTISSA_CONVERSION_GPUSTEPOPS_H
 
-#include "mantissa/Runtime/GpuProgram.h"
+#include "mantissa/Format/GpuProgram.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"

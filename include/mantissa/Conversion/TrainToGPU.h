@@ -10,7 +10,7 @@
 #define MANTISSA_CONVERSION_TRAINTOGPU_H
 
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
-#include "mantissa/Runtime/GpuProgram.h"
+#include "mantissa/Format/GpuProgram.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LogicalResult.h"
@@ -30,8 +30,8 @@ class GPUModuleOp;
 namespace mlir::mantissa {
 
 /// The program's file, defined once for the compiler that writes it and the
-/// runtime that reads it (mantissa/Runtime/GpuProgram.h).
-using GpuStepTensor = rt::GpuStepTensor;
+/// runtime that reads it (mantissa/Format/GpuProgram.h).
+using StepTensor = rt::StepTensor;
 using GpuStepBuffer = rt::GpuStepBuffer;
 using GpuGemmOperand = rt::GpuGemmOperand;
 using GpuStepOp = rt::GpuStepOp;
@@ -49,11 +49,6 @@ struct GpuStepProgram : rt::GpuProgram {
   /// elementwise op that followed them: kernels the program does not have.
   int64_t fusedEpilogues = 0;
 };
-
-/// Argument or result `index` of `step` as the step programs (step.gpu.json,
-/// step.cpu.json) declare it, without an index bound.
-GpuStepTensor getStepArgumentTensor(train::StepOp step, unsigned index);
-GpuStepTensor getStepResultTensor(train::StepOp step, unsigned index);
 
 /// Adds to `hostModule`, for every kernel of `gpuModule` (1-D; xor shuffles
 /// only at the kernel's top level; no barriers or shared memory), a

@@ -61,9 +61,6 @@ struct ArtifactOptions {
 /// (rt::checkedCpuFeatures), for the runtime to check before it loads it.
 std::vector<std::string> getHostCpuFeatureFlags();
 
-/// The safetensors dtype an element type is stored in, if any.
-std::optional<rt::DType> getStoredDType(Type type);
-
 /// One parameter or buffer of an artifact, with its plan and initial value.
 struct ArtifactTensorSpec {
   std::string fqn;

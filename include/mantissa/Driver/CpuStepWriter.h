@@ -10,7 +10,7 @@
 #define MANTISSA_DRIVER_CPUSTEPWRITER_H
 
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
-#include "mantissa/Runtime/TokenData.h"
+#include "mantissa/Format/IndexBound.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"

@@ -12,7 +12,7 @@
 #ifndef MANTISSA_DRIVER_GPUCOSTMODEL_H
 #define MANTISSA_DRIVER_GPUCOSTMODEL_H
 
-#include "mantissa/Runtime/GpuProgram.h"
+#include "mantissa/Format/GpuProgram.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>

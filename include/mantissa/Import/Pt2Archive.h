@@ -15,6 +15,7 @@
 #ifndef MANTISSA_IMPORT_PT2ARCHIVE_H
 #define MANTISSA_IMPORT_PT2ARCHIVE_H
 
+#include "mantissa/Format/DType.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -92,6 +93,10 @@ llvm::StringRef stringifyScalarType(ScalarType type);
 
 /// Bytes per element of `type`; 0 for ScalarType::Unknown.
 unsigned getScalarTypeByteWidth(ScalarType type);
+
+/// The dtype safetensors files store `type` as, or none (complex, fp8,
+/// uint16).
+std::optional<rt::DType> getStoredDType(ScalarType type);
 
 //===----------------------------------------------------------------------===//
 // Tensors

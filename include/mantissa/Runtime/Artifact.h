@@ -27,7 +27,7 @@
 #ifndef MANTISSA_RUNTIME_ARTIFACT_H
 #define MANTISSA_RUNTIME_ARTIFACT_H
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include <array>
 #include <cstdint>

@@ -17,7 +17,7 @@
 #ifndef MANTISSA_RUNTIME_COMMUNICATOR_H
 #define MANTISSA_RUNTIME_COMMUNICATOR_H
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include <cstdint>
 #include <memory>

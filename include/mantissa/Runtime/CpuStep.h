@@ -9,9 +9,10 @@
 // takes one pointer per argument, then one per result, each a dense
 // row-major buffer in the step's dtype (the arguments are only read), and
 // optionally the forward-only step (mantissa-forward-only) in a second
-// library with the same arguments. Its arguments and results are entries of
-// the format step.gpu.json uses; an integer argument may carry the bound its
-// ids must respect (`index_bound`, `index_bound_what`).
+// library with the same arguments. Its arguments and results are the
+// step's signature, which step.gpu.json lists too
+// (mantissa/Format/StepTensor.h); an integer argument may carry the bound
+// its ids must respect (`index_bound`, `index_bound_what`).
 //
 // CpuStepGradients runs it as the trainer's gradient source, on every rank:
 // parameters are read where the runtime holds them, gradients written where
@@ -43,13 +44,13 @@ public:
   /// One compiled step: its entry and its results.
   struct Library {
     void (*entry)(void **) = nullptr;
-    std::vector<GpuStepTensor> results;
+    std::vector<StepTensor> results;
   };
   /// Reads and validates `jsonPath` and loads the libraries it names
   /// (relative to its directory); null with `error` naming the file.
   static std::unique_ptr<CpuStep> load(const std::string &jsonPath,
                                        std::string &error);
-  const std::vector<GpuStepTensor> &arguments() const { return argumentList; }
+  const std::vector<StepTensor> &arguments() const { return argumentList; }
   const Library &joint() const { return jointStep; }
   /// The forward-only step, or null when the program has none.
   const Library *forward() const {
@@ -65,7 +66,7 @@ public:
 
 private:
   CpuStep() = default;
-  std::vector<GpuStepTensor> argumentList;
+  std::vector<StepTensor> argumentList;
   Library jointStep, forwardStep;
   std::string cpu;
 };
@@ -94,7 +95,7 @@ public:
   /// The same for any step's arguments (user inputs among them, with the
   /// bounds of their ids), e.g. the interpreter's.
   static std::unique_ptr<TokenBatches>
-  openTokenData(const std::vector<GpuStepTensor> &arguments,
+  openTokenData(const std::vector<StepTensor> &arguments,
                 const UpdateOptions &options, std::string &error);
 
   bool splitsSteps() const override { return batches != nullptr; }

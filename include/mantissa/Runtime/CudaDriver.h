@@ -20,7 +20,8 @@
 #ifndef MANTISSA_RUNTIME_CUDADRIVER_H
 #define MANTISSA_RUNTIME_CUDADRIVER_H
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
+#include "mantissa/Format/GemmEpilogue.h"
 
 #include <cstdint>
 #include <map>
@@ -32,15 +33,6 @@ namespace mlir::mantissa::rt {
 
 /// A device address (CUdeviceptr).
 using DevicePtr = uint64_t;
-
-/// What a GEMM adds to its product before rounding into C.
-enum class GemmEpilogue {
-  None,
-  /// C_i(r, c) = alpha * (op(A_i) op(B_i))(r, c) + bias[r], beta 0: the
-  /// bias is a dense vector of m elements in C's dtype
-  /// (CUBLASLT_EPILOGUE_BIAS).
-  Bias
-};
 
 /// One strided-batched GEMM, column-major as cuBLAS defines it: for each
 /// i < batch, C_i = alpha * op(A_i) * op(B_i) + beta * C_i (+ the epilogue)

@@ -27,9 +27,9 @@
 #ifndef MANTISSA_RUNTIME_GPUSTEP_H
 #define MANTISSA_RUNTIME_GPUSTEP_H
 
+#include "mantissa/Format/DType.h"
+#include "mantissa/Format/GpuProgram.h"
 #include "mantissa/Runtime/CudaDriver.h"
-#include "mantissa/Runtime/DType.h"
-#include "mantissa/Runtime/GpuProgram.h"
 #include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
@@ -122,8 +122,8 @@ public:
   const std::string &stepName() const { return file.stepName; }
   int64_t blockSize() const { return file.blockSize; }
   int64_t arenaBytes() const { return file.arenaBytes; }
-  const std::vector<GpuStepTensor> &arguments() const { return file.arguments; }
-  const std::vector<GpuStepTensor> &results() const { return file.results; }
+  const std::vector<StepTensor> &arguments() const { return file.arguments; }
+  const std::vector<StepTensor> &results() const { return file.results; }
   const std::vector<GpuStepBuffer> &buffers() const { return file.buffers; }
   const std::vector<GpuStepOp> &ops() const { return file.ops; }
   /// The argument named `name`, or -1.

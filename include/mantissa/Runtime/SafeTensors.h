@@ -19,7 +19,7 @@
 #ifndef MANTISSA_RUNTIME_SAFETENSORS_H
 #define MANTISSA_RUNTIME_SAFETENSORS_H
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 #include <cstdint>
 #include <functional>

@@ -24,7 +24,8 @@
 #ifndef MANTISSA_RUNTIME_TOKENDATA_H
 #define MANTISSA_RUNTIME_TOKENDATA_H
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
+#include "mantissa/Format/IndexBound.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -203,16 +204,6 @@ bool loadSamples(const TokenStream &stream, SampleOrder &order,
 /// batch by batch by loadSamples instead.
 bool validateStream(const TokenStream &stream, int64_t vocab,
                     const std::string &what, std::string &error);
-
-/// What the ids of one integer input must respect: ids < `bound`, `what`
-/// naming the table (e.g. "the rows of embedding 'tok.weight'").
-struct IndexBound {
-  int64_t bound = 0;
-  std::string what;
-  /// An id outside the bound the step masks out before indexing (a loss's
-  /// ignore_index, e.g. -100), which a fixed batch may hold.
-  std::optional<int64_t> ignored;
-};
 
 /// Checks `count` ids stored as `dtype` (I64 or I32) at `ids` against
 /// `bound` (ids must lie in [0, bound.bound); nothing to check when the

@@ -47,7 +47,7 @@
 
 #include "mantissa/Runtime/Communicator.h"
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 #include "mantissa/Runtime/LearningRate.h"
 
 #include <cmath>

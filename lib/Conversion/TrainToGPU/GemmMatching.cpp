@@ -7,6 +7,7 @@
 
 #include "mantissa/Conversion/GemmMatching.h"
 #include "mantissa/Conversion/BufferAccesses.h"
+#include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
@@ -25,25 +26,8 @@ bool mlir::mantissa::isMatrixProduct(linalg::LinalgOp op) {
   return failed(dims) || (!dims->m.empty() && !dims->n.empty());
 }
 
-/// The file's dtype of an element type.
 rt::DType mlir::mantissa::getDType(Type element) {
-  if (element.isF32())
-    return rt::DType::F32;
-  if (element.isBF16())
-    return rt::DType::BF16;
-  if (element.isF16())
-    return rt::DType::F16;
-  if (element.isF64())
-    return rt::DType::F64;
-  if (element.isInteger(1))
-    return rt::DType::Bool;
-  if (element.isInteger(8))
-    return element.isUnsignedInteger() ? rt::DType::U8 : rt::DType::I8;
-  if (element.isInteger(16))
-    return rt::DType::I16;
-  if (element.isInteger(32))
-    return rt::DType::I32;
-  return rt::DType::I64;
+  return train::getStoredDType(element).value_or(rt::DType::I64);
 }
 
 std::string mlir::mantissa::describeOp(Operation *op) {

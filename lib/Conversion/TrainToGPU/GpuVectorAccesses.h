@@ -12,7 +12,7 @@
 #ifndef MANTISSA_LIB_CONVERSION_TRAINTOGPU_GPUVECTORACCESSES_H
 #define MANTISSA_LIB_CONVERSION_TRAINTOGPU_GPUVECTORACCESSES_H
 
-#include "mantissa/Runtime/GpuProgram.h"
+#include "mantissa/Format/GpuProgram.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

@@ -33,6 +33,7 @@
 #include "mantissa/Conversion/GemmMatching.h"
 #include "mantissa/Conversion/GpuStepOps.h"
 #include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/StepSignature.h"
 
 #include "mantissa/Conversion/TrainToLLVM.h"
 #include "mlir/Conversion/Passes.h"
@@ -84,8 +85,7 @@ class GpuProgramBuilder {
 public:
   /// `arguments`: the step's, as the program takes them.
   GpuProgramBuilder(func::FuncOp function, train::StepOp step,
-                    std::vector<GpuStepTensor> arguments,
-                    GpuStepProgram &program)
+                    std::vector<StepTensor> arguments, GpuStepProgram &program)
       : function(function), step(step), arguments(std::move(arguments)),
         program(program), kernels(ModuleOp::create(function.getLoc())) {}
 
@@ -117,7 +117,7 @@ private:
 
   func::FuncOp function;
   train::StepOp step;
-  std::vector<GpuStepTensor> arguments;
+  std::vector<StepTensor> arguments;
   GpuStepProgram &program;
   OwningOpRef<ModuleOp> kernels;
   llvm::DenseMap<Value, int64_t> bufferIds;
@@ -460,65 +460,6 @@ LogicalResult GpuProgramBuilder::visit(Operation *op,
   llvm_unreachable("unknown role");
 }
 
-/// A step tensor of `type` as the step programs declare it.
-static GpuStepTensor makeStepTensor(Type type, StringRef name,
-                                    GpuStepTensor::Role role) {
-  auto tensor = cast<RankedTensorType>(type);
-  GpuStepTensor result;
-  result.name = name.str();
-  result.role = role;
-  result.dtype = getDType(tensor.getElementType());
-  result.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
-  result.bytes = std::max<int64_t>(
-      1, tensor.getNumElements() * getStorageBytes(tensor.getElementType()));
-  return result;
-}
-
-GpuStepTensor mlir::mantissa::getStepArgumentTensor(train::StepOp step,
-                                                    unsigned index) {
-  using Role = GpuStepTensor::Role;
-  train::TensorInfoAttr info = step.getTensorInfo(index);
-  Role role = Role::Parameter;
-  switch (info.getKind()) {
-  case train::TensorKind::parameter:
-    role = Role::Parameter;
-    break;
-  // Constants (lifted tensors, non-persistent buffers) are read-only model
-  // state, as buffers without mutations.
-  case train::TensorKind::buffer:
-  case train::TensorKind::constant:
-    role = Role::Buffer;
-    break;
-  case train::TensorKind::user_input:
-    role = Role::UserInput;
-    break;
-  }
-  return makeStepTensor(step.getArgumentTypes()[index], info.getFqn(), role);
-}
-
-GpuStepTensor mlir::mantissa::getStepResultTensor(train::StepOp step,
-                                                  unsigned index) {
-  using Role = GpuStepTensor::Role;
-  train::ResultInfoAttr info = step.getResultInfo(index);
-  Role role = Role::Loss;
-  switch (info.getKind()) {
-  case train::ResultKind::loss:
-    role = Role::Loss;
-    break;
-  case train::ResultKind::gradient:
-    role = Role::Gradient;
-    break;
-  case train::ResultKind::buffer_mutation:
-    role = Role::BufferMutation;
-    break;
-  case train::ResultKind::user_output:
-    role = Role::UserOutput;
-    break;
-  }
-  return makeStepTensor(step.getResultTypes()[index],
-                        info.getFqn() ? info.getFqn().getValue() : "", role);
-}
-
 LogicalResult GpuProgramBuilder::build() {
   program.stepName = step.getSymName().str();
   program.blockSize = kBlockSize;
@@ -846,7 +787,7 @@ mlir::mantissa::compileTrainStepForGpu(train::StepOp step,
     return failure();
   // The signature the program records: the rewrites' (parameters in their
   // gather dtype), before bufferization turns the step into a function.
-  std::vector<GpuStepTensor> arguments;
+  std::vector<StepTensor> arguments;
   for (unsigned index = 0, e = gpuStep.getNumArguments(); index < e; ++index)
     arguments.push_back(getStepArgumentTensor(gpuStep, index));
   if (failed(runTrainGpuPipeline(*module, buildTrainGpuBufferPipeline)))

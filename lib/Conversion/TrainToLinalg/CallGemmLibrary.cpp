@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/Passes.h"
-#include "mantissa/Runtime/CpuGemm.h"
+#include "mantissa/Format/CpuGemmAbi.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

@@ -1,20 +1,23 @@
-//===- DType.h - Element types of runtime tensors ---------------*- C++ -*-===//
+//===- DType.h - Element types of stored and exchanged tensors --*- C++ -*-===//
 //
 // Part of the Mantissa project.
 //
 //===----------------------------------------------------------------------===//
 //
-// The element types the runtime stores and exchanges through safetensors
-// files, their names in that format and in the project's precision rules, and
-// exact float <-> bf16 / fp16 bit conversions.
+// The one set of element types that artifacts, step programs, checkpoints
+// and safetensors files record, their names in that format and in the
+// project's precision rules, and exact float <-> bf16 / fp16 bit
+// conversions. The compiler writes these dtypes and the runtime reads them,
+// so they live in the floor below both (docs/architecture.md); the compiler
+// converts MLIR element types to and from them in one place
+// (mantissa/Dialect/Train/IR/StoredDTypes.h).
 //
-// This header is part of libmantissa_rt and must stay free of LLVM and MLIR
-// headers: the runtime is also built without them.
+// Part of mantissa_format: no LLVM, MLIR or runtime headers here.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MANTISSA_RUNTIME_DTYPE_H
-#define MANTISSA_RUNTIME_DTYPE_H
+#ifndef MANTISSA_FORMAT_DTYPE_H
+#define MANTISSA_FORMAT_DTYPE_H
 
 #include <cstddef>
 #include <cstdint>
@@ -256,4 +259,4 @@ inline void convertFloatElements(const uint8_t *source, DType from,
 
 } // namespace mlir::mantissa::rt
 
-#endif // MANTISSA_RUNTIME_DTYPE_H
+#endif // MANTISSA_FORMAT_DTYPE_H

@@ -4,8 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Runtime/GpuProgram.h"
-#include "StepTensorJson.h"
+#include "mantissa/Format/GpuProgram.h"
+#include "JsonFields.h"
+#include "mantissa/Format/StepTensorJson.h"
 
 #include <nlohmann/json.hpp>
 
@@ -13,30 +14,9 @@
 #include <climits>
 
 using namespace mlir::mantissa::rt;
-using json = nlohmann::json;
-using detail::ProgramError;
-
-int64_t GpuStepTensor::numElements() const {
-  int64_t count = 1;
-  for (int64_t dim : shape)
-    count *= dim;
-  return count;
-}
+using namespace mlir::mantissa::rt::detail;
 
 namespace {
-
-/// Each role, its name in the file and whether it is an argument's.
-const struct {
-  const char *text;
-  GpuStepTensor::Role role;
-  bool argument;
-} kRoles[] = {{"parameter", GpuStepTensor::Role::Parameter, true},
-              {"buffer", GpuStepTensor::Role::Buffer, true},
-              {"user_input", GpuStepTensor::Role::UserInput, true},
-              {"loss", GpuStepTensor::Role::Loss, false},
-              {"gradient", GpuStepTensor::Role::Gradient, false},
-              {"buffer_mutation", GpuStepTensor::Role::BufferMutation, false},
-              {"user_output", GpuStepTensor::Role::UserOutput, false}};
 
 /// Each buffer kind and its name in the file.
 const struct {
@@ -46,64 +26,6 @@ const struct {
                     {"result", GpuStepBuffer::Kind::Result},
                     {"temporary", GpuStepBuffer::Kind::Temporary},
                     {"constant", GpuStepBuffer::Kind::Constant}};
-
-std::string dtypeText(DType dtype) {
-  return std::string(safeTensorsDTypeName(dtype));
-}
-
-int64_t integer(const json &object, const char *key, const std::string &what,
-                int64_t min = 0, int64_t max = INT64_MAX) {
-  if (!object.is_object() || !object.contains(key) ||
-      !object[key].is_number_integer())
-    throw ProgramError{what + ": '" + key + "' is missing or not an integer"};
-  int64_t value = object[key].get<int64_t>();
-  if (value < min || value > max)
-    throw ProgramError{what + ": '" + key + "' is " + std::to_string(value) +
-                       ", out of range [" + std::to_string(min) + ", " +
-                       std::to_string(max) + "]"};
-  return value;
-}
-
-/// An optional integer (`fallback` when absent), for report-only fields.
-int64_t optionalInteger(const json &object, const char *key,
-                        const std::string &what, int64_t fallback,
-                        int64_t min = 0) {
-  return object.contains(key) ? integer(object, key, what, min) : fallback;
-}
-
-std::string string(const json &object, const char *key,
-                   const std::string &what) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_string())
-    throw ProgramError{what + ": '" + key + "' is missing or not a string"};
-  return object[key].get<std::string>();
-}
-
-bool boolean(const json &object, const char *key, const std::string &what) {
-  if (!object.contains(key) || !object[key].is_boolean())
-    throw ProgramError{what + ": '" + key + "' is missing or not a boolean"};
-  return object[key].get<bool>();
-}
-
-double number(const json &object, const char *key, const std::string &what) {
-  if (!object.contains(key) || !object[key].is_number())
-    throw ProgramError{what + ": '" + key + "' is missing or not a number"};
-  return object[key].get<double>();
-}
-
-DType dtype(const json &object, const std::string &what) {
-  std::string name = string(object, "dtype", what);
-  std::optional<DType> parsed = parseSafeTensorsDTypeName(name);
-  if (!parsed)
-    throw ProgramError{what + ": unknown dtype '" + name + "'"};
-  return *parsed;
-}
-
-const json &array(const json &object, const char *key,
-                  const std::string &what) {
-  if (!object.contains(key) || !object[key].is_array())
-    throw ProgramError{what + ": '" + key + "' is missing or not an array"};
-  return object[key];
-}
 
 /// The files the program names lie beside it: plain file names only, not
 /// empty, no '/' (neither absolute nor climbing out, e.g. "../../dev/zero",
@@ -122,48 +44,12 @@ std::string fileName(const json &root, const char *key) {
   return name;
 }
 
-json tensorJson(const GpuStepTensor &tensor) {
-  json entry = {{"name", tensor.name},
-                {"role", gpuStepRoleName(tensor.role)},
-                {"dtype", dtypeText(tensor.dtype)},
-                {"shape", tensor.shape},
-                {"bytes", tensor.bytes}};
-  if (tensor.indexBound.bound > 0) {
-    entry["index_bound"] = tensor.indexBound.bound;
-    entry["index_bound_what"] = tensor.indexBound.what;
-    if (tensor.indexBound.ignored)
-      entry["index_ignored"] = *tensor.indexBound.ignored;
-  }
-  return entry;
-}
-
 json operandJson(const GpuGemmOperand &operand) {
   return {{"buffer", operand.buffer},
           {"offset", operand.offset},
           {"ld", operand.ld},
           {"stride", operand.stride},
           {"dtype", dtypeText(operand.dtype)}};
-}
-
-/// An argument's optional `index_bound`, `index_bound_what` and
-/// `index_ignored` (bound 0 when absent).
-IndexBound parseIndexBound(const json &entry, size_t index) {
-  IndexBound bound;
-  if (!entry.contains("index_bound"))
-    return bound;
-  if (!entry["index_bound"].is_number_integer() ||
-      entry["index_bound"].get<int64_t>() < 1)
-    throw ProgramError{"argument " + std::to_string(index) +
-                       ": 'index_bound' is not a positive integer"};
-  bound.bound = entry["index_bound"].get<int64_t>();
-  bound.what = entry.value("index_bound_what", "");
-  if (entry.contains("index_ignored")) {
-    if (!entry["index_ignored"].is_number_integer())
-      throw ProgramError{"argument " + std::to_string(index) +
-                         ": 'index_ignored' is not an integer"};
-    bound.ignored = entry["index_ignored"].get<int64_t>();
-  }
-  return bound;
 }
 
 /// Reads the tensor lists and checks what ties results to arguments.
@@ -177,23 +63,23 @@ void parseTensors(const json &root, GpuProgram &program) {
     program.results.push_back(
         detail::parseStepTensor(results[i], /*isArgument=*/false, i, "result"));
   for (size_t i = 0; i < program.results.size(); ++i) {
-    const GpuStepTensor &result = program.results[i];
+    const StepTensor &result = program.results[i];
     std::string what = "result " + std::to_string(i) + " '" + result.name + "'";
-    if (result.role == GpuStepTensor::Role::BufferMutation) {
+    if (result.role == StepTensor::Role::BufferMutation) {
       int64_t target = program.findArgument(result.name);
       if (target < 0)
         throw ProgramError{what + ": a buffer_mutation of no argument"};
-      const GpuStepTensor &argument = program.arguments[size_t(target)];
+      const StepTensor &argument = program.arguments[size_t(target)];
       if (argument.dtype != result.dtype || argument.bytes != result.bytes)
         throw ProgramError{
             what + ": a buffer_mutation of " + dtypeText(result.dtype) + ", " +
             std::to_string(result.bytes) + " bytes, but argument " +
             std::to_string(target) + " is " + dtypeText(argument.dtype) + ", " +
             std::to_string(argument.bytes) + " bytes"};
-    } else if (result.role == GpuStepTensor::Role::Gradient) {
+    } else if (result.role == StepTensor::Role::Gradient) {
       int64_t target = program.findArgument(result.name);
-      if (target < 0 || program.arguments[size_t(target)].role !=
-                            GpuStepTensor::Role::Parameter)
+      if (target < 0 ||
+          program.arguments[size_t(target)].role != StepTensor::Role::Parameter)
         throw ProgramError{what + ": a gradient of no parameter"};
       if (program.arguments[size_t(target)].numElements() !=
           result.numElements())
@@ -431,13 +317,6 @@ void parseOps(const json &root, GpuProgram &program) {
 
 } // namespace
 
-const char *mlir::mantissa::rt::gpuStepRoleName(GpuStepTensor::Role role) {
-  for (const auto &entry : kRoles)
-    if (entry.role == role)
-      return entry.text;
-  return "?";
-}
-
 int64_t GpuProgram::countOps(GpuStepOp::Kind kind) const {
   return std::count_if(ops.begin(), ops.end(),
                        [&](const GpuStepOp &op) { return op.kind == kind; });
@@ -448,60 +327,6 @@ int64_t GpuProgram::findArgument(const std::string &name) const {
     if (arguments[i].name == name)
       return int64_t(i);
   return -1;
-}
-
-//===----------------------------------------------------------------------===//
-// The tensor entries step.gpu.json and step.cpu.json share
-//===----------------------------------------------------------------------===//
-
-GpuStepTensor detail::parseStepTensor(const json &entry, bool isArgument,
-                                      size_t index, const std::string &where) {
-  std::string what = where + " " + std::to_string(index);
-  if (!entry.is_object())
-    throw ProgramError{what + " is not an object"};
-  GpuStepTensor tensor;
-  tensor.name = string(entry, "name", what);
-  what += " '" + tensor.name + "'";
-  std::string role = string(entry, "role", what);
-  bool known = false;
-  for (const auto &candidate : kRoles)
-    if (candidate.argument == isArgument && role == candidate.text) {
-      tensor.role = candidate.role;
-      known = true;
-    }
-  if (!known)
-    throw ProgramError{what + ": unknown role '" + role + "'"};
-  tensor.dtype = dtype(entry, what);
-  for (const json &dim : array(entry, "shape", what)) {
-    if (!dim.is_number_integer() || dim.get<int64_t>() < 0)
-      throw ProgramError{what + ": 'shape' has a bad dimension"};
-    tensor.shape.push_back(dim.get<int64_t>());
-  }
-  tensor.bytes = integer(entry, "bytes", what, 1);
-  // The shape comes from the file: its element and byte counts must fit in
-  // int64_t, so that numElements() never overflows once it is accepted.
-  int64_t elements = 1, dense = 0;
-  for (int64_t dim : tensor.shape)
-    if (__builtin_mul_overflow(elements, dim, &elements))
-      throw ProgramError{what + ": 'shape' has more than 2^63 elements"};
-  if (__builtin_mul_overflow(elements, int64_t(elementSize(tensor.dtype)),
-                             &dense))
-    throw ProgramError{what + ": 'shape' takes more than 2^63 bytes"};
-  dense = std::max<int64_t>(1, dense);
-  if (tensor.bytes != dense)
-    throw ProgramError{what + ": 'bytes' is " + std::to_string(tensor.bytes) +
-                       ", its shape and dtype take " + std::to_string(dense)};
-  if (isArgument)
-    tensor.indexBound = parseIndexBound(entry, index);
-  return tensor;
-}
-
-std::string
-mlir::mantissa::rt::writeStepTensors(const std::vector<GpuStepTensor> &list) {
-  json array = json::array();
-  for (const GpuStepTensor &tensor : list)
-    array.push_back(tensorJson(tensor));
-  return array.dump(2);
 }
 
 //===----------------------------------------------------------------------===//
@@ -519,10 +344,10 @@ std::string mlir::mantissa::rt::describeGemm(const GpuStepOp &op) {
 
 std::string mlir::mantissa::rt::writeGpuProgram(const GpuProgram &program) {
   json arguments = json::array(), results = json::array();
-  for (const GpuStepTensor &tensor : program.arguments)
-    arguments.push_back(tensorJson(tensor));
-  for (const GpuStepTensor &tensor : program.results)
-    results.push_back(tensorJson(tensor));
+  for (const StepTensor &tensor : program.arguments)
+    arguments.push_back(detail::stepTensorJson(tensor));
+  for (const StepTensor &tensor : program.results)
+    results.push_back(detail::stepTensorJson(tensor));
   json buffers = json::array();
   for (const GpuStepBuffer &buffer : program.buffers) {
     const char *kind = "?";

@@ -9,18 +9,19 @@
 // writeGpuProgram; the runtime (GpuStep.h) and the cost model read it with
 // parseGpuProgram. Everything the text alone determines is checked when it
 // is parsed; what needs the files it names (the PTX's entries, the
-// constants' size) is checked by GpuStep::load.
+// constants' size) is checked by GpuStep::load. Its arguments and results
+// are the step's tensors (StepTensor.h), which step.cpu.json lists too.
 //
-// Part of libmantissa_rt: no LLVM or MLIR headers here.
+// Part of mantissa_format: no LLVM, MLIR or runtime headers here.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MANTISSA_RUNTIME_GPUPROGRAM_H
-#define MANTISSA_RUNTIME_GPUPROGRAM_H
+#ifndef MANTISSA_FORMAT_GPUPROGRAM_H
+#define MANTISSA_FORMAT_GPUPROGRAM_H
 
-#include "mantissa/Runtime/CudaDriver.h"
-#include "mantissa/Runtime/DType.h"
-#include "mantissa/Runtime/TokenData.h"
+#include "mantissa/Format/DType.h"
+#include "mantissa/Format/GemmEpilogue.h"
+#include "mantissa/Format/StepTensor.h"
 
 #include <cstdint>
 #include <string>
@@ -34,32 +35,6 @@ namespace mlir::mantissa::rt {
 /// aligned to it. Device allocations are (256 bytes), and so are the
 /// members of the runtime's flat parameter and gradient buffers.
 constexpr int64_t kGpuStorageAlignment = 16;
-
-/// One step argument or result (also the entries of step.cpu.json).
-struct GpuStepTensor {
-  enum class Role {
-    Parameter,
-    Buffer,
-    UserInput, // arguments
-    Loss,
-    Gradient,
-    BufferMutation,
-    UserOutput // results
-  };
-  std::string name;
-  Role role = Role::Parameter;
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  /// Dense row-major bytes, at least 1.
-  int64_t bytes = 1;
-  /// For an integer user input that indexes a table: the bound of its ids
-  /// (`index_bound`, `index_bound_what`, `index_ignored`; bound 0: none).
-  IndexBound indexBound;
-  int64_t numElements() const;
-};
-
-/// The role's name in the file ("parameter", "buffer_mutation", ...).
-const char *gpuStepRoleName(GpuStepTensor::Role role);
 
 /// One entry of `buffers`.
 struct GpuStepBuffer {
@@ -149,7 +124,7 @@ struct GpuProgram {
   /// and the forward-only program for evaluation (empty: none).
   std::string ptxFile, constantsFile, forwardFile;
   int64_t blockSize = 256, arenaBytes = 0;
-  std::vector<GpuStepTensor> arguments, results;
+  std::vector<StepTensor> arguments, results;
   std::vector<GpuStepBuffer> buffers;
   std::vector<GpuStepOp> ops;
 
@@ -165,11 +140,6 @@ std::string describeGemm(const GpuStepOp &op);
 /// The program as step.gpu.json's text (pretty-printed, keys sorted).
 std::string writeGpuProgram(const GpuProgram &program);
 
-/// An `arguments` or `results` list as JSON text (an array of {"name",
-/// "role", "dtype", "shape", "bytes"} and an argument's index bound), the
-/// entries step.gpu.json and step.cpu.json share.
-std::string writeStepTensors(const std::vector<GpuStepTensor> &list);
-
 /// Parses and checks `text`: every field's type and range, roles, dtypes
 /// and byte counts, buffer ids, arena bounds, what each GEMM operand
 /// reaches, GEMM dtype combinations, file names that stay beside the
@@ -180,4 +150,4 @@ bool parseGpuProgram(const std::string &text, GpuProgram &program,
 
 } // namespace mlir::mantissa::rt
 
-#endif // MANTISSA_RUNTIME_GPUPROGRAM_H
+#endif // MANTISSA_FORMAT_GPUPROGRAM_H

@@ -1,10 +1,10 @@
-//===- DType.cpp - Element types of runtime tensors -----------------------===//
+//===- DType.cpp - Element types of stored and exchanged tensors ----------===//
 //
 // Part of the Mantissa project.
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Runtime/DType.h"
+#include "mantissa/Format/DType.h"
 
 namespace mlir::mantissa::rt {
 

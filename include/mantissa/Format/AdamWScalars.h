@@ -2,13 +2,19 @@
 //
 // The fp32 scalars of one AdamW step, derived from the hyperparameters as
 // torch's Python code derives them: in double, then converted to float where
-// the tensor operation takes them. Header-only and free of LLVM/MLIR, so that
-// a GPU host program computes exactly what the generated CPU code computes.
+// the tensor operation takes them, and the GPU update kernel's parameter
+// tail. The compiler generates the kernels that take them (AdamWToLoops.cpp,
+// whose CPU code computes the same values) and the runtime computes and
+// passes them, so the two share this one definition from the floor below
+// both (docs/architecture.md).
+//
+// Part of mantissa_format (header-only): no LLVM, MLIR or runtime headers
+// here.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MANTISSA_CONVERSION_ADAMWSCALARS_H
-#define MANTISSA_CONVERSION_ADAMWSCALARS_H
+#ifndef MANTISSA_FORMAT_ADAMWSCALARS_H
+#define MANTISSA_FORMAT_ADAMWSCALARS_H
 
 #include <cmath>
 #include <cstdint>
@@ -86,4 +92,4 @@ inline AdamWStepScalars computeAdamWStepScalars(double lr, double beta1,
 
 } // namespace mlir::mantissa
 
-#endif // MANTISSA_CONVERSION_ADAMWSCALARS_H
+#endif // MANTISSA_FORMAT_ADAMWSCALARS_H

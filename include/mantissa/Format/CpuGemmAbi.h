@@ -1,0 +1,73 @@
+//===- CpuGemmAbi.h - How the compiled CPU step calls its GEMM --*- C++ -*-===//
+//
+// Part of the Mantissa project.
+//
+//===----------------------------------------------------------------------===//
+//
+// The compiled CPU step (step.cpu.so) computes each matrix product by
+// calling, through a hook the loader sets, the runtime's GEMM
+// (mantissa/Runtime/CpuGemm.h) with a descriptor of int64 values. The
+// compiler writes the descriptors and the hook into the step
+// (CallGemmLibrary.cpp) and the descriptor's version into step.cpu.json;
+// the runtime reads them: the one definition of that ABI.
+//
+// Part of mantissa_format: no LLVM, MLIR or runtime headers here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MANTISSA_FORMAT_CPUGEMMABI_H
+#define MANTISSA_FORMAT_CPUGEMMABI_H
+
+#include <cstdint>
+
+extern "C" {
+
+/// The layout of the descriptor array of int64 values that the step passes
+/// for each product (a constant of the step library):
+///   C[b][i][j] += sum_k A[b][i][k] * B[b][k][j]   for b < batch, i < m,
+///   j < n, with every operand at `element stride` distances
+///   (C must have unit stride along j), accumulating in fp32.
+/// Changing it changes kCpuGemmAbi.
+enum MantissaCpuGemmField : int {
+  kGemmAbi = 0,
+  kGemmTypeA,
+  kGemmTypeB,
+  kGemmTypeC,
+  kGemmBatch,
+  kGemmM,
+  kGemmN,
+  kGemmK,
+  kGemmStrideABatch,
+  kGemmStrideAM,
+  kGemmStrideAK,
+  kGemmStrideBBatch,
+  kGemmStrideBK,
+  kGemmStrideBN,
+  kGemmStrideCBatch,
+  kGemmStrideCM,
+  kGemmStrideCN,
+  kGemmFieldCount
+};
+
+/// Element types of the descriptor's kGemmType* fields.
+enum MantissaCpuGemmType : int64_t { kGemmF32 = 0, kGemmBF16 = 1 };
+
+/// The type of mantissa_rt_cpu_gemm, and of the step library's hook.
+typedef void (*MantissaCpuGemmFunction)(uintptr_t, uintptr_t, uintptr_t,
+                                        uintptr_t);
+}
+
+namespace mlir::mantissa::rt {
+
+/// The version of the descriptor above (MantissaCpuGemmField), written into
+/// step.cpu.json
+/// ("cpu_gemm_abi") by the compiler and checked by the loader.
+constexpr int64_t kCpuGemmAbi = 1;
+
+/// The exported global of a step library whose products call the runtime:
+/// a MantissaCpuGemmFunction the loader sets before the first call.
+constexpr const char *kCpuGemmHookSymbol = "mantissa_cpu_gemm_hook";
+
+} // namespace mlir::mantissa::rt
+
+#endif // MANTISSA_FORMAT_CPUGEMMABI_H
