@@ -11,10 +11,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/CompileMain.h"
+#include "mantissa/Analysis/GpuCostModel.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/ArtifactWriter.h"
-#include "mantissa/Driver/GpuCostModel.h"
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/WeightsFile.h"
