@@ -17,6 +17,7 @@
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
+#include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/DType.h"
@@ -191,24 +192,8 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
                             "file)")),
       cl::cat(category));
 
-  cl::opt<std::string> specPath(
-      "precision",
-      cl::desc("YAML precision spec (default_dtype, shard_units, rules)"),
-      cl::value_desc("spec.yaml"), cl::cat(precisionCategory));
-  cl::list<std::string> flagRules(
-      "precision-rule",
-      cl::desc("A rule applied after the spec's: GLOB:AXIS=DTYPE[,AXIS=DTYPE] "
-               "(repeatable; axes master, gather, reduce, moments)"),
-      cl::value_desc("rule"), cl::cat(precisionCategory));
-  cl::opt<std::string> defaultDtype(
-      "precision-default-dtype",
-      cl::desc("Gather dtype of parameters no rule sets (fp32, bf16, fp16)"),
-      cl::value_desc("dtype"), cl::cat(precisionCategory));
-  cl::opt<std::string> computeDtype(
-      "precision-compute",
-      cl::desc("Compute matrix products in this dtype as torch.autocast does "
-               "(bf16, fp16; the spec's compute)"),
-      cl::value_desc("dtype"), cl::cat(precisionCategory));
+  PrecisionFlags precisionFlags(precisionCategory,
+                                PrecisionFlagsHelp::Detailed);
   cl::opt<double> learningRate(
       "lr", cl::desc("Learning rate the stall lint assumes (default 1e-3)"),
       cl::init(1e-3), cl::cat(precisionCategory));
@@ -273,9 +258,12 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
                         costReport);
   }
 
+  // A dtype flag asks for the plan even with an empty value (mantissa-run's
+  // hasValues ignores it).
   bool precisionRequested =
-      !specPath.empty() || !flagRules.empty() ||
-      defaultDtype.getNumOccurrences() || computeDtype.getNumOccurrences() ||
+      !precisionFlags.specPath.empty() || !precisionFlags.rules.empty() ||
+      precisionFlags.defaultDtype.getNumOccurrences() ||
+      precisionFlags.computeDtype.getNumOccurrences() ||
       report != ReportKind::None || emit == EmitKind::PlanMlir;
   bool outputIsDirectory = outputPath.getNumOccurrences() &&
                            outputPath != "-" &&
@@ -329,14 +317,9 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
       return reportError(inputPath + ": no train.step to apply a precision "
                                      "spec to");
     train::StepOp step = *steps.begin();
-    precision::SpecOptions specOptions;
-    specOptions.specPath = specPath;
-    specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
-    specOptions.defaultDtype = defaultDtype;
-    specOptions.compute = computeDtype;
-    FailureOr<precision::StepPlan> plan =
-        applyPrecisionFromCommandLine(step, *program, specOptions, learningRate,
-                                      warningsAsErrors, "mantissa-compile");
+    FailureOr<precision::StepPlan> plan = applyPrecisionFromCommandLine(
+        step, *program, precisionFlags.getSpecOptions(), learningRate,
+        warningsAsErrors, "mantissa-compile");
     if (failed(plan))
       return 1;
 

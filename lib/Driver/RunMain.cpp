@@ -22,6 +22,7 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
+#include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Driver/WeightsFile.h"
@@ -206,21 +207,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
       cl::value_desc("safetensors"), cl::cat(category));
   cl::OptionCategory trainCategory("training options");
-  cl::opt<std::string> specPath(
-      "precision", cl::desc("YAML precision spec to train with"),
-      cl::value_desc("spec.yaml"), cl::cat(trainCategory));
-  cl::list<std::string> flagRules(
-      "precision-rule", cl::desc("A rule applied after the spec's"),
-      cl::value_desc("rule"), cl::cat(trainCategory));
-  cl::opt<std::string> defaultDtype(
-      "precision-default-dtype",
-      cl::desc("Gather dtype of parameters no rule sets"),
-      cl::value_desc("dtype"), cl::cat(trainCategory));
-  cl::opt<std::string> computeDtype(
-      "precision-compute",
-      cl::desc("Compute matrix products in this dtype as torch.autocast does "
-               "(bf16, fp16; the spec's compute)"),
-      cl::value_desc("dtype"), cl::cat(trainCategory));
+  PrecisionFlags precisionFlags(trainCategory, PrecisionFlagsHelp::Brief);
   cl::HideUnrelatedOptions({&category, &trainCategory});
   // The trainer's flags have one definition, the runtime's (the same flags
   // `mantissa-run DIR` takes); llvm::cl parses the rest.
@@ -304,8 +291,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
     return reportError(llvm::toString(module.takeError()));
   auto step = *(*module)->getOps<train::StepOp>().begin();
 
-  bool precisionRequested = !specPath.empty() || !flagRules.empty() ||
-                            !defaultDtype.empty() || !computeDtype.empty();
+  bool precisionRequested = precisionFlags.hasValues();
   // Without --steps the one evaluated step shows what the plan computes:
   // its loss and its gradients (--dump-grads) in the planned dtypes.
   if (precisionRequested && steps <= 0 && gradsPath.empty())
@@ -313,13 +299,8 @@ int mlir::mantissa::runMain(int argc, char **argv) {
                        "--dump-grads G (one step's loss and gradients under "
                        "the plan)");
   if (precisionRequested) {
-    precision::SpecOptions specOptions;
-    specOptions.specPath = specPath;
-    specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
-    specOptions.defaultDtype = defaultDtype;
-    specOptions.compute = computeDtype;
     if (failed(applyPrecisionFromCommandLine(
-            step, *program, specOptions, trainer.lr,
+            step, *program, precisionFlags.getSpecOptions(), trainer.lr,
             /*warningsAsErrors=*/false, "mantissa-run")))
       return 1;
   }
