@@ -11,12 +11,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/CompileMain.h"
+#include "mantissa/Analysis/GpuCostModel.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/ArtifactWriter.h"
-#include "mantissa/Driver/GpuCostModel.h"
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
+#include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Format/DType.h"
 #include "mantissa/Import/TorchImporter.h"
@@ -164,16 +165,21 @@ static int reportGpuCost(train::StepOp step, const GpuDeviceModel &device,
                       getUpdateTraffic(step), kind);
 }
 
-int mlir::mantissa::compileMain(int argc, char **argv) {
-  llvm::InitLLVM initLLVM(argc, argv);
-  cl::OptionCategory category("mantissa-compile options");
-  cl::OptionCategory precisionCategory("precision options");
-  cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.pt2>"),
-                                 cl::Required, cl::cat(category));
-  cl::opt<std::string> outputPath(
+namespace {
+/// mantissa-compile's flags, registered while the object lives.
+struct CompileFlags {
+  CompileFlags() {
+    cl::HideUnrelatedOptions({&category, &precisionCategory, &costCategory});
+  }
+
+  cl::OptionCategory category{"mantissa-compile options"};
+  cl::OptionCategory precisionCategory{"precision options"};
+  cl::opt<std::string> inputPath{cl::Positional, cl::desc("<model.pt2>"),
+                                 cl::Required, cl::cat(category)};
+  cl::opt<std::string> outputPath{
       "o", cl::desc("Output file ('-' for stdout; then no weights file)"),
-      cl::value_desc("path"), cl::init("-"), cl::cat(category));
-  cl::opt<EmitKind> emit(
+      cl::value_desc("path"), cl::init("-"), cl::cat(category)};
+  cl::opt<EmitKind> emit{
       "emit",
       cl::desc("What to write (default: an artifact when -o names a "
                "directory, else plan-mlir when a --precision option is given, "
@@ -189,189 +195,236 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
                             "the compiled artifact directory the runtime "
                             "loads (the default when -o names no .mlir "
                             "file)")),
-      cl::cat(category));
+      cl::cat(category)};
 
-  cl::opt<std::string> specPath(
-      "precision",
-      cl::desc("YAML precision spec (default_dtype, shard_units, rules)"),
-      cl::value_desc("spec.yaml"), cl::cat(precisionCategory));
-  cl::list<std::string> flagRules(
-      "precision-rule",
-      cl::desc("A rule applied after the spec's: GLOB:AXIS=DTYPE[,AXIS=DTYPE] "
-               "(repeatable; axes master, gather, reduce, moments)"),
-      cl::value_desc("rule"), cl::cat(precisionCategory));
-  cl::opt<std::string> defaultDtype(
-      "precision-default-dtype",
-      cl::desc("Gather dtype of parameters no rule sets (fp32, bf16, fp16)"),
-      cl::value_desc("dtype"), cl::cat(precisionCategory));
-  cl::opt<std::string> computeDtype(
-      "precision-compute",
-      cl::desc("Compute matrix products in this dtype as torch.autocast does "
-               "(bf16, fp16; the spec's compute)"),
-      cl::value_desc("dtype"), cl::cat(precisionCategory));
-  cl::opt<double> learningRate(
+  PrecisionFlags precision{precisionCategory, PrecisionFlagsHelp::Detailed};
+  cl::opt<double> learningRate{
       "lr", cl::desc("Learning rate the stall lint assumes (default 1e-3)"),
-      cl::init(1e-3), cl::cat(precisionCategory));
-  cl::opt<bool> warningsAsErrors(
+      cl::init(1e-3), cl::cat(precisionCategory)};
+  cl::opt<bool> warningsAsErrors{
       "warnings-as-errors", cl::desc("Fail on the precision lints' warnings"),
-      cl::init(false), cl::cat(precisionCategory));
-  cl::opt<ReportKind> report(
+      cl::init(false), cl::cat(precisionCategory)};
+  cl::opt<ReportKind> report{
       "precision-report",
       cl::desc("Print the precision plan to stdout (the IR is then written "
                "only with -o FILE)"),
-      cl::ValueOptional, cl::init(ReportKind::None),
+      cl::ValueOptional,
+      cl::init(ReportKind::None),
       cl::values(clEnumValN(ReportKind::Table, "", "a table (the default)"),
                  clEnumValN(ReportKind::Table, "table", "a table"),
                  clEnumValN(ReportKind::Json, "json", "JSON for tools")),
-      cl::cat(precisionCategory));
-  cl::OptionCategory costCategory("cost model options");
-  cl::opt<ReportKind> costReport(
+      cl::cat(precisionCategory)};
+  cl::OptionCategory costCategory{"cost model options"};
+  cl::opt<ReportKind> costReport{
       "cost-report",
       cl::desc("Print the GPU cost model's prediction of the step (every "
                "kernel and GEMM, the update, the step) to stdout; the input "
                "may also be a step.gpu.json"),
-      cl::ValueOptional, cl::init(ReportKind::None),
+      cl::ValueOptional,
+      cl::init(ReportKind::None),
       cl::values(clEnumValN(ReportKind::Table, "", "a table (the default)"),
                  clEnumValN(ReportKind::Table, "table", "a table"),
                  clEnumValN(ReportKind::Json, "json", "JSON for tools")),
-      cl::cat(costCategory));
+      cl::cat(costCategory)};
+  /// Before --cost-device: its help refers to this text.
   std::string deviceHelp =
       "The device the cost model predicts (" + listGpuDevices() + ")";
-  cl::opt<std::string> costDevice("cost-device", cl::desc(deviceHelp),
+  cl::opt<std::string> costDevice{"cost-device", cl::desc(deviceHelp),
                                   cl::init("h200"), cl::value_desc("name"),
-                                  cl::cat(costCategory));
+                                  cl::cat(costCategory)};
   // A string, not a double, so that the message for a bad value is ours and
   // names the unit.
-  cl::opt<std::string> costBandwidth(
+  cl::opt<std::string> costBandwidth{
       "cost-bandwidth-gbs",
       cl::desc("The device's device-to-device copy bandwidth as measured "
                "(GB/s, bytes read plus written), instead of the device's "
                "figure"),
-      cl::value_desc("GB/s"), cl::cat(costCategory));
-  cl::HideUnrelatedOptions({&category, &precisionCategory, &costCategory});
+      cl::value_desc("GB/s"), cl::cat(costCategory)};
+};
+
+/// What the command line asks for, its defaults resolved.
+struct CompileRequest {
+  EmitKind emit;
+  /// Whether the precision pass runs (a --precision* flag, a report of the
+  /// plan or --emit=plan-mlir).
+  bool precision;
+  /// Whether the IR is written (not when only reports are asked for).
+  bool writeIR;
+};
+} // namespace
+
+/// Prints `message` as the tool's error; for the steps of compileMain,
+/// which return failure and leave the exit code to it.
+static LogicalResult fail(const llvm::Twine &message) {
+  reportError(message);
+  return failure();
+}
+
+/// The device the cost model predicts: --cost-device, with its copy
+/// bandwidth replaced by --cost-bandwidth-gbs when given.
+static FailureOr<GpuDeviceModel> getCostDevice(const CompileFlags &flags) {
+  std::optional<GpuDeviceModel> device = lookupGpuDevice(flags.costDevice);
+  if (!device)
+    return fail("--cost-device: unknown device '" + flags.costDevice +
+                "'; the cost model knows " + listGpuDevices());
+  if (flags.costBandwidth.getNumOccurrences()) {
+    // Above 100 TB/s is no HBM of today: most likely bytes or MB/s.
+    double gbs = 0;
+    if (llvm::StringRef(flags.costBandwidth).getAsDouble(gbs) ||
+        !std::isfinite(gbs) || gbs <= 0 || gbs > 1e5)
+      return fail("--cost-bandwidth-gbs: '" + flags.costBandwidth +
+                  "' is not a bandwidth in GB/s (a number above 0 "
+                  "and at most 100000)");
+    setCopyBandwidth(*device, gbs * 1e9);
+  }
+  return *device;
+}
+
+/// Resolves what to write (--emit's default follows -o and the precision
+/// flags) and checks the outputs against each other, before any work.
+static FailureOr<CompileRequest> validateOptions(const CompileFlags &flags) {
+  const cl::opt<std::string> &outputPath = flags.outputPath;
+  const PrecisionFlags &precision = flags.precision;
+  CompileRequest request;
+  // A dtype flag asks for the plan even with an empty value (mantissa-run's
+  // hasValues ignores it).
+  request.precision = !precision.specPath.empty() || !precision.rules.empty() ||
+                      precision.defaultDtype.getNumOccurrences() ||
+                      precision.computeDtype.getNumOccurrences() ||
+                      flags.report != ReportKind::None ||
+                      flags.emit == EmitKind::PlanMlir;
+  bool outputIsDirectory = outputPath.getNumOccurrences() &&
+                           outputPath != "-" &&
+                           llvm::sys::path::extension(outputPath) != ".mlir";
+  request.emit = flags.emit;
+  if (!flags.emit.getNumOccurrences() && outputIsDirectory)
+    request.emit = EmitKind::Artifact;
+  else if (request.precision && !flags.emit.getNumOccurrences())
+    request.emit = EmitKind::PlanMlir;
+  if (request.emit == EmitKind::Artifact && !outputIsDirectory)
+    return fail("--emit=artifact needs -o DIR (a directory path)");
+  request.writeIR = (flags.report == ReportKind::None &&
+                     flags.costReport == ReportKind::None) ||
+                    outputPath.getNumOccurrences();
+  if (flags.report != ReportKind::None && outputPath == "-" &&
+      outputPath.getNumOccurrences())
+    return fail("--precision-report prints to stdout; write the IR to "
+                "a file with -o FILE");
+  if (flags.costReport != ReportKind::None && outputPath == "-" &&
+      outputPath.getNumOccurrences())
+    return fail("--cost-report prints to stdout; write the IR to a "
+                "file with -o FILE");
+  return request;
+}
+
+/// `module` as text, large constants elided (the weights go beside it).
+static std::string printModule(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, OpPrintingFlags().elideLargeElementsAttrs());
+  return text;
+}
+
+/// Applies the precision flags' plan to the imported step and prints the
+/// plan when --precision-report asks for it.
+static LogicalResult applyPrecision(ModuleOp module,
+                                    const pt2::Program &program,
+                                    const CompileFlags &flags) {
+  auto steps = module.getOps<train::StepOp>();
+  if (steps.empty())
+    return fail(flags.inputPath + ": no train.step to apply a precision "
+                                  "spec to");
+  train::StepOp step = *steps.begin();
+  FailureOr<precision::StepPlan> plan = applyPrecisionFromCommandLine(
+      step, program, flags.precision.getSpecOptions(), flags.learningRate,
+      flags.warningsAsErrors, "mantissa-compile");
+  if (failed(plan))
+    return failure();
+
+  if (flags.report == ReportKind::Table)
+    precision::printReportTable(*plan, llvm::outs());
+  else if (flags.report == ReportKind::Json)
+    precision::printReportJson(*plan, llvm::outs());
+  return success();
+}
+
+/// Prints the cost model's prediction of the module's step on `device`;
+/// returns the exit code.
+static int reportCost(ModuleOp module, const CompileFlags &flags,
+                      const GpuDeviceModel &device) {
+  auto steps = module.getOps<train::StepOp>();
+  if (steps.empty())
+    return reportError(flags.inputPath + ": no train.step to predict");
+  return reportGpuCost(*steps.begin(), device, flags.costReport);
+}
+
+/// Writes the compiled artifact directory -o names; returns the exit code.
+static int writeArtifactDirectory(ModuleOp module, const pt2::Program &program,
+                                  llvm::StringRef outputPath) {
+  ArtifactOptions options;
+  auto steps = module.getOps<train::StepOp>();
+  if (!steps.empty()) {
+    options.gpuStep = *steps.begin();
+    // The runtime alone then trains on CPUs too (mantissa-run DIR).
+    options.cpuStep = *steps.begin();
+  }
+  // The CPU runs the artifact whatever the GPU compilation says.
+  options.gpuStepOptional = true;
+  if (llvm::Error error = writeArtifact(module, program, outputPath, options))
+    return reportError(outputPath + ": " + llvm::toString(std::move(error)));
+  return 0;
+}
+
+int mlir::mantissa::compileMain(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  CompileFlags flags;
   cl::ParseCommandLineOptions(
       argc, argv,
       "Mantissa compiler: imports a torch.export training program (.pt2)\n");
 
-  std::optional<GpuDeviceModel> device = lookupGpuDevice(costDevice);
-  if (!device)
-    return reportError("--cost-device: unknown device '" + costDevice +
-                       "'; the cost model knows " + listGpuDevices());
-  if (costBandwidth.getNumOccurrences()) {
-    // Above 100 TB/s is no HBM of today: most likely bytes or MB/s.
-    double gbs = 0;
-    if (llvm::StringRef(costBandwidth).getAsDouble(gbs) ||
-        !std::isfinite(gbs) || gbs <= 0 || gbs > 1e5)
-      return reportError("--cost-bandwidth-gbs: '" + costBandwidth +
-                         "' is not a bandwidth in GB/s (a number above 0 "
-                         "and at most 100000)");
-    setCopyBandwidth(*device, gbs * 1e9);
+  FailureOr<GpuDeviceModel> device = getCostDevice(flags);
+  if (failed(device))
+    return 1;
+  if (flags.costReport != ReportKind::None &&
+      llvm::sys::path::extension(flags.inputPath) == ".json") {
+    return printGpuCost(flags.inputPath, flags.inputPath, *device,
+                        UpdateTraffic(), flags.costReport);
   }
-  if (costReport != ReportKind::None &&
-      llvm::sys::path::extension(inputPath) == ".json") {
-    return printGpuCost(inputPath, inputPath, *device, UpdateTraffic(),
-                        costReport);
-  }
-
-  bool precisionRequested =
-      !specPath.empty() || !flagRules.empty() ||
-      defaultDtype.getNumOccurrences() || computeDtype.getNumOccurrences() ||
-      report != ReportKind::None || emit == EmitKind::PlanMlir;
-  bool outputIsDirectory = outputPath.getNumOccurrences() &&
-                           outputPath != "-" &&
-                           llvm::sys::path::extension(outputPath) != ".mlir";
-  if (!emit.getNumOccurrences() && outputIsDirectory)
-    emit = EmitKind::Artifact;
-  else if (precisionRequested && !emit.getNumOccurrences())
-    emit = EmitKind::PlanMlir;
-  if (emit == EmitKind::Artifact && !outputIsDirectory)
-    return reportError("--emit=artifact needs -o DIR (a directory path)");
-  bool writeIR =
-      (report == ReportKind::None && costReport == ReportKind::None) ||
-      outputPath.getNumOccurrences();
-  if (report != ReportKind::None && outputPath == "-" &&
-      outputPath.getNumOccurrences())
-    return reportError("--precision-report prints to stdout; write the IR to "
-                       "a file with -o FILE");
-  if (costReport != ReportKind::None && outputPath == "-" &&
-      outputPath.getNumOccurrences())
-    return reportError("--cost-report prints to stdout; write the IR to a "
-                       "file with -o FILE");
+  FailureOr<CompileRequest> request = validateOptions(flags);
+  if (failed(request))
+    return 1;
 
   // The output location is checked before any work is done.
-  if (emit == EmitKind::Artifact)
-    if (llvm::Error error = checkArtifactTarget(outputPath))
+  if (request->emit == EmitKind::Artifact)
+    if (llvm::Error error = checkArtifactTarget(flags.outputPath))
       return reportError(llvm::toString(std::move(error)));
-  llvm::Expected<pt2::Program> program = pt2::readPt2Archive(inputPath);
+  llvm::Expected<pt2::Program> program = pt2::readPt2Archive(flags.inputPath);
   if (!program)
     return reportError(llvm::toString(program.takeError()));
 
   MLIRContext context;
   context.loadDialect<train::TrainDialect>();
   llvm::Expected<OwningOpRef<ModuleOp>> module =
-      importTrainingStep(context, *program, inputPath);
+      importTrainingStep(context, *program, flags.inputPath);
   if (!module)
     return reportError(llvm::toString(module.takeError()));
 
-  auto printModule = [&]() {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    (**module)->print(os, OpPrintingFlags().elideLargeElementsAttrs());
-    return text;
-  };
   std::string text;
-  if (emit == EmitKind::TrainMlir)
-    text = printModule();
-
-  if (precisionRequested) {
-    auto steps = (**module).getOps<train::StepOp>();
-    if (steps.empty())
-      return reportError(inputPath + ": no train.step to apply a precision "
-                                     "spec to");
-    train::StepOp step = *steps.begin();
-    precision::SpecOptions specOptions;
-    specOptions.specPath = specPath;
-    specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
-    specOptions.defaultDtype = defaultDtype;
-    specOptions.compute = computeDtype;
-    FailureOr<precision::StepPlan> plan =
-        applyPrecisionFromCommandLine(step, *program, specOptions, learningRate,
-                                      warningsAsErrors, "mantissa-compile");
-    if (failed(plan))
+  if (request->emit == EmitKind::TrainMlir)
+    text = printModule(**module);
+  if (request->precision) {
+    if (failed(applyPrecision(**module, *program, flags)))
       return 1;
-
-    if (report == ReportKind::Table)
-      precision::printReportTable(*plan, llvm::outs());
-    else if (report == ReportKind::Json)
-      precision::printReportJson(*plan, llvm::outs());
-    if (emit == EmitKind::PlanMlir)
-      text = printModule();
+    if (request->emit == EmitKind::PlanMlir)
+      text = printModule(**module);
   }
-
-  if (costReport != ReportKind::None) {
-    auto steps = (**module).getOps<train::StepOp>();
-    if (steps.empty())
-      return reportError(inputPath + ": no train.step to predict");
-    if (int status = reportGpuCost(*steps.begin(), *device, costReport))
+  if (flags.costReport != ReportKind::None)
+    if (int status = reportCost(**module, flags, *device))
       return status;
-  }
 
-  if (emit == EmitKind::Artifact) {
-    ArtifactOptions options;
-    auto steps = (**module).getOps<train::StepOp>();
-    if (!steps.empty()) {
-      options.gpuStep = *steps.begin();
-      // The runtime alone then trains on CPUs too (mantissa-run DIR).
-      options.cpuStep = *steps.begin();
-    }
-    // The CPU runs the artifact whatever the GPU compilation says.
-    options.gpuStepOptional = true;
-    if (llvm::Error error =
-            writeArtifact(**module, *program, outputPath, options))
-      return reportError(outputPath + ": " + llvm::toString(std::move(error)));
+  if (request->emit == EmitKind::Artifact)
+    return writeArtifactDirectory(**module, *program, flags.outputPath);
+  if (!request->writeIR)
     return 0;
-  }
-  if (!writeIR)
-    return 0;
-  return writeOutputs(text, outputPath, *program);
+  return writeOutputs(text, flags.outputPath, *program);
 }

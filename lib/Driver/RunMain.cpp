@@ -23,6 +23,7 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
+#include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Driver/WeightsFile.h"
@@ -151,55 +152,63 @@ collectArguments(MLIRContext &context, train::StepOp step,
   return arguments;
 }
 
-int mlir::mantissa::runMain(int argc, char **argv) {
-  // `mantissa-run DIR ...`: a compiled artifact runs in the runtime alone.
-  for (int i = 1; i < argc; ++i)
-    if (argv[i][0] != '-') {
-      if (llvm::sys::fs::is_directory(argv[i]))
-        return rt::runUpdateMain(argc, argv);
-      break;
-    }
-  llvm::InitLLVM initLLVM(argc, argv);
-  cl::OptionCategory category("mantissa-run options");
-  cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.pt2>"),
-                                 cl::Required, cl::cat(category));
-  cl::opt<bool> useReference(
+namespace {
+/// mantissa-run's llvm::cl flags, registered while the object lives. The
+/// trainer's flags are not among them: the runtime parses those
+/// (rt::parseTrainerFlag), as it does for `mantissa-run DIR`.
+struct RunFlags {
+  RunFlags() { cl::HideUnrelatedOptions({&category, &trainCategory}); }
+
+  cl::OptionCategory category{"mantissa-run options"};
+  cl::opt<std::string> modelPath{cl::Positional, cl::desc("<model.pt2>"),
+                                 cl::Required, cl::cat(category)};
+  cl::opt<bool> useReference{
       "reference",
       cl::desc("Run forward/backward in the reference interpreter (torch's "
                "exact CPU semantics) instead of compiled CPU code"),
-      cl::cat(category));
-  cl::opt<std::string> inputsPath(
+      cl::cat(category)};
+  cl::opt<std::string> inputsPath{
       "inputs", cl::desc("The batch: user inputs by name or as input.<k>"),
-      cl::value_desc("safetensors"), cl::cat(category));
-  cl::opt<std::string> weightsPath(
+      cl::value_desc("safetensors"), cl::cat(category)};
+  cl::opt<std::string> weightsPath{
       "weights",
       cl::desc("Initial parameters and buffers by FQN (a state_dict); "
                "tensors it lacks come from the archive"),
-      cl::value_desc("safetensors"), cl::cat(category));
-  cl::opt<std::string> gradsPath(
+      cl::value_desc("safetensors"), cl::cat(category)};
+  cl::opt<std::string> gradsPath{
       "dump-grads",
       cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
-      cl::value_desc("safetensors"), cl::cat(category));
-  cl::OptionCategory trainCategory("training options");
-  cl::opt<std::string> specPath(
-      "precision", cl::desc("YAML precision spec to train with"),
-      cl::value_desc("spec.yaml"), cl::cat(trainCategory));
-  cl::list<std::string> flagRules(
-      "precision-rule", cl::desc("A rule applied after the spec's"),
-      cl::value_desc("rule"), cl::cat(trainCategory));
-  cl::opt<std::string> defaultDtype(
-      "precision-default-dtype",
-      cl::desc("Gather dtype of parameters no rule sets"),
-      cl::value_desc("dtype"), cl::cat(trainCategory));
-  cl::opt<std::string> computeDtype(
-      "precision-compute",
-      cl::desc("Compute matrix products in this dtype as torch.autocast does "
-               "(bf16, fp16; the spec's compute)"),
-      cl::value_desc("dtype"), cl::cat(trainCategory));
-  cl::HideUnrelatedOptions({&category, &trainCategory});
-  // The trainer's flags have one definition, the runtime's (the same flags
-  // `mantissa-run DIR` takes); llvm::cl parses the rest.
-  rt::UpdateOptions trainer;
+      cl::value_desc("safetensors"), cl::cat(category)};
+  cl::OptionCategory trainCategory{"training options"};
+  PrecisionFlags precision{trainCategory, PrecisionFlagsHelp::Brief};
+};
+} // namespace
+
+/// Prints `message` as the tool's error; for the steps of runMain, which
+/// return failure and leave the exit code to it.
+static LogicalResult fail(const llvm::Twine &message) {
+  reportError(message);
+  return failure();
+}
+
+/// Whether the step runs on the GPU: training with --device cuda.
+static bool trainsOnGpu(const rt::UpdateOptions &trainer) {
+  return trainer.steps > 0 &&
+         (trainer.device == "cuda" || trainer.device == "gpu");
+}
+
+/// Whether the step is compiled for this CPU: neither the interpreter
+/// (--reference) nor the GPU runs it.
+static bool compilesForCpu(const RunFlags &flags,
+                           const rt::UpdateOptions &trainer) {
+  return !flags.useReference && !trainsOnGpu(trainer);
+}
+
+/// Parses the command line: the trainer's flags into `trainer` by their one
+/// definition, the runtime's (the same flags `mantissa-run DIR` takes), and
+/// the rest with llvm::cl into the registered RunFlags.
+static LogicalResult parseCommandLine(int argc, char **argv,
+                                      rt::UpdateOptions &trainer) {
   // -1: no --steps; the step is evaluated once instead of trained.
   trainer.steps = -1;
   std::vector<char *> compilerArgs = {argv[0]};
@@ -207,7 +216,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
     std::string flagError;
     if (rt::parseTrainerFlag(argc, argv, i, trainer, flagError)) {
       if (!flagError.empty())
-        return reportError(flagError);
+        return fail(flagError);
       continue;
     }
     compilerArgs.push_back(argv[i]);
@@ -224,9 +233,17 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       "L.json, --metrics M.jsonl, --final-params F.safetensors, "
       "--save-checkpoint DIR --save-every K, --resume DIR, --device "
       "cpu|cuda [--tf32] [--op-times T.json], --no-memory-report\n");
+  return success();
+}
+
+/// Checks the options against each other, and when training every output
+/// location, before the model is read. Without --steps, `trainer.steps`
+/// becomes 0: the step is evaluated once.
+static LogicalResult validateOptions(const RunFlags &flags,
+                                     rt::UpdateOptions &trainer) {
   if (trainer.steps == 0)
-    return reportError("--steps: expected N >= 1 (without --steps, "
-                       "mantissa-run evaluates the step once)");
+    return fail("--steps: expected N >= 1 (without --steps, "
+                "mantissa-run evaluates the step once)");
   if (trainer.steps < 0) {
     // Evaluating once writes none of the training outputs: refuse them
     // rather than ignore them.
@@ -239,73 +256,78 @@ int mlir::mantissa::runMain(int argc, char **argv) {
           {"--save-checkpoint", !trainer.saveCheckpointDir.empty()},
           {"--resume", !trainer.resumeDir.empty()}})
       if (given)
-        return reportError(std::string(flag) +
-                           " needs --steps N (training); without --steps, "
-                           "mantissa-run evaluates the step once");
+        return fail(std::string(flag) +
+                    " needs --steps N (training); without --steps, "
+                    "mantissa-run evaluates the step once");
     trainer.steps = 0;
   }
-  trainer.inputsPath = inputsPath;
-  int64_t steps = trainer.steps;
-  const std::string &device = trainer.device;
+  trainer.inputsPath = flags.inputsPath;
   bool onData = !trainer.dataPaths.empty();
 
-  if (inputsPath.empty() && !onData)
-    return reportError("--inputs BATCH.safetensors or --data TOKENS.bin is "
-                       "required");
-  if (!inputsPath.empty() && onData)
-    return reportError("--inputs and --data cannot be combined: --inputs "
-                       "trains on one fixed batch, --data on token data");
-  if (onData && steps <= 0)
-    return reportError("--data needs --steps N (training)");
-  if (steps > 0) {
+  if (flags.inputsPath.empty() && !onData)
+    return fail("--inputs BATCH.safetensors or --data TOKENS.bin is "
+                "required");
+  if (!flags.inputsPath.empty() && onData)
+    return fail("--inputs and --data cannot be combined: --inputs "
+                "trains on one fixed batch, --data on token data");
+  if (onData && trainer.steps <= 0)
+    return fail("--data needs --steps N (training)");
+  if (trainer.steps > 0) {
     std::string optionsError;
     if (!rt::validateTrainerOptions(trainer, optionsError))
-      return reportError(optionsError);
+      return fail(optionsError);
     // Every output is checked before the step is compiled.
     rt::UpdateOptions locations = trainer;
-    locations.weightsPath = weightsPath;
-    if (!rt::checkOutputLocations(locations, {modelPath}, optionsError))
-      return reportError(optionsError);
+    locations.weightsPath = flags.weightsPath;
+    if (!rt::checkOutputLocations(locations, {flags.modelPath}, optionsError))
+      return fail(optionsError);
   }
+  return success();
+}
 
-  llvm::Expected<pt2::Program> program = pt2::readPt2Archive(modelPath);
-  if (!program)
-    return reportError(llvm::toString(program.takeError()));
-  MLIRContext context;
-  context.loadDialect<train::TrainDialect>();
+/// Imports the model's training step into `context` and plans it with the
+/// precision flags, if any are given.
+static FailureOr<OwningOpRef<ModuleOp>>
+buildStep(MLIRContext &context, const pt2::Program &program,
+          const RunFlags &flags, const rt::UpdateOptions &trainer) {
   llvm::Expected<OwningOpRef<ModuleOp>> module =
-      importTrainingStep(context, *program, modelPath);
+      importTrainingStep(context, program, flags.modelPath);
   if (!module)
-    return reportError(llvm::toString(module.takeError()));
+    return fail(llvm::toString(module.takeError()));
   auto step = *(*module)->getOps<train::StepOp>().begin();
 
-  bool precisionRequested = !specPath.empty() || !flagRules.empty() ||
-                            !defaultDtype.empty() || !computeDtype.empty();
+  bool precisionRequested = flags.precision.hasValues();
   // Without --steps the one evaluated step shows what the plan computes:
   // its loss and its gradients (--dump-grads) in the planned dtypes.
-  if (precisionRequested && steps <= 0 && gradsPath.empty())
-    return reportError("--precision needs --steps N (training) or "
-                       "--dump-grads G (one step's loss and gradients under "
-                       "the plan)");
+  if (precisionRequested && trainer.steps <= 0 && flags.gradsPath.empty())
+    return fail("--precision needs --steps N (training) or "
+                "--dump-grads G (one step's loss and gradients under "
+                "the plan)");
   if (precisionRequested) {
-    precision::SpecOptions specOptions;
-    specOptions.specPath = specPath;
-    specOptions.flagRules.assign(flagRules.begin(), flagRules.end());
-    specOptions.defaultDtype = defaultDtype;
-    specOptions.compute = computeDtype;
     if (failed(applyPrecisionFromCommandLine(
-            step, *program, specOptions, trainer.lr,
+            step, program, flags.precision.getSpecOptions(), trainer.lr,
             /*warningsAsErrors=*/false, "mantissa-run")))
-      return 1;
+      return failure();
   }
+  return std::move(*module);
+}
 
+/// The step's arguments: the batch from --inputs (zeros that token data
+/// fills), the model state from --weights, which must cover the step unless
+/// partial weights are allowed, and the archive for what it lacks.
+static FailureOr<SmallVector<reference::Tensor>>
+readStepArguments(MLIRContext &context, train::StepOp step,
+                  const pt2::Program &program, const RunFlags &flags,
+                  const rt::UpdateOptions &trainer) {
+  bool onData = !trainer.dataPaths.empty();
+  const std::string &weightsPath = flags.weightsPath;
   rt::SafeTensorsFile inputs, weights;
   std::string error;
-  if (!onData && !rt::SafeTensorsFile::read(inputsPath, inputs, error))
-    return reportError(error);
+  if (!onData && !rt::SafeTensorsFile::read(flags.inputsPath, inputs, error))
+    return fail(error);
   if (!weightsPath.empty() &&
       !rt::SafeTensorsFile::read(weightsPath, weights, error))
-    return reportError(error);
+    return fail(error);
   if (!weightsPath.empty()) {
     std::vector<std::string> parameters, buffers;
     for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
@@ -317,55 +339,59 @@ int mlir::mantissa::runMain(int argc, char **argv) {
     }
     if (!rt::checkStateCoverage(weights, weightsPath, parameters, buffers,
                                 trainer.allowPartialWeights, error,
-                                getTiedAliases(*program)))
-      return reportError(error);
+                                getTiedAliases(program)))
+      return fail(error);
   }
 
   auto arguments = collectArguments(
-      context, step, *program, onData ? nullptr : &inputs, inputsPath,
+      context, step, program, onData ? nullptr : &inputs, flags.inputsPath,
       weightsPath.empty() ? nullptr : &weights, weightsPath);
   if (!arguments)
-    return reportError(llvm::toString(arguments.takeError()));
+    return fail(llvm::toString(arguments.takeError()));
+  return std::move(*arguments);
+}
 
+/// How the step runs against the flags that depend on it: checkpoints need
+/// training, --dump-grads evaluating once on the CPU. Checked once the step
+/// is built, so that errors keep the order in which they are reported.
+static LogicalResult validateRunMode(const RunFlags &flags,
+                                     const rt::UpdateOptions &trainer) {
   bool checkpointing =
       !trainer.saveCheckpointDir.empty() || !trainer.resumeDir.empty();
-  if (steps <= 0 && checkpointing)
-    return reportError("--save-checkpoint and --resume need --steps N");
+  if (trainer.steps <= 0 && checkpointing)
+    return fail("--save-checkpoint and --resume need --steps N");
   // One step's loss and gradients are the evaluation without --steps, on
   // the CPU: not something training writes.
-  if (!gradsPath.empty() && steps > 0)
-    return reportError("--dump-grads writes one step's loss and gradients "
-                       "without training; it cannot be combined with --steps");
-  if (!gradsPath.empty() && (device == "cuda" || device == "gpu"))
-    return reportError("--dump-grads evaluates the step on the CPU; it cannot "
-                       "be combined with --device " +
-                       device);
-  // Ranks of an mpirun launch (else one).
-  std::unique_ptr<rt::Communicator> communicator;
-  if (steps > 0) {
-    std::string error;
-    communicator = rt::createLaunchCommunicator(error);
-    if (!communicator)
-      return reportError(error);
-  }
-  bool reporting = !communicator || communicator->rank() == 0;
+  if (!flags.gradsPath.empty() && trainer.steps > 0)
+    return fail("--dump-grads writes one step's loss and gradients "
+                "without training; it cannot be combined with --steps");
+  if (!flags.gradsPath.empty() &&
+      (trainer.device == "cuda" || trainer.device == "gpu"))
+    return fail("--dump-grads evaluates the step on the CPU; it cannot "
+                "be combined with --device " +
+                trainer.device);
+  return success();
+}
 
-  // Forward and backward: compiled CPU code, or with --reference the
-  // interpreter that defines the semantics.
-  // Training on the GPU compiles the step for it instead (TrainLoop.cpp).
-  bool onGpu = steps > 0 && (device == "cuda" || device == "gpu");
-  bool compileForCpu = !useReference && !onGpu;
+/// Forward and backward: compiled CPU code, or with --reference the
+/// interpreter that defines the semantics. Training on the GPU compiles the
+/// step for it instead (TrainLoop.cpp), so the interpreter stands in here.
+/// `reporting`: this rank says how the CPU step was compiled.
+static FailureOr<std::unique_ptr<StepEvaluator>>
+createEvaluator(train::StepOp step, const RunFlags &flags,
+                const rt::UpdateOptions &trainer, bool reporting) {
+  bool onGpu = trainsOnGpu(trainer);
+  bool compileForCpu = compilesForCpu(flags, trainer);
   CompileCacheReport cacheReport;
   llvm::Expected<std::unique_ptr<StepEvaluator>> evaluator =
       !compileForCpu ? llvm::Expected<std::unique_ptr<StepEvaluator>>(
                            createReferenceEvaluator(step))
                      : createCompiledEvaluator(step, &cacheReport);
   if (!evaluator)
-    return reportError(modelPath + ": " +
-                       llvm::toString(evaluator.takeError()));
-  if (onGpu && useReference)
-    return reportError("--reference runs the step in the interpreter on the "
-                       "CPU; it cannot be combined with --device cuda");
+    return fail(flags.modelPath + ": " + llvm::toString(evaluator.takeError()));
+  if (onGpu && flags.useReference)
+    return fail("--reference runs the step in the interpreter on the "
+                "CPU; it cannot be combined with --device cuda");
   if (compileForCpu && reporting) {
     llvm::errs() << "mantissa-run: "
                  << (cacheReport.cached ? "loaded the compiled step"
@@ -377,36 +403,52 @@ int mlir::mantissa::runMain(int argc, char **argv) {
                    << cacheReport.libraryPath << ")";
     llvm::errs() << "\n";
   }
+  return std::move(*evaluator);
+}
 
-  if (steps > 0) {
-    // Evaluation runs the step's forward pass alone (mantissa-forward-only
-    // on a copy of the planned step): compiled into the run's artifact
-    // (CpuStepWriter.h), or here for the interpreter.
-    OwningOpRef<ModuleOp> forwardModule;
-    std::unique_ptr<StepEvaluator> forwardEvaluator;
-    ForwardStep forward;
-    if (!trainer.valDataPaths.empty() && !onGpu && !compileForCpu) {
-      llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
-      if (!derived)
-        return reportError(modelPath + ": " +
-                           llvm::toString(derived.takeError()));
-      forwardModule = std::move(*derived);
-      forward.step = *forwardModule->getOps<train::StepOp>().begin();
-      forwardEvaluator = createReferenceEvaluator(forward.step);
-      forward.evaluator = forwardEvaluator.get();
-    }
-    llvm::Expected<int> status =
-        trainStep(**module, step, *program, std::move(*arguments), trainer,
-                  **evaluator, forward, *communicator);
-    if (!status)
-      return reportError(modelPath + ": " + llvm::toString(status.takeError()));
-    return *status;
+/// Trains `trainer.steps` steps (TrainLoop.h); returns the exit code.
+static int runTraining(ModuleOp module, train::StepOp step,
+                       const pt2::Program &program,
+                       SmallVector<reference::Tensor> arguments,
+                       const RunFlags &flags, const rt::UpdateOptions &trainer,
+                       StepEvaluator &evaluator,
+                       rt::Communicator &communicator) {
+  // Evaluation runs the step's forward pass alone (mantissa-forward-only
+  // on a copy of the planned step): compiled into the run's artifact
+  // (CpuStepWriter.h), or here for the interpreter.
+  OwningOpRef<ModuleOp> forwardModule;
+  std::unique_ptr<StepEvaluator> forwardEvaluator;
+  ForwardStep forward;
+  if (!trainer.valDataPaths.empty() && !trainsOnGpu(trainer) &&
+      !compilesForCpu(flags, trainer)) {
+    llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
+    if (!derived)
+      return reportError(flags.modelPath + ": " +
+                         llvm::toString(derived.takeError()));
+    forwardModule = std::move(*derived);
+    forward.step = *forwardModule->getOps<train::StepOp>().begin();
+    forwardEvaluator = createReferenceEvaluator(forward.step);
+    forward.evaluator = forwardEvaluator.get();
   }
+  llvm::Expected<int> status =
+      trainStep(module, step, program, std::move(arguments), trainer, evaluator,
+                forward, communicator);
+  if (!status)
+    return reportError(flags.modelPath + ": " +
+                       llvm::toString(status.takeError()));
+  return *status;
+}
 
+/// Evaluates the step once: prints its loss and with --dump-grads writes
+/// the loss and every parameter's gradient (fp32). Returns the exit code.
+static int evaluateOnce(train::StepOp step, StepEvaluator &evaluator,
+                        ArrayRef<reference::Tensor> arguments,
+                        const RunFlags &flags) {
   llvm::Expected<SmallVector<reference::Tensor>> results =
-      (*evaluator)->evaluate(*arguments);
+      evaluator.evaluate(arguments);
   if (!results)
-    return reportError(modelPath + ": " + llvm::toString(results.takeError()));
+    return reportError(flags.modelPath + ": " +
+                       llvm::toString(results.takeError()));
 
   std::vector<rt::HostTensor> dump;
   for (auto [index, result] : llvm::enumerate(*results)) {
@@ -422,8 +464,59 @@ int mlir::mantissa::runMain(int argc, char **argv) {
                                      values.data(), rt::DType::F32));
     }
   }
-  if (!gradsPath.empty() &&
-      !rt::writeSafeTensors(gradsPath, dump, {{"format", "pt"}}, error))
+  std::string error;
+  if (!flags.gradsPath.empty() &&
+      !rt::writeSafeTensors(flags.gradsPath, dump, {{"format", "pt"}}, error))
     return reportError(error);
   return 0;
+}
+
+int mlir::mantissa::runMain(int argc, char **argv) {
+  // `mantissa-run DIR ...`: a compiled artifact runs in the runtime alone.
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') {
+      if (llvm::sys::fs::is_directory(argv[i]))
+        return rt::runUpdateMain(argc, argv);
+      break;
+    }
+  llvm::InitLLVM initLLVM(argc, argv);
+  RunFlags flags;
+  rt::UpdateOptions trainer;
+  if (failed(parseCommandLine(argc, argv, trainer)) ||
+      failed(validateOptions(flags, trainer)))
+    return 1;
+
+  llvm::Expected<pt2::Program> program = pt2::readPt2Archive(flags.modelPath);
+  if (!program)
+    return reportError(llvm::toString(program.takeError()));
+  MLIRContext context;
+  context.loadDialect<train::TrainDialect>();
+  FailureOr<OwningOpRef<ModuleOp>> module =
+      buildStep(context, *program, flags, trainer);
+  if (failed(module))
+    return 1;
+  auto step = *(*module)->getOps<train::StepOp>().begin();
+  FailureOr<SmallVector<reference::Tensor>> arguments =
+      readStepArguments(context, step, *program, flags, trainer);
+  if (failed(arguments) || failed(validateRunMode(flags, trainer)))
+    return 1;
+
+  // Ranks of an mpirun launch (else one).
+  std::unique_ptr<rt::Communicator> communicator;
+  if (trainer.steps > 0) {
+    std::string error;
+    communicator = rt::createLaunchCommunicator(error);
+    if (!communicator)
+      return reportError(error);
+  }
+  bool reporting = !communicator || communicator->rank() == 0;
+  FailureOr<std::unique_ptr<StepEvaluator>> evaluator =
+      createEvaluator(step, flags, trainer, reporting);
+  if (failed(evaluator))
+    return 1;
+
+  if (trainer.steps > 0)
+    return runTraining(**module, step, *program, std::move(*arguments), flags,
+                       trainer, **evaluator, *communicator);
+  return evaluateOnce(step, **evaluator, *arguments, flags);
 }

@@ -29,6 +29,7 @@
 
 #include "mantissa/Dialect/Train/IR/TrainTypeRules.h"
 #include "mantissa/Transforms/Passes.h"
+#include "mantissa/Transforms/PrecisionSpec.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Verifier.h"
@@ -295,7 +296,7 @@ struct AutocastPass : public mantissa::impl::AutocastPassBase<AutocastPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    std::optional<DType> dtype = parseDTypeName(compute);
+    std::optional<DType> dtype = precision::parseComputeDType(compute);
     if (!dtype) {
       getOperation().emitError()
           << "mantissa-autocast: unknown compute dtype '" << compute

@@ -305,6 +305,10 @@ static std::string formatRuleText(const YamlRule &rule) {
   return text + "}";
 }
 
+std::optional<DType> precision::parseComputeDType(StringRef name) {
+  return train::parseDTypeName(name);
+}
+
 bool precision::parseSpecYaml(StringRef text, StringRef displayName, Spec &spec,
                               std::vector<Problem> &problems) {
   size_t problemsBefore = problems.size();
@@ -347,7 +351,7 @@ bool precision::parseSpecYaml(StringRef text, StringRef displayName, Spec &spec,
   }
 
   if (parsed.compute) {
-    std::optional<DType> dtype = train::parseDTypeName(parsed.compute->value);
+    std::optional<DType> dtype = parseComputeDType(parsed.compute->value);
     if (!dtype)
       problems.push_back(
           {llvm::formatv("unknown dtype '{0}' for compute at {1}",
@@ -522,15 +526,17 @@ bool precision::parseFlagRule(StringRef text, unsigned index, Spec &spec,
   return true;
 }
 
-/// A dtype given by `flag` (`value`; empty: not given) for the spec's `key`:
-/// taken when the file sets none, accepted when it agrees, else an error.
+/// A dtype given by `flag` (`value`, read by `parse`; empty: not given) for
+/// the spec's `key`: taken when the file sets none, accepted when it agrees,
+/// else an error.
 static void mergeFlagDType(StringRef flag, StringRef key, StringRef what,
-                           StringRef value, std::optional<DType> &target,
-                           std::string &origin,
+                           StringRef value,
+                           std::optional<DType> (*parse)(StringRef),
+                           std::optional<DType> &target, std::string &origin,
                            std::vector<Problem> &problems) {
   if (value.empty())
     return;
-  std::optional<DType> dtype = train::parseDTypeName(value);
+  std::optional<DType> dtype = parse(value);
   if (!dtype) {
     problems.push_back(
         {llvm::formatv("unknown dtype '{0}' in {1}", value, flag).str(),
@@ -596,10 +602,11 @@ bool precision::buildSpec(const SpecOptions &options, Spec &spec,
     parseFlagRule(text, index, spec, problems);
 
   mergeFlagDType("--precision-default-dtype", "default_dtype", "default dtype",
-                 options.defaultDtype, spec.defaultDtype,
+                 options.defaultDtype, train::parseDTypeName, spec.defaultDtype,
                  spec.defaultDtypeOrigin, problems);
   mergeFlagDType("--precision-compute", "compute", "compute dtype",
-                 options.compute, spec.compute, spec.computeOrigin, problems);
+                 options.compute, parseComputeDType, spec.compute,
+                 spec.computeOrigin, problems);
   return problems.size() == problemsBefore;
 }
 

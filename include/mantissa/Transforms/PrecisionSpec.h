@@ -142,6 +142,12 @@ struct SpecOptions {
   std::string compute;
 };
 
+/// The dtype a compute dtype names: fp32, bf16 or fp16, or torch's names for
+/// them. The spec's `compute`, `--precision-compute` and mantissa-autocast's
+/// `compute` option all parse it here, so that the three accept the same
+/// names; nullopt for any other.
+std::optional<DType> parseComputeDType(llvm::StringRef name);
+
 /// Parses the YAML text of a spec file whose origins are named after
 /// `displayName`, appending to `spec`. Returns false (with `problems`) on any
 /// error: bad YAML, an unknown key, axis or dtype, a rule without `match`, a

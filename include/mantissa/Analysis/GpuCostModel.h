@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MANTISSA_DRIVER_GPUCOSTMODEL_H
-#define MANTISSA_DRIVER_GPUCOSTMODEL_H
+#ifndef MANTISSA_ANALYSIS_GPUCOSTMODEL_H
+#define MANTISSA_ANALYSIS_GPUCOSTMODEL_H
 
 #include "mantissa/Format/GpuProgram.h"
 #include "llvm/Support/raw_ostream.h"
@@ -100,4 +100,4 @@ void printCostJson(const StepCost &cost, llvm::raw_ostream &os);
 
 } // namespace mlir::mantissa
 
-#endif // MANTISSA_DRIVER_GPUCOSTMODEL_H
+#endif // MANTISSA_ANALYSIS_GPUCOSTMODEL_H

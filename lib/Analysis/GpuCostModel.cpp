@@ -26,7 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Driver/GpuCostModel.h"
+#include "mantissa/Analysis/GpuCostModel.h"
 #include "mantissa/Format/DType.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
