@@ -348,9 +348,9 @@ private:
     enum class Kind { Run, Barrier, Loop } kind;
     SmallVector<Operation *> ops;
     scf::ForOp loop;
-    /// Run: the values it uses from other phases, and those other phases
-    /// use from it.
-    llvm::SetVector<Value> inputs, outputs;
+    /// Run: the values other phases use from it (the values it uses from
+    /// other phases are read from their slots where they are used).
+    llvm::SetVector<Value> outputs;
   };
   static bool containsBarrier(Operation *op) {
     return op->walk([](gpu::BarrierOp) { return WalkResult::interrupt(); })
@@ -823,7 +823,8 @@ LogicalResult WarpEmulation::emitUniformFor(scf::ForOp loop) {
       return failure();
     carried.push_back(*slot);
   }
-  if (failed(copyLanes(loop.getInitArgs(), carried, /*throughCopies=*/true)))
+  // The slots are new: no initial value is read from them.
+  if (failed(copyLanes(loop.getInitArgs(), carried, /*throughCopies=*/false)))
     return failure();
   auto warpLoop = builder.create<scf::ForOp>(loc, *lower, *upper, *step);
   {
@@ -849,6 +850,7 @@ LogicalResult WarpEmulation::emitUniformIf(scf::IfOp branch) {
   if (failed(condition))
     return failure();
   SmallVector<LaneLocation> results;
+  // New slots, which no value of the branches is read from.
   for (Value value : branch.getResults()) {
     FailureOr<LaneLocation> slot = newLaneSlot(value.getType(), branch);
     if (failed(slot))
@@ -866,7 +868,7 @@ LogicalResult WarpEmulation::emitUniformIf(scf::IfOp branch) {
     builder.setInsertionPoint(to.front().getTerminator());
     if (failed(emitWarpBlock(from.front())) ||
         failed(copyLanes(from.front().getTerminator()->getOperands(), results,
-                         /*throughCopies=*/true)))
+                         /*throughCopies=*/false)))
       return failure();
   }
   for (auto [result, slot] : llvm::zip_equal(branch.getResults(), results))
@@ -878,7 +880,7 @@ LogicalResult WarpEmulation::planSegments(Block &block) {
   SmallVector<Segment> &parts = segments[&block];
   for (Operation &op : block.without_terminator()) {
     if (isa<gpu::BarrierOp>(op)) {
-      parts.push_back({Segment::Kind::Barrier, {}, {}, {}, {}});
+      parts.push_back({Segment::Kind::Barrier, {}, {}, {}});
       continue;
     }
     if (containsBarrier(&op)) {
@@ -887,13 +889,13 @@ LogicalResult WarpEmulation::planSegments(Block &block) {
         return op.emitOpError()
                << "holds a barrier the host cannot run (barriers go at the "
                   "kernel's top level or directly in a loop there)";
-      parts.push_back({Segment::Kind::Loop, {}, loop, {}, {}});
+      parts.push_back({Segment::Kind::Loop, {}, loop, {}});
       if (failed(planSegments(*loop.getBody())))
         return failure();
       continue;
     }
     if (parts.empty() || parts.back().kind != Segment::Kind::Run)
-      parts.push_back({Segment::Kind::Run, {}, {}, {}, {}});
+      parts.push_back({Segment::Kind::Run, {}, {}, {}});
     parts.back().ops.push_back(&op);
   }
   return success();
@@ -930,8 +932,6 @@ LogicalResult WarpEmulation::planSlots() {
     Segment *run = definingRun(value);
     if (run == user && run)
       return success();
-    if (user)
-      user->inputs.insert(value);
     // A constant is cloned where it is used.
     Operation *definition = value.getDefiningOp();
     if (definition && definition->hasTrait<OpTrait::ConstantLike>())
