@@ -114,6 +114,17 @@ run_stage() {
   fi
 }
 
+# run_gpu_stage NAME LIMIT SCRIPT: a stage that needs a GPU (an nvcc-built
+# host program, real kernels): `SCRIPT run $dir/NAME`, listed as skipped in a
+# dry run (the caller's $dry).
+run_gpu_stage() {
+  if [[ $dry == 1 ]]; then
+    summary+=("$(printf '%-8s SKIPPED (dry run: needs a GPU)' "$1")")
+  else
+    run_stage "$1" "$2" bash "$3" run "$dir/$1"
+  fi
+}
+
 run() {
   started=$(date +%s)
   local dry=${DRY_RUN:-0}
@@ -170,18 +181,8 @@ run() {
   for stage in $stages; do
     case "$stage" in
     step) run_stage step 120 bash "$repo/bench/step/gpu/run_step_h200.sh" run "$dir/step" ;;
-    adamw)
-      if [[ $dry == 1 ]]; then
-        summary+=("$(printf '%-8s SKIPPED (dry run: needs a GPU)' adamw)")
-      else
-        run_stage adamw 60 bash "$repo/bench/adamw/gpu/run_h200.sh" run "$dir/adamw"
-      fi ;;
-    update)
-      if [[ $dry == 1 ]]; then
-        summary+=("$(printf '%-8s SKIPPED (dry run: needs a GPU)' update)")
-      else
-        run_stage update 90 bash "$repo/bench/adamw/gpu/run_update_h200.sh" run "$dir/update"
-      fi ;;
+    adamw) run_gpu_stage adamw 60 "$repo/bench/adamw/gpu/run_h200.sh" ;;
+    update) run_gpu_stage update 90 "$repo/bench/adamw/gpu/run_update_h200.sh" ;;
     exports)
       if [[ $dry == 1 ]]; then
         summary+=("$(printf '%-8s SKIPPED (dry run: needs torch >= 2.9)' exports)")
