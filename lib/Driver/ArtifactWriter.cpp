@@ -10,14 +10,13 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
-#include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Format/ArtifactManifest.h"
 #include "mantissa/Runtime/HostCpu.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -210,17 +209,9 @@ llvm::Error mlir::mantissa::checkArtifactTarget(llvm::StringRef directory) {
     return llvm::Error::success();
   llvm::SmallString<256> manifest(directory);
   llvm::sys::path::append(manifest, "manifest.json");
-  if (auto text = llvm::MemoryBuffer::getFile(manifest)) {
-    llvm::Expected<llvm::json::Value> parsed =
-        llvm::json::parse((*text)->getBuffer());
-    if (parsed) {
-      const llvm::json::Object *object = parsed->getAsObject();
-      if (object && object->getString("format") == "mantissa-artifact")
-        return llvm::Error::success();
-    } else {
-      llvm::consumeError(parsed.takeError());
-    }
-  }
+  if (auto text = llvm::MemoryBuffer::getFile(manifest))
+    if (rt::isArtifactManifestText((*text)->getBuffer().str()))
+      return llvm::Error::success();
   return llvm::createStringError(
       directory + ": the folder is not empty and holds no Mantissa artifact "
                   "(no manifest.json of format \"mantissa-artifact\"); "
@@ -251,7 +242,9 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   std::vector<AdamWGroup> layouts;
   std::vector<std::string> ptxTexts;
   std::string ptxNote;
-  llvm::json::Array groupsJson;
+  rt::ArtifactManifest manifest;
+  manifest.step = spec.stepName;
+  manifest.tileSize = options.tileSize;
   std::map<std::string, std::string> groupOf;
   for (auto [index, groupSpec] : llvm::enumerate(spec.groups)) {
     AdamWGroup group;
@@ -298,50 +291,42 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
         ptxTexts.push_back(*ptx);
     }
 
-    llvm::json::Array members;
-    int64_t tile = 0, element = 0;
+    rt::ManifestGroup entry;
+    entry.name = groupSpec.name;
+    entry.unit = groupSpec.unit;
+    entry.gather = train::getStoredDType(groupSpec.gather);
+    entry.nestedIn = groupSpec.nestedIn;
+    entry.reshardAfterForward = groupSpec.reshardAfterForward;
+    entry.amsgrad = options.amsgrad;
+    entry.maximize = options.maximize;
+    entry.kernelSymbol = symbol;
+    entry.gpuKernelSymbol = symbol + "_kernel";
+    int64_t element = 0;
     for (const AdamWMember &member : group.members) {
-      const ArtifactTensorSpec &tensor = *byFqn[member.name];
-      int64_t tiles = (member.count + options.tileSize - 1) / options.tileSize;
-      members.push_back(llvm::json::Object{
-          {"fqn", member.name},
-          {"shape", llvm::json::Array(tensor.shape)},
-          {"count", member.count},
-          {"first_element", element},
-          {"first_tile", tile},
-          {"num_tiles", tiles},
-          {"grad", name(member.grad)},
-          {"param", name(member.param)},
-          {"master", member.master == AdamWMasterKind::None   ? "none"
-                     : member.master == AdamWMasterKind::FP32 ? "fp32"
-                                                              : "remainder"},
-          {"moments", name(member.moments)},
-          {"offsets", llvm::json::Object{{"grad", member.gradOffset},
-                                         {"param", member.paramOffset},
-                                         {"master", member.masterOffset},
-                                         {"moments", member.momentsOffset}}}});
-      tile += tiles;
-      element += member.count;
+      rt::ArtifactMember &out = entry.members.emplace_back();
+      out.fqn = member.name;
+      out.shape = byFqn[member.name]->shape;
+      out.count = member.count;
+      out.firstElement = element;
+      out.firstTile = entry.numTiles;
+      out.numTiles = (member.count + options.tileSize - 1) / options.tileSize;
+      out.grad = train::getStoredDType(member.grad);
+      out.param = train::getStoredDType(member.param);
+      out.moments = train::getStoredDType(member.moments);
+      out.master = member.master == AdamWMasterKind::None ? rt::MasterKind::None
+                   : member.master == AdamWMasterKind::FP32
+                       ? rt::MasterKind::FP32
+                       : rt::MasterKind::Remainder;
+      out.gradOffset = member.gradOffset;
+      out.paramOffset = member.paramOffset;
+      out.masterOffset = member.masterOffset;
+      out.momentsOffset = member.momentsOffset;
+      entry.numTiles += out.numTiles;
+      element += out.count;
     }
-    llvm::json::Object bufferBytes;
     for (unsigned role = 0; role < kNumAdamWBuffers; ++role)
-      bufferBytes[rt::roleName(rt::Role(role))] =
-          group.getBufferBytes(AdamWBuffer(role));
-    groupsJson.push_back(llvm::json::Object{
-        {"name", groupSpec.name},
-        {"unit", groupSpec.unit},
-        {"gather", name(groupSpec.gather)},
-        {"nested_in", groupSpec.nestedIn.empty()
-                          ? llvm::json::Value(nullptr)
-                          : llvm::json::Value(groupSpec.nestedIn)},
-        {"reshard_after_forward", groupSpec.reshardAfterForward},
-        {"amsgrad", options.amsgrad},
-        {"maximize", options.maximize},
-        {"kernel", symbol},
-        {"gpu_kernel", symbol + "_kernel"},
-        {"num_tiles", tile},
-        {"buffer_bytes", std::move(bufferBytes)},
-        {"members", std::move(members)}});
+      entry.bufferBytes[role] = group.getBufferBytes(AdamWBuffer(role));
+    manifest.groups.push_back(std::move(entry));
     layouts.push_back(std::move(group));
   }
   for (const ArtifactTensorSpec &tensor : spec.tensors)
@@ -427,77 +412,50 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
                             {{"format", "pt"}}, writeError))
     return cleanup(makeError(writeError));
 
-  llvm::json::Object files;
+  std::sort(fileNames.begin(), fileNames.end());
   for (const std::string &file : fileNames) {
     llvm::Expected<FileRecord> record = recordFile(temporary, file);
     if (!record)
       return cleanup(record.takeError());
-    files[file] = llvm::json::Object{
-        {"bytes", int64_t(record->bytes)},
-        {"fnv1a64", rt::manifestChecksumText(record->checksum)}};
+    manifest.files.push_back({file, int64_t(record->bytes),
+                              rt::manifestChecksumText(record->checksum)});
   }
-  llvm::json::Array tensorsJson, buffersJson;
   for (const ArtifactTensorSpec &tensor : spec.tensors) {
-    llvm::json::Object entry{
-        {"fqn", tensor.fqn},
-        {"kind", tensor.isParameter ? "parameter" : "buffer"},
-        {"shape", llvm::json::Array(tensor.shape)},
-        {"exported", name(tensor.exported)},
-        {"master", tensor.masterSplit ? "fp32_split" : name(tensor.master)},
-        {"gather", name(tensor.gather)}};
+    rt::ArtifactTensor &entry = manifest.tensors.emplace_back();
+    entry.fqn = tensor.fqn;
+    entry.isParameter = tensor.isParameter;
+    entry.shape = tensor.shape;
+    entry.exported = train::getStoredDType(tensor.exported);
+    entry.masterSplit = tensor.masterSplit;
+    entry.master = train::getStoredDType(tensor.master);
+    entry.gather = train::getStoredDType(tensor.gather);
     if (tensor.isParameter) {
-      entry["reduce"] = name(tensor.reduce);
-      entry["moments"] = name(tensor.moments);
-      entry["group"] = groupOf[tensor.fqn];
+      entry.reduce = train::getStoredDType(tensor.reduce);
+      entry.moments = train::getStoredDType(tensor.moments);
+      entry.group = groupOf[tensor.fqn];
     } else {
-      buffersJson.push_back(tensor.fqn);
+      manifest.buffers.push_back(tensor.fqn);
     }
-    tensorsJson.push_back(std::move(entry));
   }
   for (const rt::HostTensor &buffer : spec.opaqueBuffers)
-    buffersJson.push_back(buffer.name);
-  llvm::json::Object kernels{
-      {"cpu", "kernels.so"},
-      {"tile_size", options.tileSize},
-      {"target_cpu", llvm::sys::getHostCPUName()},
-      {"target_features", llvm::json::Array(getHostCpuFeatureFlags())}};
+    manifest.buffers.push_back(buffer.name);
+  rt::ManifestKernels &kernels = manifest.kernels.emplace();
+  kernels.cpuLibrary = "kernels.so";
+  kernels.tileSize = options.tileSize;
+  kernels.targetCpu = llvm::sys::getHostCPUName().str();
+  kernels.targetFeatures = getHostCpuFeatureFlags();
   if (!ptxNote.empty() || !options.emitPtx)
-    kernels["gpu_note"] = options.emitPtx ? ptxNote : "PTX not requested";
+    kernels.gpuNote = options.emitPtx ? ptxNote : "PTX not requested";
   else
-    kernels["gpu"] = "kernels.<group index>.ptx (sm_90)";
-  if (!gpuStepNote.empty())
-    kernels["gpu_step_note"] = gpuStepNote;
+    kernels.gpu = "kernels.<group index>.ptx (sm_90)";
+  kernels.gpuStepNote = gpuStepNote;
   if (options.cpuStep)
-    kernels["cpu_step"] =
-        llvm::json::Object{{"program", "step.cpu.json"},
-                           {"target_cpu", llvm::sys::getHostCPUName()}};
+    kernels.cpuStep = {"step.cpu.json", kernels.targetCpu};
   if (gpuStep)
-    kernels["gpu_step"] =
-        llvm::json::Object{{"program", "step.gpu.json"},
-                           {"kernels", gpuStep->kernels},
-                           {"gemms", gpuStep->gemms},
-                           {"arena_bytes", gpuStep->arenaBytes}};
-  llvm::json::Object manifest{{"format", "mantissa-artifact"},
-                              {"version", rt::kArtifactVersion},
-                              {"step", spec.stepName},
-                              {"tile_size", options.tileSize},
-                              {"kernel_abi",
-                               "void f(void *grad, void *param, void *master, "
-                               "void *exp_avg, void *exp_avg_sq, void "
-                               "*max_exp_avg_sq, double lr, double beta1, "
-                               "double beta2, double eps, double "
-                               "weight_decay, int64_t step, float "
-                               "grad_scale, int64_t part, int64_t parts)"},
-                              {"kernels", std::move(kernels)},
-                              {"files", std::move(files)},
-                              {"tensors", std::move(tensorsJson)},
-                              {"buffers", std::move(buffersJson)},
-                              {"groups", std::move(groupsJson)}};
-  std::string manifestText;
-  llvm::raw_string_ostream(manifestText)
-      << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest)));
-  if (llvm::Error error =
-          writeFile(pathOf("manifest.json"), manifestText + "\n"))
+    kernels.gpuStep = {"step.gpu.json", gpuStep->kernels, gpuStep->gemms,
+                       gpuStep->arenaBytes};
+  if (llvm::Error error = writeFile(pathOf("manifest.json"),
+                                    rt::writeArtifactManifest(manifest)))
     return cleanup(std::move(error));
 
   // Replace an existing artifact only once the new one is complete.

@@ -55,40 +55,32 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-/// The path of the artifact's step program for `device` ("gpu": manifest.json
-/// kernels.gpu_step.program, "cpu": kernels.cpu_step.program), or "" with
-/// `error` saying why there is none: the compiler's note when it recorded
-/// one, else how to get one.
-std::string stepProgram(const std::string &dir, const std::string &device,
+/// The path of the loaded `artifact`'s step program for `device` ("gpu":
+/// its manifest's kernels.gpu_step.program, "cpu": kernels.cpu_step.program),
+/// or "" with `error` saying why there is none: the compiler's note when it
+/// recorded one, else how to get one.
+std::string stepProgram(const Artifact &artifact, const std::string &device,
                         std::string &error) {
+  const std::string &dir = artifact.directory();
   std::string key = device + "_step";
-  std::string manifestPath = dir + "/manifest.json";
-  std::ifstream in(manifestPath);
-  std::stringstream text;
-  text << in.rdbuf();
-  json manifest = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!in || manifest.is_discarded() || !manifest.is_object()) {
-    error = manifestPath + ": cannot read the manifest";
-    return "";
-  }
-  const json kernels = manifest.value("kernels", json::object());
-  if (kernels.is_object() && kernels.contains(key)) {
-    const json &step = kernels[key];
-    if (step.is_object() && step.contains("program") &&
-        step["program"].is_string() &&
-        !step["program"].get<std::string>().empty())
-      return dir + "/" + step["program"].get<std::string>();
-    error = manifestPath + ": kernels." + key + " names no program";
+  const std::optional<ManifestKernels> &kernels = artifact.kernels();
+  std::optional<std::string> program;
+  if (kernels && device == "gpu" && kernels->gpuStep)
+    program = kernels->gpuStep->program;
+  if (kernels && device == "cpu" && kernels->cpuStep)
+    program = kernels->cpuStep->program;
+  if (program) {
+    if (!program->empty())
+      return dir + "/" + *program;
+    error = dir + "/manifest.json: kernels." + key + " names no program";
     return "";
   }
   error = dir + ": the artifact holds no training step for the " +
           (device == "gpu" ? std::string("GPU") : std::string("CPU")) +
           " (no kernels." + key +
           " in its manifest.json), so it cannot train with it";
-  if (kernels.is_object() && kernels.contains(key + "_note") &&
-      kernels[key + "_note"].is_string())
-    error += "; the compiler noted: \"" +
-             kernels[key + "_note"].get<std::string>() +
+  if (kernels && device == "gpu" && !kernels->gpuStepNote.empty())
+    error += "; the compiler noted: \"" + kernels->gpuStepNote +
              "\"; fix that and recompile it with mantissa-compile "
              "MODEL.pt2 -o " +
              dir;
@@ -263,13 +255,14 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
   }
   // The whole artifact is validated (every file's size and checksum, the
   // steps' included) before its step is read.
+  bool onCpu = options.device == "cpu";
+  std::string programPath;
   {
     Artifact artifact;
     if (!Artifact::load(dir, artifact, error))
       return nullptr;
+    programPath = stepProgram(artifact, onCpu ? "cpu" : "gpu", error);
   }
-  bool onCpu = options.device == "cpu";
-  std::string programPath = stepProgram(dir, onCpu ? "cpu" : "gpu", error);
   if (programPath.empty())
     return nullptr;
   std::unique_ptr<GpuStep> gpuProgram;

@@ -4,10 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Writes the artifact directory the runtime loads (mantissa/Runtime/Artifact.h
-// describes its files): manifest.json, kernels.so (one AdamW update per shard
-// group, CPU), kernels.<g>.ptx (sm_90, one per group; skipped with a note in
-// the manifest if PTX generation fails), weights.safetensors and step.mlir.
+// Writes the artifact directory the runtime loads (mantissa/Format/
+// ArtifactManifest.h, the one definition of its manifest, lists its files;
+// Runtime/Artifact.h loads it): manifest.json, kernels.so (one AdamW update per
+// shard group, CPU), kernels.<g>.ptx (sm_90, one per group; skipped with a note
+// in the manifest if PTX generation fails), weights.safetensors and step.mlir.
 // Everything is written into a temporary directory beside the target and
 // renamed into place, so a failed write leaves nothing behind.
 //
