@@ -9,13 +9,13 @@
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Format/CpuGemmAbi.h"
+#include "mantissa/Format/CpuProgram.h"
 #include "mantissa/Reference/Tensor.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/TargetParser/Host.h"
 
@@ -105,18 +105,12 @@ mlir::mantissa::deriveForwardStep(train::StepOp step) {
 
 namespace {
 
-/// An argument or result list of step.cpu.json: the entries of
-/// step.gpu.json, written by the one definition of that format.
-llvm::Expected<llvm::json::Value>
-tensorEntries(const std::vector<rt::StepTensor> &list) {
-  return llvm::json::parse(rt::writeStepTensors(list));
-}
-
-llvm::Expected<llvm::json::Value> resultEntries(train::StepOp step) {
+/// The results of `step`, as step.cpu.json lists them.
+std::vector<rt::StepTensor> resultTensors(train::StepOp step) {
   std::vector<rt::StepTensor> results;
   for (unsigned index = 0, e = step.getNumResults(); index < e; ++index)
     results.push_back(getStepResultTensor(step, index));
-  return tensorEntries(results);
+  return results;
 }
 
 /// Puts the compiled library of `step` at `path`: a copy of the compile
@@ -161,47 +155,28 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
             placeLibrary(forward, pathOf("step.cpu.forward.so")))
       return std::move(error);
 
-  std::vector<rt::StepTensor> argumentList;
+  rt::CpuProgram program;
+  program.cpuGemmAbi = rt::kCpuGemmAbi;
+  program.targetCpu = llvm::sys::getHostCPUName().str();
+  program.targetFeatures = getHostCpuFeatureFlags();
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-    argumentList.push_back(getStepArgumentTensor(step, index));
-    if (argumentList.back().role == rt::StepTensor::Role::UserInput)
-      argumentList.back().indexBound = getIndexBound(step, index);
+    program.arguments.push_back(getStepArgumentTensor(step, index));
+    if (program.arguments.back().role == rt::StepTensor::Role::UserInput)
+      program.arguments.back().indexBound = getIndexBound(step, index);
   }
-  llvm::Expected<llvm::json::Value> arguments = tensorEntries(argumentList);
-  if (!arguments)
-    return arguments.takeError();
-  llvm::Expected<llvm::json::Value> results = resultEntries(step);
-  if (!results)
-    return results.takeError();
-  std::string entryName = (step.getSymName() + "_packed").str();
-  llvm::json::Object program{
-      {"format", "mantissa-cpu-step"},
-      // Version 2: the libraries' matrix products call the runtime's
-      // (CpuGemm.h) with descriptors of version cpu_gemm_abi.
-      {"version", 2},
-      {"cpu_gemm_abi", rt::kCpuGemmAbi},
-      {"target_cpu", llvm::sys::getHostCPUName()},
-      {"target_features", llvm::json::Array(getHostCpuFeatureFlags())},
-      {"arguments", std::move(*arguments)},
-      {"step", llvm::json::Object{{"library", "step.cpu.so"},
-                                  {"entry", entryName},
-                                  {"results", std::move(*results)}}}};
+  program.step = {"step.cpu.so", (step.getSymName() + "_packed").str(),
+                  resultTensors(step)};
   std::vector<std::string> files = {"step.cpu.json", "step.cpu.so"};
   if (forward) {
-    llvm::Expected<llvm::json::Value> forwardResults = resultEntries(forward);
-    if (!forwardResults)
-      return forwardResults.takeError();
-    program["forward"] =
-        llvm::json::Object{{"library", "step.cpu.forward.so"},
-                           {"entry", (forward.getSymName() + "_packed").str()},
-                           {"results", std::move(*forwardResults)}};
+    program.forward = {"step.cpu.forward.so",
+                       (forward.getSymName() + "_packed").str(),
+                       resultTensors(forward)};
     files.push_back("step.cpu.forward.so");
   }
-  std::string text =
-      llvm::formatv("{0:2}", llvm::json::Value(std::move(program)));
+  std::string text = rt::writeCpuProgram(program);
   if (llvm::Error error = llvm::writeToOutput(pathOf("step.cpu.json"),
                                               [&](llvm::raw_ostream &os) {
-                                                os << text << "\n";
+                                                os << text;
                                                 return llvm::Error::success();
                                               }))
     return std::move(error);

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/CpuStep.h"
+#include "mantissa/Format/CpuProgram.h"
 #include "mantissa/Format/StepTensorJson.h"
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/CpuGemm.h"
@@ -18,26 +19,7 @@
 
 using namespace mlir::mantissa::rt;
 using detail::ProgramError;
-using json = nlohmann::json;
 using TensorRole = StepTensor::Role;
-
-namespace {
-
-std::string stringField(const json &object, const char *key,
-                        const std::string &what) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_string())
-    throw ProgramError{what + ": '" + key + "' is missing or not a string"};
-  return object[key].get<std::string>();
-}
-
-const json &arrayField(const json &object, const char *key,
-                       const std::string &what) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_array())
-    throw ProgramError{what + ": '" + key + "' is missing or not an array"};
-  return object[key];
-}
-
-} // namespace
 
 bool mlir::mantissa::rt::bindCpuGemm(void *library) {
   auto *hook = static_cast<MantissaCpuGemmFunction *>(
@@ -53,11 +35,11 @@ namespace {
 /// matrix products bound to the runtime's (CpuGemm.h) when it calls them;
 /// `gemmAbi` is the program's cpu_gemm_abi (0: a version 1 program, whose
 /// libraries have no products to bind).
-CpuStep::Library loadLibrary(const json &object, const std::string &directory,
+CpuStep::Library loadLibrary(const CpuProgramLibrary &program,
+                             const std::string &directory,
                              const std::string &what, int64_t gemmAbi) {
   CpuStep::Library library;
-  std::string path = directory + "/" + stringField(object, "library", what);
-  std::string entry = stringField(object, "entry", what);
+  std::string path = directory + "/" + program.library;
   // Never unmapped: the OpenMP runtime the code pulls in keeps worker
   // threads that must not outlive it.
   void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -74,19 +56,11 @@ CpuStep::Library loadLibrary(const json &object, const std::string &directory,
                        "reads version " +
                        std::to_string(kCpuGemmAbi)};
   library.entry =
-      reinterpret_cast<void (*)(void **)>(dlsym(handle, entry.c_str()));
+      reinterpret_cast<void (*)(void **)>(dlsym(handle, program.entry.c_str()));
   if (!library.entry)
-    throw ProgramError{what + ": " + path + " has no entry '" + entry + "'"};
-  const json &results = arrayField(object, "results", what);
-  for (size_t i = 0; i < results.size(); ++i)
-    library.results.push_back(detail::parseStepTensor(
-        results[i], /*isArgument=*/false, i, what + " result"));
-  int losses = 0;
-  for (const StepTensor &result : library.results)
-    losses += result.role == TensorRole::Loss;
-  if (losses != 1)
-    throw ProgramError{what + ": has " + std::to_string(losses) +
-                       " loss results; training needs one"};
+    throw ProgramError{what + ": " + path + " has no entry '" + program.entry +
+                       "'"};
+  library.results = program.results;
   return library;
 }
 
@@ -99,51 +73,34 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
     error = jsonPath + ": cannot read the CPU step program";
     return nullptr;
   }
-  std::string text(bytes.begin(), bytes.end());
   std::string directory = ".";
   if (size_t slash = jsonPath.find_last_of('/'); slash != std::string::npos)
     directory = jsonPath.substr(0, slash);
+  CpuProgram program;
+  if (!parseCpuProgram(std::string(bytes.begin(), bytes.end()), program,
+                       error)) {
+    error = jsonPath + ": " + error;
+    return nullptr;
+  }
   auto step = std::unique_ptr<CpuStep>(new CpuStep());
+  step->cpu = program.targetCpu;
+  step->argumentList = std::move(program.arguments);
   try {
-    json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded() || !root.is_object())
-      throw ProgramError{"not a JSON object"};
-    // Version 2 adds cpu_gemm_abi: the libraries' matrix products call the
-    // runtime (CpuGemm.h) with descriptors of that version.
-    int version = root.value("version", 0);
-    if (root.value("format", "") != "mantissa-cpu-step" ||
-        (version != 1 && version != 2))
-      throw ProgramError{"not a version 1 or 2 mantissa-cpu-step program"};
-    int64_t gemmAbi = 0;
-    if (version == 2) {
-      if (!root.contains("cpu_gemm_abi") ||
-          !root["cpu_gemm_abi"].is_number_integer())
-        throw ProgramError{"'cpu_gemm_abi' is missing or not an integer"};
-      gemmAbi = root["cpu_gemm_abi"].get<int64_t>();
-    }
-    step->cpu = root.value("target_cpu", "");
     // The libraries are compiled for the compiling machine (-march=native):
     // refuse them here, before dlopen, rather than die of SIGILL mid-step.
-    if (std::string refusal = checkCompiledFor(root, "", "the CPU step");
-        !refusal.empty())
-      throw ProgramError{refusal};
-    const json &arguments = arrayField(root, "arguments", "the program");
-    for (size_t i = 0; i < arguments.size(); ++i)
-      step->argumentList.push_back(detail::parseStepTensor(
-          arguments[i], /*isArgument=*/true, i, "argument"));
-    if (!root.contains("step"))
-      throw ProgramError{"'step' is missing"};
-    step->jointStep = loadLibrary(root["step"], directory, "the step", gemmAbi);
-    if (root.contains("forward"))
-      step->forwardStep = loadLibrary(root["forward"], directory,
-                                      "the forward-only step", gemmAbi);
+    if (program.targetFeatures)
+      if (std::string refusal = checkCompiledFor(
+              *program.targetFeatures, program.targetCpu, "the CPU step");
+          !refusal.empty())
+        throw ProgramError{refusal};
+    step->jointStep =
+        loadLibrary(program.step, directory, "the step", program.cpuGemmAbi);
+    if (program.forward)
+      step->forwardStep =
+          loadLibrary(*program.forward, directory, "the forward-only step",
+                      program.cpuGemmAbi);
   } catch (const ProgramError &problem) {
     error = jsonPath + ": " + problem.message;
-    return nullptr;
-  } catch (const json::exception &problem) {
-    // A field of the wrong type ({"format": 1}, a number for
-    // index_bound_what): json::value throws, and nothing above may escape.
-    error = jsonPath + ": damaged CPU step program (" + problem.what() + ")";
     return nullptr;
   }
   return step;

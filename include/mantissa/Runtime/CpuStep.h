@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // The training step as mantissa-compile writes it into an artifact for the
-// CPU (docs/training.md): `step.cpu.json` names a shared library whose entry
+// CPU (docs/training.md; its file's schema is mantissa/Format/CpuProgram.h):
+// `step.cpu.json` names a shared library whose entry
 // takes one pointer per argument, then one per result, each a dense
 // row-major buffer in the step's dtype (the arguments are only read), and
 // optionally the forward-only step (mantissa-forward-only) in a second
