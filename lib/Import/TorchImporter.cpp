@@ -1823,8 +1823,16 @@ LogicalResult StepImporter::importArange() {
 }
 
 //===----------------------------------------------------------------------===//
-// Entry point
+// Entry points
 //===----------------------------------------------------------------------===//
+
+std::vector<std::string> mlir::mantissa::getSupportedOperators() {
+  std::vector<std::string> names;
+  for (const auto &entry : StepImporter::handlers())
+    names.push_back(entry.getKey().str());
+  llvm::sort(names);
+  return names;
+}
 
 llvm::Expected<OwningOpRef<ModuleOp>> mlir::mantissa::importTrainingStep(
     MLIRContext &context, const pt2::Program &program, StringRef fileName) {
