@@ -17,6 +17,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
+#include <cassert>
 #include <functional>
 #include <optional>
 #include <string>
@@ -31,16 +32,25 @@ using Handler = std::function<LogicalResult(StepImporter &)>;
 /// Handlers by operator overload ("torch.ops.aten.convolution.default").
 using HandlerTable = llvm::StringMap<Handler>;
 
-/// The handlers of the operator families kept in files of their own.
+/// Adds the handler of "torch.ops.aten.<overload>" to `table`; an overload
+/// has one handler.
+inline void addAtenHandler(HandlerTable &table, StringRef overload,
+                           Handler handler) {
+  [[maybe_unused]] bool added =
+      table
+          .try_emplace(("torch.ops.aten." + overload).str(), std::move(handler))
+          .second;
+  assert(added && "an ATen overload has two handlers");
+}
+
+/// The handlers of each operator family, kept in a file of its own
+/// (Import<Family>.cpp); TorchImporter.cpp builds the one table from them.
+void addElementwiseHandlers(HandlerTable &table);
 void addConvolutionHandlers(HandlerTable &table);
 void addAttentionHandlers(HandlerTable &table);
 void addLossHandlers(HandlerTable &table);
 void addPoolingHandlers(HandlerTable &table);
 void addNormalizationHandlers(HandlerTable &table);
-
-/// The `ScalarOpTy` of importBinary for operators without a form that takes
-/// the right operand as an attribute: a number there becomes a tensor.
-struct NoScalarForm {};
 
 /// Imports one program. Problems are collected rather than returned one at a
 /// time, so that a user sees every unsupported operator in one run.
@@ -144,28 +154,9 @@ public:
   }
 
   // Families of handlers.
-  template <typename TensorOpTy, typename ScalarOpTy = NoScalarForm>
-  LogicalResult importBinary(StringRef lhsName = "self",
-                             StringRef rhsName = "other");
-  LogicalResult importAddOrSub(bool isSub, bool reversed = false);
-  template <typename OpTy> LogicalResult importUnary();
   LogicalResult importIdentity();
   LogicalResult importAssertMetadata();
   LogicalResult importToCopy();
-  LogicalResult importGelu();
-  LogicalResult importGeluBackward();
-  LogicalResult importSigmoidBackward();
-  LogicalResult importTanhBackward();
-  LogicalResult importSiluBackward();
-  LogicalResult importThresholdBackward();
-  LogicalResult importWhere();
-  enum class Logical { And, Or, Xor };
-  LogicalResult importLogical(Logical kind);
-  LogicalResult importSign();
-  LogicalResult importMaskedFill();
-  LogicalResult importClamp(bool hasMin, bool hasMax);
-  LogicalResult importLerp();
-  LogicalResult importAddcmulOrAddcdiv(bool isDiv);
   template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
   LogicalResult importAllOrAny(bool isAll);
   template <typename OpTy> LogicalResult importSoftmax();
