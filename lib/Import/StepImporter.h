@@ -46,6 +46,8 @@ inline void addAtenHandler(HandlerTable &table, StringRef overload,
 /// The handlers of each operator family, kept in a file of its own
 /// (Import<Family>.cpp); TorchImporter.cpp builds the one table from them.
 void addElementwiseHandlers(HandlerTable &table);
+void addReductionHandlers(HandlerTable &table);
+void addLinearHandlers(HandlerTable &table);
 void addConvolutionHandlers(HandlerTable &table);
 void addAttentionHandlers(HandlerTable &table);
 void addLossHandlers(HandlerTable &table);
@@ -157,12 +159,6 @@ public:
   LogicalResult importIdentity();
   LogicalResult importAssertMetadata();
   LogicalResult importToCopy();
-  template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
-  LogicalResult importAllOrAny(bool isAll);
-  template <typename OpTy> LogicalResult importSoftmax();
-  template <typename OpTy> LogicalResult importSoftmaxBackward();
-  template <typename OpTy> LogicalResult importMatmul();
-  LogicalResult importAddmm();
   LogicalResult importLayerNorm();
   LogicalResult importLayerNormBackward();
   LogicalResult importRmsNorm();

@@ -57,27 +57,6 @@ const HandlerTable &StepImporter::handlers() {
       map[("torch.ops.aten." + overload).str()] = std::move(handler);
     };
     using S = StepImporter;
-    // Reductions and softmax.
-    add("sum.dim_IntList",
-        [](S &s) { return s.importReduction<SumOp>(false); });
-    add("sum.default", [](S &s) { return s.importReduction<SumOp>(true); });
-    add("mean.dim", [](S &s) { return s.importReduction<MeanOp>(false); });
-    add("mean.default", [](S &s) { return s.importReduction<MeanOp>(true); });
-    add("amax.default", [](S &s) { return s.importReduction<AmaxOp>(false); });
-    for (StringRef name : {"all.dim", "all.dims", "all.default"})
-      add(name, [](S &s) { return s.importAllOrAny(true); });
-    for (StringRef name : {"any.dim", "any.dims", "any.default"})
-      add(name, [](S &s) { return s.importAllOrAny(false); });
-    add("_softmax.default", &S::importSoftmax<SoftmaxOp>);
-    add("_log_softmax.default", &S::importSoftmax<LogSoftmaxOp>);
-    add("_softmax_backward_data.default",
-        &S::importSoftmaxBackward<SoftmaxBackwardOp>);
-    add("_log_softmax_backward_data.default",
-        &S::importSoftmaxBackward<LogSoftmaxBackwardOp>);
-    // Matrix products and norms.
-    add("mm.default", &S::importMatmul<MatmulOp>);
-    add("bmm.default", &S::importMatmul<BatchMatmulOp>);
-    add("addmm.default", &S::importAddmm);
     add("native_layer_norm.default", &S::importLayerNorm);
     add("native_layer_norm_backward.default", &S::importLayerNormBackward);
     add("_fused_rms_norm.default", &S::importRmsNorm);
@@ -139,6 +118,8 @@ const HandlerTable &StepImporter::handlers() {
          {"arange.default", "arange.start", "arange.start_step"})
       add(name, &S::importArange);
     addElementwiseHandlers(map);
+    addReductionHandlers(map);
+    addLinearHandlers(map);
     addConvolutionHandlers(map);
     addLossHandlers(map);
     addAttentionHandlers(map);
@@ -831,127 +812,8 @@ LogicalResult StepImporter::importCopy() {
 }
 
 //===----------------------------------------------------------------------===//
-// Reductions and softmax
-//===----------------------------------------------------------------------===//
-
-template <typename OpTy>
-LogicalResult StepImporter::importReduction(bool allDimsByDefault) {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  int64_t rank = rankOf(*self);
-  SmallVector<int64_t> dims;
-  if (!allDimsByDefault) {
-    FailureOr<SmallVector<int64_t>> given = dimsArgument("dim", rank);
-    if (failed(given))
-      return failure();
-    dims = std::move(*given);
-  }
-  // Reducing every dimension of a 0-d tensor is the identity in shape.
-  if (rank == 0)
-    dims.clear();
-  bool keepdim = boolArgument("keepdim", false);
-  TypeAttr dtype;
-  if (const pt2::Argument *argument = findArgument("dtype")) {
-    Type element =
-        mlir::mantissa::getElementType(context, argument->scalarType);
-    if (!element)
-      return fail("unsupported reduction dtype");
-    dtype = TypeAttr::get(element);
-  }
-  return emitSingle<OpTy>(*self, builder.getDenseI64ArrayAttr(dims), keepdim,
-                          dtype);
-}
-
-/// all / any over `dim` (one or a list; every dimension when absent): the
-/// count of non-zero elements, compared with the number reduced (all) or 0
-/// (any). The result is bool, shaped as torch recorded it (keepdim or not).
-LogicalResult StepImporter::importAllOrAny(bool isAll) {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<RankedTensorType> type =
-      succeeded(self) ? outputType() : FailureOr<RankedTensorType>();
-  if (failed(self) || failed(type))
-    return failure();
-  if (!type->getElementType().isInteger(1))
-    return fail("only bool results are supported (uint8 inputs give uint8)");
-  auto input = cast<RankedTensorType>(self->getType());
-  int64_t rank = input.getRank();
-  FailureOr<SmallVector<int64_t>> dims = dimsArgument("dim", rank);
-  if (failed(dims))
-    return failure();
-  if (rank == 0)
-    dims->clear();
-  if (dims->empty())
-    for (int64_t d = 0; d < rank; ++d)
-      dims->push_back(d);
-  int64_t reduced = 1;
-  for (int64_t dim : *dims)
-    reduced *= input.getDimSize(dim);
-  Value truth = input.getElementType().isInteger(1)
-                    ? *self
-                    : Value(builder.create<NeScalarOp>(
-                          location, *self, builder.getI64IntegerAttr(0)));
-  Value count =
-      builder.create<SumOp>(location, convert(truth, builder.getI64Type()),
-                            *dims, /*keepdim=*/true, TypeAttr());
-  Value result =
-      isAll ? Value(builder.create<EqScalarOp>(
-                  location, count, builder.getI64IntegerAttr(reduced)))
-            : Value(builder.create<GtScalarOp>(location, count,
-                                               builder.getI64IntegerAttr(0)));
-  if (cast<RankedTensorType>(result.getType()) != *type)
-    result = builder.create<ViewOp>(location, *type, result);
-  return setOutput(0, result);
-}
-
-template <typename OpTy> LogicalResult StepImporter::importSoftmax() {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
-  if (failed(dim))
-    return failure();
-  if (boolArgument("half_to_float", false))
-    return fail("half_to_float is only supported by torch on CUDA");
-  return emitSingle<OpTy>(*self, *dim);
-}
-
-template <typename OpTy> LogicalResult StepImporter::importSoftmaxBackward() {
-  FailureOr<Value> grad = tensorArgument("grad_output");
-  FailureOr<Value> output = tensorArgument("output");
-  if (failed(grad) || failed(output))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*output));
-  if (failed(dim))
-    return failure();
-  return emitSingle<OpTy>(*grad, *output, *dim);
-}
-
-//===----------------------------------------------------------------------===//
 // Matrix products and norms
 //===----------------------------------------------------------------------===//
-
-/// mm and bmm: `self` times `mat2`.
-template <typename OpTy> LogicalResult StepImporter::importMatmul() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> other = tensorArgument("mat2");
-  if (failed(self) || failed(other))
-    return failure();
-  return emitSingle<OpTy>(*self, *other);
-}
-
-LogicalResult StepImporter::importAddmm() {
-  FailureOr<Value> bias = tensorArgument("self");
-  FailureOr<Value> lhs = tensorArgument("mat1");
-  FailureOr<Value> rhs = tensorArgument("mat2");
-  FailureOr<double> beta = floatArgument("beta", 1.0);
-  FailureOr<double> alpha = floatArgument("alpha", 1.0);
-  if (failed(bias) || failed(lhs) || failed(rhs) || failed(beta) ||
-      failed(alpha))
-    return failure();
-  return emitSingle<AddmmOp>(*bias, *lhs, *rhs, builder.getF64FloatAttr(*beta),
-                             builder.getF64FloatAttr(*alpha));
-}
 
 /// The number of trailing dimensions named by `normalized_shape`, checked
 /// against the input's shape.
