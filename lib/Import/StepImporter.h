@@ -159,10 +159,6 @@ public:
   LogicalResult importIdentity();
   LogicalResult importAssertMetadata();
   LogicalResult importToCopy();
-  LogicalResult importLayerNorm();
-  LogicalResult importLayerNormBackward();
-  LogicalResult importRmsNorm();
-  LogicalResult importRmsNormBackward();
   LogicalResult importView();
   LogicalResult importPermute();
   LogicalResult importTranspose();

@@ -57,10 +57,6 @@ const HandlerTable &StepImporter::handlers() {
       map[("torch.ops.aten." + overload).str()] = std::move(handler);
     };
     using S = StepImporter;
-    add("native_layer_norm.default", &S::importLayerNorm);
-    add("native_layer_norm_backward.default", &S::importLayerNormBackward);
-    add("_fused_rms_norm.default", &S::importRmsNorm);
-    add("_fused_rms_norm_backward.default", &S::importRmsNormBackward);
     // Shapes. With value semantics every view is a reshaped copy.
     for (StringRef name :
          {"view.default", "_unsafe_view.default", "reshape.default",
@@ -809,104 +805,6 @@ LogicalResult StepImporter::importCopy() {
   if (sourceType.getShape() != type->getShape())
     value = builder.create<ExpandOp>(location, *type, value);
   return setOutput(0, value);
-}
-
-//===----------------------------------------------------------------------===//
-// Matrix products and norms
-//===----------------------------------------------------------------------===//
-
-/// The number of trailing dimensions named by `normalized_shape`, checked
-/// against the input's shape.
-static FailureOr<int64_t> normalizedRank(ArrayRef<int64_t> normalizedShape,
-                                         Value input) {
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(input.getType()).getShape();
-  if (normalizedShape.empty() || normalizedShape.size() > shape.size() ||
-      shape.take_back(normalizedShape.size()) != normalizedShape)
-    return failure();
-  return static_cast<int64_t>(normalizedShape.size());
-}
-
-LogicalResult StepImporter::importLayerNorm() {
-  FailureOr<Value> input = tensorArgument("input");
-  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
-  FailureOr<Value> weight = optionalTensorArgument("weight");
-  FailureOr<Value> bias = optionalTensorArgument("bias");
-  FailureOr<double> eps = floatArgument("eps");
-  if (failed(input) || failed(shape) || failed(weight) || failed(bias) ||
-      failed(eps))
-    return failure();
-  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
-  if (failed(rank))
-    return fail("normalized_shape does not match the input's trailing shape");
-  SmallVector<Type> types;
-  for (unsigned i = 0; i < 3; ++i) {
-    FailureOr<RankedTensorType> type = outputType(i);
-    if (failed(type))
-      return failure();
-    types.push_back(*type);
-  }
-  auto op = builder.create<LayerNormOp>(location, types, *input, *weight, *bias,
-                                        builder.getI64IntegerAttr(*rank),
-                                        builder.getF64FloatAttr(*eps));
-  return setOutputs(op.getResults());
-}
-
-LogicalResult StepImporter::importLayerNormBackward() {
-  FailureOr<Value> grad = tensorArgument("grad_out");
-  FailureOr<Value> input = tensorArgument("input");
-  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
-  FailureOr<Value> mean = tensorArgument("mean");
-  FailureOr<Value> rstd = tensorArgument("rstd");
-  FailureOr<Value> weight = optionalTensorArgument("weight");
-  FailureOr<Value> bias = optionalTensorArgument("bias");
-  if (failed(grad) || failed(input) || failed(shape) || failed(mean) ||
-      failed(rstd) || failed(weight) || failed(bias))
-    return failure();
-  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
-  if (failed(rank))
-    return fail("normalized_shape does not match the input's trailing shape");
-  auto op = builder.create<LayerNormBackwardOp>(location, *grad, *input, *mean,
-                                                *rstd, *weight, *bias, *rank);
-  // Outputs that torch's output_mask turned off are None and stay unused.
-  return setOutputs(op.getResults());
-}
-
-LogicalResult StepImporter::importRmsNorm() {
-  FailureOr<Value> input = tensorArgument("input");
-  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
-  FailureOr<Value> weight = optionalTensorArgument("weight");
-  if (failed(input) || failed(shape) || failed(weight))
-    return failure();
-  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
-  if (failed(rank))
-    return fail("normalized_shape does not match the input's trailing shape");
-  FloatAttr eps;
-  if (findArgument("eps")) {
-    FailureOr<double> value = floatArgument("eps");
-    if (failed(value))
-      return failure();
-    eps = builder.getF64FloatAttr(*value);
-  }
-  auto op = builder.create<RmsNormOp>(location, *input, *weight,
-                                      builder.getI64IntegerAttr(*rank), eps);
-  return setOutputs(op.getResults());
-}
-
-LogicalResult StepImporter::importRmsNormBackward() {
-  FailureOr<Value> grad = tensorArgument("grad_out");
-  FailureOr<Value> input = tensorArgument("input");
-  FailureOr<SmallVector<int64_t>> shape = intsArgument("normalized_shape");
-  FailureOr<Value> rstd = tensorArgument("rstd");
-  FailureOr<Value> weight = optionalTensorArgument("weight");
-  if (failed(grad) || failed(input) || failed(shape) || failed(rstd) ||
-      failed(weight))
-    return failure();
-  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
-  if (failed(rank))
-    return fail("normalized_shape does not match the input's trailing shape");
-  auto op = builder.create<RmsNormBackwardOp>(location, *grad, *input, *rstd,
-                                              *weight, *rank);
-  return setOutputs(op.getResults());
 }
 
 //===----------------------------------------------------------------------===//
