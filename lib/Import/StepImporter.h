@@ -48,6 +48,7 @@ inline void addAtenHandler(HandlerTable &table, StringRef overload,
 void addElementwiseHandlers(HandlerTable &table);
 void addReductionHandlers(HandlerTable &table);
 void addLinearHandlers(HandlerTable &table);
+void addShapeHandlers(HandlerTable &table);
 void addConvolutionHandlers(HandlerTable &table);
 void addAttentionHandlers(HandlerTable &table);
 void addLossHandlers(HandlerTable &table);
@@ -156,21 +157,7 @@ public:
   }
 
   // Families of handlers.
-  LogicalResult importIdentity();
-  LogicalResult importAssertMetadata();
-  LogicalResult importToCopy();
-  LogicalResult importView();
-  LogicalResult importPermute();
-  LogicalResult importTranspose();
-  LogicalResult importTranspose2D();
-  LogicalResult importExpand();
-  LogicalResult importSlice();
-  LogicalResult importSliceScatter();
-  LogicalResult importSelect();
-  LogicalResult importSelectScatter();
   LogicalResult importFillTensor();
-  LogicalResult importCat();
-  LogicalResult importSplit(bool withSizes);
   LogicalResult importEmbedding();
   LogicalResult importEmbeddingBackward();
   LogicalResult importIndexPut();
@@ -180,7 +167,6 @@ public:
   LogicalResult importFull(std::optional<double> fixedValue,
                            StringRef valueArgument);
   LogicalResult importArange();
-  LogicalResult importCopy();
 
   static const HandlerTable &handlers();
 

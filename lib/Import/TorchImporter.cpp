@@ -57,32 +57,6 @@ const HandlerTable &StepImporter::handlers() {
       map[("torch.ops.aten." + overload).str()] = std::move(handler);
     };
     using S = StepImporter;
-    // Shapes. With value semantics every view is a reshaped copy.
-    for (StringRef name :
-         {"view.default", "_unsafe_view.default", "reshape.default",
-          "unsqueeze.default", "squeeze.dims", "squeeze.dim", "squeeze.default",
-          "flatten.using_ints"})
-      add(name, &S::importView);
-    add("permute.default", &S::importPermute);
-    add("transpose.int", &S::importTranspose);
-    add("t.default", &S::importTranspose2D);
-    add("expand.default", &S::importExpand);
-    add("slice.Tensor", &S::importSlice);
-    add("slice_scatter.default", &S::importSliceScatter);
-    add("select.int", &S::importSelect);
-    add("select_scatter.default", &S::importSelectScatter);
-    add("cat.default", &S::importCat);
-    add("split.Tensor", [](S &s) { return s.importSplit(false); });
-    add("split_with_sizes.default", [](S &s) { return s.importSplit(true); });
-    // torch.export functionalised the program: aliases and copies carry the
-    // same value, so they are dropped.
-    for (StringRef name :
-         {"alias.default", "clone.default", "contiguous.default",
-          "detach.default", "lift_fresh_copy.default"})
-      add(name, &S::importIdentity);
-    add("_assert_tensor_metadata.default", &S::importAssertMetadata);
-    add("_to_copy.default", &S::importToCopy);
-    add("copy.default", &S::importCopy);
     // Indexing.
     add("embedding.default", &S::importEmbedding);
     add("embedding_dense_backward.default", &S::importEmbeddingBackward);
@@ -116,6 +90,7 @@ const HandlerTable &StepImporter::handlers() {
     addElementwiseHandlers(map);
     addReductionHandlers(map);
     addLinearHandlers(map);
+    addShapeHandlers(map);
     addConvolutionHandlers(map);
     addLossHandlers(map);
     addAttentionHandlers(map);
@@ -748,198 +723,8 @@ LogicalResult StepImporter::setOutputs(ValueRange results) {
 }
 
 //===----------------------------------------------------------------------===//
-// Elementwise
-//===----------------------------------------------------------------------===//
-
-LogicalResult StepImporter::importIdentity() {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  return setOutput(0, *self);
-}
-
-/// `_assert_tensor_metadata` guards the dtype torch traced with; the
-/// imported value must have it, otherwise the import went wrong.
-LogicalResult StepImporter::importAssertMetadata() {
-  FailureOr<Value> tensor = tensorArgument("a");
-  if (failed(tensor))
-    return failure();
-  const pt2::Argument *dtype = findArgument("dtype");
-  if (!dtype || dtype->kind != pt2::ArgumentKind::ScalarType)
-    return success();
-  Type expected = mlir::mantissa::getElementType(context, dtype->scalarType);
-  Type actual = getElementTypeOrSelf(tensor->getType());
-  if (expected && expected != actual)
-    return fail(
-        llvm::formatv("the graph asserts dtype {0} but the tensor is {1}",
-                      pt2::stringifyScalarType(dtype->scalarType), actual)
-            .str());
-  return success();
-}
-
-LogicalResult StepImporter::importToCopy() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<RankedTensorType> type = outputType();
-  if (failed(self) || failed(type))
-    return failure();
-  if (self->getType() == *type)
-    return setOutput(0, *self);
-  return setOutput(0, builder.create<CastOp>(location, *type, *self));
-}
-
-/// `copy(self, src)`: src's values, broadcast to and converted into self's
-/// shape and dtype.
-LogicalResult StepImporter::importCopy() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> source = tensorArgument("src");
-  FailureOr<RankedTensorType> type = outputType();
-  if (failed(self) || failed(source) || failed(type))
-    return failure();
-  Value value = *source;
-  auto sourceType = cast<RankedTensorType>(value.getType());
-  if (sourceType.getElementType() != type->getElementType())
-    value = builder.create<CastOp>(
-        location,
-        RankedTensorType::get(sourceType.getShape(), type->getElementType()),
-        value);
-  if (sourceType.getShape() != type->getShape())
-    value = builder.create<ExpandOp>(location, *type, value);
-  return setOutput(0, value);
-}
-
-//===----------------------------------------------------------------------===//
 // Shapes
 //===----------------------------------------------------------------------===//
-
-/// Every reshaping view becomes `train.view` to torch's result shape, which
-/// has `-1` and squeezed or inserted dimensions already resolved.
-LogicalResult StepImporter::importView() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<RankedTensorType> type = outputType();
-  if (failed(self) || failed(type))
-    return failure();
-  if (self->getType() == *type)
-    return setOutput(0, *self);
-  return setOutput(0, builder.create<ViewOp>(location, *type, *self));
-}
-
-LogicalResult StepImporter::importPermute() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<SmallVector<int64_t>> dims = intsArgument("dims");
-  if (failed(self) || failed(dims))
-    return failure();
-  int64_t rank = rankOf(*self);
-  for (int64_t &dim : *dims)
-    if (dim < 0)
-      dim += rank;
-  return emitSingle<PermuteOp>(*self, builder.getDenseI64ArrayAttr(*dims));
-}
-
-LogicalResult StepImporter::importTranspose() {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  int64_t rank = rankOf(*self);
-  FailureOr<int64_t> dim0 = dimArgument("dim0", rank);
-  FailureOr<int64_t> dim1 = dimArgument("dim1", rank);
-  if (failed(dim0) || failed(dim1))
-    return failure();
-  SmallVector<int64_t> dims = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  if (rank > 0)
-    std::swap(dims[*dim0], dims[*dim1]);
-  return emitSingle<PermuteOp>(*self, builder.getDenseI64ArrayAttr(dims));
-}
-
-LogicalResult StepImporter::importTranspose2D() {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  if (rankOf(*self) < 2)
-    return importIdentity();
-  return emitSingle<PermuteOp>(*self, builder.getDenseI64ArrayAttr({1, 0}));
-}
-
-LogicalResult StepImporter::importExpand() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<RankedTensorType> type = outputType();
-  if (failed(self) || failed(type))
-    return failure();
-  if (self->getType() == *type)
-    return setOutput(0, *self);
-  return setOutput(0, builder.create<ExpandOp>(location, *type, *self));
-}
-
-LogicalResult StepImporter::importSlice() {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self), 0);
-  FailureOr<int64_t> start = intArgument("start", 0);
-  FailureOr<int64_t> end =
-      intArgument("end", std::numeric_limits<int64_t>::max());
-  FailureOr<int64_t> step = intArgument("step", 1);
-  if (failed(dim) || failed(start) || failed(end) || failed(step))
-    return failure();
-  return emitSingle<SliceOp>(*self, *dim, *start, *end, *step);
-}
-
-LogicalResult StepImporter::importSliceScatter() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> source = tensorArgument("src");
-  if (failed(self) || failed(source))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self), 0);
-  FailureOr<int64_t> start = intArgument("start", 0);
-  FailureOr<int64_t> end =
-      intArgument("end", std::numeric_limits<int64_t>::max());
-  FailureOr<int64_t> step = intArgument("step", 1);
-  if (failed(dim) || failed(start) || failed(end) || failed(step))
-    return failure();
-  return emitSingle<SliceScatterOp>(*self, *source, *dim, *start, *end, *step);
-}
-
-/// `select(dim, index)`: a one-element slice, then a view without `dim`.
-LogicalResult StepImporter::importSelect() {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  auto type = cast<RankedTensorType>(self->getType());
-  FailureOr<int64_t> dim = dimArgument("dim", type.getRank());
-  FailureOr<int64_t> start = succeeded(dim)
-                                 ? indexArgument("index", type.getDimSize(*dim))
-                                 : FailureOr<int64_t>();
-  FailureOr<RankedTensorType> resultType = outputType();
-  if (failed(dim) || failed(start) || failed(resultType))
-    return failure();
-  Value slice =
-      builder.create<SliceOp>(location, *self, *dim, *start, *start + 1, 1);
-  return setOutput(0, builder.create<ViewOp>(location, *resultType, slice));
-}
-
-/// `select_scatter(self, src, dim, index)`: self with `src` (self's shape
-/// without `dim`) written at `index` along `dim`.
-LogicalResult StepImporter::importSelectScatter() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> source =
-      succeeded(self) ? tensorArgument("src") : FailureOr<Value>();
-  if (failed(self) || failed(source))
-    return failure();
-  auto type = cast<RankedTensorType>(self->getType());
-  FailureOr<int64_t> dim = dimArgument("dim", type.getRank());
-  FailureOr<int64_t> start = succeeded(dim)
-                                 ? indexArgument("index", type.getDimSize(*dim))
-                                 : FailureOr<int64_t>();
-  if (failed(dim) || failed(start))
-    return failure();
-  SmallVector<int64_t> shape(type.getShape());
-  shape[*dim] = 1;
-  auto sourceType = cast<RankedTensorType>(source->getType());
-  Value unsqueezed = builder.create<ViewOp>(
-      location, RankedTensorType::get(shape, sourceType.getElementType()),
-      *source);
-  return emitSingle<SliceScatterOp>(*self, unsqueezed, *dim, *start, *start + 1,
-                                    1);
-}
 
 /// `fill(self, value)` with a zero-dimensional tensor `value`: self's shape
 /// and dtype, every element the value converted.
@@ -958,60 +743,6 @@ LogicalResult StepImporter::importFillTensor() {
                 ", expected a zero-dimensional tensor");
   Value converted = materialize(*value, type->getElementType());
   return setOutput(0, builder.create<ExpandOp>(location, *type, converted));
-}
-
-LogicalResult StepImporter::importCat() {
-  FailureOr<SmallVector<Value>> tensors = tensorListArgument("tensors");
-  if (failed(tensors))
-    return failure();
-  if (tensors->empty())
-    return fail("cannot concatenate an empty list");
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(tensors->front()), 0);
-  if (failed(dim))
-    return failure();
-  return emitSingle<ConcatOp>(*tensors, *dim);
-}
-
-/// split / split_with_sizes: consecutive slices along `dim`.
-LogicalResult StepImporter::importSplit(bool withSizes) {
-  FailureOr<Value> self = tensorArgument("self");
-  if (failed(self))
-    return failure();
-  auto type = cast<RankedTensorType>(self->getType());
-  FailureOr<int64_t> dim = dimArgument("dim", type.getRank(), 0);
-  if (failed(dim))
-    return failure();
-  int64_t size = type.getDimSize(*dim);
-  SmallVector<int64_t> sizes;
-  if (withSizes) {
-    FailureOr<SmallVector<int64_t>> given = intsArgument("split_sizes");
-    if (failed(given))
-      return failure();
-    sizes = *given;
-  } else {
-    FailureOr<int64_t> chunk = intArgument("split_size");
-    if (failed(chunk))
-      return failure();
-    if (*chunk <= 0)
-      return fail("split_size must be positive");
-    for (int64_t start = 0; start < size || (size == 0 && start == 0);
-         start += *chunk) {
-      sizes.push_back(std::min(*chunk, size - start));
-      if (size == 0)
-        break;
-    }
-  }
-  int64_t start = 0;
-  SmallVector<Value> pieces;
-  for (int64_t piece : sizes) {
-    pieces.push_back(builder.create<SliceOp>(location, *self, *dim, start,
-                                             start + piece, 1));
-    start += piece;
-  }
-  if (start != size)
-    return fail(
-        llvm::formatv("split sizes add up to {0}, not {1}", start, size).str());
-  return setOutputs(pieces);
 }
 
 //===----------------------------------------------------------------------===//
