@@ -2,9 +2,16 @@
 //
 // The state of one import (TorchImporter.cpp) and what the handlers of ATen
 // operators use: typed access to a node's arguments, torch's output types,
-// and the values of the tensors imported so far. Handlers of an operator
-// family live in a file of their own (ImportConvolution.cpp, ...) and are
-// registered in the handler table by name.
+// and the values of the tensors imported so far. The handlers of each
+// operator family live in a file of their own (ImportElementwise.cpp,
+// ImportReductions.cpp, ImportLinear.cpp, ImportShapes.cpp,
+// ImportIndexing.cpp, ImportCreation.cpp, ImportConvolution.cpp,
+// ImportNormalization.cpp, ImportPooling.cpp, ImportAttention.cpp,
+// ImportLosses.cpp) as free functions of a StepImporter, and that file's
+// add<Family>Handlers adds them to the one handler table by overload name
+// (addAtenHandler). Supporting an operator of a family touches only that
+// family's file; a new family also declares its add<Family>Handlers below,
+// calls it in StepImporter::handlers() and lists its file in CMakeLists.txt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +56,8 @@ void addElementwiseHandlers(HandlerTable &table);
 void addReductionHandlers(HandlerTable &table);
 void addLinearHandlers(HandlerTable &table);
 void addShapeHandlers(HandlerTable &table);
+void addIndexingHandlers(HandlerTable &table);
+void addCreationHandlers(HandlerTable &table);
 void addConvolutionHandlers(HandlerTable &table);
 void addAttentionHandlers(HandlerTable &table);
 void addLossHandlers(HandlerTable &table);
@@ -77,6 +86,9 @@ public:
 
   const pt2::Argument *findArgument(StringRef name) const;
   FailureOr<Value> tensorArgument(StringRef name);
+  /// The value of the tensor named `tensorName` in the graph, or null if
+  /// it has none (yet).
+  Value findTensor(StringRef tensorName) const;
   FailureOr<Value> optionalTensorArgument(StringRef name);
   FailureOr<SmallVector<Value>> tensorListArgument(StringRef name);
   FailureOr<int64_t> intArgument(StringRef name,
@@ -156,18 +168,8 @@ public:
     return setOutput(0, op.getResult());
   }
 
-  // Families of handlers.
-  LogicalResult importFillTensor();
-  LogicalResult importEmbedding();
-  LogicalResult importEmbeddingBackward();
-  LogicalResult importIndexPut();
-  template <typename OpTy> LogicalResult importIndexedAlongDim();
-  LogicalResult importScatter(StringRef reduce);
-  LogicalResult importScatterValue();
-  LogicalResult importFull(std::optional<double> fixedValue,
-                           StringRef valueArgument);
-  LogicalResult importArange();
-
+  /// Every handler, by overload: the one table the families' files
+  /// (Import<Family>.cpp) fill, built on first use.
   static const HandlerTable &handlers();
 
   MLIRContext &context;

@@ -4,7 +4,10 @@
 // becomes the step's arguments and results with their metadata, and each
 // ATen node becomes `train` operations. Result types are torch's own (from
 // the graph's tensor metadata); the operations' type inference must agree,
-// which the final verification checks.
+// which the final verification checks. The handlers of the ATen operators
+// live in one file per family (Import<Family>.cpp), each adding its own to
+// the one handler table built here; this file drives the signature and the
+// nodes through them and reports what could not be imported.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,8 +24,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
-#include <functional>
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::mantissa;
@@ -53,44 +54,12 @@ using namespace mlir::mantissa::importer;
 const HandlerTable &StepImporter::handlers() {
   static const HandlerTable table = [] {
     HandlerTable map;
-    auto add = [&](StringRef overload, Handler handler) {
-      map[("torch.ops.aten." + overload).str()] = std::move(handler);
-    };
-    using S = StepImporter;
-    // Indexing.
-    add("embedding.default", &S::importEmbedding);
-    add("embedding_dense_backward.default", &S::importEmbeddingBackward);
-    add("index_put.default", &S::importIndexPut);
-    add("index_select.default", &S::importIndexedAlongDim<IndexSelectOp>);
-    add("gather.default", &S::importIndexedAlongDim<GatherOp>);
-    add("scatter.src", [](S &s) { return s.importScatter("none"); });
-    add("scatter_add.default", [](S &s) { return s.importScatter("add"); });
-    add("scatter.value", &S::importScatterValue);
-    // Creation. Shapes and dtypes come from torch's metadata of the result.
-    add("full.default", [](S &s) { return s.importFull({}, "fill_value"); });
-    add("full_like.default",
-        [](S &s) { return s.importFull({}, "fill_value"); });
-    add("new_full.default",
-        [](S &s) { return s.importFull({}, "fill_value"); });
-    add("scalar_tensor.default", [](S &s) { return s.importFull({}, "s"); });
-    // fill(self, value): self's shape and dtype, every element `value`.
-    add("fill.Scalar", [](S &s) { return s.importFull({}, "value"); });
-    add("fill.Tensor", &S::importFillTensor);
-    for (StringRef name :
-         {"zeros.default", "zeros_like.default", "new_zeros.default",
-          "empty.memory_format", "empty_like.default", "new_empty.default",
-          "empty_permuted.default", "empty_strided.default"})
-      add(name, [](S &s) { return s.importFull(0.0, ""); });
-    for (StringRef name :
-         {"ones.default", "ones_like.default", "new_ones.default"})
-      add(name, [](S &s) { return s.importFull(1.0, ""); });
-    for (StringRef name :
-         {"arange.default", "arange.start", "arange.start_step"})
-      add(name, &S::importArange);
     addElementwiseHandlers(map);
     addReductionHandlers(map);
     addLinearHandlers(map);
     addShapeHandlers(map);
+    addIndexingHandlers(map);
+    addCreationHandlers(map);
     addConvolutionHandlers(map);
     addLossHandlers(map);
     addAttentionHandlers(map);
@@ -431,6 +400,11 @@ FailureOr<Value> StepImporter::tensorArgument(StringRef name) {
   return it->second;
 }
 
+Value StepImporter::findTensor(StringRef tensorName) const {
+  auto it = values.find(tensorName);
+  return it == values.end() ? Value() : it->second;
+}
+
 FailureOr<Value> StepImporter::optionalTensorArgument(StringRef name) {
   if (!findArgument(name))
     return Value();
@@ -720,148 +694,6 @@ LogicalResult StepImporter::setOutputs(ValueRange results) {
     if (failed(setOutput(index, value)))
       return failure();
   return success();
-}
-
-//===----------------------------------------------------------------------===//
-// Shapes
-//===----------------------------------------------------------------------===//
-
-/// `fill(self, value)` with a zero-dimensional tensor `value`: self's shape
-/// and dtype, every element the value converted.
-LogicalResult StepImporter::importFillTensor() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Operand> value =
-      succeeded(self) ? operandArgument("value") : FailureOr<Operand>();
-  FailureOr<RankedTensorType> type =
-      succeeded(value) ? outputType() : FailureOr<RankedTensorType>();
-  if (failed(self) || failed(value) || failed(type))
-    return failure();
-  if (value->isNumber())
-    return setOutput(0, builder.create<FullOp>(location, *type, value->number));
-  if (rankOf(value->tensor) != 0)
-    return fail("argument 'value' has rank " + Twine(rankOf(value->tensor)) +
-                ", expected a zero-dimensional tensor");
-  Value converted = materialize(*value, type->getElementType());
-  return setOutput(0, builder.create<ExpandOp>(location, *type, converted));
-}
-
-//===----------------------------------------------------------------------===//
-// Indexing
-//===----------------------------------------------------------------------===//
-
-LogicalResult StepImporter::importEmbedding() {
-  FailureOr<Value> weight = tensorArgument("weight");
-  FailureOr<Value> indices = tensorArgument("indices");
-  if (failed(weight) || failed(indices))
-    return failure();
-  return emitSingle<EmbeddingOp>(*weight, *indices);
-}
-
-LogicalResult StepImporter::importEmbeddingBackward() {
-  FailureOr<Value> grad = tensorArgument("grad_output");
-  FailureOr<Value> indices = tensorArgument("indices");
-  FailureOr<int64_t> numWeights = intArgument("num_weights");
-  FailureOr<int64_t> paddingIdx = intArgument("padding_idx", -1);
-  if (failed(grad) || failed(indices) || failed(numWeights) ||
-      failed(paddingIdx))
-    return failure();
-  if (boolArgument("scale_grad_by_freq", false))
-    return fail("scale_grad_by_freq is not supported");
-  return emitSingle<EmbeddingBackwardOp>(*grad, *indices, *numWeights,
-                                         *paddingIdx);
-}
-
-LogicalResult StepImporter::importIndexPut() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> values = tensorArgument("values");
-  if (failed(self) || failed(values))
-    return failure();
-  const pt2::Argument *indices = findArgument("indices");
-  std::optional<std::string> indexName;
-  if (indices && indices->kind == pt2::ArgumentKind::Tensors &&
-      indices->tensorNames.size() == 1)
-    indexName = indices->tensorNames.front();
-  else if (indices && indices->kind == pt2::ArgumentKind::OptionalTensors &&
-           indices->optionalTensorNames.size() == 1)
-    indexName = indices->optionalTensorNames.front();
-  if (!indexName || !this->values.count(*indexName))
-    return fail("only one index tensor on the leading dimension is supported");
-  return emitSingle<IndexPutOp>(*self, this->values[*indexName], *values,
-                                boolArgument("accumulate", false));
-}
-
-/// index_select and gather: `self` indexed by `index` along `dim`.
-template <typename OpTy> LogicalResult StepImporter::importIndexedAlongDim() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> index = tensorArgument("index");
-  if (failed(self) || failed(index))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
-  if (failed(dim))
-    return failure();
-  return emitSingle<OpTy>(*self, *index, *dim);
-}
-
-LogicalResult StepImporter::importScatter(StringRef reduce) {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> index = tensorArgument("index");
-  FailureOr<Value> source = tensorArgument("src");
-  if (failed(self) || failed(index) || failed(source))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
-  if (failed(dim))
-    return failure();
-  return emitSingle<ScatterOp>(*self, *index, *source, *dim, reduce);
-}
-
-LogicalResult StepImporter::importScatterValue() {
-  FailureOr<Value> self = tensorArgument("self");
-  FailureOr<Value> index = tensorArgument("index");
-  FailureOr<Attribute> value = scalarArgument("value");
-  if (failed(self) || failed(index) || failed(value))
-    return failure();
-  FailureOr<int64_t> dim = dimArgument("dim", rankOf(*self));
-  if (failed(dim))
-    return failure();
-  return emitSingle<ScatterValueOp>(*self, *index, *value, *dim);
-}
-
-//===----------------------------------------------------------------------===//
-// Creation
-//===----------------------------------------------------------------------===//
-
-LogicalResult StepImporter::importFull(std::optional<double> fixedValue,
-                                       StringRef valueArgument) {
-  FailureOr<RankedTensorType> type = outputType();
-  if (failed(type))
-    return failure();
-  FailureOr<Attribute> value =
-      fixedValue ? FailureOr<Attribute>(Attribute(
-                       isIntegral(type->getElementType())
-                           ? Attribute(builder.getI64IntegerAttr(
-                                 static_cast<int64_t>(*fixedValue)))
-                           : Attribute(builder.getF64FloatAttr(*fixedValue))))
-                 : scalarArgument(valueArgument);
-  if (failed(value))
-    return failure();
-  return setOutput(0, builder.create<FullOp>(location, *type, *value));
-}
-
-LogicalResult StepImporter::importArange() {
-  FailureOr<RankedTensorType> type = outputType();
-  FailureOr<Attribute> start =
-      findArgument("start")
-          ? scalarArgument("start")
-          : FailureOr<Attribute>(Attribute(builder.getI64IntegerAttr(0)));
-  FailureOr<Attribute> end = scalarArgument("end");
-  FailureOr<Attribute> step =
-      findArgument("step")
-          ? scalarArgument("step")
-          : FailureOr<Attribute>(Attribute(builder.getI64IntegerAttr(1)));
-  if (failed(type) || failed(start) || failed(end) || failed(step))
-    return failure();
-  return setOutput(
-      0, builder.create<ArangeOp>(location, *type, *start, *end, *step));
 }
 
 //===----------------------------------------------------------------------===//
