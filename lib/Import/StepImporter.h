@@ -24,7 +24,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
-#include <cassert>
+#include "llvm/Support/ErrorHandling.h"
 #include <functional>
 #include <optional>
 #include <string>
@@ -39,15 +39,14 @@ using Handler = std::function<LogicalResult(StepImporter &)>;
 /// Handlers by operator overload ("torch.ops.aten.convolution.default").
 using HandlerTable = llvm::StringMap<Handler>;
 
-/// Adds the handler of "torch.ops.aten.<overload>" to `table`; an overload
-/// has one handler.
+/// Adds the handler of "torch.ops.aten.<overload>" to `table`. An overload
+/// has one handler: a second is a bug, reported in every build type (the
+/// table is built on the first import).
 inline void addAtenHandler(HandlerTable &table, StringRef overload,
                            Handler handler) {
-  [[maybe_unused]] bool added =
-      table
-          .try_emplace(("torch.ops.aten." + overload).str(), std::move(handler))
-          .second;
-  assert(added && "an ATen overload has two handlers");
+  std::string name = ("torch.ops.aten." + overload).str();
+  if (!table.try_emplace(name, std::move(handler)).second)
+    llvm::report_fatal_error(llvm::Twine("two handlers for ") + name);
 }
 
 /// The handlers of each operator family, kept in a file of its own
