@@ -310,11 +310,12 @@ static LogicalResult importSafeSoftmax(StepImporter &s) {
 }
 
 void mlir::mantissa::importer::addAttentionHandlers(HandlerTable &table) {
-  table["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default"] =
-      importAttention;
-  table["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward."
-        "default"] = importAttentionBackward;
-  table["torch.ops.aten.scaled_dot_product_attention.default"] =
-      importAttention;
-  table["torch.ops.aten._safe_softmax.default"] = importSafeSoftmax;
+  addAtenHandler(table, "_scaled_dot_product_flash_attention_for_cpu.default",
+                 importAttention);
+  addAtenHandler(table,
+                 "_scaled_dot_product_flash_attention_for_cpu_backward.default",
+                 importAttentionBackward);
+  addAtenHandler(table, "scaled_dot_product_attention.default",
+                 importAttention);
+  addAtenHandler(table, "_safe_softmax.default", importSafeSoftmax);
 }

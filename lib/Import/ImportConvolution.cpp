@@ -276,7 +276,7 @@ static LogicalResult importConvolutionBackward(StepImporter &s) {
 }
 
 void mlir::mantissa::importer::addConvolutionHandlers(HandlerTable &table) {
-  table["torch.ops.aten.convolution.default"] = importConvolution;
-  table["torch.ops.aten.convolution_backward.default"] =
-      importConvolutionBackward;
+  addAtenHandler(table, "convolution.default", importConvolution);
+  addAtenHandler(table, "convolution_backward.default",
+                 importConvolutionBackward);
 }

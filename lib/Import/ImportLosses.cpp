@@ -220,8 +220,8 @@ static LogicalResult importMseLossBackward(StepImporter &s) {
 }
 
 void mlir::mantissa::importer::addLossHandlers(HandlerTable &table) {
-  table["torch.ops.aten.nll_loss_forward.default"] = importNllLossForward;
-  table["torch.ops.aten.nll_loss_backward.default"] = importNllLossBackward;
-  table["torch.ops.aten.mse_loss.default"] = importMseLoss;
-  table["torch.ops.aten.mse_loss_backward.default"] = importMseLossBackward;
+  addAtenHandler(table, "nll_loss_forward.default", importNllLossForward);
+  addAtenHandler(table, "nll_loss_backward.default", importNllLossBackward);
+  addAtenHandler(table, "mse_loss.default", importMseLoss);
+  addAtenHandler(table, "mse_loss_backward.default", importMseLossBackward);
 }

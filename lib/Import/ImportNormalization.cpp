@@ -1,13 +1,14 @@
-//===- ImportNormalization.cpp - Group and batch norms and their backward -===//
+//===- ImportNormalization.cpp - The norms and their backward -------------===//
 //
-// The normalisations of convolutional nets and diffusion transformers
-// (aten.native_group_norm, the batch norms of every spelling torch emits,
-// and their backward ops) become reductions and elementwise operations:
-// statistics are means over a view of the input (`[N, groups, C / groups *
-// HxW]` for group norm, `[N, C, HxW]` reduced over N and HxW for batch
-// norm), and the normalisation is one multiply-add with per-channel
-// coefficients. Every backend then runs them with the numerics the
-// interpreter defines for those operations.
+// Layer and RMS norms (aten.native_layer_norm, aten._fused_rms_norm and their
+// backward ops) are `train` operations of their own. The normalisations of
+// convolutional nets and diffusion transformers (aten.native_group_norm, the
+// batch norms of every spelling torch emits, and their backward ops) become
+// reductions and elementwise operations: statistics are means over a view of
+// the input (`[N, groups, C / groups * HxW]` for group norm, `[N, C, HxW]`
+// reduced over N and HxW for batch norm), and the normalisation is one
+// multiply-add with per-channel coefficients. Every backend then runs them with
+// the numerics the interpreter defines for those operations.
 //
 // The formulas are those of ATen's CPU kernels (GroupNormKernel.cpp,
 // batch_norm_kernel.cpp, Normalization.cpp): the variance is the mean of
@@ -556,24 +557,129 @@ static LogicalResult importBatchNormBackward(StepImporter &s) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Layer and RMS norms
+//===----------------------------------------------------------------------===//
+
+/// The number of trailing dimensions named by `normalized_shape`, checked
+/// against the input's shape.
+static FailureOr<int64_t> normalizedRank(ArrayRef<int64_t> normalizedShape,
+                                         Value input) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(input.getType()).getShape();
+  if (normalizedShape.empty() || normalizedShape.size() > shape.size() ||
+      shape.take_back(normalizedShape.size()) != normalizedShape)
+    return failure();
+  return static_cast<int64_t>(normalizedShape.size());
+}
+
+static LogicalResult importLayerNorm(StepImporter &s) {
+  FailureOr<Value> input = s.tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = s.intsArgument("normalized_shape");
+  FailureOr<Value> weight = s.optionalTensorArgument("weight");
+  FailureOr<Value> bias = s.optionalTensorArgument("bias");
+  FailureOr<double> eps = s.floatArgument("eps");
+  if (failed(input) || failed(shape) || failed(weight) || failed(bias) ||
+      failed(eps))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return s.fail("normalized_shape does not match the input's trailing shape");
+  SmallVector<Type> types;
+  for (unsigned i = 0; i < 3; ++i) {
+    FailureOr<RankedTensorType> type = s.outputType(i);
+    if (failed(type))
+      return failure();
+    types.push_back(*type);
+  }
+  auto op = s.builder.create<train::LayerNormOp>(
+      s.location, types, *input, *weight, *bias,
+      s.builder.getI64IntegerAttr(*rank), s.builder.getF64FloatAttr(*eps));
+  return s.setOutputs(op.getResults());
+}
+
+static LogicalResult importLayerNormBackward(StepImporter &s) {
+  FailureOr<Value> grad = s.tensorArgument("grad_out");
+  FailureOr<Value> input = s.tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = s.intsArgument("normalized_shape");
+  FailureOr<Value> mean = s.tensorArgument("mean");
+  FailureOr<Value> rstd = s.tensorArgument("rstd");
+  FailureOr<Value> weight = s.optionalTensorArgument("weight");
+  FailureOr<Value> bias = s.optionalTensorArgument("bias");
+  if (failed(grad) || failed(input) || failed(shape) || failed(mean) ||
+      failed(rstd) || failed(weight) || failed(bias))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return s.fail("normalized_shape does not match the input's trailing shape");
+  auto op = s.builder.create<train::LayerNormBackwardOp>(
+      s.location, *grad, *input, *mean, *rstd, *weight, *bias, *rank);
+  // Outputs that torch's output_mask turned off are None and stay unused.
+  return s.setOutputs(op.getResults());
+}
+
+static LogicalResult importRmsNorm(StepImporter &s) {
+  FailureOr<Value> input = s.tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = s.intsArgument("normalized_shape");
+  FailureOr<Value> weight = s.optionalTensorArgument("weight");
+  if (failed(input) || failed(shape) || failed(weight))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return s.fail("normalized_shape does not match the input's trailing shape");
+  FloatAttr eps;
+  if (s.findArgument("eps")) {
+    FailureOr<double> value = s.floatArgument("eps");
+    if (failed(value))
+      return failure();
+    eps = s.builder.getF64FloatAttr(*value);
+  }
+  auto op = s.builder.create<train::RmsNormOp>(
+      s.location, *input, *weight, s.builder.getI64IntegerAttr(*rank), eps);
+  return s.setOutputs(op.getResults());
+}
+
+static LogicalResult importRmsNormBackward(StepImporter &s) {
+  FailureOr<Value> grad = s.tensorArgument("grad_out");
+  FailureOr<Value> input = s.tensorArgument("input");
+  FailureOr<SmallVector<int64_t>> shape = s.intsArgument("normalized_shape");
+  FailureOr<Value> rstd = s.tensorArgument("rstd");
+  FailureOr<Value> weight = s.optionalTensorArgument("weight");
+  if (failed(grad) || failed(input) || failed(shape) || failed(rstd) ||
+      failed(weight))
+    return failure();
+  FailureOr<int64_t> rank = normalizedRank(*shape, *input);
+  if (failed(rank))
+    return s.fail("normalized_shape does not match the input's trailing shape");
+  auto op = s.builder.create<train::RmsNormBackwardOp>(
+      s.location, *grad, *input, *rstd, *weight, *rank);
+  return s.setOutputs(op.getResults());
+}
+
+//===----------------------------------------------------------------------===//
+// Registration
+//===----------------------------------------------------------------------===//
+
 void mlir::mantissa::importer::addNormalizationHandlers(HandlerTable &table) {
-  table["torch.ops.aten.native_group_norm.default"] = importGroupNorm;
-  table["torch.ops.aten.native_group_norm_backward.default"] =
-      importGroupNormBackward;
+  auto add = [&](StringRef overload, Handler handler) {
+    addAtenHandler(table, overload, std::move(handler));
+  };
+  add("native_layer_norm.default", importLayerNorm);
+  add("native_layer_norm_backward.default", importLayerNormBackward);
+  add("_fused_rms_norm.default", importRmsNorm);
+  add("_fused_rms_norm_backward.default", importRmsNormBackward);
+  add("native_group_norm.default", importGroupNorm);
+  add("native_group_norm_backward.default", importGroupNormBackward);
   BatchNormForm training, evaluation, functional;
   evaluation.hasTrainingArgument = false;
   functional.returnsRunningStats = true;
   auto batchNorm = [](BatchNormForm form) {
     return [form](StepImporter &s) { return importBatchNorm(s, form); };
   };
-  for (StringRef name : {"torch.ops.aten.native_batch_norm.default",
-                         "torch.ops.aten._native_batch_norm_legit.default",
-                         "torch.ops.aten._native_batch_norm_legit.no_stats"})
-    table[name] = batchNorm(training);
-  table["torch.ops.aten._native_batch_norm_legit_no_training.default"] =
-      batchNorm(evaluation);
-  table["torch.ops.aten._native_batch_norm_legit_functional.default"] =
-      batchNorm(functional);
-  table["torch.ops.aten.native_batch_norm_backward.default"] =
-      importBatchNormBackward;
+  for (StringRef name :
+       {"native_batch_norm.default", "_native_batch_norm_legit.default",
+        "_native_batch_norm_legit.no_stats"})
+    add(name, batchNorm(training));
+  add("_native_batch_norm_legit_no_training.default", batchNorm(evaluation));
+  add("_native_batch_norm_legit_functional.default", batchNorm(functional));
+  add("native_batch_norm_backward.default", importBatchNormBackward);
 }

@@ -911,9 +911,9 @@ static LogicalResult importUpsampleNearestBackward(StepImporter &s,
 void mlir::mantissa::importer::addPoolingHandlers(HandlerTable &table) {
   auto add = [&](const std::string &name, int64_t spatialRank,
                  LogicalResult (*handler)(StepImporter &, int64_t)) {
-    table["torch.ops.aten." + name] = [handler, spatialRank](StepImporter &s) {
+    addAtenHandler(table, name, [handler, spatialRank](StepImporter &s) {
       return handler(s, spatialRank);
-    };
+    });
   };
   // 1-D max, average and adaptive pooling reach the graph as 2-D.
   for (int64_t rank : {2, 3}) {

@@ -2,9 +2,16 @@
 //
 // The state of one import (TorchImporter.cpp) and what the handlers of ATen
 // operators use: typed access to a node's arguments, torch's output types,
-// and the values of the tensors imported so far. Handlers of an operator
-// family live in a file of their own (ImportConvolution.cpp, ...) and are
-// registered in the handler table by name.
+// and the values of the tensors imported so far. The handlers of each
+// operator family live in a file of their own (ImportElementwise.cpp,
+// ImportReductions.cpp, ImportLinear.cpp, ImportShapes.cpp,
+// ImportIndexing.cpp, ImportCreation.cpp, ImportConvolution.cpp,
+// ImportNormalization.cpp, ImportPooling.cpp, ImportAttention.cpp,
+// ImportLosses.cpp) as free functions of a StepImporter, and that file's
+// add<Family>Handlers adds them to the one handler table by overload name
+// (addAtenHandler). Supporting an operator of a family touches only that
+// family's file; a new family also declares its add<Family>Handlers below,
+// calls it in StepImporter::handlers() and lists its file in CMakeLists.txt.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +24,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/ErrorHandling.h"
 #include <functional>
 #include <optional>
 #include <string>
@@ -31,16 +39,29 @@ using Handler = std::function<LogicalResult(StepImporter &)>;
 /// Handlers by operator overload ("torch.ops.aten.convolution.default").
 using HandlerTable = llvm::StringMap<Handler>;
 
-/// The handlers of the operator families kept in files of their own.
+/// Adds the handler of "torch.ops.aten.<overload>" to `table`. An overload
+/// has one handler: a second is a bug, reported in every build type (the
+/// table is built on the first import).
+inline void addAtenHandler(HandlerTable &table, StringRef overload,
+                           Handler handler) {
+  std::string name = ("torch.ops.aten." + overload).str();
+  if (!table.try_emplace(name, std::move(handler)).second)
+    llvm::report_fatal_error(llvm::Twine("two handlers for ") + name);
+}
+
+/// The handlers of each operator family, kept in a file of its own
+/// (Import<Family>.cpp); TorchImporter.cpp builds the one table from them.
+void addElementwiseHandlers(HandlerTable &table);
+void addReductionHandlers(HandlerTable &table);
+void addLinearHandlers(HandlerTable &table);
+void addShapeHandlers(HandlerTable &table);
+void addIndexingHandlers(HandlerTable &table);
+void addCreationHandlers(HandlerTable &table);
 void addConvolutionHandlers(HandlerTable &table);
 void addAttentionHandlers(HandlerTable &table);
 void addLossHandlers(HandlerTable &table);
 void addPoolingHandlers(HandlerTable &table);
 void addNormalizationHandlers(HandlerTable &table);
-
-/// The `ScalarOpTy` of importBinary for operators without a form that takes
-/// the right operand as an attribute: a number there becomes a tensor.
-struct NoScalarForm {};
 
 /// Imports one program. Problems are collected rather than returned one at a
 /// time, so that a user sees every unsupported operator in one run.
@@ -64,6 +85,9 @@ public:
 
   const pt2::Argument *findArgument(StringRef name) const;
   FailureOr<Value> tensorArgument(StringRef name);
+  /// The value of the tensor named `tensorName` in the graph, or null if
+  /// it has none (yet).
+  Value findTensor(StringRef tensorName) const;
   FailureOr<Value> optionalTensorArgument(StringRef name);
   FailureOr<SmallVector<Value>> tensorListArgument(StringRef name);
   FailureOr<int64_t> intArgument(StringRef name,
@@ -143,62 +167,8 @@ public:
     return setOutput(0, op.getResult());
   }
 
-  // Families of handlers.
-  template <typename TensorOpTy, typename ScalarOpTy = NoScalarForm>
-  LogicalResult importBinary(StringRef lhsName = "self",
-                             StringRef rhsName = "other");
-  LogicalResult importAddOrSub(bool isSub, bool reversed = false);
-  template <typename OpTy> LogicalResult importUnary();
-  LogicalResult importIdentity();
-  LogicalResult importAssertMetadata();
-  LogicalResult importToCopy();
-  LogicalResult importGelu();
-  LogicalResult importGeluBackward();
-  LogicalResult importSigmoidBackward();
-  LogicalResult importTanhBackward();
-  LogicalResult importSiluBackward();
-  LogicalResult importThresholdBackward();
-  LogicalResult importWhere();
-  enum class Logical { And, Or, Xor };
-  LogicalResult importLogical(Logical kind);
-  LogicalResult importSign();
-  LogicalResult importMaskedFill();
-  LogicalResult importClamp(bool hasMin, bool hasMax);
-  LogicalResult importLerp();
-  LogicalResult importAddcmulOrAddcdiv(bool isDiv);
-  template <typename OpTy> LogicalResult importReduction(bool allDimsByDefault);
-  LogicalResult importAllOrAny(bool isAll);
-  template <typename OpTy> LogicalResult importSoftmax();
-  template <typename OpTy> LogicalResult importSoftmaxBackward();
-  template <typename OpTy> LogicalResult importMatmul();
-  LogicalResult importAddmm();
-  LogicalResult importLayerNorm();
-  LogicalResult importLayerNormBackward();
-  LogicalResult importRmsNorm();
-  LogicalResult importRmsNormBackward();
-  LogicalResult importView();
-  LogicalResult importPermute();
-  LogicalResult importTranspose();
-  LogicalResult importTranspose2D();
-  LogicalResult importExpand();
-  LogicalResult importSlice();
-  LogicalResult importSliceScatter();
-  LogicalResult importSelect();
-  LogicalResult importSelectScatter();
-  LogicalResult importFillTensor();
-  LogicalResult importCat();
-  LogicalResult importSplit(bool withSizes);
-  LogicalResult importEmbedding();
-  LogicalResult importEmbeddingBackward();
-  LogicalResult importIndexPut();
-  template <typename OpTy> LogicalResult importIndexedAlongDim();
-  LogicalResult importScatter(StringRef reduce);
-  LogicalResult importScatterValue();
-  LogicalResult importFull(std::optional<double> fixedValue,
-                           StringRef valueArgument);
-  LogicalResult importArange();
-  LogicalResult importCopy();
-
+  /// Every handler, by overload: the one table the families' files
+  /// (Import<Family>.cpp) fill, built on first use.
   static const HandlerTable &handlers();
 
   MLIRContext &context;

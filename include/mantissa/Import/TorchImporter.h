@@ -12,6 +12,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
+#include <string>
+#include <vector>
 
 namespace mlir::mantissa {
 
@@ -24,6 +26,11 @@ namespace mlir::mantissa {
 llvm::Expected<OwningOpRef<ModuleOp>>
 importTrainingStep(MLIRContext &context, const pt2::Program &program,
                    llvm::StringRef fileName);
+
+/// The ATen operator overloads the importer supports, as the graph names
+/// them ("torch.ops.aten.add.Tensor"), sorted: the keys of its one handler
+/// table, whose entries each family's file (lib/Import/Import*.cpp) adds.
+std::vector<std::string> getSupportedOperators();
 
 /// The MLIR element type of a torch dtype, or null if `train` has none.
 Type getElementType(MLIRContext &context, pt2::ScalarType dtype);
