@@ -20,6 +20,15 @@
 using namespace mlir;
 using namespace mlir::mantissa;
 
+GpuHostKernelsFlag::GpuHostKernelsFlag(llvm::cl::OptionCategory &category)
+    : path("gpu-host-kernels",
+           llvm::cl::desc(
+               "Test support: also compile the GPU program's kernels for "
+               "the host into this shared library, which the tests' "
+               "stand-in CUDA driver runs in place of the PTX "
+               "(docs/gpu-step.md)"),
+           llvm::cl::value_desc("path"), llvm::cl::cat(category)) {}
+
 /// Writes `bytes` to `path`.
 static llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
   return llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
@@ -214,9 +223,10 @@ static void mergeHostKernels(ModuleOp from, ModuleOp into) {
 llvm::Expected<GpuStepFiles>
 mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
                              ArrayRef<AdamWGroup> updateGroups,
-                             int64_t tileSize, bool withForward) {
-  const char *hostKernels = std::getenv(kGpuHostKernelsVariable);
-  bool withHostKernels = hostKernels && *hostKernels;
+                             const GpuStepWriterOptions &options) {
+  const std::string &hostKernels = options.hostKernels;
+  bool withHostKernels = !hostKernels.empty();
+  bool withForward = options.withForward;
   // Programs are cached like the CPU step's libraries, by a hash of the
   // planned step, the compiler build and the GPU target (libdevice
   // included); runs that also want host kernels (tests) compile afresh.
@@ -280,7 +290,8 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     DialectRegistry registry;
     registerAdamWKernelDialects(registry);
     step.getContext()->appendDialectRegistry(registry);
-    if (failed(emulateUpdateKernels(updateGroups, tileSize, *hostModule)) ||
+    if (failed(emulateUpdateKernels(updateGroups, options.tileSize,
+                                    *hostModule)) ||
         failed(lowerEmulatedKernelsToLLVM(*hostModule)))
       return llvm::createStringError(
           "lowering the GPU kernels for the host failed: " + diagnostics.str());
@@ -293,8 +304,8 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     if (failed(compileLLVMIRToSharedLibrary(*llvmIR, hostKernels, error,
                                             /*optLevel=*/1)))
       return llvm::createStringError(
-          std::string("compiling the GPU step's host kernels into ") +
-          hostKernels + " failed: " + error);
+          "compiling the GPU step's host kernels into " + hostKernels +
+          " failed: " + error);
   }
   if (!cacheEntry.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(

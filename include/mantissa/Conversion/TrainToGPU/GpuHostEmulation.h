@@ -5,8 +5,8 @@
 // stand-in CUDA driver of the tests (unittests/Runtime/FakeCuda.cpp) runs
 // GPU programs on the CPU (docs/gpu-step.md, "Host kernels"). Its own
 // library, MantissaGpuHostEmulation, which the code generator does not
-// link: the driver asks for it only when host kernels are asked for
-// (GpuStepWriter.h), the unit tests call it directly.
+// link: the driver asks for it only with --gpu-host-kernels
+// (GpuStepWriterOptions::hostKernels), the unit tests call it directly.
 //
 //===----------------------------------------------------------------------===//
 
