@@ -379,9 +379,9 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   std::optional<GpuStepFiles> gpuStep;
   std::string gpuStepNote;
   if (options.gpuStep) {
-    llvm::Expected<GpuStepFiles> written =
-        writeGpuStep(options.gpuStep, temporary, layouts, options.tileSize,
-                     options.gpuForward);
+    llvm::Expected<GpuStepFiles> written = writeGpuStep(
+        options.gpuStep, temporary, layouts,
+        {options.tileSize, options.gpuForward, options.gpuHostKernels});
     if (!written && !options.gpuStepOptional)
       return cleanup(written.takeError());
     if (written) {

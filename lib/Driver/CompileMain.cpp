@@ -146,7 +146,7 @@ static int printGpuCost(llvm::StringRef path, llvm::StringRef what,
 /// Compiles `step` for the GPU into a scratch directory and prints the cost
 /// model's prediction of the program and its update.
 static int reportGpuCost(train::StepOp step, const GpuDeviceModel &device,
-                         ReportKind kind) {
+                         ReportKind kind, const GpuStepWriterOptions &options) {
   llvm::SmallString<256> scratch;
   if (std::error_code error =
           llvm::sys::fs::createUniqueDirectory("mantissa-cost", scratch))
@@ -154,7 +154,7 @@ static int reportGpuCost(train::StepOp step, const GpuDeviceModel &device,
   auto cleanup = llvm::make_scope_exit(
       [&] { llvm::sys::fs::remove_directories(scratch); });
   llvm::Expected<GpuStepFiles> files =
-      writeGpuStep(step, scratch, /*updateGroups=*/{}, /*tileSize=*/4096);
+      writeGpuStep(step, scratch, /*updateGroups=*/{}, options);
   if (!files)
     return reportError("--cost-report: the step does not compile for the "
                        "GPU: " +
@@ -197,6 +197,7 @@ struct CompileFlags {
                             "file)")),
       cl::cat(category)};
 
+  GpuHostKernelsFlag gpuHostKernels{category};
   PrecisionFlags precision{precisionCategory, PrecisionFlagsHelp::Detailed};
   cl::opt<double> learningRate{
       "lr", cl::desc("Learning rate the stall lint assumes (default 1e-3)"),
@@ -355,13 +356,17 @@ static int reportCost(ModuleOp module, const CompileFlags &flags,
   auto steps = module.getOps<train::StepOp>();
   if (steps.empty())
     return reportError(flags.inputPath + ": no train.step to predict");
-  return reportGpuCost(*steps.begin(), device, flags.costReport);
+  GpuStepWriterOptions options;
+  options.hostKernels = flags.gpuHostKernels.path;
+  return reportGpuCost(*steps.begin(), device, flags.costReport, options);
 }
 
 /// Writes the compiled artifact directory -o names; returns the exit code.
 static int writeArtifactDirectory(ModuleOp module, const pt2::Program &program,
-                                  llvm::StringRef outputPath) {
+                                  llvm::StringRef outputPath,
+                                  llvm::StringRef gpuHostKernels) {
   ArtifactOptions options;
+  options.gpuHostKernels = gpuHostKernels.str();
   auto steps = module.getOps<train::StepOp>();
   if (!steps.empty()) {
     options.gpuStep = *steps.begin();
@@ -423,7 +428,8 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
       return status;
 
   if (request->emit == EmitKind::Artifact)
-    return writeArtifactDirectory(**module, *program, flags.outputPath);
+    return writeArtifactDirectory(**module, *program, flags.outputPath,
+                                  flags.gpuHostKernels.path);
   if (!request->writeIR)
     return 0;
   return writeOutputs(text, flags.outputPath, *program);

@@ -3,6 +3,7 @@
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
+#include "mantissa/Conversion/TrainToGPU/GpuHostEmulation.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/DiagnosticCollector.h"
 #include "mantissa/Driver/StepEvaluator.h"
@@ -18,6 +19,15 @@
 
 using namespace mlir;
 using namespace mlir::mantissa;
+
+GpuHostKernelsFlag::GpuHostKernelsFlag(llvm::cl::OptionCategory &category)
+    : path("gpu-host-kernels",
+           llvm::cl::desc(
+               "Test support: also compile the GPU program's kernels for "
+               "the host into this shared library, which the tests' "
+               "stand-in CUDA driver runs in place of the PTX "
+               "(docs/gpu-step.md)"),
+           llvm::cl::value_desc("path"), llvm::cl::cat(category)) {}
 
 /// Writes `bytes` to `path`.
 static llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
@@ -148,15 +158,19 @@ constexpr ProgramFiles kForwardFiles{
 
 /// Compiles `step` for the GPU and writes its program as `files` into
 /// `directory`, adding the names to `written`; `forwardFile` names the
-/// forward-only program beside it (empty: none). The program's host kernels
-/// (with `withHostKernels`) are left in `program.hostKernels`.
+/// forward-only program beside it (empty: none). With `hostKernels`, the
+/// program's kernels are emulated into it (emulateGpuKernels).
 static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
-                                const ProgramFiles &files, bool withHostKernels,
+                                const ProgramFiles &files, ModuleOp hostKernels,
                                 llvm::StringRef forwardFile,
                                 FailureOr<GpuStepProgram> &program,
                                 std::vector<std::string> &written) {
   DiagnosticCollector diagnostics(step.getContext());
-  program = compileTrainStepForGpu(step, withHostKernels);
+  auto emulate = [&](gpu::GPUModuleOp gpuModule) {
+    return emulateGpuKernels(gpuModule, hostKernels);
+  };
+  program = compileTrainStepForGpu(
+      step, hostKernels ? GpuKernelsObserver(emulate) : nullptr);
   if (failed(program))
     return llvm::createStringError("compiling the step for the GPU failed: " +
                                    diagnostics.str());
@@ -209,9 +223,10 @@ static void mergeHostKernels(ModuleOp from, ModuleOp into) {
 llvm::Expected<GpuStepFiles>
 mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
                              ArrayRef<AdamWGroup> updateGroups,
-                             int64_t tileSize, bool withForward) {
-  const char *hostKernels = std::getenv(kGpuHostKernelsVariable);
-  bool withHostKernels = hostKernels && *hostKernels;
+                             const GpuStepWriterOptions &options) {
+  const std::string &hostKernels = options.hostKernels;
+  bool withHostKernels = !hostKernels.empty();
+  bool withForward = options.withForward;
   // Programs are cached like the CPU step's libraries, by a hash of the
   // planned step, the compiler build and the GPU target (libdevice
   // included); runs that also want host kernels (tests) compile afresh.
@@ -237,7 +252,7 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
   GpuStepFiles result;
   // The forward-only step for evaluation: its own program, named apart so
   // that its kernels and the joint step's can share one host library.
-  OwningOpRef<ModuleOp> forwardModule;
+  OwningOpRef<ModuleOp> forwardModule, forwardHostKernels;
   FailureOr<GpuStepProgram> forward = failure();
   llvm::StringRef forwardFile;
   if (withForward) {
@@ -247,35 +262,40 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     forwardModule = std::move(*derived);
     train::StepOp forwardStep = *forwardModule->getOps<train::StepOp>().begin();
     forwardStep.setSymName((step.getSymName() + "_forward").str());
+    if (withHostKernels)
+      forwardHostKernels = ModuleOp::create(forwardStep.getLoc());
     if (llvm::Error error =
-            writeProgram(forwardStep, directory, kForwardFiles, withHostKernels,
+            writeProgram(forwardStep, directory, kForwardFiles,
+                         forwardHostKernels ? *forwardHostKernels : ModuleOp(),
                          /*forwardFile=*/"", forward, result.files))
       return std::move(error);
     forwardFile = kForwardFiles.program;
   }
   FailureOr<GpuStepProgram> program = failure();
-  if (llvm::Error error =
-          writeProgram(step, directory, kJointFiles, withHostKernels,
-                       forwardFile, program, result.files))
+  OwningOpRef<ModuleOp> hostModule;
+  if (withHostKernels)
+    hostModule = ModuleOp::create(step.getLoc());
+  if (llvm::Error error = writeProgram(step, directory, kJointFiles,
+                                       hostModule ? *hostModule : ModuleOp(),
+                                       forwardFile, program, result.files))
     return std::move(error);
   result.kernels = program->countOps(GpuStepOp::Kind::Kernel);
   result.gemms = program->countOps(GpuStepOp::Kind::Gemm);
   result.arenaBytes = program->arenaBytes;
   if (withHostKernels && withForward)
-    mergeHostKernels(*forward->hostKernels, *program->hostKernels);
+    mergeHostKernels(*forwardHostKernels, *hostModule);
   DiagnosticCollector diagnostics(step.getContext());
 
   if (withHostKernels) {
     DialectRegistry registry;
     registerAdamWKernelDialects(registry);
     step.getContext()->appendDialectRegistry(registry);
-    if (failed(emulateUpdateKernels(updateGroups, tileSize,
-                                    *program->hostKernels)) ||
-        failed(lowerEmulatedKernelsToLLVM(*program->hostKernels)))
+    if (failed(emulateUpdateKernels(updateGroups, options.tileSize,
+                                    *hostModule)) ||
+        failed(lowerEmulatedKernelsToLLVM(*hostModule)))
       return llvm::createStringError(
           "lowering the GPU kernels for the host failed: " + diagnostics.str());
-    FailureOr<std::string> llvmIR =
-        translateToLLVMIRText(*program->hostKernels);
+    FailureOr<std::string> llvmIR = translateToLLVMIRText(*hostModule);
     if (failed(llvmIR))
       return llvm::createStringError(
           "translating the GPU step's host kernels failed: " +
@@ -284,8 +304,8 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     if (failed(compileLLVMIRToSharedLibrary(*llvmIR, hostKernels, error,
                                             /*optLevel=*/1)))
       return llvm::createStringError(
-          std::string("compiling the GPU step's host kernels into ") +
-          hostKernels + " failed: " + error);
+          "compiling the GPU step's host kernels into " + hostKernels +
+          " failed: " + error);
   }
   if (!cacheEntry.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(

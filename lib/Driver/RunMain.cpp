@@ -22,6 +22,7 @@
 #include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
+#include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/StepEvaluator.h"
@@ -179,6 +180,7 @@ struct RunFlags {
       "dump-grads",
       cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
       cl::value_desc("safetensors"), cl::cat(category)};
+  GpuHostKernelsFlag gpuHostKernels{category};
   cl::OptionCategory trainCategory{"training options"};
   PrecisionFlags precision{trainCategory, PrecisionFlagsHelp::Brief};
 };
@@ -432,7 +434,7 @@ static int runTraining(ModuleOp module, train::StepOp step,
   }
   llvm::Expected<int> status =
       trainStep(module, step, program, std::move(arguments), trainer, evaluator,
-                forward, communicator);
+                forward, communicator, flags.gpuHostKernels.path);
   if (!status)
     return reportError(flags.modelPath + ": " +
                        llvm::toString(status.takeError()));

@@ -30,8 +30,10 @@ int main(int argc, char **argv) {
   // Mantissa's lowering passes, mantissa-train-cpu-pipeline and the upstream
   // passes it names, so that each of its stages runs here.
   mlir::mantissa::registerTrainCpuPipelinePasses();
-  // And mantissa-train-gpu-pipeline, the GPU step's passes in pipeline
-  // order, so that a lit test runs what compileTrainStepForGpu runs.
+  // The GPU step's passes (mantissa/Transforms/GPU/Passes.td, then
+  // mantissa/Conversion/TrainToGPU/Buffers/Passes.td) and
+  // mantissa-train-gpu-pipeline, which runs them in pipeline order, so that
+  // a lit test runs what compileTrainStepForGpu runs.
   mlir::mantissa::registerTrainToGPUPasses();
 
   mlir::DialectRegistry registry;

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../../lib/Conversion/TrainToGPU/GpuAttentionKernels.h"
-#include "../../lib/Conversion/TrainToGPU/GpuKernels.h"
+#include "../../lib/Conversion/TrainToGPU/Codegen/GpuAttentionKernels.h"
+#include "../../lib/Conversion/TrainToGPU/Codegen/GpuKernels.h"
 #include "GpuEmulationTestSupport.h"
 #include "mantissa/Conversion/TrainToGPU.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

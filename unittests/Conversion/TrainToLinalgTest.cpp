@@ -16,6 +16,7 @@
 
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/TrainToGPU.h"
+#include "mantissa/Conversion/TrainToGPU/GpuHostEmulation.h"
 #include "mantissa/Format/DType.h"
 
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
@@ -26,6 +27,7 @@
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Reference/Tensor.h"
 #include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -140,8 +142,7 @@ protected:
         buildStep(args, body, results), ParserConfig(&context));
     if (!module)
       return failure();
-    return compileTrainStepForGpu(*module->getOps<train::StepOp>().begin(),
-                                  /*withHostKernels=*/false);
+    return compileTrainStepForGpu(*module->getOps<train::StepOp>().begin());
   }
 
   void check(ArrayRef<Arg> args, StringRef body, ArrayRef<Arg> results,
@@ -240,13 +241,15 @@ protected:
   /// then the results).
   void runGpuProgramOnHost(train::StepOp step,
                            std::vector<std::vector<uint8_t>> &buffers) {
+    OwningOpRef<ModuleOp> hostKernels = ModuleOp::create(step.getLoc());
     FailureOr<GpuStepProgram> program =
-        compileTrainStepForGpu(step, /*withHostKernels=*/true);
+        compileTrainStepForGpu(step, [&](gpu::GPUModuleOp gpuModule) {
+          return emulateGpuKernels(gpuModule, *hostKernels);
+        });
     ASSERT_TRUE(succeeded(program)) << diagnostics;
-    ASSERT_TRUE(succeeded(lowerEmulatedKernelsToLLVM(*program->hostKernels)))
+    ASSERT_TRUE(succeeded(lowerEmulatedKernelsToLLVM(*hostKernels)))
         << diagnostics;
-    FailureOr<std::string> llvmIR =
-        translateToLLVMIRText(*program->hostKernels);
+    FailureOr<std::string> llvmIR = translateToLLVMIRText(*hostKernels);
     ASSERT_TRUE(succeeded(llvmIR)) << diagnostics;
     SmallString<256> library;
     ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("gpu-host", "so", library));

@@ -15,15 +15,21 @@
 //
 // A launch checks the PTX entry's parameter list (count of .u64 pointers and
 // .f32 scalars) against the arguments it is given. Then:
-// - When MANTISSA_GPU_HOST_KERNELS names a shared library that defines
+// - When FAKE_CUDA_HOST_KERNELS names a shared library that defines
 //   `void <entry>_host(void **kernelParams, int64_t grid, int64_t block)`,
 //   that function runs the whole launch (every block and thread) with
 //   cuLaunchKernel's own kernelParams (kernelParams[i] points at the value
 //   of the entry's i-th parameter: a device address, which is a host
 //   address here, or a scalar) and the 1-D grid and block sizes. The
 //   compiler writes such a library from the same gpu.func as the PTX when
-//   the variable is set (TrainToGPU.h, lowerEmulatedKernelsToLLVM), so a
-//   whole GPU step runs on the host.
+//   it is given `--gpu-host-kernels=PATH` (mantissa-compile, mantissa-run;
+//   GpuHostEmulation.h), so a whole GPU step runs on the host: a test
+//   passes the same path to the compiler's flag and to this variable.
+//   The stand-in is configured through its environment (as
+//   FAKE_CUDA_ELEMENTS below) because it is loaded in place of libcuda
+//   and reached only through the CUDA driver API, which has no way to say
+//   it; the compiler and the runtime read no such variable, and the
+//   program (its PTX) is the same with or without host kernels.
 // - Otherwise it performs the AdamW update of one member of
 //   FAKE_CUDA_ELEMENTS elements: an fp32 parameter without master (4
 //   buffers: grad, param, exp_avg, exp_avg_sq), or a bf16 parameter with an
@@ -105,7 +111,7 @@ struct CUfunc_st {
   int pointers = 0, scalars = 0;
   /// Bytes of each parameter in order (8 for .u64, 4 for .f32).
   std::vector<int> paramBytes;
-  /// `<entry>_host` from MANTISSA_GPU_HOST_KERNELS, looked up once.
+  /// `<entry>_host` from FAKE_CUDA_HOST_KERNELS, looked up once.
   void (*host)(void **, int64_t, int64_t) = nullptr;
   bool hostResolved = false;
 };
@@ -191,18 +197,18 @@ bool parseEntry(const std::string &ptx, const std::string &entry,
   return true;
 }
 
-/// The library MANTISSA_GPU_HOST_KERNELS names, loaded once; null when the
+/// The library FAKE_CUDA_HOST_KERNELS names, loaded once; null when the
 /// variable is unset. `failed` is set when it is set but does not load.
 void *hostKernelLibrary(bool &failed) {
   static bool loadFailed = false;
   static void *library = [] {
-    const char *path = std::getenv("MANTISSA_GPU_HOST_KERNELS");
+    const char *path = std::getenv("FAKE_CUDA_HOST_KERNELS");
     if (!path || !*path)
       return static_cast<void *>(nullptr);
     void *loaded = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!loaded) {
       const char *why = dlerror();
-      std::fprintf(stderr, "fake CUDA: MANTISSA_GPU_HOST_KERNELS: %s\n",
+      std::fprintf(stderr, "fake CUDA: FAKE_CUDA_HOST_KERNELS: %s\n",
                    why ? why : path);
       loadFailed = true;
     }

@@ -8,7 +8,7 @@
 // validation need no device. The rest runs on the host-memory stand-ins for
 // libcuda.so.1 and libcublas.so.13 (FakeCuda.cpp), with the kernels of
 // GpuStepTestKernels.cpp as host kernels: ctest runs this binary with
-// LD_LIBRARY_PATH on the stand-ins and MANTISSA_GPU_HOST_KERNELS on that
+// LD_LIBRARY_PATH on the stand-ins and FAKE_CUDA_HOST_KERNELS on that
 // library (run by hand without them, the device tests are skipped). With
 // MANTISSA_GPUSTEP_TEST_DEVICE=cuda they run on a real GPU and cuBLAS
 // instead, except those that need host kernels (the GEMM tests compare
@@ -591,7 +591,7 @@ bool onRealDevice() {
 /// The stand-in device, or a real one (onRealDevice) unless the test needs
 /// host kernels; null (and the test skipped) otherwise, e.g. outside ctest.
 std::unique_ptr<CudaDevice> openDevice(bool hostKernels) {
-  const char *kernels = std::getenv("MANTISSA_GPU_HOST_KERNELS");
+  const char *kernels = std::getenv("FAKE_CUDA_HOST_KERNELS");
   bool fake = kernels && *kernels && !onRealDevice();
   if (!fake && (hostKernels || !onRealDevice()))
     return nullptr;
@@ -616,7 +616,7 @@ std::unique_ptr<CudaDevice> openDevice(bool hostKernels) {
 /// loaded).
 template <typename T> T *kernelSymbol(const char *name) {
   void *library =
-      dlopen(std::getenv("MANTISSA_GPU_HOST_KERNELS"), RTLD_NOW | RTLD_LOCAL);
+      dlopen(std::getenv("FAKE_CUDA_HOST_KERNELS"), RTLD_NOW | RTLD_LOCAL);
   EXPECT_NE(library, nullptr);
   return library ? static_cast<T *>(dlsym(library, name)) : nullptr;
 }

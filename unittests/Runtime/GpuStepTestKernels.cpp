@@ -4,14 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The library MANTISSA_GPU_HOST_KERNELS names in the GPU step tests: for
+// The library FAKE_CUDA_HOST_KERNELS names in the GPU step tests: for
 // every entry E of their hand-written PTX, `E_host(void **kernelParams,
 // int64_t grid, int64_t block)` runs the whole launch on the host
 // (FakeCuda.cpp calls it from cuLaunchKernel with the launch's own
 // kernelParams: kernelParams[i] points at the i-th parameter's value), the
-// ABI of the compiler's emulated kernels (TrainToGPU.h). Sizes the compiler
-// would bake into a kernel are read from a constant buffer here, so that one
-// library serves programs of any size.
+// ABI of the compiler's emulated kernels (GpuHostEmulation.h). Sizes the
+// compiler would bake into a kernel are read from a constant buffer here, so
+// that one library serves programs of any size.
 //
 //===----------------------------------------------------------------------===//
 

@@ -84,8 +84,8 @@ prepare)
       precision=(${spec:+--precision "$spec"})
       art="$dir/$model.$arm"
       host=()
-      [[ ${DRY_RUN:-0} == 1 ]] && host=(env MANTISSA_GPU_HOST_KERNELS="$art.host.so")
-      "${host[@]}" "$compile" "$corpus/$model.pt2" "${precision[@]}" -o "$art"
+      [[ ${DRY_RUN:-0} == 1 ]] && host=(--gpu-host-kernels="$art.host.so")
+      "$compile" "${host[@]}" "$corpus/$model.pt2" "${precision[@]}" -o "$art"
       [[ -f "$art/step.gpu.json" ]] || { echo "$art: no GPU step (see its manifest)" >&2; exit 1; }
       for device in $devices; do
         price "$model" "$arm" "$art.cost.$device.json" --cost-device "$device"
@@ -135,7 +135,7 @@ run)
       tolerance=$([[ $arm == fp32 ]] && echo 1e-4 || echo 0.02)
       torch_script_arm=$([[ $arm == compute ]] && echo autocast || echo "$arm")
       echo "== $name"
-      [[ ${DRY_RUN:-0} == 1 ]] && export MANTISSA_GPU_HOST_KERNELS="$art.host.so"
+      [[ ${DRY_RUN:-0} == 1 ]] && export FAKE_CUDA_HOST_KERNELS="$art.host.so"
       "$runner" "$art" --inputs "$batch" --weights "$init" --steps "$STEPS" --device cuda \
         --losses "$dir/$name.losses.json" > "$dir/$name.log" 2>&1 || { status=1; tail -5 "$dir/$name.log"; continue; }
       grep -E '^(device|time|kernels|memory):|CUDA graph|op by op' "$dir/$name.log" || true

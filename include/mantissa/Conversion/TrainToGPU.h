@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
 #include <string>
@@ -42,36 +43,18 @@ struct GpuStepProgram : rt::GpuProgram {
   std::vector<uint8_t> constants;
   /// The PTX module (sm_90) with every kernel and the dtype conversions.
   std::string ptx;
-  /// With host kernels: every PTX entry emulated on the host
-  /// (emulateGpuKernels), not yet lowered.
-  OwningOpRef<ModuleOp> hostKernels;
   /// GEMMs whose output (the rounding to a narrow dtype, a bias) took in the
   /// elementwise op that followed them: kernels the program does not have.
   int64_t fusedEpilogues = 0;
 };
 
-/// Adds to `hostModule`, for every kernel of `gpuModule` (1-D; xor shuffles
-/// only at the kernel's top level; no barriers or shared memory), a
-/// func.func of the same name and arguments plus the grid and block size
-/// (index) that runs every thread of each block in turn, up to a shuffle,
-/// then every thread from there to the next (each reading the shuffled
-/// value that its partner lane kept): the very code of the PTX, for testing
-/// GPU programs on the CPU.
-LogicalResult emulateGpuKernels(gpu::GPUModuleOp gpuModule,
-                                ModuleOp hostModule);
-
-/// Lowers a module of emulated kernels for the CPU and gives each kernel
-/// `E` the entry `void E_host(void **kernelParams, int64_t grid, int64_t
-/// block)`: kernelParams[i] points at the value of the i-th parameter, as
-/// cuLaunchKernel takes them.
-LogicalResult lowerEmulatedKernelsToLLVM(ModuleOp hostModule);
-
 /// Registers what compileTrainStepForGpu needs in `registry`.
 void registerTrainToGPUDialects(DialectRegistry &registry);
 
-/// Registers the GPU step's passes (lib/Conversion/TrainToGPU) and the CPU
-/// pipeline's, so that runPassPipeline can parse pipelines naming them;
-/// once per process.
+/// Registers the GPU step's passes (mantissa/Transforms/GPU/Passes.td and
+/// mantissa/Conversion/TrainToGPU/Buffers/Passes.td), the CPU pipeline's
+/// and mantissa-train-gpu-pipeline, so that runPassPipeline can parse
+/// pipelines naming them; once per process.
 void registerTrainToGPUPasses();
 
 /// The GPU step's passes in the order they run, up to the program writer
@@ -85,13 +68,20 @@ void buildTrainGpuRewritePipeline(OpPassManager &pm);
 void buildTrainGpuBufferPipeline(OpPassManager &pm);
 void buildTrainGpuPipeline(OpPassManager &pm);
 
+/// Called with the step's gpu.module once its kernels are complete, before
+/// they are lowered to PTX (which rewrites them in place): the host
+/// emulation of the tests (GpuHostEmulation.h) reads them here.
+using GpuKernelsObserver = llvm::function_ref<LogicalResult(gpu::GPUModuleOp)>;
+
 /// Compiles a copy of the planned `step` for the GPU. Every op of the
 /// bufferized step becomes a kernel (its parallel loops spread over
 /// threads, reductions in order within each thread) or, for matrix
 /// products cuBLAS can express, a GEMM. Fails with diagnostics on `step`
-/// naming an op the GPU program cannot express.
-FailureOr<GpuStepProgram> compileTrainStepForGpu(train::StepOp step,
-                                                 bool withHostKernels = false);
+/// naming an op the GPU program cannot express, or when `observeKernels`
+/// (when given) fails.
+FailureOr<GpuStepProgram>
+compileTrainStepForGpu(train::StepOp step,
+                       GpuKernelsObserver observeKernels = nullptr);
 
 } // namespace mlir::mantissa
 

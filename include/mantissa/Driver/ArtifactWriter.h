@@ -55,6 +55,9 @@ struct ArtifactOptions {
   bool cpuForward = true;
   /// With gpuStep: also write the forward-only GPU program (evaluation).
   bool gpuForward = true;
+  /// With gpuStep, test support: the host library of its kernels
+  /// (GpuStepWriterOptions::hostKernels, --gpu-host-kernels); empty: none.
+  std::string gpuHostKernels;
 };
 
 /// The instruction-set extensions of this CPU that code compiled with

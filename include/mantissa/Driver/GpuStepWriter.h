@@ -10,6 +10,7 @@
 
 #include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -28,26 +29,41 @@ struct GpuStepFiles {
   std::string cachePath;
 };
 
-/// The environment variable naming a shared library into which the GPU
-/// run's kernels are also compiled for the CPU (lowerEmulatedKernelsToLLVM),
-/// for running the GPU program without a
-/// GPU: the stand-in driver unittests/Runtime/FakeCuda.cpp runs
-/// `<entry>_host` from this library in place of each PTX entry.
-constexpr const char *kGpuHostKernelsVariable = "MANTISSA_GPU_HOST_KERNELS";
+/// How writeGpuStep writes a step's program, beyond the step itself.
+struct GpuStepWriterOptions {
+  /// The update kernels' tile size (elements), for their host emulation.
+  int64_t tileSize = 4096;
+  /// Also write the forward-only step (deriveForwardStep) as its own
+  /// program, step.gpu.forward.json, which step.gpu.json names under
+  /// `forward` (evaluation runs it).
+  bool withForward = false;
+  /// Test support: when not empty, every GPU kernel of the run is also
+  /// compiled for the CPU (GpuHostEmulation.h) into the shared library at
+  /// this path, so that the GPU program runs without a GPU: the stand-in
+  /// driver unittests/Runtime/FakeCuda.cpp runs `<entry>_host` from it in
+  /// place of each PTX entry. Such runs bypass the compile cache. Set by
+  /// --gpu-host-kernels (GpuHostKernelsFlag).
+  std::string hostKernels;
+};
+
+/// --gpu-host-kernels=PATH (GpuStepWriterOptions::hostKernels), defined
+/// once for mantissa-compile and mantissa-run: registered in `category`
+/// while the object lives.
+struct GpuHostKernelsFlag {
+  explicit GpuHostKernelsFlag(llvm::cl::OptionCategory &category);
+  llvm::cl::opt<std::string> path;
+};
 
 /// Compiles `step` for the GPU (or takes it from the compile cache) and
-/// writes its program into `directory` (which exists). When
-/// `$MANTISSA_GPU_HOST_KERNELS` is set, also compiles every GPU kernel of the
-/// run, the step's and the update kernels of `updateGroups` (the artifact's
-/// groups, in order, in tiles of `tileSize` elements), for the host into
-/// that library. With `withForward`, also writes the forward-only step
-/// (deriveForwardStep) as its own program, step.gpu.forward.json, which
-/// step.gpu.json names under `forward` (evaluation runs it).
-llvm::Expected<GpuStepFiles> writeGpuStep(train::StepOp step,
-                                          llvm::StringRef directory,
-                                          ArrayRef<AdamWGroup> updateGroups,
-                                          int64_t tileSize,
-                                          bool withForward = false);
+/// writes its program into `directory` (which exists). With
+/// `options.hostKernels`, also compiles every GPU kernel of the run, the
+/// step's and the update kernels of `updateGroups` (the artifact's groups,
+/// in order, in tiles of `options.tileSize` elements), for the host into
+/// that library.
+llvm::Expected<GpuStepFiles>
+writeGpuStep(train::StepOp step, llvm::StringRef directory,
+             ArrayRef<AdamWGroup> updateGroups,
+             const GpuStepWriterOptions &options = {});
 
 } // namespace mlir::mantissa
 

@@ -36,13 +36,16 @@ struct ForwardStep {
 /// data, `options.dataPaths`; on rank 0 for the fixed batch in `arguments`)
 /// and the runtime's trainer doing the rest: exact gradient combination,
 /// schedule, clipping, the sharded update, checkpoints, metrics and
-/// progress. Returns the runtime's exit status (it reports its own errors),
+/// progress. On the GPU, `gpuHostKernels` (when not empty) is where the
+/// run's kernels are also compiled for the host (--gpu-host-kernels, test
+/// support). Returns the runtime's exit status (it reports its own errors),
 /// or an error from setting up.
 llvm::Expected<int>
 trainStep(ModuleOp module, train::StepOp step, const pt2::Program &program,
           SmallVector<reference::Tensor> arguments,
           const rt::UpdateOptions &options, StepEvaluator &evaluator,
-          const ForwardStep &forward, rt::Communicator &communicator);
+          const ForwardStep &forward, rt::Communicator &communicator,
+          llvm::StringRef gpuHostKernels = "");
 
 } // namespace mlir::mantissa
 
