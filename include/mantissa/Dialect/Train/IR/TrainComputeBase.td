@@ -24,6 +24,17 @@ def Train_ScalarAttr : AnyAttrOf<[I64Attr, F64Attr, BoolAttr]>;
 class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
     : Train_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])>;
 
+/// The inference of an op whose result has its `input`'s type (shape and
+/// element type): `let extraClassDefinition = Train_ResultTypeOfInput;`.
+defvar Train_ResultTypeOfInput = [{
+  ::mlir::LogicalResult $cppClass::inferReturnTypes(
+      ::mlir::MLIRContext *, std::optional<::mlir::Location>, Adaptor adaptor,
+      ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+    types.push_back(adaptor.getInput().getType());
+    return ::mlir::success();
+  }
+}];
+
 /// A compute operation of the elementwise family (Train_ElementwiseOpInterface).
 class Train_ElementwiseOp<string mnemonic, list<Trait> traits = []>
     : Train_ComputeOp<mnemonic,

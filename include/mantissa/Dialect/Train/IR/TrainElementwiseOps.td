@@ -69,6 +69,7 @@ def Train_GeluOp : Train_ElementwiseOp<"gelu"> {
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDefinition = Train_ResultTypeOfInput;
 }
 
 def Train_GeluBackwardOp : Train_ElementwiseOp<"gelu_backward"> {
@@ -125,6 +126,7 @@ def Train_ClampOp : Train_ElementwiseOp<"clamp"> {
                        OptionalAttr<Train_ScalarAttr>:$max);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let extraClassDefinition = Train_ResultTypeOfInput;
 }
 
 #endif // MANTISSA_DIALECT_TRAIN_IR_TRAINELEMENTWISEOPS_TD
