@@ -126,7 +126,7 @@ static bool readsOwnKind(Operation *op) {
 /// Whether `region` still holds ops for the conversion.
 static bool hasTrainOps(Region &region) {
   WalkResult walk = region.walk([](Operation *op) {
-    return isa<train::TrainDialect>(op->getDialect()) &&
+    return isa_and_nonnull<train::TrainDialect>(op->getDialect()) &&
                    !isa<train::AttentionKernelOp>(op)
                ? WalkResult::interrupt()
                : WalkResult::advance();
@@ -166,7 +166,29 @@ struct LowerTrainToLinalgPass
 
   /// Lowers `step` into a func.func before it; fails, leaving the step
   /// whole, at the first op that has no lowering.
-  LogicalResult lowerStep(train::StepOp step, ConversionTarget &target) {
+  LogicalResult lowerStep(train::StepOp step) {
+    MLIRContext *context = &getContext();
+    // The ops of other dialects the step holds have no lowering either
+    // (but tensor.empty, formed for the GPU with train.attention_kernel);
+    // the same dialects' ops the patterns create are legal.
+    llvm::DenseSet<Operation *> foreignOps;
+    for (Operation &op : step.getBody().front())
+      if (!isa_and_nonnull<train::TrainDialect>(op.getDialect()) &&
+          !isa<tensor::EmptyOp>(op))
+        foreignOps.insert(&op);
+    auto isCreated = [&](Operation *op) { return !foreignOps.contains(op); };
+    ConversionTarget target(*context);
+    target.addDynamicallyLegalDialect<arith::ArithDialect, func::FuncDialect,
+                                      linalg::LinalgDialect, math::MathDialect,
+                                      scf::SCFDialect, tensor::TensorDialect>(
+        isCreated);
+    target.markUnknownOpDynamicallyLegal(isCreated);
+    target.addIllegalDialect<train::TrainDialect>();
+    target.addDynamicallyLegalOp<train::ViewOp, train::CastOp>(readsOwnKind);
+    // Formed for the GPU (mantissa-fuse-attention): already on tensors,
+    // with their outputs' storage.
+    target.addLegalOp<train::AttentionKernelOp>();
+
     Block *block = step->getBlock();
     Operation *before = step->getPrevNode();
     if (failed(applyPartialConversion(step.getOperation(), target, patterns)))
@@ -182,16 +204,6 @@ struct LowerTrainToLinalgPass
 
   void runOnOperation() override {
     MLIRContext *context = &getContext();
-    ConversionTarget target(*context);
-    target.addLegalDialect<arith::ArithDialect, func::FuncDialect,
-                           linalg::LinalgDialect, math::MathDialect,
-                           scf::SCFDialect, tensor::TensorDialect>();
-    target.addIllegalDialect<train::TrainDialect>();
-    target.addDynamicallyLegalOp<train::ViewOp, train::CastOp>(readsOwnKind);
-    // Formed for the GPU (mantissa-fuse-attention): already on tensors,
-    // with their outputs' storage.
-    target.addLegalOp<train::AttentionKernelOp>();
-
     SmallVector<train::StepOp> steps(getOperation().getOps<train::StepOp>());
     bool failedAny = false;
     for (train::StepOp step : steps) {
@@ -208,7 +220,7 @@ struct LowerTrainToLinalgPass
             reported = true;
             return failure();
           });
-      failedAny |= failed(lowerStep(step, target));
+      failedAny |= failed(lowerStep(step));
     }
     if (failedAny)
       signalPassFailure();
