@@ -559,6 +559,10 @@ static LogicalResult evaluateCast(train::CastOp op, Environment &env) {
 std::optional<LogicalResult> kernels::evaluateElementwiseOp(Operation *op,
                                                             Environment &env) {
   using namespace train;
+  // The family is the dialect's (ElementwiseOpInterface); each of its
+  // operations has one case below.
+  if (!isa<ElementwiseOpInterface>(op))
+    return std::nullopt;
   auto binary = [&](Arith kind) {
     return
         [&env, kind](Operation *op) { return evaluateBinary(op, kind, env); };
@@ -631,5 +635,8 @@ std::optional<LogicalResult> kernels::evaluateElementwiseOp(Operation *op,
           [&](MaskedFillOp op) { return evaluateMaskedFill(op, env); })
       .Case<ClampOp>([&](ClampOp op) { return evaluateClamp(op, env); })
       .Case<CastOp>([&](CastOp op) { return evaluateCast(op, env); })
-      .Default([](Operation *) { return std::nullopt; });
+      .Default([](Operation *op) -> std::optional<LogicalResult> {
+        return op->emitOpError()
+               << "is elementwise but has no reference semantics";
+      });
 }

@@ -17,21 +17,13 @@ namespace mlir::mantissa {
 
 /// Whether each element of `op`'s one result is a function of the
 /// elements of its operands at the same position (operands broadcast as
-/// in torch, right-aligned).
+/// in torch, right-aligned): the dialect's elementwise family
+/// (train::ElementwiseOpInterface). gelu_backward, masked_fill and clamp
+/// belong to the family but have not been taken through these rewrites
+/// yet; they stay where they are, as before the family was first-class.
 inline bool isTrainElementwise(Operation *op) {
-  return op->getNumResults() == 1 && op->getNumRegions() == 0 &&
-         isa<train::AddOp, train::SubOp, train::MulOp, train::DivOp,
-             train::PowOp, train::MaximumOp, train::MinimumOp, train::EqOp,
-             train::NeOp, train::LtOp, train::LeOp, train::GtOp, train::GeOp,
-             train::AddScalarOp, train::SubScalarOp, train::RsubScalarOp,
-             train::MulScalarOp, train::DivScalarOp, train::PowScalarOp,
-             train::EqScalarOp, train::NeScalarOp, train::LtScalarOp,
-             train::LeScalarOp, train::GtScalarOp, train::GeScalarOp,
-             train::NegOp, train::AbsOp, train::ExpOp, train::LogOp,
-             train::SqrtOp, train::RsqrtOp, train::ReciprocalOp,
-             train::SigmoidOp, train::TanhOp, train::ErfOp, train::SinOp,
-             train::CosOp, train::ReluOp, train::SiluOp, train::LogicalNotOp,
-             train::GeluOp, train::WhereOp, train::CastOp>(op);
+  return isa<train::ElementwiseOpInterface>(op) &&
+         !isa<train::GeluBackwardOp, train::MaskedFillOp, train::ClampOp>(op);
 }
 
 /// Whether `value` is a train.full of zero (an integer or a float 0).

@@ -106,13 +106,6 @@ static LogicalResult verifyApproximate(Operation *op, StringRef approximate) {
   return success();
 }
 
-LogicalResult GeluOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                       Adaptor adaptor,
-                                       SmallVectorImpl<Type> &inferred) {
-  inferred.push_back(adaptor.getInput().getType());
-  return success();
-}
-
 LogicalResult GeluOp::verify() {
   return verifyApproximate(*this, getApproximate());
 }
@@ -168,13 +161,6 @@ LogicalResult MaskedFillOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(location, "mask ", mask,
                              " must be i1 and broadcast to the input ", input);
   inferred.push_back(input);
-  return success();
-}
-
-LogicalResult ClampOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                        Adaptor adaptor,
-                                        SmallVectorImpl<Type> &inferred) {
-  inferred.push_back(adaptor.getInput().getType());
   return success();
 }
 
@@ -261,24 +247,10 @@ static LogicalResult verifySoftmaxDim(SoftmaxOpTy op, Type input) {
   return success();
 }
 
-LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *,
-                                          std::optional<Location>,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &inferred) {
-  inferred.push_back(adaptor.getInput().getType());
-  return success();
-}
 LogicalResult SoftmaxOp::verify() {
   return verifySoftmaxDim(*this, getInput().getType());
 }
 
-LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext *,
-                                             std::optional<Location>,
-                                             Adaptor adaptor,
-                                             SmallVectorImpl<Type> &inferred) {
-  inferred.push_back(adaptor.getInput().getType());
-  return success();
-}
 LogicalResult LogSoftmaxOp::verify() {
   return verifySoftmaxDim(*this, getInput().getType());
 }

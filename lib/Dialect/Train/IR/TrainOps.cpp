@@ -328,5 +328,7 @@ LogicalResult ShardGroupOp::verify() {
   return success();
 }
 
+#include "mantissa/Dialect/Train/IR/TrainInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "mantissa/Dialect/Train/IR/TrainOps.cpp.inc"

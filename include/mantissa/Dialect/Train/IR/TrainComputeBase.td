@@ -12,6 +12,7 @@
 #define MANTISSA_DIALECT_TRAIN_IR_TRAINCOMPUTEBASE_TD
 
 include "mantissa/Dialect/Train/IR/TrainDialect.td"
+include "mantissa/Dialect/Train/IR/TrainInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -23,10 +24,26 @@ def Train_ScalarAttr : AnyAttrOf<[I64Attr, F64Attr, BoolAttr]>;
 class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
     : Train_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])>;
 
+/// The inference of an op whose result has its `input`'s type (shape and
+/// element type): `let extraClassDefinition = Train_ResultTypeOfInput;`.
+defvar Train_ResultTypeOfInput = [{
+  ::mlir::LogicalResult $cppClass::inferReturnTypes(
+      ::mlir::MLIRContext *, std::optional<::mlir::Location>, Adaptor adaptor,
+      ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+    types.push_back(adaptor.getInput().getType());
+    return ::mlir::success();
+  }
+}];
+
+/// A compute operation of the elementwise family (Train_ElementwiseOpInterface).
+class Train_ElementwiseOp<string mnemonic, list<Trait> traits = []>
+    : Train_ComputeOp<mnemonic,
+                      !listconcat(traits, [Train_ElementwiseOpInterface])>;
+
 /// Elementwise `lhs op rhs` with torch's broadcasting and type promotion.
 class Train_BinaryOp<string mnemonic, string expression,
                      string kind = "Arithmetic">
-    : Train_ComputeOp<mnemonic> {
+    : Train_ElementwiseOp<mnemonic> {
   let summary = "elementwise " # expression # " with broadcasting";
   let description = [{
     Computes `}] # expression # [{` elementwise. The operands broadcast as in
@@ -60,7 +77,7 @@ class Train_CompareOp<string mnemonic, string expression>
 /// Elementwise `input op scalar` where the scalar is a Python number.
 class Train_ScalarOp<string mnemonic, string expression,
                      string kind = "Arithmetic">
-    : Train_ComputeOp<mnemonic> {
+    : Train_ElementwiseOp<mnemonic> {
   let summary = "elementwise " # expression # " with a Python scalar";
   let description = [{
     Computes `}] # expression # [{` elementwise, `scalar` being a number
@@ -87,7 +104,7 @@ class Train_ScalarOp<string mnemonic, string expression,
 /// Elementwise math function of one floating-point tensor.
 class Train_UnaryOp<string mnemonic, string expression,
                     string kind = "FloatMath">
-    : Train_ComputeOp<mnemonic> {
+    : Train_ElementwiseOp<mnemonic> {
   let summary = "elementwise " # expression;
   let description = [{
     Computes `}] # expression # [{` elementwise; bf16 and fp16 inputs are

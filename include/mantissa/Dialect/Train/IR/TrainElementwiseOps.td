@@ -53,7 +53,7 @@ def Train_ReluOp : Train_UnaryOp<"relu", "max(input, 0)", "SameType">;
 def Train_SiluOp : Train_UnaryOp<"silu", "input * sigmoid(input)">;
 def Train_LogicalNotOp : Train_UnaryOp<"logical_not", "!input (i1)", "Compare">;
 
-def Train_GeluOp : Train_ComputeOp<"gelu"> {
+def Train_GeluOp : Train_ElementwiseOp<"gelu"> {
   let summary = "GELU activation, exact (erf) or tanh-approximated";
   let description = [{
     `approximate = "none"`: `0.5 * x * (1 + erf(x / sqrt(2)))`;
@@ -69,9 +69,10 @@ def Train_GeluOp : Train_ComputeOp<"gelu"> {
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDefinition = Train_ResultTypeOfInput;
 }
 
-def Train_GeluBackwardOp : Train_ComputeOp<"gelu_backward"> {
+def Train_GeluBackwardOp : Train_ElementwiseOp<"gelu_backward"> {
   let summary = "gradient of GELU";
   let description = [{
     `grad * d gelu(input) / d input`, for the same `approximate` mode as
@@ -86,7 +87,7 @@ def Train_GeluBackwardOp : Train_ComputeOp<"gelu_backward"> {
   let hasVerifier = 1;
 }
 
-def Train_WhereOp : Train_ComputeOp<"where"> {
+def Train_WhereOp : Train_ElementwiseOp<"where"> {
   let summary = "elementwise selection";
   let description = [{
     `condition ? lhs : rhs` elementwise, the three operands broadcast
@@ -101,7 +102,7 @@ def Train_WhereOp : Train_ComputeOp<"where"> {
   }];
 }
 
-def Train_MaskedFillOp : Train_ComputeOp<"masked_fill"> {
+def Train_MaskedFillOp : Train_ElementwiseOp<"masked_fill"> {
   let summary = "replace elements where a mask is set";
   let description = [{
     `mask ? value : input` elementwise; `mask` broadcasts to `input`, whose
@@ -115,7 +116,7 @@ def Train_MaskedFillOp : Train_ComputeOp<"masked_fill"> {
   }];
 }
 
-def Train_ClampOp : Train_ComputeOp<"clamp"> {
+def Train_ClampOp : Train_ElementwiseOp<"clamp"> {
   let summary = "clamp into [min, max]";
   let description = [{
     `min(max(input, min), max)` elementwise; either bound may be absent.
@@ -125,6 +126,7 @@ def Train_ClampOp : Train_ComputeOp<"clamp"> {
                        OptionalAttr<Train_ScalarAttr>:$max);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let extraClassDefinition = Train_ResultTypeOfInput;
 }
 
 #endif // MANTISSA_DIALECT_TRAIN_IR_TRAINELEMENTWISEOPS_TD

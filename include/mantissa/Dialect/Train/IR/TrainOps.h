@@ -67,6 +67,8 @@ LogicalResult inferUnaryOp(std::optional<Location> location, Type input,
 
 } // namespace mlir::mantissa::train
 
+#include "mantissa/Dialect/Train/IR/TrainInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "mantissa/Dialect/Train/IR/TrainOps.h.inc"
 

@@ -9,10 +9,12 @@
 #define MANTISSA_DIALECT_TRAIN_IR_TRAINPRECISIONOPS_TD
 
 include "mantissa/Dialect/Train/IR/TrainAttrs.td"
+include "mantissa/Dialect/Train/IR/TrainInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 
-def Train_CastOp : Train_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Train_CastOp : Train_Op<"cast", [Pure, SameOperandsAndResultShape,
+                                    Train_ElementwiseOpInterface]> {
   let summary = "element type conversion of a tensor";
   let description = [{
     Converts every element of a tensor to another element type, with

@@ -50,6 +50,7 @@ class Train_SoftmaxOpBase<string mnemonic, string what>
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDefinition = Train_ResultTypeOfInput;
 }
 
 def Train_SoftmaxOp : Train_SoftmaxOpBase<"softmax", "softmax">;
