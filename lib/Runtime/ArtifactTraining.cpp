@@ -157,7 +157,7 @@ bool argumentBytes(const StepTensor &argument, const HostTensor &tensor,
 /// Buffers are looked up in `stateFiles` in order (--weights, the artifact's
 /// weights.safetensors, INPUTS).
 bool collectArguments(
-    const UpdateOptions &options, const std::vector<StepTensor> &program,
+    const TrainerOptions &options, const std::vector<StepTensor> &program,
     const SafeTensorsFile *inputs, const std::string &inputsPath,
     const std::vector<std::pair<const SafeTensorsFile *, std::string>>
         &stateFiles,
@@ -166,7 +166,7 @@ bool collectArguments(
   // --weights, when given, is the first state file.
   const SafeTensorsFile *given = nullptr;
   std::string givenPath;
-  if (!options.weightsPath.empty()) {
+  if (!options.model.weightsPath.empty()) {
     given = stateFiles.front().first;
     givenPath = stateFiles.front().second;
   }
@@ -252,13 +252,14 @@ bool collectArguments(
 /// opened: the step's source with its host arguments, or null with `error`
 /// naming the file and tensor. `gpu` is set when the source is the GPU
 /// step.
-std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
+std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
                                         GpuStepGradients *&gpu,
                                         std::string &error) {
-  const std::string &dir = options.artifactDir;
-  if (options.device != "cpu" && options.device != "cuda" &&
-      options.device != "gpu") {
-    error = "unknown --device '" + options.device + "' (expected cpu or cuda)";
+  const std::string &dir = options.model.artifactDir;
+  if (options.device.kind != "cpu" && options.device.kind != "cuda" &&
+      options.device.kind != "gpu") {
+    error =
+        "unknown --device '" + options.device.kind + "' (expected cpu or cuda)";
     return nullptr;
   }
   // The whole artifact is validated (every file's size and checksum, the
@@ -268,7 +269,7 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
     if (!Artifact::load(dir, artifact, error))
       return nullptr;
   }
-  bool onCpu = options.device == "cpu";
+  bool onCpu = options.device.kind == "cpu";
   std::string programPath = stepProgram(dir, onCpu ? "cpu" : "gpu", error);
   if (programPath.empty())
     return nullptr;
@@ -288,54 +289,54 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
   std::vector<std::vector<uint8_t>> arguments;
   int64_t tokensPerStep = 0;
   SafeTensorsFile inputs, weights, given;
-  bool haveInputs = !options.inputsPath.empty();
+  bool haveInputs = !options.model.inputsPath.empty();
   std::string weightsPath = dir + "/weights.safetensors";
   if ((haveInputs &&
-       !SafeTensorsFile::read(options.inputsPath, inputs, error)) ||
+       !SafeTensorsFile::read(options.model.inputsPath, inputs, error)) ||
       !SafeTensorsFile::read(weightsPath, weights, error) ||
-      (!options.weightsPath.empty() &&
-       !SafeTensorsFile::read(options.weightsPath, given, error)))
+      (!options.model.weightsPath.empty() &&
+       !SafeTensorsFile::read(options.model.weightsPath, given, error)))
     return nullptr;
-  if (!options.weightsPath.empty()) {
+  if (!options.model.weightsPath.empty()) {
     std::vector<std::string> parameters, buffers;
     for (const StepTensor &argument : list)
       if (argument.role == StepTensor::Role::Parameter)
         parameters.push_back(argument.name);
       else if (argument.role == StepTensor::Role::Buffer)
         buffers.push_back(argument.name);
-    if (!checkStateCoverage(given, options.weightsPath, parameters, buffers,
-                            options.allowPartialWeights, error,
+    if (!checkStateCoverage(given, options.model.weightsPath, parameters,
+                            buffers, options.model.allowPartialWeights, error,
                             tiedAliases(weights)))
       return nullptr;
   }
   std::vector<std::pair<const SafeTensorsFile *, std::string>> stateFiles;
-  if (!options.weightsPath.empty())
-    stateFiles.push_back({&given, options.weightsPath});
+  if (!options.model.weightsPath.empty())
+    stateFiles.push_back({&given, options.model.weightsPath});
   stateFiles.push_back({&weights, weightsPath});
   if (haveInputs)
-    stateFiles.push_back({&inputs, options.inputsPath});
+    stateFiles.push_back({&inputs, options.model.inputsPath});
   if (!collectArguments(options, list, haveInputs ? &inputs : nullptr,
-                        options.inputsPath, stateFiles, arguments,
+                        options.model.inputsPath, stateFiles, arguments,
                         tokensPerStep, error))
     return nullptr;
   if (onCpu) {
     std::unique_ptr<TokenBatches> batches;
-    if (!options.dataPaths.empty() &&
+    if (!options.data.paths.empty() &&
         !(batches =
               CpuStepGradients::openTokenData(*cpuProgram, options, error)))
       return nullptr;
     return CpuStepGradients::create(std::move(cpuProgram), std::move(arguments),
                                     std::move(batches), error,
-                                    options.inputsPath);
+                                    options.model.inputsPath);
   }
   std::unique_ptr<GpuStepGradients> source = GpuStepGradients::load(
-      programPath, std::move(arguments), error, options.inputsPath);
+      programPath, std::move(arguments), error, options.model.inputsPath);
   if (!source)
     return nullptr;
-  source->setTf32(options.tf32);
-  source->setTimeOps(!options.opTimesPath.empty());
+  source->setTf32(options.device.tf32);
+  source->setTimeOps(!options.device.opTimesPath.empty());
   source->setTokensPerMicroBatch(tokensPerStep);
-  if (!options.dataPaths.empty()) {
+  if (!options.data.paths.empty()) {
     std::unique_ptr<TokenBatches> batches = CpuStepGradients::openTokenData(
         source->program().arguments(), options, error);
     if (!batches)
@@ -348,7 +349,7 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
 
 } // namespace
 
-int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
+int mlir::mantissa::rt::runArtifactTraining(const TrainerOptions &options,
                                             Communicator &communicator) {
   int rank = communicator.rank(), world = communicator.worldSize();
   std::string error;
@@ -374,30 +375,30 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
     std::fprintf(stderr,
                  "mantissa-run: loaded the GPU step of %s: %lld kernels, "
                  "%lld cuBLAS GEMMs, %.1f MiB of temporaries\n",
-                 options.artifactDir.c_str(), (long long)kernels,
+                 options.model.artifactDir.c_str(), (long long)kernels,
                  (long long)gemms,
                  double(gpu->program().arenaBytes()) / 1048576.0);
   } else if (rank == 0) {
     std::fprintf(stderr, "mantissa-run: loaded the CPU step of %s\n",
-                 options.artifactDir.c_str());
+                 options.model.artifactDir.c_str());
   }
   if (rank == 0 && gpu && gpu->forwardProgram() &&
-      !options.valDataPaths.empty())
+      !options.data.validationPaths.empty())
     std::fprintf(stderr,
                  "mantissa-run: evaluation runs the forward-only GPU step "
                  "(%zu of %zu results: the loss without its backward)\n",
                  gpu->forwardProgram()->results().size(),
                  gpu->program().results().size());
 
-  UpdateOptions update = options;
+  TrainerOptions update = options;
   update.gradientSource = source.get();
   int status = runUpdate(update, communicator);
   if (status == 0 && rank == 0 && gpu)
     if (std::string use = gpu->describeGraphUse(); !use.empty())
       std::fprintf(stderr, "mantissa-run: %s\n", use.c_str());
   std::string timesError;
-  if (status == 0 && rank == 0 && gpu && !options.opTimesPath.empty() &&
-      !gpu->writeOpTimes(options.opTimesPath, timesError)) {
+  if (status == 0 && rank == 0 && gpu && !options.device.opTimesPath.empty() &&
+      !gpu->writeOpTimes(options.device.opTimesPath, timesError)) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", timesError.c_str());
     status = 1;
   }

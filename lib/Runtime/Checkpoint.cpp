@@ -216,7 +216,7 @@ static std::string resolveCheckpoint(const std::string &dir) {
 }
 
 bool Runner::checkCheckpointFolder() {
-  const std::string &root = options.saveCheckpointDir;
+  const std::string &root = options.checkpoints.saveDir;
   if (root.empty())
     return true;
   std::map<int64_t, std::string> folders = checkpointFolders(root);
@@ -263,7 +263,7 @@ bool Runner::checkCheckpointFolder() {
 bool Runner::saveCheckpoint(int64_t stepNumber) {
   // Each checkpoint is a folder of its own, DIR/step-K, written as
   // DIR/step-K.tmp and renamed into place once complete (the commit point).
-  const std::string &root = options.saveCheckpointDir;
+  const std::string &root = options.checkpoints.saveDir;
   std::string finalDir = root + "/step-" + std::to_string(stepNumber);
   std::string dir = finalDir + ".tmp";
   if (rank == 0) {
@@ -404,9 +404,9 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
     if (ok && replacing)
       removeTree(aside);
   }
-  if (ok && options.keepCheckpoints > 0) {
+  if (ok && options.checkpoints.keep > 0) {
     std::map<int64_t, std::string> folders = checkpointFolders(root);
-    int64_t excess = int64_t(folders.size()) - options.keepCheckpoints;
+    int64_t excess = int64_t(folders.size()) - options.checkpoints.keep;
     for (auto it = folders.begin(); excess > 0 && it != folders.end();
          ++it, --excess)
       removeTree(it->second);
@@ -808,24 +808,25 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
 json Runner::trainerJson() const {
   int64_t microBatches =
       options.gradientSource && options.gradientSource->splitsSteps()
-          ? options.gradAccum * world
+          ? options.schedule.gradAccum * world
           : 1;
   json hyperparameters = {
-      {"lr", options.lr},
-      {"lr_schedule", lrScheduleName(options.schedule)},
-      {"warmup_steps", options.warmupSteps},
-      {"min_lr_ratio", options.minLrRatio},
-      {"decay_steps", options.decaySteps},
-      {"betas", {options.beta1, options.beta2}},
-      {"eps", options.eps},
-      {"weight_decay", options.weightDecay},
-      {"clip_grad_norm", options.clipGradNorm},
+      {"lr", options.optimizer.lr},
+      {"lr_schedule", lrScheduleName(options.optimizer.lrScheduleKind)},
+      {"warmup_steps", options.optimizer.warmupSteps},
+      {"min_lr_ratio", options.optimizer.minLrRatio},
+      {"decay_steps", options.optimizer.decaySteps},
+      {"betas", {options.optimizer.beta1, options.optimizer.beta2}},
+      {"eps", options.optimizer.eps},
+      {"weight_decay", options.optimizer.weightDecay},
+      {"clip_grad_norm", options.optimizer.clipGradNorm},
       {"micro_batches_per_step", microBatches},
-      {"data", options.dataPaths},
-      {"shuffle", options.shuffleSeed ? json(*options.shuffleSeed) : json()}};
+      {"data", options.data.paths},
+      {"shuffle",
+       options.data.shuffleSeed ? json(*options.data.shuffleSeed) : json()}};
   // The total only shapes a decaying schedule.
-  if (options.schedule != LrScheduleKind::Constant)
-    hyperparameters["steps"] = options.steps;
+  if (options.optimizer.lrScheduleKind != LrScheduleKind::Constant)
+    hyperparameters["steps"] = options.schedule.steps;
   return {{"optimizer_step", optimizerStep},
           {"consecutive_skips", consecutiveSkips},
           {"skipped_steps", skippedSteps},

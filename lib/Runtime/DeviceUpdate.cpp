@@ -276,9 +276,9 @@ bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
   if (group.amsgrad)
     buffers.push_back(biased(device.shardState[unsigned(Role::MaxExpAvgSq)],
                              state.shard[unsigned(Role::MaxExpAvgSq)].begin));
-  AdamWStepScalars scalars =
-      computeAdamWStepScalars(lr, options.beta1, options.beta2, options.eps,
-                              options.weightDecay, optimizerStep);
+  AdamWStepScalars scalars = computeAdamWStepScalars(
+      lr, options.optimizer.beta1, options.optimizer.beta2,
+      options.optimizer.eps, options.optimizer.weightDecay, optimizerStep);
   scalars.gradScale = gradScale;
   AdamWGpuKernelTail tail(scalars, state.firstTile, state.endTile);
   std::vector<void *> arguments;

@@ -229,7 +229,7 @@ inline void joinSplitMasters(const ArtifactMember &member,
 
 class Runner {
 public:
-  Runner(const UpdateOptions &options, Communicator &comm)
+  Runner(const TrainerOptions &options, Communicator &comm)
       : options(options), comm(comm), rank(comm.rank()),
         world(comm.worldSize()) {}
   ~Runner() {
@@ -333,7 +333,7 @@ private:
     return reinterpret_cast<uint8_t *>(uintptr_t(base + uint64_t(offset)));
   }
 
-  const UpdateOptions &options;
+  const TrainerOptions &options;
   Communicator &comm;
   int rank, world;
   Artifact artifact;

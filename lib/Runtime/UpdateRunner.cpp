@@ -190,7 +190,7 @@ bool Runner::loadGrads() {
   // 0 contributes it to the reduction.
   SafeTensorsFile grads;
   std::string readError;
-  if (!SafeTensorsFile::read(options.gradsPath, grads, readError))
+  if (!SafeTensorsFile::read(options.model.gradsPath, grads, readError))
     return fail(readError);
   for (GroupState &state : groups) {
     for (const ArtifactMember &member : state.group->members)
@@ -201,13 +201,13 @@ bool Runner::loadGrads() {
       std::string key = "grad." + member.fqn;
       const HostTensor *tensor = grads.find(key);
       if (!tensor)
-        return fail(options.gradsPath + ": no gradient '" + key + "'");
+        return fail(options.model.gradsPath + ": no gradient '" + key + "'");
       if (tensor->shape != member.shape)
-        return fail(options.gradsPath + ": gradient '" + key + "' has shape " +
-                    shapeText(tensor->shape) + ", expected " +
+        return fail(options.model.gradsPath + ": gradient '" + key +
+                    "' has shape " + shapeText(tensor->shape) + ", expected " +
                     shapeText(member.shape));
       if (!isFloatingPoint(tensor->dtype))
-        return fail(options.gradsPath + ": gradient '" + key +
+        return fail(options.model.gradsPath + ": gradient '" + key +
                     "' is not a floating-point tensor");
       if (rank == 0)
         convertElements(*tensor, 0, member.count,
@@ -342,7 +342,7 @@ bool Runner::meanAndNorm(int64_t divisor, double &norm) {
 
 bool Runner::evaluate(double &loss) {
   GradientSource &source = *options.gradientSource;
-  int64_t total = options.evalBatches;
+  int64_t total = options.eval.batches;
   int64_t perRank = (total + world - 1) / world;
   std::vector<double> values(size_t(total), 0.0);
   SumNode mine = microBatchesOfRank(rank, perRank, total);
@@ -377,7 +377,7 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
   // Rank r evaluates micro-batches [rK, rK + K) of the step's M = W * K; a
   // fixed batch (or --grads) is one micro-batch, on rank 0.
   bool split = source && source->splitsSteps();
-  int64_t perRank = split ? options.gradAccum : 1;
+  int64_t perRank = split ? options.schedule.gradAccum : 1;
   int64_t total = split ? perRank * world : 1;
   std::vector<SumNode> ranges;
   for (int r = 0; r < world; ++r)
@@ -445,8 +445,8 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
   // torch.nn.utils.clip_grad_norm_: the coefficient in fp32, clamped at 1;
   // the kernels multiply each gradient by it as they read it.
   float gradScale = 1.0f;
-  if (options.clipGradNorm > 0)
-    gradScale = std::min(1.0f, float(options.clipGradNorm) /
+  if (options.optimizer.clipGradNorm > 0)
+    gradScale = std::min(1.0f, float(options.optimizer.clipGradNorm) /
                                    (float(norm) + float(1e-6)));
   ++optimizerStep;
   if (cuda)
@@ -457,9 +457,9 @@ bool Runner::step(int64_t stepNumber, StepRecord &record) {
         state.kernelPointer(Role::Grad), state.kernelPointer(Role::Param),
         state.kernelPointer(Role::Master), state.kernelPointer(Role::ExpAvg),
         state.kernelPointer(Role::ExpAvgSq),
-        state.kernelPointer(Role::MaxExpAvgSq), lr, options.beta1,
-        options.beta2, options.eps, options.weightDecay, optimizerStep,
-        gradScale, rank, world);
+        state.kernelPointer(Role::MaxExpAvgSq), lr, options.optimizer.beta1,
+        options.optimizer.beta2, options.optimizer.eps,
+        options.optimizer.weightDecay, optimizerStep, gradScale, rank, world);
     std::vector<int64_t> displacements, byteCounts;
     for (const ByteRange &range : state.paramRanges) {
       displacements.push_back(range.begin);
@@ -577,8 +577,8 @@ bool Runner::writeFinalParams() {
   if (rank != 0)
     return true;
   std::string writeError;
-  if (!writeSafeTensors(options.finalParamsPath, out, {{"format", "pt"}},
-                        writeError))
+  if (!writeSafeTensors(options.outputs.finalParamsPath, out,
+                        {{"format", "pt"}}, writeError))
     return fail(writeError);
   return true;
 }
@@ -650,14 +650,14 @@ int Runner::run() {
   };
 
   if (options.gradientSource && options.gradientSource->runsOnDevice() &&
-      options.device == "cpu")
+      options.device.kind == "cpu")
     return fail("the training step was compiled for the GPU; it needs "
                 "--device cuda"),
            finish(false);
-  if (options.device != "cpu") {
+  if (options.device.kind != "cpu") {
     // "gpu" is the spelling of earlier versions.
-    if (options.device != "cuda" && options.device != "gpu")
-      return fail("unknown --device '" + options.device +
+    if (options.device.kind != "cuda" && options.device.kind != "gpu")
+      return fail("unknown --device '" + options.device.kind +
                   "' (expected cpu or cuda)"),
              finish(false);
     if (!openDevice())
@@ -665,7 +665,7 @@ int Runner::run() {
   }
 
   std::string loadError;
-  if (!Artifact::load(options.artifactDir, artifact, loadError))
+  if (!Artifact::load(options.model.artifactDir, artifact, loadError))
     return fail(loadError), finish(false);
   if (!comm.allAgree(setUp()))
     return finish(error.empty());
@@ -678,18 +678,18 @@ int Runner::run() {
   SafeTensorsFile weights, given;
   if (!SafeTensorsFile::read(artifact.weightsPath(), weights, loadError))
     return fail(loadError), finish(false);
-  if (!options.weightsPath.empty() &&
-      !SafeTensorsFile::read(options.weightsPath, given, loadError))
+  if (!options.model.weightsPath.empty() &&
+      !SafeTensorsFile::read(options.model.weightsPath, given, loadError))
     return fail(loadError), finish(false);
-  if (!options.weightsPath.empty() && !options.gradientSource) {
+  if (!options.model.weightsPath.empty() && !options.gradientSource) {
     // With a step, its source checked the file against the step's
     // parameters and buffers; with --grads the state is the members.
     std::vector<std::string> state;
     for (const ArtifactGroup &group : artifact.groups())
       for (const ArtifactMember &member : group.members)
         state.push_back(member.fqn);
-    if (!checkStateCoverage(given, options.weightsPath, state, {},
-                            options.allowPartialWeights, loadError))
+    if (!checkStateCoverage(given, options.model.weightsPath, state, {},
+                            options.model.allowPartialWeights, loadError))
       return fail(loadError), finish(false);
   }
   std::map<std::string, const HostTensor *> initial;
@@ -697,7 +697,7 @@ int Runner::run() {
     for (const ArtifactMember &member : group.members) {
       const HostTensor *tensor = given.find(member.fqn);
       const std::string &file =
-          tensor ? options.weightsPath : artifact.weightsPath();
+          tensor ? options.model.weightsPath : artifact.weightsPath();
       if (!tensor)
         tensor = weights.find(member.fqn);
       if (!tensor)
@@ -716,9 +716,9 @@ int Runner::run() {
   initialiseFromWeights(initial);
 
   int64_t startStep = 0;
-  std::string resumeDir = !options.verifyCheckpointDir.empty()
-                              ? options.verifyCheckpointDir
-                              : options.resumeDir;
+  std::string resumeDir = !options.checkpoints.verifyDir.empty()
+                              ? options.checkpoints.verifyDir
+                              : options.checkpoints.resumeDir;
   if (!resumeDir.empty()) {
     std::vector<std::string> warnings;
     bool ok = loadCheckpoint(resumeDir, startStep, warnings);
@@ -726,22 +726,22 @@ int Runner::run() {
       std::fprintf(stderr, "mantissa-run: warning: %s\n", warning.c_str());
     if (!comm.allAgree(ok))
       return finish(ok);
-    if (!options.verifyCheckpointDir.empty()) {
+    if (!options.checkpoints.verifyDir.empty()) {
       if (rank == 0)
         std::printf("checkpoint %s: step %lld loads\n", resumeDir.c_str(),
                     (long long)startStep);
       return finish(true);
     }
-    if (startStep > options.steps)
+    if (startStep > options.schedule.steps)
       return fail(resumeDir + ": the checkpoint is at step " +
                   std::to_string(startStep) + ", past --steps " +
-                  std::to_string(options.steps)),
+                  std::to_string(options.schedule.steps)),
              finish(false);
   }
 
   if (options.gradientSource) {
     // Gradients come from the step, each step.
-  } else if (options.gradsPath.empty()) {
+  } else if (options.model.gradsPath.empty()) {
     return fail("--grads is required"), finish(false);
   } else if (!comm.allAgree(loadGrads())) {
     return finish(error.empty());
@@ -750,8 +750,8 @@ int Runner::run() {
       !comm.allAgree(prepareDevice() && uploadState() && attachSource()))
     return finish(error.empty());
 
-  if (rank == 0 && !options.metricsPath.empty() &&
-      !metrics.open(options.metricsPath, loadError))
+  if (rank == 0 && !options.outputs.metricsPath.empty() &&
+      !metrics.open(options.outputs.metricsPath, loadError))
     return fail(loadError), finish(false);
   if (!comm.allAgree(error.empty()))
     return finish(false);
@@ -763,15 +763,16 @@ int Runner::run() {
   Clock::time_point runStart = Clock::now();
   int64_t tokensPerStep = 0;
   if (options.gradientSource) {
-    int64_t microBatches =
-        options.gradientSource->splitsSteps() ? options.gradAccum * world : 1;
+    int64_t microBatches = options.gradientSource->splitsSteps()
+                               ? options.schedule.gradAccum * world
+                               : 1;
     tokensPerStep =
         options.gradientSource->tokensPerMicroBatch() * microBatches;
   }
-  bool evaluating = options.evalEvery > 0 && options.gradientSource &&
+  bool evaluating = options.eval.every > 0 && options.gradientSource &&
                     options.gradientSource->validationMicroBatches() > 0;
   bool first = true;
-  for (int64_t stepNumber = startStep + 1; stepNumber <= options.steps;
+  for (int64_t stepNumber = startStep + 1; stepNumber <= options.schedule.steps;
        ++stepNumber) {
     auto begin = Clock::now();
     StepRecord record;
@@ -788,7 +789,7 @@ int Runner::run() {
     if (first && !comm.allAgree(tripwire()))
       return finish(error.empty());
     first = false;
-    if (evaluating && stepNumber % options.evalEvery == 0) {
+    if (evaluating && stepNumber % options.eval.every == 0) {
       record.evaluated = true;
       if (!evaluate(record.evalLoss))
         return finish(false);
@@ -812,13 +813,14 @@ int Runner::run() {
                       : record.loss > 0       ? "inf"
                                               : "-inf");
       std::printf("step %lld/%lld  loss %s  lr %.3e", (long long)stepNumber,
-                  (long long)options.steps, loss, record.lr);
+                  (long long)options.schedule.steps, loss, record.lr);
       if (std::isfinite(record.gradNorm))
         std::printf("  grad-norm %.4f", record.gradNorm);
       std::printf("  %.2f steps/s", rate);
       if (tokensPerStep)
         std::printf(", %.0f tokens/s", rate * double(tokensPerStep));
-      std::printf("  %.1f s left", double(options.steps - stepNumber) / rate);
+      std::printf("  %.1f s left",
+                  double(options.schedule.steps - stepNumber) / rate);
       if (record.evaluated)
         std::printf("  eval-loss %.6f", record.evalLoss);
       if (record.skipped)
@@ -830,20 +832,20 @@ int Runner::run() {
       if (metrics.isOpen() && !metrics.write(record, loadError))
         return fail(loadError), finish(false);
     }
-    if (consecutiveSkips >= options.maxSkips)
+    if (consecutiveSkips >= options.optimizer.maxSkips)
       return fail("step " + std::to_string(stepNumber) + ": " +
                   std::to_string(consecutiveSkips) +
                   " consecutive steps had a non-finite loss or gradient "
                   "norm (--max-skips " +
-                  std::to_string(options.maxSkips) +
+                  std::to_string(options.optimizer.maxSkips) +
                   "); stopping with the last checkpoint intact"),
              finish(false);
     // Every rank stops at the same step: the first rank's signal counts.
     int64_t stop = comm.allMax(int64_t(StopSignals::pending()));
-    bool saveNow = !options.saveCheckpointDir.empty() &&
-                   options.saveEvery > 0 &&
-                   (stepNumber % options.saveEvery == 0 ||
-                    stepNumber == options.steps || stop);
+    bool saveNow = !options.checkpoints.saveDir.empty() &&
+                   options.checkpoints.saveEvery > 0 &&
+                   (stepNumber % options.checkpoints.saveEvery == 0 ||
+                    stepNumber == options.schedule.steps || stop);
     if (saveNow) {
       if (cuda && !comm.allAgree(downloadState()))
         return finish(error.empty());
@@ -867,19 +869,21 @@ int Runner::run() {
     std::printf("\n");
     std::fflush(stdout);
   }
-  if (options.memoryReport)
+  if (options.outputs.memoryReport)
     reportMemory();
   if (cuda && !comm.allAgree(downloadState()))
     return finish(error.empty());
-  if (!options.finalParamsPath.empty() && !comm.allAgree(writeFinalParams()))
+  if (!options.outputs.finalParamsPath.empty() &&
+      !comm.allAgree(writeFinalParams()))
     return finish(error.empty());
   // Only a complete run leaves losses behind.
-  if (rank == 0 && !options.lossesPath.empty() &&
-      (!writeFileAtomically(options.lossesPath, lossesJson(losses),
+  if (rank == 0 && !options.outputs.lossesPath.empty() &&
+      (!writeFileAtomically(options.outputs.lossesPath, lossesJson(losses),
                             loadError) ||
        (!losses.empty() &&
-        !writeFileAtomically(replaceExtension(options.lossesPath, ".svg"),
-                             lossPlotSvg(losses, evalLosses), loadError))))
+        !writeFileAtomically(
+            replaceExtension(options.outputs.lossesPath, ".svg"),
+            lossPlotSvg(losses, evalLosses), loadError))))
     return fail(loadError), finish(false);
   return finish(true);
 }
@@ -888,20 +892,21 @@ int Runner::stopAfterSignal(int64_t signal, int64_t stepNumber) {
   std::string writeError;
   bool ok = true;
   std::string wrote;
-  if (rank == 0 && !options.lossesPath.empty()) {
-    ok = writeFileAtomically(options.lossesPath, lossesJson(losses),
+  if (rank == 0 && !options.outputs.lossesPath.empty()) {
+    ok = writeFileAtomically(options.outputs.lossesPath, lossesJson(losses),
                              writeError) &&
-         writeFileAtomically(replaceExtension(options.lossesPath, ".svg"),
-                             lossPlotSvg(losses, evalLosses), writeError);
+         writeFileAtomically(
+             replaceExtension(options.outputs.lossesPath, ".svg"),
+             lossPlotSvg(losses, evalLosses), writeError);
     if (ok)
-      wrote += ", the losses so far in " + options.lossesPath;
+      wrote += ", the losses so far in " + options.outputs.lossesPath;
   }
-  if (!options.metricsPath.empty())
-    wrote += ", the metrics in " + options.metricsPath;
-  if (!options.saveCheckpointDir.empty())
+  if (!options.outputs.metricsPath.empty())
+    wrote += ", the metrics in " + options.outputs.metricsPath;
+  if (!options.checkpoints.saveDir.empty())
     wrote += ", a checkpoint of step " + std::to_string(stepNumber) + " in " +
-             options.saveCheckpointDir + " (--resume " +
-             options.saveCheckpointDir + " continues)";
+             options.checkpoints.saveDir + " (--resume " +
+             options.checkpoints.saveDir + " continues)";
   if (rank == 0) {
     std::fflush(stdout);
     if (!ok)
@@ -910,13 +915,13 @@ int Runner::stopAfterSignal(int64_t signal, int64_t stepNumber) {
                  "mantissa-run: stopped by %s after step %lld of %lld%s; no "
                  "final parameters written\n",
                  signalName(signal), (long long)stepNumber,
-                 (long long)options.steps, wrote.c_str());
+                 (long long)options.schedule.steps, wrote.c_str());
   }
   comm.allAgree(ok);
   return 128 + int(signal);
 }
 
-int mlir::mantissa::rt::runUpdate(const UpdateOptions &options,
+int mlir::mantissa::rt::runUpdate(const TrainerOptions &options,
                                   Communicator &communicator) {
   Runner runner(options, communicator);
   return runner.run();
