@@ -193,8 +193,7 @@ static LogicalResult fail(const llvm::Twine &message) {
 
 /// Whether the step runs on the GPU: training with --device cuda.
 static bool trainsOnGpu(const rt::TrainerOptions &trainer) {
-  return trainer.schedule.steps > 0 &&
-         (trainer.device.kind == "cuda" || trainer.device.kind == "gpu");
+  return trainer.schedule.steps > 0 && trainer.device.onGpu();
 }
 
 /// Whether the step is compiled for this CPU: neither the interpreter
@@ -367,8 +366,7 @@ static LogicalResult validateRunMode(const RunFlags &flags,
   if (!flags.gradsPath.empty() && trainer.schedule.steps > 0)
     return fail("--dump-grads writes one step's loss and gradients "
                 "without training; it cannot be combined with --steps");
-  if (!flags.gradsPath.empty() &&
-      (trainer.device.kind == "cuda" || trainer.device.kind == "gpu"))
+  if (!flags.gradsPath.empty() && trainer.device.onGpu())
     return fail("--dump-grads evaluates the step on the CPU; it cannot "
                 "be combined with --device " +
                 trainer.device.kind);

@@ -268,7 +268,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
   llvm::sys::path::append(artifactDir, "artifact");
   // On the GPU the artifact also holds the update kernels' PTX and the
   // step's own program (docs/gpu-step.md).
-  bool onGpu = options.device.kind == "cuda" || options.device.kind == "gpu";
+  bool onGpu = options.device.onGpu();
   ArtifactOptions artifactOptions;
   artifactOptions.emitPtx = onGpu;
   GpuStepFiles gpuStepFiles;

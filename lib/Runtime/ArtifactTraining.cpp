@@ -4,13 +4,15 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `mantissa-run DIR --inputs INPUTS.safetensors --steps N --device cuda ...`:
-// the training step mantissa-compile wrote into the artifact for the GPU
-// (step.gpu.json and step.ptx, docs/gpu-step.md) in front of the update path
-// (UpdateRunner.cpp), so that a machine with only the runtime built trains as
-// `mantissa-run MODEL.pt2 --device cuda` does. The step's host arguments are
+// `mantissa-run DIR --inputs INPUTS.safetensors --steps N ...` (or `--data
+// TOKENS.bin`): the training step mantissa-compile wrote into the artifact,
+// for the CPU (step.cpu.json, CpuStep.h) or with `--device cuda` for the GPU
+// (step.gpu.json and step.ptx, docs/gpu-step.md), as the gradient source of
+// the runtime's trainer (runUpdate, Trainer.cpp), with token data as its
+// batch source (TokenData.h), so that a machine with only the runtime built
+// trains as `mantissa-run MODEL.pt2` does. The step's host arguments are
 // collected as the compiler driver collects them (collectArguments in
-// lib/Driver/RunMain.cpp): parameters come from the runner (which starts
+// lib/Driver/RunMain.cpp): parameters come from the trainer (which starts
 // them from --weights, else the artifact's weights.safetensors), user inputs
 // from INPUTS by name or as `input.<k>`, buffers from --weights, else the
 // artifact's weights.safetensors, else INPUTS. Everything is checked before the
@@ -256,8 +258,7 @@ std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
                                         GpuStepGradients *&gpu,
                                         std::string &error) {
   const std::string &dir = options.model.artifactDir;
-  if (options.device.kind != "cpu" && options.device.kind != "cuda" &&
-      options.device.kind != "gpu") {
+  if (options.device.kind != "cpu" && !options.device.onGpu()) {
     error =
         "unknown --device '" + options.device.kind + "' (expected cpu or cuda)";
     return nullptr;

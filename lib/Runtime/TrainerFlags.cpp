@@ -213,12 +213,10 @@ bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
   if (options.schedule.steps < 1)
     return bad("--steps: expected N >= 1, got " +
                std::to_string(options.schedule.steps));
-  if (options.device.tf32 && options.device.kind != "cuda" &&
-      options.device.kind != "gpu")
+  if (options.device.tf32 && !options.device.onGpu())
     return bad("--tf32 lets the GPU step's fp32 matrix products use TF32; it "
                "needs --device cuda");
-  if (!options.device.opTimesPath.empty() && options.device.kind != "cuda" &&
-      options.device.kind != "gpu")
+  if (!options.device.opTimesPath.empty() && !options.device.onGpu())
     return bad("--op-times times the GPU step's ops on the device; it needs "
                "--device cuda");
   if (!validateLrSchedule(options.lrSchedule(), error))

@@ -29,8 +29,9 @@
 #define MANTISSA_RUNTIME_CPUSTEP_H
 
 #include "mantissa/Runtime/GpuStep.h"
+#include "mantissa/Runtime/GradientSource.h"
 #include "mantissa/Runtime/TokenData.h"
-#include "mantissa/Runtime/UpdateRunner.h"
+#include "mantissa/Runtime/TrainerOptions.h"
 
 #include <map>
 #include <memory>

@@ -1,42 +1,30 @@
-//===- UpdateRunner.h - The update path across ranks ------------*- C++ -*-===//
+//===- UpdateRunner.h - The trainer's entry points --------------*- C++ -*-===//
 //
 // Part of the Mantissa project.
 //
 //===----------------------------------------------------------------------===//
 //
-// `mantissa-run DIR --grads GRADS.safetensors --steps N ...`: runs optimizer
-// steps of a compiled artifact with given gradients, with FSDP sharding
-// (`--inputs INPUTS.safetensors` instead trains with the artifact's GPU
-// step: runArtifactTraining):
+// How a run reaches the runtime's trainer (docs/training.md):
 //
-// - Shards. Each group's kernel splits the group's T tiles (tile_size
-//   elements of one member each) into slices [p*T/n, (p+1)*T/n); rank r of W
-//   owns slice p=r, n=W. In every role's flat buffer the bytes of a slice are
-//   contiguous, so the rank keeps only those bytes of the master, moments and
-//   reduced gradient, and calls the kernel with part=r, parts=W and each
-//   pointer biased by its slice's first byte (the generated kernel's ABI is
-//   unchanged). Groups are thus split evenly at tile granularity.
-// - Gradients. The grads file is the global (already averaged) gradient.
-//   Rank 0 contributes it, cast to each member's reduce dtype, every other
-//   rank contributes -0.0 (the exact additive identity), and a real
-//   reduce-scatter sums them in the reduce dtype: every world size sees
-//   exactly the file's gradient, so results are bit-identical across world
-//   sizes. Members of one group may reduce in different dtypes: each run of
-//   consecutive members with one reduce dtype is reduce-scattered on its
-//   own, in that dtype, into the rank's part of the grad buffer.
-// - Parameters. After the update each rank's gather-dtype slice is
-//   all-gathered, so every rank holds the full gather-dtype parameters.
-// - Checkpoints: see Checkpoint layout in UpdateRunner.cpp / docs.
-// - Tripwire: after the first step of every run the resident state is
-//   checked against the plan (Tripwire.h).
-// - Devices: `--device cpu` (default) runs the CPU kernels (kernels.so);
-//   `--device cuda` keeps parameters, masters and moments resident on the
-//   GPU (CudaDriver.h), copies each step's gradients in (unless the training
-//   step itself runs on the GPU and writes them in place: GpuStep.h), runs
-//   the PTX kernels over each rank's tiles and the parameter all-gather over
-//   NCCL (CommunicatorNCCL.h); the micro-batch gradients are combined on
-//   the host, exactly as on the CPU. Checkpoints are the same files either
-//   way.
+// - runUpdate: one rank's training run over a compiled artifact, with FSDP
+//   sharding of the optimizer state, with each step's gradients from a
+//   gradient source (the step compiled for the CPU or the GPU, or the
+//   reference interpreter: GradientSource.h) or given (`--grads`, the same
+//   global gradient every step). `mantissa-run MODEL.pt2 --steps N` reaches
+//   it through the driver (lib/Driver/TrainLoop.cpp), `mantissa-run DIR`
+//   through runUpdateMain.
+// - runArtifactTraining: `mantissa-run DIR --inputs ...` or `--data ...`:
+//   the artifact's own step (CPU or GPU) as the gradient source, for a
+//   machine with the runtime alone.
+//
+// The trainer's parts, each in a file named for it: the options by part
+// (TrainerOptions.h, flags in TrainerFlags.cpp), the gradient and batch
+// sources (GradientSource.h, BatchSource.h), the micro-batch schedule
+// (MicroBatchSchedule.h), this rank's sharded state (lib/Runtime/
+// ShardedState.h), the update backends on the host and the GPU
+// (UpdateBackend.h), the checkpoint store (CheckpointStore.h), evaluation
+// (Evaluation.h) and metrics (TrainerMetrics.h); lib/Runtime/Trainer.cpp
+// joins them in a run.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
@@ -49,26 +37,22 @@
 #include "mantissa/Runtime/GradientSource.h"
 #include "mantissa/Runtime/TrainerOptions.h"
 
-#include <cmath>
-#include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 namespace mlir::mantissa::rt {
 
-/// Runs the update path on this rank; returns the process exit code.
+/// Trains on this rank (Trainer.cpp); returns the process exit code.
 int runUpdate(const TrainerOptions &options, Communicator &communicator);
 
-/// `mantissa-run DIR --inputs INPUTS.safetensors --device cuda ...`: trains
-/// with the step the artifact holds for the GPU (manifest.json
-/// kernels.gpu_step, docs/gpu-step.md) in front of the update path, so that
-/// a machine with the runtime alone (no compiler) can train. The step's
-/// user inputs come from `inputsPath` (by name, else `input.<k>`), its
-/// buffers from `weightsPath`, else the artifact's weights.safetensors, else
-/// `inputsPath`.
-/// Prints each step's loss on rank 0 and writes `lossesPath` on success.
+/// `mantissa-run DIR --inputs INPUTS.safetensors ...` or `--data ...`:
+/// trains with the step the artifact holds (step.cpu.json, or with --device
+/// cuda step.gpu.json: docs/gpu-step.md) as the gradient source of
+/// runUpdate, so that a machine with the runtime alone (no compiler) can
+/// train. The step's user inputs come from `model.inputsPath` (by name, else
+/// `input.<k>`) or the token data, its buffers from `model.weightsPath`,
+/// else the artifact's weights.safetensors, else `model.inputsPath`.
 /// Returns the process exit code (lib/Runtime/ArtifactTraining.cpp).
 int runArtifactTraining(const TrainerOptions &options,
                         Communicator &communicator);
