@@ -80,7 +80,13 @@ private:
   /// The micro-batch gradients, their exact mean, its norm, clipping, and
   /// the update (unless the step is skipped).
   bool step(int64_t stepNumber, StepRecord &record);
+  /// This rank's micro-batches of the step: each one's gradients (summed in
+  /// the tree when there are several) and the step's mean loss.
+  bool microBatchGradients(int64_t stepNumber, double &loss);
   bool computeGradients(int64_t stepNumber);
+  /// The exact sum of every rank's micro-batch gradients into this rank's
+  /// gradient shard (GradientCombination.h).
+  bool combineGradients();
   /// The validation loss at the current parameters.
   bool evaluate(double &loss);
   /// What an exact resume needs besides the state: counters, the data
@@ -395,10 +401,36 @@ bool Trainer::computeGradients(int64_t stepNumber) {
 }
 
 bool Trainer::step(int64_t stepNumber, StepRecord &record) {
-  double lr = learningRate(options.lrSchedule(), stepNumber - 1);
   record.step = stepNumber;
-  record.lr = lr;
+  record.lr = learningRate(options.lrSchedule(), stepNumber - 1);
   record.gradNorm = std::nan("");
+  if (!microBatchGradients(stepNumber, record.loss) || !combineGradients() ||
+      !state.meanAndNorm(comm, schedule.microBatchesPerStep(), record.gradNorm))
+    return false;
+  // Given gradients (--grads) come without a loss.
+  bool lossKnown = source != nullptr;
+  if ((lossKnown && !std::isfinite(record.loss)) ||
+      !std::isfinite(record.gradNorm)) {
+    // Every rank sees the same loss and norm, so all skip together.
+    record.skipped = true;
+    ++counters.skippedSteps;
+    ++counters.consecutiveSkips;
+    return true;
+  }
+  counters.consecutiveSkips = 0;
+  // torch.nn.utils.clip_grad_norm_: the coefficient in fp32, clamped at 1;
+  // the kernels multiply each gradient by it as they read it.
+  UpdateStep update;
+  update.lr = record.lr;
+  if (options.optimizer.clipGradNorm > 0)
+    update.gradScale =
+        std::min(1.0f, float(options.optimizer.clipGradNorm) /
+                           (float(record.gradNorm) + float(1e-6)));
+  update.optimizerStep = ++counters.optimizerStep;
+  return backend->update(update);
+}
+
+bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
   // Rank r evaluates its micro-batches of the step's M (MicroBatchSchedule);
   // a fixed batch (or --grads) is one micro-batch, on rank 0.
   std::vector<SumNode> ranges = schedule.stepRanges();
@@ -433,11 +465,18 @@ bool Trainer::step(int64_t stepNumber, StepRecord &record) {
   if (!allGatherValues(comm, stepLosses, ranges, collectiveError))
     return fail("losses: " + collectiveError);
   double lossSum = 0;
-  for (double loss : stepLosses)
-    lossSum += loss;
-  record.loss = lossSum / double(total);
-  for (size_t g = 0; g < groups.size(); ++g) {
-    GroupState &group = groups[g];
+  for (double value : stepLosses)
+    lossSum += value;
+  loss = lossSum / double(total);
+  return true;
+}
+
+bool Trainer::combineGradients() {
+  std::vector<SumNode> ranges = schedule.stepRanges();
+  SumNode mine = ranges[size_t(rank)];
+  std::string collectiveError;
+  for (size_t g = 0; g < state.groups.size(); ++g) {
+    GroupState &group = state.groups[g];
     auto add = [&group](uint8_t *acc, const uint8_t *value, int64_t first,
                         int64_t bytes) {
       ShardedState::addGradients(group, acc, value, first, bytes);
@@ -448,33 +487,12 @@ bool Trainer::step(int64_t stepNumber, StepRecord &record) {
     else
       for (size_t n = 0; n < sums[g].size(); ++n)
         local.push_back(sums[g].value(n));
-    if (!combineAcrossRanks(comm, local, ranges, total, group.gradCuts, add,
-                            group.shardGrad.data(), collectiveError))
+    if (!combineAcrossRanks(comm, local, ranges, schedule.microBatchesPerStep(),
+                            group.gradCuts, add, group.shardGrad.data(),
+                            collectiveError))
       return fail("group '" + group.group->name + "': " + collectiveError);
   }
-  double norm = 0;
-  if (!state.meanAndNorm(comm, total, norm))
-    return false;
-  record.gradNorm = norm;
-  // Given gradients (--grads) come without a loss.
-  bool lossKnown = source != nullptr;
-  if ((lossKnown && !std::isfinite(record.loss)) || !std::isfinite(norm)) {
-    // Every rank sees the same loss and norm, so all skip together.
-    record.skipped = true;
-    ++counters.skippedSteps;
-    ++counters.consecutiveSkips;
-    return true;
-  }
-  counters.consecutiveSkips = 0;
-  // torch.nn.utils.clip_grad_norm_: the coefficient in fp32, clamped at 1;
-  // the kernels multiply each gradient by it as they read it.
-  UpdateStep update;
-  update.lr = lr;
-  if (options.optimizer.clipGradNorm > 0)
-    update.gradScale = std::min(1.0f, float(options.optimizer.clipGradNorm) /
-                                          (float(norm) + float(1e-6)));
-  update.optimizerStep = ++counters.optimizerStep;
-  return backend->update(update);
+  return true;
 }
 
 bool Trainer::evaluate(double &loss) {
