@@ -232,10 +232,10 @@ struct Fixture {
 
 /// `mantissa-run ARTIFACT --verify-checkpoint CHECKPOINT` on one rank.
 int verify(const Fixture &fixture) {
-  UpdateOptions options;
-  options.artifactDir = fixture.artifact;
-  options.verifyCheckpointDir = fixture.checkpoint;
-  options.memoryReport = false;
+  TrainerOptions options;
+  options.model.artifactDir = fixture.artifact;
+  options.checkpoints.verifyDir = fixture.checkpoint;
+  options.outputs.memoryReport = false;
   std::unique_ptr<Communicator> communicator = createSingleRankCommunicator();
   return runUpdate(options, *communicator);
 }
@@ -273,17 +273,17 @@ const Fixture &fixture() {
                       {f32Tensor("grad.fc.bias", {6}, 0.002f, 3.0f),
                        f32Tensor("grad.fc.weight", {4, 4}, 0.001f, 8.0f)},
                       {{"format", "pt"}});
-    UpdateOptions options;
-    options.artifactDir = fixture.artifact;
-    options.gradsPath = grads;
-    options.steps = 2;
-    options.saveEvery = 2;
-    options.saveCheckpointDir = dir + "/saved";
-    options.memoryReport = false;
+    TrainerOptions options;
+    options.model.artifactDir = fixture.artifact;
+    options.model.gradsPath = grads;
+    options.schedule.steps = 2;
+    options.checkpoints.saveEvery = 2;
+    options.checkpoints.saveDir = dir + "/saved";
+    options.outputs.memoryReport = false;
     std::unique_ptr<Communicator> communicator = createSingleRankCommunicator();
     if (runUpdate(options, *communicator) != 0)
       die("cannot save the checkpoint to fuzz");
-    fixture.checkpoint = options.saveCheckpointDir + "/step-2";
+    fixture.checkpoint = options.checkpoints.saveDir + "/step-2";
 
     fixture.index = readFileOrDie(fixture.checkpoint + "/index.json");
     fixture.indexJson = json::parse(fixture.index);

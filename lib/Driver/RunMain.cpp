@@ -194,15 +194,14 @@ static LogicalResult fail(const llvm::Twine &message) {
 }
 
 /// Whether the step runs on the GPU: training with --device cuda.
-static bool trainsOnGpu(const rt::UpdateOptions &trainer) {
-  return trainer.steps > 0 &&
-         (trainer.device == "cuda" || trainer.device == "gpu");
+static bool trainsOnGpu(const rt::TrainerOptions &trainer) {
+  return trainer.schedule.steps > 0 && trainer.device.onGpu();
 }
 
 /// Whether the step is compiled for this CPU: neither the interpreter
 /// (--reference) nor the GPU runs it.
 static bool compilesForCpu(const RunFlags &flags,
-                           const rt::UpdateOptions &trainer) {
+                           const rt::TrainerOptions &trainer) {
   return !flags.useReference && !trainsOnGpu(trainer);
 }
 
@@ -210,9 +209,9 @@ static bool compilesForCpu(const RunFlags &flags,
 /// definition, the runtime's (the same flags `mantissa-run DIR` takes), and
 /// the rest with llvm::cl into the registered RunFlags.
 static LogicalResult parseCommandLine(int argc, char **argv,
-                                      rt::UpdateOptions &trainer) {
+                                      rt::TrainerOptions &trainer) {
   // -1: no --steps; the step is evaluated once instead of trained.
-  trainer.steps = -1;
+  trainer.schedule.steps = -1;
   std::vector<char *> compilerArgs = {argv[0]};
   for (int i = 1; i < argc; ++i) {
     std::string flagError;
@@ -239,32 +238,32 @@ static LogicalResult parseCommandLine(int argc, char **argv,
 }
 
 /// Checks the options against each other, and when training every output
-/// location, before the model is read. Without --steps, `trainer.steps`
-/// becomes 0: the step is evaluated once.
+/// location, before the model is read. Without --steps,
+/// `trainer.schedule.steps` becomes 0: the step is evaluated once.
 static LogicalResult validateOptions(const RunFlags &flags,
-                                     rt::UpdateOptions &trainer) {
-  if (trainer.steps == 0)
+                                     rt::TrainerOptions &trainer) {
+  if (trainer.schedule.steps == 0)
     return fail("--steps: expected N >= 1 (without --steps, "
                 "mantissa-run evaluates the step once)");
-  if (trainer.steps < 0) {
+  if (trainer.schedule.steps < 0) {
     // Evaluating once writes none of the training outputs: refuse them
     // rather than ignore them.
     for (auto [flag, given] :
          {std::pair<const char *, bool>{"--losses",
-                                        !trainer.lossesPath.empty()},
-          {"--final-params", !trainer.finalParamsPath.empty()},
-          {"--metrics", !trainer.metricsPath.empty()},
-          {"--op-times", !trainer.opTimesPath.empty()},
-          {"--save-checkpoint", !trainer.saveCheckpointDir.empty()},
-          {"--resume", !trainer.resumeDir.empty()}})
+                                        !trainer.outputs.lossesPath.empty()},
+          {"--final-params", !trainer.outputs.finalParamsPath.empty()},
+          {"--metrics", !trainer.outputs.metricsPath.empty()},
+          {"--op-times", !trainer.device.opTimesPath.empty()},
+          {"--save-checkpoint", !trainer.checkpoints.saveDir.empty()},
+          {"--resume", !trainer.checkpoints.resumeDir.empty()}})
       if (given)
         return fail(std::string(flag) +
                     " needs --steps N (training); without --steps, "
                     "mantissa-run evaluates the step once");
-    trainer.steps = 0;
+    trainer.schedule.steps = 0;
   }
-  trainer.inputsPath = flags.inputsPath;
-  bool onData = !trainer.dataPaths.empty();
+  trainer.model.inputsPath = flags.inputsPath;
+  bool onData = !trainer.data.paths.empty();
 
   if (flags.inputsPath.empty() && !onData)
     return fail("--inputs BATCH.safetensors or --data TOKENS.bin is "
@@ -272,15 +271,15 @@ static LogicalResult validateOptions(const RunFlags &flags,
   if (!flags.inputsPath.empty() && onData)
     return fail("--inputs and --data cannot be combined: --inputs "
                 "trains on one fixed batch, --data on token data");
-  if (onData && trainer.steps <= 0)
+  if (onData && trainer.schedule.steps <= 0)
     return fail("--data needs --steps N (training)");
-  if (trainer.steps > 0) {
+  if (trainer.schedule.steps > 0) {
     std::string optionsError;
     if (!rt::validateTrainerOptions(trainer, optionsError))
       return fail(optionsError);
     // Every output is checked before the step is compiled.
-    rt::UpdateOptions locations = trainer;
-    locations.weightsPath = flags.weightsPath;
+    rt::TrainerOptions locations = trainer;
+    locations.model.weightsPath = flags.weightsPath;
     if (!rt::checkOutputLocations(locations, {flags.modelPath}, optionsError))
       return fail(optionsError);
   }
@@ -291,7 +290,7 @@ static LogicalResult validateOptions(const RunFlags &flags,
 /// precision flags, if any are given.
 static FailureOr<OwningOpRef<ModuleOp>>
 buildStep(MLIRContext &context, const pt2::Program &program,
-          const RunFlags &flags, const rt::UpdateOptions &trainer) {
+          const RunFlags &flags, const rt::TrainerOptions &trainer) {
   llvm::Expected<OwningOpRef<ModuleOp>> module =
       importTrainingStep(context, program, flags.modelPath);
   if (!module)
@@ -301,13 +300,15 @@ buildStep(MLIRContext &context, const pt2::Program &program,
   bool precisionRequested = flags.precision.hasValues();
   // Without --steps the one evaluated step shows what the plan computes:
   // its loss and its gradients (--dump-grads) in the planned dtypes.
-  if (precisionRequested && trainer.steps <= 0 && flags.gradsPath.empty())
+  if (precisionRequested && trainer.schedule.steps <= 0 &&
+      flags.gradsPath.empty())
     return fail("--precision needs --steps N (training) or "
                 "--dump-grads G (one step's loss and gradients under "
                 "the plan)");
   if (precisionRequested) {
     if (failed(applyPrecisionFromCommandLine(
-            step, program, flags.precision.getSpecOptions(), trainer.lr,
+            step, program, flags.precision.getSpecOptions(),
+            trainer.optimizer.lr,
             /*warningsAsErrors=*/false, "mantissa-run")))
       return failure();
   }
@@ -320,8 +321,8 @@ buildStep(MLIRContext &context, const pt2::Program &program,
 static FailureOr<SmallVector<reference::Tensor>>
 readStepArguments(MLIRContext &context, train::StepOp step,
                   const pt2::Program &program, const RunFlags &flags,
-                  const rt::UpdateOptions &trainer) {
-  bool onData = !trainer.dataPaths.empty();
+                  const rt::TrainerOptions &trainer) {
+  bool onData = !trainer.data.paths.empty();
   const std::string &weightsPath = flags.weightsPath;
   rt::SafeTensorsFile inputs, weights;
   std::string error;
@@ -340,7 +341,7 @@ readStepArguments(MLIRContext &context, train::StepOp step,
         buffers.push_back(info.getFqn().str());
     }
     if (!rt::checkStateCoverage(weights, weightsPath, parameters, buffers,
-                                trainer.allowPartialWeights, error,
+                                trainer.model.allowPartialWeights, error,
                                 getTiedAliases(program)))
       return fail(error);
   }
@@ -357,21 +358,20 @@ readStepArguments(MLIRContext &context, train::StepOp step,
 /// training, --dump-grads evaluating once on the CPU. Checked once the step
 /// is built, so that errors keep the order in which they are reported.
 static LogicalResult validateRunMode(const RunFlags &flags,
-                                     const rt::UpdateOptions &trainer) {
-  bool checkpointing =
-      !trainer.saveCheckpointDir.empty() || !trainer.resumeDir.empty();
-  if (trainer.steps <= 0 && checkpointing)
+                                     const rt::TrainerOptions &trainer) {
+  bool checkpointing = !trainer.checkpoints.saveDir.empty() ||
+                       !trainer.checkpoints.resumeDir.empty();
+  if (trainer.schedule.steps <= 0 && checkpointing)
     return fail("--save-checkpoint and --resume need --steps N");
   // One step's loss and gradients are the evaluation without --steps, on
   // the CPU: not something training writes.
-  if (!flags.gradsPath.empty() && trainer.steps > 0)
+  if (!flags.gradsPath.empty() && trainer.schedule.steps > 0)
     return fail("--dump-grads writes one step's loss and gradients "
                 "without training; it cannot be combined with --steps");
-  if (!flags.gradsPath.empty() &&
-      (trainer.device == "cuda" || trainer.device == "gpu"))
+  if (!flags.gradsPath.empty() && trainer.device.onGpu())
     return fail("--dump-grads evaluates the step on the CPU; it cannot "
                 "be combined with --device " +
-                trainer.device);
+                trainer.device.kind);
   return success();
 }
 
@@ -381,7 +381,7 @@ static LogicalResult validateRunMode(const RunFlags &flags,
 /// `reporting`: this rank says how the CPU step was compiled.
 static FailureOr<std::unique_ptr<StepEvaluator>>
 createEvaluator(train::StepOp step, const RunFlags &flags,
-                const rt::UpdateOptions &trainer, bool reporting) {
+                const rt::TrainerOptions &trainer, bool reporting) {
   bool onGpu = trainsOnGpu(trainer);
   bool compileForCpu = compilesForCpu(flags, trainer);
   CompileCacheReport cacheReport;
@@ -408,11 +408,11 @@ createEvaluator(train::StepOp step, const RunFlags &flags,
   return std::move(*evaluator);
 }
 
-/// Trains `trainer.steps` steps (TrainLoop.h); returns the exit code.
+/// Trains `trainer.schedule.steps` steps (TrainLoop.h); returns the exit code.
 static int runTraining(ModuleOp module, train::StepOp step,
                        const pt2::Program &program,
                        SmallVector<reference::Tensor> arguments,
-                       const RunFlags &flags, const rt::UpdateOptions &trainer,
+                       const RunFlags &flags, const rt::TrainerOptions &trainer,
                        StepEvaluator &evaluator,
                        rt::Communicator &communicator) {
   // Evaluation runs the step's forward pass alone (mantissa-forward-only
@@ -421,7 +421,7 @@ static int runTraining(ModuleOp module, train::StepOp step,
   OwningOpRef<ModuleOp> forwardModule;
   std::unique_ptr<StepEvaluator> forwardEvaluator;
   ForwardStep forward;
-  if (!trainer.valDataPaths.empty() && !trainsOnGpu(trainer) &&
+  if (!trainer.data.validationPaths.empty() && !trainsOnGpu(trainer) &&
       !compilesForCpu(flags, trainer)) {
     llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
     if (!derived)
@@ -483,7 +483,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
     }
   llvm::InitLLVM initLLVM(argc, argv);
   RunFlags flags;
-  rt::UpdateOptions trainer;
+  rt::TrainerOptions trainer;
   if (failed(parseCommandLine(argc, argv, trainer)) ||
       failed(validateOptions(flags, trainer)))
     return 1;
@@ -505,7 +505,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
 
   // Ranks of an mpirun launch (else one).
   std::unique_ptr<rt::Communicator> communicator;
-  if (trainer.steps > 0) {
+  if (trainer.schedule.steps > 0) {
     std::string error;
     communicator = rt::createLaunchCommunicator(error);
     if (!communicator)
@@ -517,7 +517,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
   if (failed(evaluator))
     return 1;
 
-  if (trainer.steps > 0)
+  if (trainer.schedule.steps > 0)
     return runTraining(**module, step, *program, std::move(*arguments), flags,
                        trainer, **evaluator, *communicator);
   return evaluateOnce(step, **evaluator, *arguments, flags);

@@ -208,7 +208,7 @@ private:
 /// The token data of a reference run over `step`, opened as for the CPU
 /// step (CpuStepGradients::openTokenData) from its arguments' description.
 llvm::Expected<std::unique_ptr<rt::TokenBatches>>
-openReferenceTokenData(train::StepOp step, const rt::UpdateOptions &options) {
+openReferenceTokenData(train::StepOp step, const rt::TrainerOptions &options) {
   std::vector<rt::StepTensor> arguments;
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
@@ -237,7 +237,7 @@ openReferenceTokenData(train::StepOp step, const rt::UpdateOptions &options) {
 
 llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
-    SmallVector<reference::Tensor> arguments, const rt::UpdateOptions &options,
+    SmallVector<reference::Tensor> arguments, const rt::TrainerOptions &options,
     StepEvaluator &evaluator, const ForwardStep &forward,
     rt::Communicator &communicator, llvm::StringRef gpuHostKernels) {
   llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
@@ -268,7 +268,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
   llvm::sys::path::append(artifactDir, "artifact");
   // On the GPU the artifact also holds the update kernels' PTX and the
   // step's own program (docs/gpu-step.md).
-  bool onGpu = options.device == "cuda" || options.device == "gpu";
+  bool onGpu = options.device.onGpu();
   ArtifactOptions artifactOptions;
   artifactOptions.emitPtx = onGpu;
   GpuStepFiles gpuStepFiles;
@@ -277,12 +277,12 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     artifactOptions.gpuStep = step;
     artifactOptions.gpuStepFiles = &gpuStepFiles;
     // The forward-only program is compiled only for a run that evaluates.
-    artifactOptions.gpuForward = !options.valDataPaths.empty();
+    artifactOptions.gpuForward = !options.data.validationPaths.empty();
     artifactOptions.gpuHostKernels = gpuHostKernels.str();
   } else if (compiledForCpu) {
     artifactOptions.cpuStep = step;
     // The forward-only step is compiled only for a run that evaluates.
-    artifactOptions.cpuForward = !options.valDataPaths.empty();
+    artifactOptions.cpuForward = !options.data.validationPaths.empty();
   }
   auto compileStart = std::chrono::steady_clock::now();
   if (llvm::Error error =
@@ -312,11 +312,11 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     if (!program)
       return llvm::createStringError(error);
     std::unique_ptr<rt::TokenBatches> batches;
-    if (!options.dataPaths.empty() &&
+    if (!options.data.paths.empty() &&
         !(batches =
               rt::CpuStepGradients::openTokenData(*program, options, error)))
       return llvm::createStringError(error);
-    if (!options.valDataPaths.empty() && program->forward() &&
+    if (!options.data.validationPaths.empty() && program->forward() &&
         communicator.rank() == 0)
       llvm::errs() << "mantissa-run: evaluation runs the forward-only step ("
                    << program->forward()->results.size() << " of "
@@ -324,12 +324,12 @@ llvm::Expected<int> mlir::mantissa::trainStep(
                    << " results: the loss without its backward)\n";
     source = rt::CpuStepGradients::create(
         std::move(program), std::move(hostArguments), std::move(batches), error,
-        options.inputsPath);
+        options.model.inputsPath);
     if (!source)
       return llvm::createStringError(error);
   } else if (!onGpu) {
     std::unique_ptr<rt::TokenBatches> batches;
-    if (!options.dataPaths.empty()) {
+    if (!options.data.paths.empty()) {
       llvm::Expected<std::unique_ptr<rt::TokenBatches>> opened =
           openReferenceTokenData(step, options);
       if (!opened)
@@ -345,14 +345,14 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     std::string error;
     gpuGradients = rt::GpuStepGradients::load(std::string(programPath),
                                               std::move(hostArguments), error,
-                                              options.inputsPath);
+                                              options.model.inputsPath);
     if (!gpuGradients)
       return llvm::createStringError(error);
-    gpuGradients->setTf32(options.tf32);
-    gpuGradients->setTimeOps(!options.opTimesPath.empty());
+    gpuGradients->setTf32(options.device.tf32);
+    gpuGradients->setTimeOps(!options.device.opTimesPath.empty());
     const rt::GpuStep &program = gpuGradients->program();
     if (communicator.rank() == 0 && gpuGradients->forwardProgram() &&
-        !options.valDataPaths.empty())
+        !options.data.validationPaths.empty())
       llvm::errs()
           << "mantissa-run: evaluation runs the forward-only GPU step ("
           << gpuGradients->forwardProgram()->results().size() << " of "
@@ -380,7 +380,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
 
   if (gpuGradients) {
     gpuGradients->setTokensPerMicroBatch(tokens);
-    if (!options.dataPaths.empty()) {
+    if (!options.data.paths.empty()) {
       std::string error;
       const rt::GpuStep &program = gpuGradients->program();
       std::unique_ptr<rt::TokenBatches> batches =
@@ -391,8 +391,8 @@ llvm::Expected<int> mlir::mantissa::trainStep(
       gpuGradients->setTokenBatches(std::move(batches));
     }
   }
-  rt::UpdateOptions update = options;
-  update.artifactDir = std::string(artifactDir);
+  rt::TrainerOptions update = options;
+  update.model.artifactDir = std::string(artifactDir);
   update.gradientSource =
       gpuGradients ? static_cast<rt::GradientSource *>(gpuGradients.get())
                    : source.get();
@@ -402,8 +402,8 @@ llvm::Expected<int> mlir::mantissa::trainStep(
       llvm::errs() << "mantissa-run: " << use << "\n";
   std::string timesError;
   if (gpuGradients && status == 0 && communicator.rank() == 0 &&
-      !options.opTimesPath.empty() &&
-      !gpuGradients->writeOpTimes(options.opTimesPath, timesError)) {
+      !options.device.opTimesPath.empty() &&
+      !gpuGradients->writeOpTimes(options.device.opTimesPath, timesError)) {
     llvm::errs() << "mantissa-run: error: " << timesError << "\n";
     status = 1;
   }

@@ -4,13 +4,15 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `mantissa-run DIR --inputs INPUTS.safetensors --steps N --device cuda ...`:
-// the training step mantissa-compile wrote into the artifact for the GPU
-// (step.gpu.json and step.ptx, docs/gpu-step.md) in front of the update path
-// (UpdateRunner.cpp), so that a machine with only the runtime built trains as
-// `mantissa-run MODEL.pt2 --device cuda` does. The step's host arguments are
+// `mantissa-run DIR --inputs INPUTS.safetensors --steps N ...` (or `--data
+// TOKENS.bin`): the training step mantissa-compile wrote into the artifact,
+// for the CPU (step.cpu.json, CpuStep.h) or with `--device cuda` for the GPU
+// (step.gpu.json and step.ptx, docs/gpu-step.md), as the gradient source of
+// the runtime's trainer (runUpdate, Trainer.cpp), with token data as its
+// batch source (TokenData.h), so that a machine with only the runtime built
+// trains as `mantissa-run MODEL.pt2` does. The step's host arguments are
 // collected as the compiler driver collects them (collectArguments in
-// lib/Driver/RunMain.cpp): parameters come from the runner (which starts
+// lib/Driver/RunMain.cpp): parameters come from the trainer (which starts
 // them from --weights, else the artifact's weights.safetensors), user inputs
 // from INPUTS by name or as `input.<k>`, buffers from --weights, else the
 // artifact's weights.safetensors, else INPUTS. Everything is checked before the
@@ -149,7 +151,7 @@ bool argumentBytes(const StepTensor &argument, const HostTensor &tensor,
 /// Buffers are looked up in `stateFiles` in order (--weights, the artifact's
 /// weights.safetensors, INPUTS).
 bool collectArguments(
-    const UpdateOptions &options, const std::vector<StepTensor> &program,
+    const TrainerOptions &options, const std::vector<StepTensor> &program,
     const SafeTensorsFile *inputs, const std::string &inputsPath,
     const std::vector<std::pair<const SafeTensorsFile *, std::string>>
         &stateFiles,
@@ -158,7 +160,7 @@ bool collectArguments(
   // --weights, when given, is the first state file.
   const SafeTensorsFile *given = nullptr;
   std::string givenPath;
-  if (!options.weightsPath.empty()) {
+  if (!options.model.weightsPath.empty()) {
     given = stateFiles.front().first;
     givenPath = stateFiles.front().second;
   }
@@ -244,18 +246,18 @@ bool collectArguments(
 /// opened: the step's source with its host arguments, or null with `error`
 /// naming the file and tensor. `gpu` is set when the source is the GPU
 /// step.
-std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
+std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
                                         GpuStepGradients *&gpu,
                                         std::string &error) {
-  const std::string &dir = options.artifactDir;
-  if (options.device != "cpu" && options.device != "cuda" &&
-      options.device != "gpu") {
-    error = "unknown --device '" + options.device + "' (expected cpu or cuda)";
+  const std::string &dir = options.model.artifactDir;
+  if (options.device.kind != "cpu" && !options.device.onGpu()) {
+    error =
+        "unknown --device '" + options.device.kind + "' (expected cpu or cuda)";
     return nullptr;
   }
   // The whole artifact is validated (every file's size and checksum, the
   // steps' included) before its step is read.
-  bool onCpu = options.device == "cpu";
+  bool onCpu = options.device.kind == "cpu";
   std::string programPath;
   {
     Artifact artifact;
@@ -281,54 +283,54 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
   std::vector<std::vector<uint8_t>> arguments;
   int64_t tokensPerStep = 0;
   SafeTensorsFile inputs, weights, given;
-  bool haveInputs = !options.inputsPath.empty();
+  bool haveInputs = !options.model.inputsPath.empty();
   std::string weightsPath = dir + "/weights.safetensors";
   if ((haveInputs &&
-       !SafeTensorsFile::read(options.inputsPath, inputs, error)) ||
+       !SafeTensorsFile::read(options.model.inputsPath, inputs, error)) ||
       !SafeTensorsFile::read(weightsPath, weights, error) ||
-      (!options.weightsPath.empty() &&
-       !SafeTensorsFile::read(options.weightsPath, given, error)))
+      (!options.model.weightsPath.empty() &&
+       !SafeTensorsFile::read(options.model.weightsPath, given, error)))
     return nullptr;
-  if (!options.weightsPath.empty()) {
+  if (!options.model.weightsPath.empty()) {
     std::vector<std::string> parameters, buffers;
     for (const StepTensor &argument : list)
       if (argument.role == StepTensor::Role::Parameter)
         parameters.push_back(argument.name);
       else if (argument.role == StepTensor::Role::Buffer)
         buffers.push_back(argument.name);
-    if (!checkStateCoverage(given, options.weightsPath, parameters, buffers,
-                            options.allowPartialWeights, error,
+    if (!checkStateCoverage(given, options.model.weightsPath, parameters,
+                            buffers, options.model.allowPartialWeights, error,
                             tiedAliases(weights)))
       return nullptr;
   }
   std::vector<std::pair<const SafeTensorsFile *, std::string>> stateFiles;
-  if (!options.weightsPath.empty())
-    stateFiles.push_back({&given, options.weightsPath});
+  if (!options.model.weightsPath.empty())
+    stateFiles.push_back({&given, options.model.weightsPath});
   stateFiles.push_back({&weights, weightsPath});
   if (haveInputs)
-    stateFiles.push_back({&inputs, options.inputsPath});
+    stateFiles.push_back({&inputs, options.model.inputsPath});
   if (!collectArguments(options, list, haveInputs ? &inputs : nullptr,
-                        options.inputsPath, stateFiles, arguments,
+                        options.model.inputsPath, stateFiles, arguments,
                         tokensPerStep, error))
     return nullptr;
   if (onCpu) {
     std::unique_ptr<TokenBatches> batches;
-    if (!options.dataPaths.empty() &&
+    if (!options.data.paths.empty() &&
         !(batches =
               CpuStepGradients::openTokenData(*cpuProgram, options, error)))
       return nullptr;
     return CpuStepGradients::create(std::move(cpuProgram), std::move(arguments),
                                     std::move(batches), error,
-                                    options.inputsPath);
+                                    options.model.inputsPath);
   }
   std::unique_ptr<GpuStepGradients> source = GpuStepGradients::load(
-      programPath, std::move(arguments), error, options.inputsPath);
+      programPath, std::move(arguments), error, options.model.inputsPath);
   if (!source)
     return nullptr;
-  source->setTf32(options.tf32);
-  source->setTimeOps(!options.opTimesPath.empty());
+  source->setTf32(options.device.tf32);
+  source->setTimeOps(!options.device.opTimesPath.empty());
   source->setTokensPerMicroBatch(tokensPerStep);
-  if (!options.dataPaths.empty()) {
+  if (!options.data.paths.empty()) {
     std::unique_ptr<TokenBatches> batches = CpuStepGradients::openTokenData(
         source->program().arguments(), options, error);
     if (!batches)
@@ -341,7 +343,7 @@ std::unique_ptr<GradientSource> prepare(const UpdateOptions &options,
 
 } // namespace
 
-int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
+int mlir::mantissa::rt::runArtifactTraining(const TrainerOptions &options,
                                             Communicator &communicator) {
   int rank = communicator.rank(), world = communicator.worldSize();
   std::string error;
@@ -367,30 +369,30 @@ int mlir::mantissa::rt::runArtifactTraining(const UpdateOptions &options,
     std::fprintf(stderr,
                  "mantissa-run: loaded the GPU step of %s: %lld kernels, "
                  "%lld cuBLAS GEMMs, %.1f MiB of temporaries\n",
-                 options.artifactDir.c_str(), (long long)kernels,
+                 options.model.artifactDir.c_str(), (long long)kernels,
                  (long long)gemms,
                  double(gpu->program().arenaBytes()) / 1048576.0);
   } else if (rank == 0) {
     std::fprintf(stderr, "mantissa-run: loaded the CPU step of %s\n",
-                 options.artifactDir.c_str());
+                 options.model.artifactDir.c_str());
   }
   if (rank == 0 && gpu && gpu->forwardProgram() &&
-      !options.valDataPaths.empty())
+      !options.data.validationPaths.empty())
     std::fprintf(stderr,
                  "mantissa-run: evaluation runs the forward-only GPU step "
                  "(%zu of %zu results: the loss without its backward)\n",
                  gpu->forwardProgram()->results().size(),
                  gpu->program().results().size());
 
-  UpdateOptions update = options;
+  TrainerOptions update = options;
   update.gradientSource = source.get();
   int status = runUpdate(update, communicator);
   if (status == 0 && rank == 0 && gpu)
     if (std::string use = gpu->describeGraphUse(); !use.empty())
       std::fprintf(stderr, "mantissa-run: %s\n", use.c_str());
   std::string timesError;
-  if (status == 0 && rank == 0 && gpu && !options.opTimesPath.empty() &&
-      !gpu->writeOpTimes(options.opTimesPath, timesError)) {
+  if (status == 0 && rank == 0 && gpu && !options.device.opTimesPath.empty() &&
+      !gpu->writeOpTimes(options.device.opTimesPath, timesError)) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", timesError.c_str());
     status = 1;
   }

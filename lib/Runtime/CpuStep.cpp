@@ -107,13 +107,13 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
 }
 
 std::unique_ptr<TokenBatches> CpuStepGradients::openTokenData(
-    const CpuStep &step, const UpdateOptions &options, std::string &error) {
+    const CpuStep &step, const TrainerOptions &options, std::string &error) {
   return openTokenData(step.arguments(), options, error);
 }
 
 std::unique_ptr<TokenBatches>
 CpuStepGradients::openTokenData(const std::vector<StepTensor> &arguments,
-                                const UpdateOptions &options,
+                                const TrainerOptions &options,
                                 std::string &error) {
   std::vector<size_t> inputs;
   for (size_t i = 0; i < arguments.size(); ++i)
@@ -142,13 +142,13 @@ CpuStepGradients::openTokenData(const std::vector<StepTensor> &arguments,
     return nullptr;
   }
   TokenBatches::Options data;
-  data.train = options.dataPaths;
-  data.validation = options.valDataPaths;
-  data.format = options.dataFormat;
-  data.shuffleSeed = options.shuffleSeed;
+  data.train = options.data.paths;
+  data.validation = options.data.validationPaths;
+  data.format = options.data.format;
+  data.shuffleSeed = options.data.shuffleSeed;
   data.batch = arguments[inputs[0]].shape[0];
   data.seqLen = arguments[inputs[0]].shape[1];
-  data.evalBatches = options.evalBatches;
+  data.evalBatches = options.eval.batches;
   auto boundOf = [&](size_t index) {
     IndexBound bound = arguments[index].indexBound;
     if (bound.bound < 1) {

@@ -4,35 +4,26 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// `--device cuda`: the runner's state resident on the GPU, its collectives
-// over NCCL, the PTX update kernels, and the step on the device (Trainer.h).
+// `--device cuda` (UpdateBackend.h): the trainer's state resident on the GPU,
+// its collectives over NCCL, the PTX update kernels, and the hand-over of
+// the device to a step that runs on it (GpuStep.h).
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Trainer.h"
+#include "UpdateBackend.h"
 #include "mantissa/Format/AdamWScalars.h"
 #include "mantissa/Runtime/CommunicatorNCCL.h"
-#include "mantissa/Runtime/Tripwire.h"
+#include "mantissa/Runtime/CudaDriver.h"
 
-#include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
-#include <fcntl.h>
 #include <fstream>
-#include <iostream>
-#include <map>
-#include <set>
 #include <sstream>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::detail;
@@ -40,63 +31,7 @@ using mlir::mantissa::AdamWGpuKernelTail;
 using mlir::mantissa::AdamWStepScalars;
 using mlir::mantissa::computeAdamWStepScalars;
 
-bool Runner::fetchDeviceGradients() {
-  if (!gradientsOnDevice())
-    return true;
-  // The exact combination (a fixed tree over the micro-batch index) runs on
-  // the host: the gradients come back once per micro-batch.
-  std::string deviceError;
-  for (size_t index = 0; index < groups.size(); ++index) {
-    GroupState &state = groups[index];
-    if (!cuda->download(state.fullGrad.data(), deviceGroups[index].fullGrad,
-                        state.fullGrad.size(), deviceError))
-      return fail("group '" + state.group->name + "': " + deviceError);
-  }
-  return true;
-}
-
-bool Runner::updateOnDevice(double lr, float gradScale) {
-  std::string collectiveError;
-  for (size_t index = 0; index < groups.size(); ++index) {
-    GroupState &state = groups[index];
-    const ArtifactGroup &group = *state.group;
-    DeviceGroup &device = deviceGroups[index];
-    // This rank's mean gradient, as the host combined it.
-    if (!cuda->upload(device.shardGrad, state.shardGrad.data(),
-                      state.shardGrad.size(), collectiveError))
-      return fail("group '" + group.name + "': " + collectiveError);
-    {
-      // Timed on its own (between synchronisations) so that the report
-      // separates the kernels from the gradient copies and collectives.
-      if (!cuda->synchronize(collectiveError))
-        return fail("group '" + group.name + "': " + collectiveError);
-      auto begin = std::chrono::steady_clock::now();
-      if (!launchOnDevice(state, device, lr, gradScale))
-        return false;
-      if (!cuda->synchronize(collectiveError))
-        return fail("group '" + group.name + "': " + collectiveError);
-      kernelSeconds += std::chrono::duration<double>(
-                           std::chrono::steady_clock::now() - begin)
-                           .count();
-    }
-    std::vector<int64_t> displacements, byteCounts;
-    for (const ByteRange &range : state.paramRanges) {
-      displacements.push_back(range.begin);
-      byteCounts.push_back(range.size());
-    }
-    if (!deviceComm->allGather(pointer(device.fullParam), displacements,
-                               byteCounts, collectiveError))
-      return fail("group '" + group.name + "': " + collectiveError);
-  }
-  // Device faults surface at the next synchronisation: make it this step's.
-  if (!cuda->synchronize(collectiveError))
-    return fail("step update: " + collectiveError);
-  return true;
-}
-
-//===----------------------------------------------------------------------===//
-// The GPU path
-//===----------------------------------------------------------------------===//
+namespace {
 
 /// This rank's GPU: the local rank (mpirun's or torchrun's) modulo the
 /// visible devices.
@@ -120,9 +55,153 @@ static unsigned ptxBlockSize(const std::string &ptx) {
   return 0;
 }
 
+class DeviceUpdate : public UpdateBackend {
+public:
+  DeviceUpdate(ShardedState &state, const OptimizerOptions &options,
+               Communicator &comm, RunError &errors)
+      : sharded(state), options(options), comm(comm), errors(errors),
+        groups(state.groups) {}
+  ~DeviceUpdate() override {
+    // What the source put on the device goes before the device does.
+    if (attached)
+      attached->detachDevice();
+  }
+
+  bool openDevice();
+  bool prepare(GradientSource *source) override {
+    return prepareDevice() && uploadState() && attachSource(source);
+  }
+  bool sourceMembers(const GradientSource *source,
+                     std::vector<GradientSource::Member> &members) override;
+  bool fetchGradients(const GradientSource *source) override;
+  bool update(const UpdateStep &step) override;
+  bool copyStateToHost() override { return downloadState(); }
+  int64_t residentBytes(size_t group, Role role) const override {
+    return deviceGroups[group].stateBytes[unsigned(role)];
+  }
+  const char *processor() const override { return "GPU"; }
+  void reportDevice() const override;
+  void reportKernels(int64_t steps) const override;
+
+private:
+  // Per group, the device buffers that mirror GroupState's host ones.
+  struct DeviceGroup {
+    DevicePtr fullGrad = 0, shardGrad = 0, fullParam = 0;
+    std::array<DevicePtr, kNumRoles> shardState{};
+    std::array<int64_t, kNumRoles> stateBytes{};
+    void *kernel = nullptr;
+    unsigned block = 0;
+  };
+  bool fail(const std::string &message) { return errors.fail(message); }
+  bool prepareDevice();
+  bool uploadState();
+  bool downloadState();
+  bool attachSource(GradientSource *source);
+  bool launchOnDevice(GroupState &state, DeviceGroup &device,
+                      const UpdateStep &step);
+  static uint8_t *pointer(DevicePtr base, int64_t offset = 0) {
+    return reinterpret_cast<uint8_t *>(uintptr_t(base + uint64_t(offset)));
+  }
+
+  ShardedState &sharded;
+  const OptimizerOptions &options;
+  Communicator &comm;
+  RunError &errors;
+  std::vector<GroupState> &groups;
+  std::unique_ptr<CudaDevice> cuda;
+  std::unique_ptr<Communicator> deviceComm;
+  std::vector<DeviceGroup> deviceGroups;
+  /// The source the device was handed to (detached before it closes).
+  GradientSource *attached = nullptr;
+  double kernelSeconds = 0;
+};
+
+} // namespace
+
+bool DeviceUpdate::sourceMembers(const GradientSource *source,
+                                 std::vector<GradientSource::Member> &members) {
+  bool onDevice = source && source->runsOnDevice();
+  std::string deviceError;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    const uint8_t *fullParam = state.fullParam.data();
+    uint8_t *fullGrad = state.fullGrad.data();
+    if (onDevice) {
+      // The source reads and writes the device's resident buffers.
+      fullParam = pointer(deviceGroups[index].fullParam);
+      fullGrad = pointer(deviceGroups[index].fullGrad);
+    } else {
+      // The current parameters live on the device; the host copy is only
+      // refreshed for checkpoints, so a host source needs them fetched.
+      if (!cuda->download(state.fullParam.data(), deviceGroups[index].fullParam,
+                          state.fullParam.size(), deviceError))
+        return fail("group '" + state.group->name + "': " + deviceError);
+    }
+    for (const ArtifactMember &member : state.group->members)
+      members.push_back({&member.fqn, &member.shape, member.param,
+                         fullParam + member.paramOffset, member.grad,
+                         fullGrad + member.gradOffset});
+  }
+  return true;
+}
+
+bool DeviceUpdate::fetchGradients(const GradientSource *source) {
+  if (!source || !source->runsOnDevice())
+    return true;
+  // The exact combination (a fixed tree over the micro-batch index) runs on
+  // the host: the gradients come back once per micro-batch.
+  std::string deviceError;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    if (!cuda->download(state.fullGrad.data(), deviceGroups[index].fullGrad,
+                        state.fullGrad.size(), deviceError))
+      return fail("group '" + state.group->name + "': " + deviceError);
+  }
+  return true;
+}
+
+bool DeviceUpdate::update(const UpdateStep &step) {
+  std::string collectiveError;
+  for (size_t index = 0; index < groups.size(); ++index) {
+    GroupState &state = groups[index];
+    const ArtifactGroup &group = *state.group;
+    DeviceGroup &device = deviceGroups[index];
+    // This rank's mean gradient, as the host combined it.
+    if (!cuda->upload(device.shardGrad, state.shardGrad.data(),
+                      state.shardGrad.size(), collectiveError))
+      return fail("group '" + group.name + "': " + collectiveError);
+    {
+      // Timed on its own (between synchronisations) so that the report
+      // separates the kernels from the gradient copies and collectives.
+      if (!cuda->synchronize(collectiveError))
+        return fail("group '" + group.name + "': " + collectiveError);
+      auto begin = std::chrono::steady_clock::now();
+      if (!launchOnDevice(state, device, step))
+        return false;
+      if (!cuda->synchronize(collectiveError))
+        return fail("group '" + group.name + "': " + collectiveError);
+      kernelSeconds += std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - begin)
+                           .count();
+    }
+    std::vector<int64_t> displacements, byteCounts;
+    for (const ByteRange &range : state.paramRanges) {
+      displacements.push_back(range.begin);
+      byteCounts.push_back(range.size());
+    }
+    if (!deviceComm->allGather(pointer(device.fullParam), displacements,
+                               byteCounts, collectiveError))
+      return fail("group '" + group.name + "': " + collectiveError);
+  }
+  // Device faults surface at the next synchronisation: make it this step's.
+  if (!cuda->synchronize(collectiveError))
+    return fail("step update: " + collectiveError);
+  return true;
+}
+
 /// Opens this rank's GPU and NCCL. Called before the artifact is read, so a
 /// machine without a GPU fails before anything is loaded or written.
-bool Runner::openDevice() {
+bool DeviceUpdate::openDevice() {
   std::string deviceError;
   int ordinal = localRank();
   // Probe first so that the message for "no driver" is the driver's, not the
@@ -155,18 +234,18 @@ bool Runner::openDevice() {
 }
 
 /// Loads each group's PTX and allocates its device buffers (zero-filled).
-bool Runner::prepareDevice() {
+bool DeviceUpdate::prepareDevice() {
   std::string deviceError;
-  if (!artifact.hasPtx())
-    return fail(artifact.directory() +
+  if (!sharded.artifact.hasPtx())
+    return fail(sharded.artifact.directory() +
                 ": the artifact has no GPU kernels (kernels.<group>.ptx); "
                 "compile it with PTX for --device cuda");
   for (size_t index = 0; index < groups.size(); ++index) {
     GroupState &state = groups[index];
     const ArtifactGroup &group = *state.group;
     DeviceGroup device;
-    std::string path =
-        artifact.directory() + "/kernels." + std::to_string(index) + ".ptx";
+    std::string path = sharded.artifact.directory() + "/kernels." +
+                       std::to_string(index) + ".ptx";
     std::ifstream in(path);
     if (!in)
       return fail(path + ": missing GPU kernel of group '" + group.name + "'");
@@ -201,19 +280,19 @@ bool Runner::prepareDevice() {
 
 /// Hands each rank's device to its gradient source (every rank computes
 /// its micro-batches), once the resident state is in place.
-bool Runner::attachSource() {
-  if (!options.gradientSource)
+bool DeviceUpdate::attachSource(GradientSource *source) {
+  if (!source)
     return true;
   std::string sourceError;
   // Detached again whatever happens: a failed attach may have left some of
   // its resources on the device.
-  sourceAttached = true;
-  if (!options.gradientSource->attachDevice(*cuda, sourceError))
+  attached = source;
+  if (!source->attachDevice(*cuda, sourceError))
     return fail(sourceError);
   return true;
 }
 
-bool Runner::uploadState() {
+bool DeviceUpdate::uploadState() {
   std::string deviceError;
   for (size_t index = 0; index < groups.size(); ++index) {
     GroupState &state = groups[index];
@@ -231,7 +310,7 @@ bool Runner::uploadState() {
   return true;
 }
 
-bool Runner::downloadState() {
+bool DeviceUpdate::downloadState() {
   std::string deviceError;
   for (size_t index = 0; index < groups.size(); ++index) {
     GroupState &state = groups[index];
@@ -256,8 +335,8 @@ bool Runner::downloadState() {
 /// shard, the same tiles as the CPU kernel's slice. Each pointer is biased
 /// like the CPU kernel's so that the group's byte offsets address the
 /// rank's bytes.
-bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
-                            float gradScale) {
+bool DeviceUpdate::launchOnDevice(GroupState &state, DeviceGroup &device,
+                                  const UpdateStep &step) {
   const ArtifactGroup &group = *state.group;
   bool hasMaster = false;
   for (const ArtifactMember &member : group.members)
@@ -276,10 +355,10 @@ bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
   if (group.amsgrad)
     buffers.push_back(biased(device.shardState[unsigned(Role::MaxExpAvgSq)],
                              state.shard[unsigned(Role::MaxExpAvgSq)].begin));
-  AdamWStepScalars scalars =
-      computeAdamWStepScalars(lr, options.beta1, options.beta2, options.eps,
-                              options.weightDecay, optimizerStep);
-  scalars.gradScale = gradScale;
+  AdamWStepScalars scalars = computeAdamWStepScalars(
+      step.lr, options.beta1, options.beta2, options.eps, options.weightDecay,
+      step.optimizerStep);
+  scalars.gradScale = step.gradScale;
   AdamWGpuKernelTail tail(scalars, state.firstTile, state.endTile);
   std::vector<void *> arguments;
   for (DevicePtr &buffer : buffers)
@@ -293,4 +372,49 @@ bool Runner::launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
                     arguments.data(), deviceError))
     return fail("group '" + group.name + "': " + deviceError);
   return true;
+}
+
+void DeviceUpdate::reportDevice() const {
+  std::printf("device: rank %d/%d cuda:%d %s, peak device memory %lld "
+              "bytes, %s\n",
+              sharded.rank, sharded.world, cuda->ordinal(),
+              cuda->name().c_str(), (long long)cuda->peakBytes(),
+              sharded.world == 1
+                  ? "no collectives (one rank)"
+                  : ("collectives over " + deviceComm->name()).c_str());
+}
+
+void DeviceUpdate::reportKernels(int64_t steps) const {
+  if (!steps)
+    return;
+  // Bytes the kernels must move per step: every member's gradient read,
+  // parameter written, master and moments read and written.
+  int64_t bytes = 0;
+  for (const GroupState &group : groups)
+    for (const ArtifactMember &member : group.group->members) {
+      bool amsgrad = group.group->amsgrad;
+      bytes += member.count *
+               (member.elementBytes(Role::Grad, amsgrad) +
+                member.elementBytes(Role::Param, amsgrad) +
+                2 * (member.elementBytes(Role::Master, amsgrad) +
+                     member.elementBytes(Role::ExpAvg, amsgrad) +
+                     member.elementBytes(Role::ExpAvgSq, amsgrad) +
+                     member.elementBytes(Role::MaxExpAvgSq, amsgrad)));
+      if (member.master == MasterKind::None)
+        bytes += member.count * member.elementBytes(Role::Param, amsgrad);
+    }
+  double perStep = kernelSeconds / double(steps);
+  std::printf("kernels: rank %d/%d %.3f ms per step, %lld bytes moved per "
+              "step, %.1f GB/s\n",
+              sharded.rank, sharded.world, perStep * 1e3, (long long)bytes,
+              perStep > 0 ? double(bytes) / perStep / 1e9 : 0.0);
+}
+
+std::unique_ptr<UpdateBackend> mlir::mantissa::rt::detail::openDeviceUpdate(
+    ShardedState &state, const OptimizerOptions &options, Communicator &comm,
+    RunError &errors) {
+  auto device = std::make_unique<DeviceUpdate>(state, options, comm, errors);
+  if (!device->openDevice())
+    return nullptr;
+  return device;
 }

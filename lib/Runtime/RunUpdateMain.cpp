@@ -36,7 +36,7 @@ mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
 }
 
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
-  UpdateOptions options;
+  TrainerOptions options;
   std::string error;
   if (!parseUpdateOptions(argc, argv, options, error)) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
@@ -44,8 +44,8 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
   }
   // Said here rather than by parseUpdateOptions, whose library callers may
   // hand the runner a gradient source of their own.
-  if (options.gradsPath.empty() && options.inputsPath.empty() &&
-      options.dataPaths.empty() && options.verifyCheckpointDir.empty()) {
+  if (options.model.gradsPath.empty() && options.model.inputsPath.empty() &&
+      options.data.paths.empty() && options.checkpoints.verifyDir.empty()) {
     std::fprintf(stderr,
                  "mantissa-run: error: --grads is required: give --grads "
                  "GRADS.safetensors (apply given gradients), --data "
@@ -62,7 +62,7 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;
   }
-  if (!options.inputsPath.empty() || !options.dataPaths.empty())
+  if (!options.model.inputsPath.empty() || !options.data.paths.empty())
     return runArtifactTraining(options, *communicator);
   return runUpdate(options, *communicator);
 }

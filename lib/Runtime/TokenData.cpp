@@ -525,6 +525,12 @@ std::unique_ptr<TokenBatches> TokenBatches::open(const Options &options,
 bool TokenBatches::load(bool validating, int64_t index,
                         std::vector<int64_t> &tokens,
                         std::vector<int64_t> &targets, std::string &error) {
+  return loadIds(validating, firstSample(index), tokens, targets, error);
+}
+
+bool TokenBatches::loadIds(bool validating, int64_t firstSample,
+                           std::vector<int64_t> &tokens,
+                           std::vector<int64_t> &targets, std::string &error) {
   if (validating && !validation) {
     error = "no validation data (--val-data)";
     return false;
@@ -533,9 +539,31 @@ bool TokenBatches::load(bool validating, int64_t index,
   targets.resize(tokens.size());
   return loadSamples(
       validating ? *validation : *train, validating ? *validationOrder : *order,
-      index * options.batch, options.batch, options.seqLen,
-      options.tokens.bound, options.tokens.what, options.targets.bound,
-      options.targets.what, tokens.data(), targets.data(), error);
+      firstSample, options.batch, options.seqLen, options.tokens.bound,
+      options.tokens.what, options.targets.bound, options.targets.what,
+      tokens.data(), targets.data(), error);
+}
+
+bool TokenBatches::loadMicroBatch(DataSplit split, int64_t firstSample,
+                                  std::vector<HostTensor> &inputs,
+                                  std::string &error) {
+  std::vector<int64_t> tokens, targets;
+  if (!loadIds(split == DataSplit::Validation, firstSample, tokens, targets,
+               error))
+    return false;
+  inputs.clear();
+  for (auto [name, ids] :
+       {std::pair<const char *, std::vector<int64_t> *>{"tokens", &tokens},
+        {"targets", &targets}}) {
+    HostTensor tensor;
+    tensor.name = name;
+    tensor.dtype = DType::I64;
+    tensor.shape = {options.batch, options.seqLen};
+    tensor.bytes.resize(ids->size() * sizeof(int64_t));
+    std::memcpy(tensor.bytes.data(), ids->data(), tensor.bytes.size());
+    inputs.push_back(std::move(tensor));
+  }
+  return true;
 }
 
 int64_t TokenBatches::validationMicroBatches() const {

@@ -84,7 +84,7 @@ std::vector<std::string> splitPaths(const std::string &text) {
 } // namespace
 
 bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
-                                          UpdateOptions &options,
+                                          TrainerOptions &options,
                                           std::string &error) {
   std::string arg = argv[i];
   std::string flag = arg.substr(0, arg.find('='));
@@ -107,69 +107,70 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     return true;
   };
   if (flag == "--losses")
-    return path(options.lossesPath);
+    return path(options.outputs.lossesPath);
   if (flag == "--final-params")
-    return path(options.finalParamsPath);
+    return path(options.outputs.finalParamsPath);
   if (flag == "--save-checkpoint")
-    return path(options.saveCheckpointDir);
+    return path(options.checkpoints.saveDir);
   if (flag == "--resume")
-    return path(options.resumeDir);
+    return path(options.checkpoints.resumeDir);
   if (flag == "--device")
-    return path(options.device);
+    return path(options.device.kind);
   if (flag == "--metrics")
-    return path(options.metricsPath);
+    return path(options.outputs.metricsPath);
   if (flag == "--op-times")
-    return path(options.opTimesPath);
+    return path(options.device.opTimesPath);
   if (flag == "--data-format")
-    return path(options.dataFormat);
+    return path(options.data.format);
   if (flag == "--no-memory-report") {
-    options.memoryReport = false;
+    options.outputs.memoryReport = false;
     return true;
   }
   if (flag == "--allow-partial-weights") {
-    options.allowPartialWeights = true;
+    options.model.allowPartialWeights = true;
     return true;
   }
   // A run-time choice, as torch's allow_tf32: the same artifact runs both
   // ways, and only the GPU's fp32 products change (docs/gpu-step.md).
   if (flag == "--tf32") {
-    options.tf32 = true;
+    options.device.tf32 = true;
     return true;
   }
   if (flag == "--steps")
-    return count(options.steps);
+    return count(options.schedule.steps);
   if (flag == "--save-every")
-    return count(options.saveEvery);
+    return count(options.checkpoints.saveEvery);
   if (flag == "--warmup-steps")
-    return count(options.warmupSteps);
+    return count(options.optimizer.warmupSteps);
   if (flag == "--decay-steps")
-    return count(options.decaySteps);
+    return count(options.optimizer.decaySteps);
   if (flag == "--grad-accum")
-    return count(options.gradAccum);
+    return count(options.schedule.gradAccum);
   if (flag == "--max-skips")
-    return count(options.maxSkips);
+    return count(options.optimizer.maxSkips);
   if (flag == "--keep-checkpoints")
-    return count(options.keepCheckpoints);
+    return count(options.checkpoints.keep);
   if (flag == "--eval-every")
-    return count(options.evalEvery);
+    return count(options.eval.every);
   if (flag == "--eval-batches")
-    return count(options.evalBatches);
+    return count(options.eval.batches);
   if (flag == "--lr")
-    return real(options.lr);
+    return real(options.optimizer.lr);
   if (flag == "--weight-decay")
-    return real(options.weightDecay);
+    return real(options.optimizer.weightDecay);
   if (flag == "--eps")
-    return real(options.eps);
+    return real(options.optimizer.eps);
   if (flag == "--min-lr-ratio")
-    return real(options.minLrRatio);
+    return real(options.optimizer.minLrRatio);
   if (flag == "--clip-grad-norm")
-    return real(options.clipGradNorm);
+    return real(options.optimizer.clipGradNorm);
   if (flag == "--data" || flag == "--val-data") {
     if (take()) {
       std::vector<std::string> paths = splitPaths(value);
       if (paths.empty())
         error = flag + ": expected PATH[,PATH...]";
-      (flag == "--data" ? options.dataPaths : options.valDataPaths) = paths;
+      (flag == "--data" ? options.data.paths : options.data.validationPaths) =
+          paths;
     }
     return true;
   }
@@ -181,21 +182,21 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
         error = "--shuffle: expected a seed (a non-negative integer), got '" +
                 value + "'";
       else
-        options.shuffleSeed = uint64_t(seed);
+        options.data.shuffleSeed = uint64_t(seed);
     }
     return true;
   }
   if (flag == "--lr-schedule") {
     if (take())
-      parseLrScheduleKind(value, options.schedule, error);
+      parseLrScheduleKind(value, options.optimizer.lrScheduleKind, error);
     return true;
   }
   if (flag == "--betas") {
     if (take()) {
       size_t comma = value.find(',');
       if (comma == std::string::npos ||
-          !parseNumber(value.substr(0, comma), options.beta1) ||
-          !parseNumber(value.substr(comma + 1), options.beta2))
+          !parseNumber(value.substr(0, comma), options.optimizer.beta1) ||
+          !parseNumber(value.substr(comma + 1), options.optimizer.beta2))
         error = "--betas: expected B1,B2, got '" + value + "'";
     }
     return true;
@@ -203,68 +204,70 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
   return false;
 }
 
-bool mlir::mantissa::rt::validateTrainerOptions(const UpdateOptions &options,
+bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
                                                 std::string &error) {
   auto bad = [&](const std::string &message) {
     error = message;
     return false;
   };
-  if (options.steps < 1)
+  if (options.schedule.steps < 1)
     return bad("--steps: expected N >= 1, got " +
-               std::to_string(options.steps));
-  if (options.tf32 && options.device != "cuda" && options.device != "gpu")
+               std::to_string(options.schedule.steps));
+  if (options.device.tf32 && !options.device.onGpu())
     return bad("--tf32 lets the GPU step's fp32 matrix products use TF32; it "
                "needs --device cuda");
-  if (!options.opTimesPath.empty() && options.device != "cuda" &&
-      options.device != "gpu")
+  if (!options.device.opTimesPath.empty() && !options.device.onGpu())
     return bad("--op-times times the GPU step's ops on the device; it needs "
                "--device cuda");
   if (!validateLrSchedule(options.lrSchedule(), error))
     return false;
   for (auto [flag, beta] :
-       {std::pair<const char *, double>{"B1", options.beta1},
-        {"B2", options.beta2}})
+       {std::pair<const char *, double>{"B1", options.optimizer.beta1},
+        {"B2", options.optimizer.beta2}})
     if (!std::isfinite(beta) || beta < 0 || beta >= 1)
       return bad(std::string("--betas: ") + flag + " must be in [0, 1), got " +
                  std::to_string(beta));
-  if (!std::isfinite(options.eps) || options.eps <= 0)
+  if (!std::isfinite(options.optimizer.eps) || options.optimizer.eps <= 0)
     return bad("--eps: expected a finite number > 0, got " +
-               std::to_string(options.eps));
-  if (!std::isfinite(options.weightDecay) || options.weightDecay < 0)
+               std::to_string(options.optimizer.eps));
+  if (!std::isfinite(options.optimizer.weightDecay) ||
+      options.optimizer.weightDecay < 0)
     return bad("--weight-decay: expected a finite number >= 0, got " +
-               std::to_string(options.weightDecay));
-  if (!std::isfinite(options.clipGradNorm) || options.clipGradNorm < 0)
+               std::to_string(options.optimizer.weightDecay));
+  if (!std::isfinite(options.optimizer.clipGradNorm) ||
+      options.optimizer.clipGradNorm < 0)
     return bad("--clip-grad-norm: expected a finite norm >= 0 (0: no "
                "clipping), got " +
-               std::to_string(options.clipGradNorm));
-  if (options.gradAccum < 1)
+               std::to_string(options.optimizer.clipGradNorm));
+  if (options.schedule.gradAccum < 1)
     return bad("--grad-accum: expected K >= 1");
-  if (options.gradAccum > 1 && options.dataPaths.empty())
+  if (options.schedule.gradAccum > 1 && options.data.paths.empty())
     return bad("--grad-accum needs --data: a fixed batch has one micro-batch");
-  if (options.maxSkips < 1)
+  if (options.optimizer.maxSkips < 1)
     return bad("--max-skips: expected N >= 1");
-  if (options.dataFormat != "llmc" && options.dataFormat != "raw-u16")
+  if (options.data.format != "llmc" && options.data.format != "raw-u16")
     return bad("--data-format: expected llmc or raw-u16, got '" +
-               options.dataFormat + "'");
-  if (options.shuffleSeed && options.dataPaths.empty())
+               options.data.format + "'");
+  if (options.data.shuffleSeed && options.data.paths.empty())
     return bad("--shuffle needs --data");
-  bool evaluating = options.evalEvery > 0 || options.evalBatches > 0 ||
-                    !options.valDataPaths.empty();
-  if (evaluating && (options.evalEvery <= 0 || options.evalBatches <= 0 ||
-                     options.valDataPaths.empty()))
+  bool evaluating = options.eval.every > 0 || options.eval.batches > 0 ||
+                    !options.data.validationPaths.empty();
+  if (evaluating && (options.eval.every <= 0 || options.eval.batches <= 0 ||
+                     options.data.validationPaths.empty()))
     return bad("evaluation needs all of --val-data PATH, --eval-every N and "
                "--eval-batches M (N, M > 0)");
-  if (!options.saveCheckpointDir.empty() && options.saveEvery <= 0)
+  if (!options.checkpoints.saveDir.empty() &&
+      options.checkpoints.saveEvery <= 0)
     return bad("--save-checkpoint needs --save-every K (K > 0)");
-  if (options.saveEvery > 0 && options.saveCheckpointDir.empty())
+  if (options.checkpoints.saveEvery > 0 && options.checkpoints.saveDir.empty())
     return bad("--save-every needs --save-checkpoint DIR");
-  if (options.keepCheckpoints > 0 && options.saveCheckpointDir.empty())
+  if (options.checkpoints.keep > 0 && options.checkpoints.saveDir.empty())
     return bad("--keep-checkpoints needs --save-checkpoint DIR");
   return true;
 }
 
 bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
-                                            UpdateOptions &options,
+                                            TrainerOptions &options,
                                             std::string &error) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -281,49 +284,51 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
         flag == "--verify-checkpoint") {
       if (!flagValue(argc, argv, i, flag, value, error))
         return false;
-      (flag == "--grads"     ? options.gradsPath
-       : flag == "--weights" ? options.weightsPath
-       : flag == "--inputs"  ? options.inputsPath
-                             : options.verifyCheckpointDir) = value;
+      (flag == "--grads"     ? options.model.gradsPath
+       : flag == "--weights" ? options.model.weightsPath
+       : flag == "--inputs"  ? options.model.inputsPath
+                             : options.checkpoints.verifyDir) = value;
     } else if (arg.rfind("-", 0) == 0) {
       error = "unknown option '" + arg + "'";
       return false;
-    } else if (options.artifactDir.empty()) {
-      options.artifactDir = arg;
+    } else if (options.model.artifactDir.empty()) {
+      options.model.artifactDir = arg;
     } else {
       error = "unexpected argument '" + arg + "'";
       return false;
     }
   }
-  if (options.artifactDir.empty()) {
+  if (options.model.artifactDir.empty()) {
     error = "no artifact directory given";
     return false;
   }
   // Gradients are either given or computed by the step, never both.
-  if (!options.inputsPath.empty() && !options.gradsPath.empty()) {
+  if (!options.model.inputsPath.empty() && !options.model.gradsPath.empty()) {
     error = "--inputs and --grads cannot be combined: --grads applies given "
             "gradients, --inputs computes them with the artifact's training "
             "step";
     return false;
   }
-  if (!options.inputsPath.empty() && !options.verifyCheckpointDir.empty()) {
+  if (!options.model.inputsPath.empty() &&
+      !options.checkpoints.verifyDir.empty()) {
     error = "--verify-checkpoint only loads the checkpoint; it takes no "
             "--inputs";
     return false;
   }
   // Only a training step has losses; --grads runs none.
-  bool training = !options.inputsPath.empty() || !options.dataPaths.empty();
-  if (!options.lossesPath.empty() && !training) {
+  bool training =
+      !options.model.inputsPath.empty() || !options.data.paths.empty();
+  if (!options.outputs.lossesPath.empty() && !training) {
     error = "--losses needs --inputs INPUTS.safetensors or --data TOKENS.bin "
             "(the losses come from the artifact's training step)";
     return false;
   }
-  if (!options.inputsPath.empty() && !options.dataPaths.empty()) {
+  if (!options.model.inputsPath.empty() && !options.data.paths.empty()) {
     error = "--inputs and --data cannot be combined: --inputs trains on one "
             "fixed batch, --data on token data";
     return false;
   }
-  if (!options.dataPaths.empty() && !options.gradsPath.empty()) {
+  if (!options.data.paths.empty() && !options.model.gradsPath.empty()) {
     error = "--data and --grads cannot be combined";
     return false;
   }
@@ -377,28 +382,28 @@ bool writableLocation(const std::string &flag, const std::string &path,
 } // namespace
 
 bool mlir::mantissa::rt::checkOutputLocations(
-    const UpdateOptions &options, const std::vector<std::string> &otherInputs,
+    const TrainerOptions &options, const std::vector<std::string> &otherInputs,
     std::string &error) {
   std::vector<std::pair<std::string, std::string>> outputs; // flag, path
-  if (!options.lossesPath.empty()) {
-    outputs.push_back({"--losses", options.lossesPath});
-    outputs.push_back(
-        {"--losses (its plot)", replaceExtension(options.lossesPath, ".svg")});
+  if (!options.outputs.lossesPath.empty()) {
+    outputs.push_back({"--losses", options.outputs.lossesPath});
+    outputs.push_back({"--losses (its plot)",
+                       replaceExtension(options.outputs.lossesPath, ".svg")});
   }
-  if (!options.metricsPath.empty())
-    outputs.push_back({"--metrics", options.metricsPath});
-  if (!options.opTimesPath.empty())
-    outputs.push_back({"--op-times", options.opTimesPath});
-  if (!options.finalParamsPath.empty())
-    outputs.push_back({"--final-params", options.finalParamsPath});
+  if (!options.outputs.metricsPath.empty())
+    outputs.push_back({"--metrics", options.outputs.metricsPath});
+  if (!options.device.opTimesPath.empty())
+    outputs.push_back({"--op-times", options.device.opTimesPath});
+  if (!options.outputs.finalParamsPath.empty())
+    outputs.push_back({"--final-params", options.outputs.finalParamsPath});
   std::vector<std::pair<std::string, std::string>> inputs = {
-      {"--inputs", options.inputsPath},
-      {"--weights", options.weightsPath},
-      {"--grads", options.gradsPath},
-      {"the artifact", options.artifactDir}};
-  for (const std::string &path : options.dataPaths)
+      {"--inputs", options.model.inputsPath},
+      {"--weights", options.model.weightsPath},
+      {"--grads", options.model.gradsPath},
+      {"the artifact", options.model.artifactDir}};
+  for (const std::string &path : options.data.paths)
     inputs.push_back({"--data", path});
-  for (const std::string &path : options.valDataPaths)
+  for (const std::string &path : options.data.validationPaths)
     inputs.push_back({"--val-data", path});
   for (const std::string &path : otherInputs)
     inputs.push_back({"the model", path});
@@ -408,15 +413,17 @@ bool mlir::mantissa::rt::checkOutputLocations(
     if (!path.empty())
       if (std::string resolved = resolvedPath(path); !resolved.empty())
         claimed.emplace(resolved, std::make_pair(flag + " " + path, true));
-  std::string artifact =
-      options.artifactDir.empty() ? "" : resolvedPath(options.artifactDir);
+  std::string artifact = options.model.artifactDir.empty()
+                             ? ""
+                             : resolvedPath(options.model.artifactDir);
   for (const auto &[flag, path] : outputs) {
     if (!writableLocation(flag, path, /*folder=*/false, error))
       return false;
     std::string resolved = resolvedPath(path);
     if (!artifact.empty() && resolved.rfind(artifact + "/", 0) == 0) {
       error = flag + " " + path + " is inside the artifact " +
-              options.artifactDir + "; writing it would change the artifact";
+              options.model.artifactDir +
+              "; writing it would change the artifact";
       return false;
     }
     auto [at, fresh] =
@@ -428,9 +435,9 @@ bool mlir::mantissa::rt::checkOutputLocations(
       return false;
     }
   }
-  if (!options.saveCheckpointDir.empty()) {
+  if (!options.checkpoints.saveDir.empty()) {
     struct stat info;
-    const std::string &dir = options.saveCheckpointDir;
+    const std::string &dir = options.checkpoints.saveDir;
     if (stat(dir.c_str(), &info) == 0 || errno != ENOENT) {
       if (!writableLocation("--save-checkpoint", dir, /*folder=*/true, error))
         return false;

@@ -184,3 +184,53 @@ bool MetricsFile::write(const StepRecord &record, std::string &error) {
   }
   return true;
 }
+
+void mlir::mantissa::rt::printStepLine(const StepRecord &record,
+                                       int64_t totalSteps,
+                                       double stepsPerSecond,
+                                       int64_t tokensPerStep,
+                                       int64_t consecutiveSkips) {
+  double rate = stepsPerSecond;
+  // A non-finite loss reads "nan" or "inf", never "-nan".
+  char loss[32];
+  if (std::isfinite(record.loss))
+    std::snprintf(loss, sizeof(loss), "%.6f", record.loss);
+  else
+    std::snprintf(loss, sizeof(loss), "%s",
+                  std::isnan(record.loss) ? "nan"
+                  : record.loss > 0       ? "inf"
+                                          : "-inf");
+  std::printf("step %lld/%lld  loss %s  lr %.3e", (long long)record.step,
+              (long long)totalSteps, loss, record.lr);
+  if (std::isfinite(record.gradNorm))
+    std::printf("  grad-norm %.4f", record.gradNorm);
+  std::printf("  %.2f steps/s", rate);
+  if (tokensPerStep)
+    std::printf(", %.0f tokens/s", rate * double(tokensPerStep));
+  std::printf("  %.1f s left", double(totalSteps - record.step) / rate);
+  if (record.evaluated)
+    std::printf("  eval-loss %.6f", record.evalLoss);
+  if (record.skipped)
+    std::printf("  SKIPPED (non-finite %s; %lld in a row)",
+                std::isfinite(record.loss) ? "gradient norm" : "loss",
+                (long long)consecutiveSkips);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void mlir::mantissa::rt::printRunSummary(const StepTimes &times,
+                                         int64_t skipped,
+                                         const LossHistory &history) {
+  std::printf("trained %lld steps", (long long)times.steps);
+  if (skipped)
+    std::printf(" (%lld skipped)", (long long)skipped);
+  if (!history.losses.empty())
+    std::printf(", final loss %.6f", history.losses.back());
+  if (!history.evals.empty())
+    std::printf(", final eval loss %.6f", history.evals.back().second);
+  if (times.steadySteps)
+    std::printf("; %.2f ms per step (mean of steps after the first two)",
+                1e3 * times.steadySeconds / double(times.steadySteps));
+  std::printf("\n");
+  std::fflush(stdout);
+}

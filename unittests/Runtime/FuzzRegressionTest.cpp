@@ -475,10 +475,10 @@ public:
   /// what it wrote to stderr.
   int verify(const std::string &indexText, std::string &message) {
     writeText(checkpoint + "/index.json", indexText);
-    UpdateOptions options;
-    options.artifactDir = artifact;
-    options.verifyCheckpointDir = checkpoint;
-    options.memoryReport = false;
+    TrainerOptions options;
+    options.model.artifactDir = artifact;
+    options.checkpoints.verifyDir = checkpoint;
+    options.outputs.memoryReport = false;
     std::unique_ptr<Communicator> communicator = createSingleRankCommunicator();
     ::testing::internal::CaptureStderr();
     int status = runUpdate(options, *communicator);
@@ -620,10 +620,10 @@ TEST(CheckpointFuzzRegression, MastersThatBecomeParametersLoadOnEveryRank) {
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank)
     ranks.emplace_back([&, rank] {
-      UpdateOptions options;
-      options.artifactDir = files.artifact;
-      options.verifyCheckpointDir = files.checkpoint;
-      options.memoryReport = false;
+      TrainerOptions options;
+      options.model.artifactDir = files.artifact;
+      options.checkpoints.verifyDir = files.checkpoint;
+      options.outputs.memoryReport = false;
       ThreadCommunicator communicator(world, rank);
       status[rank] = runUpdate(options, communicator);
     });

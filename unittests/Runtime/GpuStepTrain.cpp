@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
   for (int i = at + 3; i < argc; ++i)
     updateArgs.push_back(argv[i]);
 
-  UpdateOptions options;
+  TrainerOptions options;
   std::string error;
   if (!parseUpdateOptions(int(updateArgs.size()), updateArgs.data(), options,
                           error))

@@ -30,10 +30,10 @@ struct ForwardStep {
   StepEvaluator *evaluator = nullptr;
 };
 
-/// Trains `step` up to step `options.steps` starting from `arguments` (one
-/// reference tensor per step argument, parameters in their master dtype),
+/// Trains `step` up to step `options.schedule.steps` starting from `arguments`
+/// (one reference tensor per step argument, parameters in their master dtype),
 /// with `evaluator` computing forward and backward (on every rank for token
-/// data, `options.dataPaths`; on rank 0 for the fixed batch in `arguments`)
+/// data, `options.data.paths`; on rank 0 for the fixed batch in `arguments`)
 /// and the runtime's trainer doing the rest: exact gradient combination,
 /// schedule, clipping, the sharded update, checkpoints, metrics and
 /// progress. On the GPU, `gpuHostKernels` (when not empty) is where the
@@ -43,7 +43,7 @@ struct ForwardStep {
 llvm::Expected<int>
 trainStep(ModuleOp module, train::StepOp step, const pt2::Program &program,
           SmallVector<reference::Tensor> arguments,
-          const rt::UpdateOptions &options, StepEvaluator &evaluator,
+          const rt::TrainerOptions &options, StepEvaluator &evaluator,
           const ForwardStep &forward, rt::Communicator &communicator,
           llvm::StringRef gpuHostKernels = "");
 

@@ -30,8 +30,9 @@
 #define MANTISSA_RUNTIME_CPUSTEP_H
 
 #include "mantissa/Runtime/GpuStep.h"
+#include "mantissa/Runtime/GradientSource.h"
 #include "mantissa/Runtime/TokenData.h"
-#include "mantissa/Runtime/UpdateRunner.h"
+#include "mantissa/Runtime/TrainerOptions.h"
 
 #include <map>
 #include <memory>
@@ -91,13 +92,13 @@ public:
   /// --val-data, --shuffle, --data-format, --eval-batches), or null with
   /// `error` when the step does not take [B, T] tokens and targets.
   static std::unique_ptr<TokenBatches>
-  openTokenData(const CpuStep &step, const UpdateOptions &options,
+  openTokenData(const CpuStep &step, const TrainerOptions &options,
                 std::string &error);
   /// The same for any step's arguments (user inputs among them, with the
   /// bounds of their ids), e.g. the interpreter's.
   static std::unique_ptr<TokenBatches>
   openTokenData(const std::vector<StepTensor> &arguments,
-                const UpdateOptions &options, std::string &error);
+                const TrainerOptions &options, std::string &error);
 
   bool splitsSteps() const override { return batches != nullptr; }
   bool selectMicroBatch(const MicroBatch &microBatch,

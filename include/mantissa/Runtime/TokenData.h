@@ -26,6 +26,7 @@
 
 #include "mantissa/Format/DType.h"
 #include "mantissa/Format/IndexBound.h"
+#include "mantissa/Runtime/BatchSource.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -218,11 +219,12 @@ bool checkIndexIds(const uint8_t *ids, int64_t count, DType dtype,
 void storeTokenIds(const int64_t *ids, size_t count, DType dtype, uint8_t *out);
 
 /// A run's token data (`--data`, `--val-data`) for a step whose tokens and
-/// targets are [batch, seqLen] integer tensors: micro-batch g of training is
-/// the `batch` samples from global sample g * batch of the (shuffled)
-/// order; validation micro-batch m the samples [m * batch, (m+1) * batch) of
-/// the validation stream, in order (docs/data.md).
-class TokenBatches {
+/// targets are [batch, seqLen] integer tensors, as a batch source
+/// (BatchSource.h): micro-batch g of training is the `batch` samples from
+/// global sample g * batch of the (shuffled) order; validation micro-batch m
+/// the samples [m * batch, (m+1) * batch) of the validation stream, in order
+/// (docs/data.md).
+class TokenBatches : public BatchSource {
 public:
   struct Options {
     std::vector<std::string> train, validation;
@@ -243,10 +245,22 @@ public:
   bool load(bool validation, int64_t index, std::vector<int64_t> &tokens,
             std::vector<int64_t> &targets, std::string &error);
   /// Validation micro-batches the data holds (0 without --val-data).
-  int64_t validationMicroBatches() const;
-  int64_t tokensPerMicroBatch() const { return options.batch * options.seqLen; }
+  int64_t validationMicroBatches() const override;
+  int64_t tokensPerMicroBatch() const override {
+    return options.batch * options.seqLen;
+  }
+  int64_t samplesPerMicroBatch() const override { return options.batch; }
+  /// Two I64 tensors of [batch, seqLen], "tokens" and "targets".
+  bool loadMicroBatch(DataSplit split, int64_t firstSample,
+                      std::vector<HostTensor> &inputs,
+                      std::string &error) override;
 
 private:
+  /// Token and target ids of the samples from global index `firstSample`.
+  bool loadIds(bool validation, int64_t firstSample,
+               std::vector<int64_t> &tokens, std::vector<int64_t> &targets,
+               std::string &error);
+
   Options options;
   std::unique_ptr<TokenStream> train, validation;
   std::unique_ptr<SampleOrder> order, validationOrder;

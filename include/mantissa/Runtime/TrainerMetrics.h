@@ -67,6 +67,42 @@ std::string lossPlotSvg(const std::vector<double> &losses,
 std::string replaceExtension(const std::string &path,
                              const std::string &extension);
 
+/// Prints a step's progress line on stdout (rank 0): its loss, rate, grad
+/// norm, throughput (`stepsPerSecond` over the run so far; tokens when
+/// `tokensPerStep`), time left to step `totalSteps`, evaluation and skip.
+void printStepLine(const StepRecord &record, int64_t totalSteps,
+                   double stepsPerSecond, int64_t tokensPerStep,
+                   int64_t consecutiveSkips);
+
+/// The training and validation losses of a run so far (--losses and its
+/// plot).
+struct LossHistory {
+  std::vector<double> losses;
+  /// (step, validation loss) of every evaluation.
+  std::vector<std::pair<int64_t, double>> evals;
+};
+
+/// The run's step times, for the report and the summary.
+struct StepTimes {
+  int64_t steps = 0;
+  double seconds = 0;
+  /// Seconds of the steps after the first two (the summary's per-step time).
+  double steadySeconds = 0;
+  int64_t steadySteps = 0;
+  void add(double stepSeconds) {
+    seconds += stepSeconds;
+    if (++steps > 2) {
+      steadySeconds += stepSeconds;
+      ++steadySteps;
+    }
+  }
+};
+
+/// Prints the run's last line: steps trained, skipped, the final losses and
+/// the mean time of the steps after the first two.
+void printRunSummary(const StepTimes &times, int64_t skipped,
+                     const LossHistory &history);
+
 /// Appends one line per step to `--metrics`, flushed at once so that a
 /// crashed or interrupted run keeps every step it finished.
 class MetricsFile {

@@ -1,4 +1,4 @@
-//===- Checkpoint.cpp - The trainer's checkpoints -------------------------===//
+//===- CheckpointStore.cpp - The trainer's checkpoints --------------------===//
 //
 // Part of the Mantissa project.
 //
@@ -41,10 +41,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Trainer.h"
-#include "mantissa/Format/AdamWScalars.h"
-#include "mantissa/Runtime/CommunicatorNCCL.h"
-#include "mantissa/Runtime/Tripwire.h"
+#include "CheckpointStore.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 
 #include <cerrno>
 #include <chrono>
@@ -74,8 +72,6 @@ static constexpr int64_t kCheckpointVersion = 2;
 static std::string checksumText(const std::vector<uint8_t> &bytes) {
   return checkpointChecksumText(fnv1a64(bytes.data(), bytes.size()));
 }
-using mlir::mantissa::AdamWStepScalars;
-using mlir::mantissa::computeAdamWStepScalars;
 
 /// `object[key]` of an index read from disk, as an integer: `fallback` when
 /// the key is absent, std::nullopt when its value is not an integer. json's
@@ -215,8 +211,8 @@ static std::string resolveCheckpoint(const std::string &dir) {
   return folders.empty() ? dir : folders.rbegin()->second;
 }
 
-bool Runner::checkCheckpointFolder() {
-  const std::string &root = options.saveCheckpointDir;
+bool CheckpointStore::checkFolder() {
+  const std::string &root = options.saveDir;
   if (root.empty())
     return true;
   std::map<int64_t, std::string> folders = checkpointFolders(root);
@@ -260,10 +256,10 @@ bool Runner::checkCheckpointFolder() {
               "); saving there would mix them: choose another folder");
 }
 
-bool Runner::saveCheckpoint(int64_t stepNumber) {
+bool CheckpointStore::save(int64_t stepNumber, const json &trainer) {
   // Each checkpoint is a folder of its own, DIR/step-K, written as
   // DIR/step-K.tmp and renamed into place once complete (the commit point).
-  const std::string &root = options.saveCheckpointDir;
+  const std::string &root = options.saveDir;
   std::string finalDir = root + "/step-" + std::to_string(stepNumber);
   std::string dir = finalDir + ".tmp";
   if (rank == 0) {
@@ -365,7 +361,7 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
                 {"step", stepNumber},
                 {"world_size", world},
                 {"plan", planJson(artifact)},
-                {"trainer", trainerJson()}};
+                {"trainer", trainer}};
   json shapes = json::object();
   for (const ArtifactTensor &tensor : artifact.tensors())
     if (tensor.isParameter)
@@ -404,9 +400,9 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
     if (ok && replacing)
       removeTree(aside);
   }
-  if (ok && options.keepCheckpoints > 0) {
+  if (ok && options.keep > 0) {
     std::map<int64_t, std::string> folders = checkpointFolders(root);
-    int64_t excess = int64_t(folders.size()) - options.keepCheckpoints;
+    int64_t excess = int64_t(folders.size()) - options.keep;
     for (auto it = folders.begin(); excess > 0 && it != folders.end();
          ++it, --excess)
       removeTree(it->second);
@@ -416,8 +412,10 @@ bool Runner::saveCheckpoint(int64_t stepNumber) {
 
 /// Reads a checkpoint and installs this rank's shard. Nothing is changed
 /// unless everything loads.
-bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
-                            std::vector<std::string> &warnings) {
+bool CheckpointStore::load(const std::string &given,
+                           const json &hyperparameters, int64_t &stepOut,
+                           TrainerCounters &counters,
+                           std::vector<std::string> &warnings) {
   std::string dir = resolveCheckpoint(given);
   std::string indexPath = dir + "/index.json";
   std::ifstream in(indexPath);
@@ -789,13 +787,13 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
   }
   for (Staged &entry : staged)
     std::memcpy(entry.target, entry.bytes.data(), entry.bytes.size());
-  optimizerStep = *trainerState[0];
-  consecutiveSkips = *trainerState[1];
-  skippedSteps = *trainerState[2];
-  microBatchesDone = *trainerState[3];
+  counters.optimizerStep = *trainerState[0];
+  counters.consecutiveSkips = *trainerState[1];
+  counters.skippedSteps = *trainerState[2];
+  counters.microBatchesDone = *trainerState[3];
   if (rank == 0 && trainer.contains("hyperparameters") &&
       trainer["hyperparameters"].is_object()) {
-    json now = trainerJson()["hyperparameters"];
+    const json &now = hyperparameters;
     for (auto &[key, saved] : trainer["hyperparameters"].items())
       if (now.contains(key) && now[key] != saved)
         warnings.push_back("resuming with " + key + " " + now[key].dump() +
@@ -803,32 +801,4 @@ bool Runner::loadCheckpoint(const std::string &given, int64_t &stepOut,
                            ")");
   }
   return true;
-}
-
-json Runner::trainerJson() const {
-  int64_t microBatches =
-      options.gradientSource && options.gradientSource->splitsSteps()
-          ? options.gradAccum * world
-          : 1;
-  json hyperparameters = {
-      {"lr", options.lr},
-      {"lr_schedule", lrScheduleName(options.schedule)},
-      {"warmup_steps", options.warmupSteps},
-      {"min_lr_ratio", options.minLrRatio},
-      {"decay_steps", options.decaySteps},
-      {"betas", {options.beta1, options.beta2}},
-      {"eps", options.eps},
-      {"weight_decay", options.weightDecay},
-      {"clip_grad_norm", options.clipGradNorm},
-      {"micro_batches_per_step", microBatches},
-      {"data", options.dataPaths},
-      {"shuffle", options.shuffleSeed ? json(*options.shuffleSeed) : json()}};
-  // The total only shapes a decaying schedule.
-  if (options.schedule != LrScheduleKind::Constant)
-    hyperparameters["steps"] = options.steps;
-  return {{"optimizer_step", optimizerStep},
-          {"consecutive_skips", consecutiveSkips},
-          {"skipped_steps", skippedSteps},
-          {"micro_batches_done", microBatchesDone},
-          {"hyperparameters", hyperparameters}};
 }

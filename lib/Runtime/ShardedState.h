@@ -1,33 +1,53 @@
-//===- Trainer.h - The trainer's runner, shared by its files ----*- C++ -*-===//
+//===- ShardedState.h - This rank's shard of the optimizer state -*- C++
+//-*-===//
 //
 // Part of the Mantissa project. Internal to libmantissa_rt.
 //
 //===----------------------------------------------------------------------===//
 //
-// The per-rank runner behind runUpdate (UpdateRunner.h), split by concern:
-// the step, the exact combination and the run loop (UpdateRunner.cpp), the
-// update on the GPU (DeviceUpdate.cpp), checkpoints (Checkpoint.cpp) and the
-// flags (TrainerFlags.cpp). This header holds the state they share: resident
-// buffers, per-group shard state and the Runner class.
+// The state every part of the trainer reads or writes: each shard group's
+// parameters, masters, moments and gradients as this rank holds them. The
+// update backends (UpdateBackend.h) update it, the checkpoint store
+// (CheckpointStore.h) saves and loads it, the trainer (Trainer.cpp) fills
+// the gradients and combines them.
+//
+// - Shards. Each group's kernel splits the group's T tiles (tile_size
+//   elements of one member each) into slices [p*T/n, (p+1)*T/n); rank r of W
+//   owns slice p=r, n=W. In every role's flat buffer the bytes of a slice are
+//   contiguous, so the rank keeps only those bytes of the master, moments and
+//   reduced gradient, and calls the kernel with part=r, parts=W and each
+//   pointer biased by its slice's first byte (the generated kernel's ABI is
+//   unchanged). Groups are thus split evenly at tile granularity.
+// - Gradients. Members of one group may reduce in different dtypes: each
+//   run of consecutive members with one reduce dtype is reduce-scattered on
+//   its own, in that dtype, into the rank's part of the grad buffer. Given
+//   gradients (`--grads`) are the global (already averaged) gradient: rank 0
+//   contributes them, cast to each member's reduce dtype, every other rank
+//   contributes -0.0 (the exact additive identity), so every world size sees
+//   exactly the file's gradient.
+// - Parameters. After the update each rank's gather-dtype slice is
+//   all-gathered, so every rank holds the full gather-dtype parameters.
+// - Tripwire: after the first step of every run the resident state is
+//   checked against the plan (Tripwire.h).
+//
+// Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MANTISSA_RUNTIME_TRAINER_H
-#define MANTISSA_RUNTIME_TRAINER_H
+#ifndef MANTISSA_RUNTIME_SHARDEDSTATE_H
+#define MANTISSA_RUNTIME_SHARDEDSTATE_H
 
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/Communicator.h"
-#include "mantissa/Runtime/CudaDriver.h"
 #include "mantissa/Runtime/GradientCombination.h"
 #include "mantissa/Runtime/SafeTensors.h"
-#include "mantissa/Runtime/TrainerMetrics.h"
-#include "mantissa/Runtime/UpdateRunner.h"
 
 #include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -227,140 +247,73 @@ inline void joinSplitMasters(const ArtifactMember &member,
   }
 }
 
-class Runner {
+/// The first error of this rank's run: every part of the trainer reports
+/// into one, and the trainer prints it when the ranks stop together.
+class RunError {
 public:
-  Runner(const UpdateOptions &options, Communicator &comm)
-      : options(options), comm(comm), rank(comm.rank()),
-        world(comm.worldSize()) {}
-  ~Runner() {
-    // What the source put on the device goes before the device does.
-    if (sourceAttached)
-      options.gradientSource->detachDevice();
-  }
-  int run();
-
-private:
+  /// Keeps `message` unless an error is already kept; returns false.
   bool fail(const std::string &message) {
-    if (error.empty())
-      error = message;
+    if (text.empty())
+      text = message;
     return false;
   }
+  bool empty() const { return text.empty(); }
+  const std::string &message() const { return text; }
+
+private:
+  std::string text;
+};
+
+/// This rank's part of the optimizer state, by shard group: the gathered
+/// parameters, this rank's tiles of masters and moments, the gradient
+/// buffers, and how the groups are cut over the ranks (see the file
+/// comment). The update backends (UpdateBackend.h) update it, the
+/// checkpoint store (CheckpointStore.h) saves and loads it.
+class ShardedState {
+public:
+  ShardedState(int rank, int world, RunError &errors)
+      : rank(rank), world(world), errors(errors) {}
+
+  /// Cuts every group of `artifact` (loaded) over the ranks and allocates
+  /// this rank's buffers.
   bool setUp();
   /// Sets every member's parameter and master from `initial` (FQN -> its
   /// validated initial value).
   void initialiseFromWeights(
       const std::map<std::string, const HostTensor *> &initial);
-  bool loadGrads();
-  /// Every member's current parameter and gradient slot, as the gradient
-  /// source sees them.
-  bool sourceMembers(std::vector<GradientSource::Member> &members);
-  bool computeGradients(int64_t stepNumber);
-  /// One step: the micro-batch gradients, their exact mean, its norm,
-  /// clipping, and the update (unless the step is skipped).
-  bool step(int64_t stepNumber, StepRecord &record);
-  /// The update on the GPU: this rank's combined gradient shard uploaded,
-  /// each group's kernel over the rank's tiles, the parameters all-gathered
-  /// over NCCL.
-  bool updateOnDevice(double lr, float gradScale);
-  /// When the step ran on the device, copies its gradients into the host
-  /// buffers the exact combination reads.
-  bool fetchDeviceGradients();
+  /// `--grads`: every rank validates the file, rank 0 contributes it (the
+  /// others -0.0) to the gradient buffers.
+  bool loadGrads(const std::string &path);
   /// Adds `bytes` bytes of gradient that start at byte `first` of group
   /// `state`'s buffer, member segment by segment in each reduce dtype.
   static void addGradients(const GroupState &state, uint8_t *accumulate,
                            const uint8_t *value, int64_t first, int64_t bytes);
   /// Divides this rank's gradient shard by `divisor` (when it is not 1) and
   /// returns the global L2 norm, summed tile by tile in a fixed order.
-  bool meanAndNorm(int64_t divisor, double &norm);
-  /// The validation loss: the mean over --eval-batches micro-batches,
-  /// spread over the ranks.
-  bool evaluate(double &loss);
-  /// Calls `visit(element pointer, dtype, count)` for every run of this
-  /// rank's gradient shard, tile by tile in tile order, with the tile index.
-  template <typename Visit>
-  void forEachShardTile(GroupState &state, Visit visit);
-  bool tripwire();
-  bool saveCheckpoint(int64_t stepNumber);
-  /// Refuses a --save-checkpoint folder whose checkpoints are another
-  /// model's (checked before training).
-  bool checkCheckpointFolder();
-  bool loadCheckpoint(const std::string &dir, int64_t &stepOut,
-                      std::vector<std::string> &warnings);
-  bool writeFinalParams();
-  /// Ends the run after a SIGINT or SIGTERM (`signal`) at step
-  /// `stepNumber`, the checkpoint already saved if one is configured:
-  /// writes the losses so far, says what it wrote, and returns the exit
-  /// status 128 + signal.
-  int stopAfterSignal(int64_t signal, int64_t stepNumber);
-  /// What an exact resume needs besides the state: counters, the data
-  /// position and the hyperparameters (to warn when they change).
-  json trainerJson() const;
-  void reportMemory();
-  /// Bytes of `role`'s shard buffer resident on this rank (on the device
-  /// when the state lives there).
-  int64_t residentBytes(GroupState &state, Role role) {
-    if (cuda)
-      return deviceGroups[size_t(&state - groups.data())]
-          .stateBytes[unsigned(role)];
-    return state.shardState[unsigned(role)].size();
-  }
+  bool meanAndNorm(Communicator &comm, int64_t divisor, double &norm);
+  /// Checks the resident state against the plan (Tripwire.h);
+  /// `residentBytes(group, role)` says how many bytes of a state role this
+  /// rank really holds (on the device when the state lives there).
+  bool tripwire(const std::function<int64_t(size_t, Role)> &residentBytes);
+  /// Gathers the fp32 values of every parameter and writes them (rank 0).
+  bool writeFinalParams(Communicator &comm, const std::string &path);
+  /// Bytes of master and moments this rank holds.
+  int64_t optimizerStateBytes() const;
 
-  // The GPU path (--device cuda): the device, NCCL over it, and per group
-  // the device buffers that mirror GroupState's host ones. Master, moments
-  // and parameters stay resident on the device between steps; the host
-  // copies are refreshed only to write checkpoints and final parameters.
-  struct DeviceGroup {
-    DevicePtr fullGrad = 0, shardGrad = 0, fullParam = 0;
-    std::array<DevicePtr, kNumRoles> shardState{};
-    std::array<int64_t, kNumRoles> stateBytes{};
-    void *kernel = nullptr;
-    unsigned block = 0;
-  };
-  bool openDevice();
-  bool prepareDevice();
-  bool attachSource();
-  /// True when the gradients come from a source on the device: the source
-  /// writes them into the device's full gradient buffers.
-  bool gradientsOnDevice() const {
-    return cuda && options.gradientSource &&
-           options.gradientSource->runsOnDevice();
-  }
-  bool uploadState();
-  bool downloadState();
-  bool launchOnDevice(GroupState &state, DeviceGroup &device, double lr,
-                      float gradScale);
-  static uint8_t *pointer(DevicePtr base, int64_t offset = 0) {
-    return reinterpret_cast<uint8_t *>(uintptr_t(base + uint64_t(offset)));
-  }
-
-  const UpdateOptions &options;
-  Communicator &comm;
   int rank, world;
   Artifact artifact;
   std::vector<GroupState> groups;
-  std::unique_ptr<CudaDevice> cuda;
-  std::unique_ptr<Communicator> deviceComm;
-  std::vector<DeviceGroup> deviceGroups;
-  bool sourceAttached = false;
-  int64_t stepsRun = 0;
-  double stepSeconds = 0, kernelSeconds = 0;
-  std::string error;
 
-  // The trainer's state, saved in checkpoints: updates applied (the AdamW
-  // step count, which skipped steps do not advance), skips, and the data
-  // position in micro-batches.
-  int64_t optimizerStep = 0, consecutiveSkips = 0, skippedSteps = 0,
-          microBatchesDone = 0;
-  /// Per group, the tree sum of this rank's micro-batch gradients.
-  std::vector<TreeSum> sums;
-  std::vector<double> losses;
-  std::vector<std::pair<int64_t, double>> evalLosses;
-  MetricsFile metrics;
-  /// Seconds of steps after the first two (the summary's per-step time).
-  double steadySeconds = 0;
-  int64_t steadySteps = 0;
+private:
+  bool fail(const std::string &message) { return errors.fail(message); }
+  /// Calls `visit(tile, element pointer, dtype, count)` for every run of
+  /// this rank's gradient shard, tile by tile in tile order.
+  template <typename Visit>
+  void forEachShardTile(GroupState &state, Visit visit);
+
+  RunError &errors;
 };
 
 } // namespace mlir::mantissa::rt::detail
 
-#endif // MANTISSA_RUNTIME_TRAINER_H
+#endif // MANTISSA_RUNTIME_SHARDEDSTATE_H
