@@ -1,25 +1,25 @@
-//===- Passes.h - Lowerings to CPU and GPU code -----------------*- C++ -*-===//
+//===- Passes.h - The lowerings to CPU code and the update ------*- C++ -*-===//
 //
-// Declares and registers the passes of Passes.td.
+// Registers the passes of lib/Conversion's lowerings in one call, for tools
+// that offer them all (mantissa-opt): the CPU lowering of `train` steps
+// (TrainToLinalg/Passes.td) and the AdamW update (AdamWToLoops/Passes.td).
+// The GPU step's passes register with registerTrainToGPUPasses
+// (TrainToGPU.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MANTISSA_CONVERSION_PASSES_H
 #define MANTISSA_CONVERSION_PASSES_H
 
-#include "mlir/Pass/Pass.h"
-
-namespace mlir {
-class ModuleOp;
-} // namespace mlir
+#include "mantissa/Conversion/AdamWToLoops/Passes.h"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h"
 
 namespace mlir::mantissa {
 
-#define GEN_PASS_DECL
-#include "mantissa/Conversion/Passes.h.inc"
-
-#define GEN_PASS_REGISTRATION
-#include "mantissa/Conversion/Passes.h.inc"
+inline void registerConversionPasses() {
+  registerTrainToLinalgPasses();
+  registerAdamWToLoopsPasses();
+}
 
 } // namespace mlir::mantissa
 

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/AdamWKernels.h"
-#include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/AdamWToLoops/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/AdamWToLoops/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,7 +21,7 @@
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_LOWERADAMWPASS
-#include "mantissa/Conversion/Passes.h.inc"
+#include "mantissa/Conversion/AdamWToLoops/Passes.h.inc"
 } // namespace mlir::mantissa
 
 using namespace mlir;

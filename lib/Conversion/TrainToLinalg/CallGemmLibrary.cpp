@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mantissa/Format/CpuGemmAbi.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,7 +29,7 @@ using namespace mlir;
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_CALLGEMMLIBRARYPASS
 #define GEN_PASS_DEF_ROUTEGEMMCALLSTHROUGHHOOKPASS
-#include "mantissa/Conversion/Passes.h.inc"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h.inc"
 } // namespace mlir::mantissa
 
 namespace {

@@ -12,7 +12,7 @@
 
 #include "mantissa/Conversion/TrainToLLVM.h"
 
-#include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -71,7 +71,7 @@ namespace mlir::mantissa {
 #define GEN_PASS_DEF_INLINEALLOCASCOPESPASS
 #define GEN_PASS_DEF_APPROXIMATEMATHPASS
 #define GEN_PASS_DEF_MARKOUTLINEDNOINLINEPASS
-#include "mantissa/Conversion/Passes.h.inc"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h.inc"
 } // namespace mlir::mantissa
 
 void mlir::mantissa::registerTrainToLLVMDialects(DialectRegistry &registry) {

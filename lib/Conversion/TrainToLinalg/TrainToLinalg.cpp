@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PopulatePatterns.h"
-#include "mantissa/Conversion/Passes.h"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,7 +25,7 @@
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_LOWERTRAINTOLINALGPASS
-#include "mantissa/Conversion/Passes.h.inc"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h.inc"
 } // namespace mlir::mantissa
 
 using namespace mlir;
