@@ -6,7 +6,7 @@
 //
 // parseTrainerFlag (every flag both `mantissa-run MODEL.pt2` and
 // `mantissa-run DIR` take), validateTrainerOptions and the artifact form's
-// parseUpdateOptions (UpdateRunner.h).
+// parseUpdateOptions (TrainerOptions.h).
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //

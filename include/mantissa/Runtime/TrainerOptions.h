@@ -103,7 +103,7 @@ struct DeviceOptions {
   bool onGpu() const { return kind == "cuda" || kind == "gpu"; }
 };
 
-/// The checkpoint store (docs/training.md, Checkpoint.cpp).
+/// The checkpoint store (docs/training.md, CheckpointStore.h).
 struct CheckpointOptions {
   /// `--save-checkpoint DIR --save-every K`.
   std::string saveDir;
