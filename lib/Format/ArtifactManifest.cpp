@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Format/ArtifactManifest.h"
+#include "JsonFields.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include <sstream>
 
 using namespace mlir::mantissa::rt;
+using detail::ProgramError;
 using json = nlohmann::json;
 
 const char *mlir::mantissa::rt::roleName(Role role) {
@@ -250,36 +252,24 @@ mlir::mantissa::rt::writeArtifactManifest(const ArtifactManifest &manifest) {
 
 namespace {
 
-/// Thrown inside the parser only, turned into the error message.
-struct ManifestError {
-  std::string message;
-};
-
 DType parseDType(const json &value, const std::string &what) {
   if (!value.is_string())
-    throw ManifestError{what + " is not a dtype name"};
+    throw ProgramError{what + " is not a dtype name"};
   std::optional<DType> dtype = parseProjectDTypeName(value.get<std::string>());
   if (!dtype)
-    throw ManifestError{what + " has unknown dtype '" +
-                        value.get<std::string>() + "'"};
+    throw ProgramError{what + " has unknown dtype '" +
+                       value.get<std::string>() + "'"};
   return *dtype;
 }
 
 int64_t parseInt(const json &object, const char *key, const std::string &what,
                  int64_t min = 0) {
   if (!object.contains(key) || !object[key].is_number_integer())
-    throw ManifestError{what + ": '" + key + "' is missing or not an integer"};
+    throw ProgramError{what + ": '" + key + "' is missing or not an integer"};
   int64_t value = object[key].get<int64_t>();
   if (value < min)
-    throw ManifestError{what + ": '" + key + "' is out of range"};
+    throw ProgramError{what + ": '" + key + "' is out of range"};
   return value;
-}
-
-std::string parseString(const json &object, const char *key,
-                        const std::string &what) {
-  if (!object.contains(key) || !object[key].is_string())
-    throw ManifestError{what + ": '" + key + "' is missing or not a string"};
-  return object[key].get<std::string>();
 }
 
 /// `object[key]` when it is a string, else "" (fields only reports read).
@@ -300,11 +290,11 @@ bool isPlainFileName(const std::string &name) {
 
 std::vector<int64_t> parseShape(const json &object, const std::string &what) {
   if (!object.contains("shape") || !object["shape"].is_array())
-    throw ManifestError{what + ": 'shape' is missing"};
+    throw ProgramError{what + ": 'shape' is missing"};
   std::vector<int64_t> shape;
   for (const json &dim : object["shape"]) {
     if (!dim.is_number_integer() || dim.get<int64_t>() < 0)
-      throw ManifestError{what + ": 'shape' has a bad dimension"};
+      throw ProgramError{what + ": 'shape' has a bad dimension"};
     shape.push_back(dim.get<int64_t>());
   }
   return shape;
@@ -316,17 +306,7 @@ ManifestKernels parseKernels(const json &kernels) {
   if (kernels.contains("tile_size") && kernels["tile_size"].is_number_integer())
     out.tileSize = kernels["tile_size"].get<int64_t>();
   out.targetCpu = optionalString(kernels, "target_cpu");
-  if (kernels.contains("target_features")) {
-    const json &features = kernels["target_features"];
-    if (!features.is_array())
-      throw ManifestError{"'kernels.target_features' is not an array"};
-    out.targetFeatures.emplace();
-    for (const json &feature : features) {
-      if (!feature.is_string())
-        throw ManifestError{"'kernels.target_features' holds a non-string"};
-      out.targetFeatures->push_back(feature.get<std::string>());
-    }
-  }
+  out.targetFeatures = detail::targetFeatures(kernels, "kernels.");
   out.gpu = optionalString(kernels, "gpu");
   out.gpuNote = optionalString(kernels, "gpu_note");
   out.gpuStepNote = optionalString(kernels, "gpu_step_note");
@@ -360,11 +340,11 @@ ManifestKernels parseKernels(const json &kernels) {
 
 ArtifactTensor parseTensor(const json &entry) {
   ArtifactTensor tensor;
-  tensor.fqn = parseString(entry, "fqn", "tensor");
+  tensor.fqn = detail::string(entry, "fqn", "tensor");
   std::string what = "tensor '" + tensor.fqn + "'";
-  std::string kind = parseString(entry, "kind", what);
+  std::string kind = detail::string(entry, "kind", what);
   if (kind != "parameter" && kind != "buffer")
-    throw ManifestError{what + ": unknown kind '" + kind + "'"};
+    throw ProgramError{what + ": unknown kind '" + kind + "'"};
   tensor.isParameter = kind == "parameter";
   tensor.shape = parseShape(entry, what);
   tensor.exported =
@@ -380,7 +360,7 @@ ArtifactTensor parseTensor(const json &entry) {
         parseDType(entry.value("reduce", json()), what + " 'reduce'");
     tensor.moments =
         parseDType(entry.value("moments", json()), what + " 'moments'");
-    tensor.group = parseString(entry, "group", what);
+    tensor.group = detail::string(entry, "group", what);
   }
   return tensor;
 }
@@ -392,7 +372,7 @@ ArtifactMember parseMember(const json &m, const ManifestGroup &group,
                            const std::string &what, int64_t tileSize,
                            int64_t &nextTile, int64_t &nextElement) {
   ArtifactMember member;
-  member.fqn = parseString(m, "fqn", what + " member");
+  member.fqn = detail::string(m, "fqn", what + " member");
   std::string mwhat = what + " member '" + member.fqn + "'";
   member.shape = parseShape(m, mwhat);
   member.count = parseInt(m, "count", mwhat);
@@ -402,7 +382,7 @@ ArtifactMember parseMember(const json &m, const ManifestGroup &group,
   member.grad = parseDType(m.value("grad", json()), mwhat + " 'grad'");
   member.param = parseDType(m.value("param", json()), mwhat + " 'param'");
   member.moments = parseDType(m.value("moments", json()), mwhat + " 'moments'");
-  std::string master = parseString(m, "master", mwhat);
+  std::string master = detail::string(m, "master", mwhat);
   if (master == "none")
     member.master = MasterKind::None;
   else if (master == "fp32")
@@ -410,9 +390,9 @@ ArtifactMember parseMember(const json &m, const ManifestGroup &group,
   else if (master == "remainder")
     member.master = MasterKind::Remainder;
   else
-    throw ManifestError{mwhat + ": unknown master kind '" + master + "'"};
+    throw ProgramError{mwhat + ": unknown master kind '" + master + "'"};
   if (!m.contains("offsets"))
-    throw ManifestError{mwhat + ": 'offsets' is missing"};
+    throw ProgramError{mwhat + ": 'offsets' is missing"};
   member.gradOffset = parseInt(m["offsets"], "grad", mwhat);
   member.paramOffset = parseInt(m["offsets"], "param", mwhat);
   member.masterOffset = parseInt(m["offsets"], "master", mwhat);
@@ -423,72 +403,72 @@ ArtifactMember parseMember(const json &m, const ManifestGroup &group,
   int64_t product = 1;
   for (int64_t dim : member.shape)
     if (__builtin_mul_overflow(product, dim, &product))
-      throw ManifestError{mwhat + ": inconsistent layout"};
+      throw ProgramError{mwhat + ": inconsistent layout"};
   if (product != member.count || member.firstTile != nextTile ||
       member.firstElement != nextElement ||
       member.numTiles !=
           member.count / tileSize + (member.count % tileSize != 0))
-    throw ManifestError{mwhat + ": inconsistent layout"};
+    throw ProgramError{mwhat + ": inconsistent layout"};
   for (unsigned role = 0; role < kNumRoles; ++role) {
     int64_t bytes = member.elementBytes(Role(role), group.amsgrad);
     int64_t extent = 0;
     if (bytes &&
         (__builtin_mul_overflow(member.count, bytes, &extent) ||
          member.byteOffset(Role(role)) > group.bufferBytes[role] - extent))
-      throw ManifestError{mwhat + ": lies outside the " + roleName(Role(role)) +
-                          " buffer"};
+      throw ProgramError{mwhat + ": lies outside the " + roleName(Role(role)) +
+                         " buffer"};
   }
   if (__builtin_add_overflow(nextTile, member.numTiles, &nextTile) ||
       __builtin_add_overflow(nextElement, member.count, &nextElement))
-    throw ManifestError{mwhat + ": inconsistent layout"};
+    throw ProgramError{mwhat + ": inconsistent layout"};
   return member;
 }
 
 ManifestGroup parseGroup(const json &entry, int64_t tileSize,
                          std::set<std::string> &seen) {
   ManifestGroup group;
-  group.name = parseString(entry, "name", "group");
+  group.name = detail::string(entry, "name", "group");
   std::string what = "group '" + group.name + "'";
-  group.unit = parseString(entry, "unit", what);
+  group.unit = detail::string(entry, "unit", what);
   group.gather = parseDType(entry.value("gather", json()), what + " 'gather'");
   group.nestedIn = optionalString(entry, "nested_in");
   group.reshardAfterForward = entry.value("reshard_after_forward", true);
   group.amsgrad = entry.value("amsgrad", false);
   group.maximize = entry.value("maximize", false);
-  group.kernelSymbol = parseString(entry, "kernel", what);
+  group.kernelSymbol = detail::string(entry, "kernel", what);
   group.gpuKernelSymbol = optionalString(entry, "gpu_kernel");
   group.numTiles = parseInt(entry, "num_tiles", what);
   if (!entry.contains("buffer_bytes"))
-    throw ManifestError{what + ": 'buffer_bytes' is missing"};
+    throw ProgramError{what + ": 'buffer_bytes' is missing"};
   for (unsigned role = 0; role < kNumRoles; ++role)
     group.bufferBytes[role] = parseInt(
         entry["buffer_bytes"], roleName(Role(role)), what + " buffer_bytes");
   if (!entry.contains("members") || !entry["members"].is_array())
-    throw ManifestError{what + ": 'members' is missing"};
+    throw ProgramError{what + ": 'members' is missing"};
   int64_t nextTile = 0, nextElement = 0;
   for (const json &m : entry["members"]) {
     // A member's name is checked for duplicates before its fields, so that
     // a repeated FQN is reported as such whatever else is wrong with it.
-    std::string fqn = parseString(m, "fqn", what + " member");
+    std::string fqn = detail::string(m, "fqn", what + " member");
     if (!seen.insert(fqn).second)
-      throw ManifestError{what + " member '" + fqn + "' is listed twice"};
+      throw ProgramError{what + " member '" + fqn + "' is listed twice"};
     group.members.push_back(
         parseMember(m, group, what, tileSize, nextTile, nextElement));
   }
   if (nextTile != group.numTiles)
-    throw ManifestError{what + ": 'num_tiles' does not match its members"};
+    throw ProgramError{what + ": 'num_tiles' does not match its members"};
   return group;
 }
 
 void parseManifest(const json &manifest, ArtifactManifest &out) {
   if (!manifest.contains("format") || manifest["format"] != kArtifactFormat)
-    throw ManifestError{"not a Mantissa artifact manifest (format is not "
-                        "'mantissa-artifact')"};
+    throw ProgramError{"not a Mantissa artifact manifest (format is not "
+                       "'mantissa-artifact')"};
   int64_t version = parseInt(manifest, "version", "manifest");
   if (version != kArtifactVersion)
-    throw ManifestError{"unknown artifact version " + std::to_string(version) +
-                        " (this runtime reads " +
-                        std::to_string(kArtifactVersion) + ")"};
+    throw ProgramError{"unknown artifact version " + std::to_string(version) +
+                       " (this runtime reads " +
+                       std::to_string(kArtifactVersion) + ")"};
   out.tileSize = parseInt(manifest, "tile_size", "manifest", 1);
   out.step = optionalString(manifest, "step");
   if (manifest.contains("kernels") && manifest["kernels"].is_object())
@@ -496,23 +476,23 @@ void parseManifest(const json &manifest, ArtifactManifest &out) {
 
   // Every piece must be listed, by a name in the artifact's directory.
   if (!manifest.contains("files") || !manifest["files"].is_object())
-    throw ManifestError{"'files' is missing"};
+    throw ProgramError{"'files' is missing"};
   for (const char *required :
        {"kernels.so", "weights.safetensors", "step.mlir"})
     if (!manifest["files"].contains(required))
-      throw ManifestError{std::string("'files' does not list ") + required};
+      throw ProgramError{std::string("'files' does not list ") + required};
   for (auto &[name, entry] : manifest["files"].items()) {
     if (!isPlainFileName(name))
-      throw ManifestError{
+      throw ProgramError{
           "'files' lists " +
           json(name).dump(-1, ' ', false, json::error_handler_t::replace) +
           ", which is not a file name in the artifact's directory"};
     out.files.push_back({name, parseInt(entry, "bytes", "files." + name),
-                         parseString(entry, "fnv1a64", "files." + name)});
+                         detail::string(entry, "fnv1a64", "files." + name)});
   }
 
   if (!manifest.contains("tensors") || !manifest["tensors"].is_array())
-    throw ManifestError{"'tensors' is missing"};
+    throw ProgramError{"'tensors' is missing"};
   for (const json &entry : manifest["tensors"])
     out.tensors.push_back(parseTensor(entry));
   if (manifest.contains("buffers") && manifest["buffers"].is_array())
@@ -521,13 +501,13 @@ void parseManifest(const json &manifest, ArtifactManifest &out) {
         out.buffers.push_back(name.get<std::string>());
 
   if (!manifest.contains("groups") || !manifest["groups"].is_array())
-    throw ManifestError{"'groups' is missing"};
+    throw ProgramError{"'groups' is missing"};
   std::set<std::string> seen;
   for (const json &entry : manifest["groups"])
     out.groups.push_back(parseGroup(entry, out.tileSize, seen));
   for (const ArtifactTensor &tensor : out.tensors)
     if (tensor.isParameter && !seen.count(tensor.fqn))
-      throw ManifestError{"parameter '" + tensor.fqn + "' is in no group"};
+      throw ProgramError{"parameter '" + tensor.fqn + "' is in no group"};
 }
 
 } // namespace
@@ -543,7 +523,7 @@ bool mlir::mantissa::rt::parseArtifactManifest(const std::string &text,
   }
   try {
     parseManifest(manifest, out);
-  } catch (const ManifestError &e) {
+  } catch (const ProgramError &e) {
     error = e.message;
     return false;
   } catch (const json::exception &e) {

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Format/CpuProgram.h"
+#include "JsonFields.h"
 #include "mantissa/Format/StepTensorJson.h"
 
 #include <nlohmann/json.hpp>
@@ -28,26 +29,12 @@ json libraryJson(const CpuProgramLibrary &library) {
               {"results", tensorsJson(library.results)}};
 }
 
-std::string stringField(const json &object, const char *key,
-                        const std::string &what) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_string())
-    throw ProgramError{what + ": '" + key + "' is missing or not a string"};
-  return object[key].get<std::string>();
-}
-
-const json &arrayField(const json &object, const char *key,
-                       const std::string &what) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_array())
-    throw ProgramError{what + ": '" + key + "' is missing or not an array"};
-  return object[key];
-}
-
 /// One library of the program; `what` names it in messages.
 CpuProgramLibrary parseLibrary(const json &object, const std::string &what) {
   CpuProgramLibrary library;
-  library.library = stringField(object, "library", what);
-  library.entry = stringField(object, "entry", what);
-  const json &results = arrayField(object, "results", what);
+  library.library = detail::string(object, "library", what);
+  library.entry = detail::string(object, "entry", what);
+  const json &results = detail::array(object, "results", what);
   for (size_t i = 0; i < results.size(); ++i)
     library.results.push_back(detail::parseStepTensor(
         results[i], /*isArgument=*/false, i, what + " result"));
@@ -74,18 +61,8 @@ void parseProgram(const json &root, CpuProgram &out) {
     out.cpuGemmAbi = root["cpu_gemm_abi"].get<int64_t>();
   }
   out.targetCpu = root.value("target_cpu", "");
-  if (root.contains("target_features")) {
-    const json &features = root["target_features"];
-    if (!features.is_array())
-      throw ProgramError{"'target_features' is not an array"};
-    out.targetFeatures.emplace();
-    for (const json &feature : features) {
-      if (!feature.is_string())
-        throw ProgramError{"'target_features' holds a non-string"};
-      out.targetFeatures->push_back(feature.get<std::string>());
-    }
-  }
-  const json &arguments = arrayField(root, "arguments", "the program");
+  out.targetFeatures = detail::targetFeatures(root, "");
+  const json &arguments = detail::array(root, "arguments", "the program");
   for (size_t i = 0; i < arguments.size(); ++i)
     out.arguments.push_back(detail::parseStepTensor(
         arguments[i], /*isArgument=*/true, i, "argument"));

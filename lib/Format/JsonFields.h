@@ -4,10 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The readers of one typed field of a step program's JSON object, shared by
-// the program's parser (GpuProgram.cpp) and its tensor entries'
-// (StepTensor.cpp): each throws ProgramError saying what and where when the
-// field is missing, of another type or out of range.
+// The readers of one typed field of a Format file's JSON object, shared by
+// the parsers of the programs (GpuProgram.cpp, CpuProgram.cpp), their tensor
+// entries (StepTensor.cpp) and the manifest (ArtifactManifest.cpp): each
+// throws ProgramError saying what and where when the field is missing, of
+// another type or out of range.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +22,9 @@
 
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::mantissa::rt::detail {
 
@@ -86,6 +89,25 @@ inline const json &array(const json &object, const char *key,
   if (!object.contains(key) || !object[key].is_array())
     throw ProgramError{what + ": '" + key + "' is missing or not an array"};
   return object[key];
+}
+
+/// The `target_features` compiled code records (the /proc/cpuinfo names of
+/// the extensions it may use, for rt::checkCompiledFor), none when absent;
+/// `where` prefixes the key in messages ("kernels." for the manifest's).
+inline std::optional<std::vector<std::string>>
+targetFeatures(const json &object, const std::string &where) {
+  if (!object.contains("target_features"))
+    return std::nullopt;
+  const json &features = object["target_features"];
+  if (!features.is_array())
+    throw ProgramError{"'" + where + "target_features' is not an array"};
+  std::vector<std::string> names;
+  for (const json &feature : features) {
+    if (!feature.is_string())
+      throw ProgramError{"'" + where + "target_features' holds a non-string"};
+    names.push_back(feature.get<std::string>());
+  }
+  return names;
 }
 
 } // namespace mlir::mantissa::rt::detail

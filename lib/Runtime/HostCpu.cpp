@@ -6,8 +6,6 @@
 
 #include "mantissa/Runtime/HostCpu.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -47,27 +45,6 @@ mlir::mantissa::rt::checkCompiledFor(const std::vector<std::string> &required,
          ", which this CPU lacks (it would stop with an illegal "
          "instruction); compile the artifact on this machine "
          "(mantissa-compile MODEL.pt2 -o DIR)";
-}
-
-std::string mlir::mantissa::rt::checkCompiledFor(const nlohmann::json &compiled,
-                                                 const std::string &where,
-                                                 const std::string &what) {
-  if (!compiled.is_object() || !compiled.contains("target_features"))
-    return "";
-  const nlohmann::json &features = compiled["target_features"];
-  if (!features.is_array())
-    return "'" + where + "target_features' is not an array";
-  std::vector<std::string> required;
-  for (const nlohmann::json &feature : features) {
-    if (!feature.is_string())
-      return "'" + where + "target_features' holds a non-string";
-    required.push_back(feature.get<std::string>());
-  }
-  const nlohmann::json *cpu =
-      compiled.contains("target_cpu") ? &compiled["target_cpu"] : nullptr;
-  return checkCompiledFor(
-      required,
-      cpu && cpu->is_string() ? cpu->get<std::string>() : std::string(), what);
 }
 
 std::vector<std::string> mlir::mantissa::rt::missingCpuFeatures(

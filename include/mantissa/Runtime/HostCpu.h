@@ -19,8 +19,6 @@
 #ifndef MANTISSA_RUNTIME_HOSTCPU_H
 #define MANTISSA_RUNTIME_HOSTCPU_H
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <string>
 #include <vector>
 
@@ -42,13 +40,6 @@ missingCpuFeatures(const std::vector<std::string> &required);
 std::string checkCompiledFor(const std::vector<std::string> &required,
                              const std::string &targetCpu,
                              const std::string &what);
-
-/// The same for a JSON object that records `target_features` (and
-/// optionally `target_cpu`) as the compiler writes them; `where` names the
-/// object in messages (e.g. "kernels." for the manifest's section). Also
-/// refuses a malformed `target_features`; empty when the object has none.
-std::string checkCompiledFor(const nlohmann::json &compiled,
-                             const std::string &where, const std::string &what);
 
 } // namespace mlir::mantissa::rt
 

@@ -1,7 +1,7 @@
 //===- Passes.h - The CPU lowering of train steps ---------------*- C++ -*-===//
 //
-// Declares and registers the passes of Passes.td: the CPU lowering of `train` steps
-// (lib/Conversion/TrainToLinalg).
+// Declares and registers the passes of Passes.td: the CPU lowering of `train`
+// steps (lib/Conversion/TrainToLinalg).
 //
 //===----------------------------------------------------------------------===//
 
