@@ -46,16 +46,6 @@ static LogicalResult importAssertMetadata(StepImporter &s) {
   return success();
 }
 
-static LogicalResult importToCopy(StepImporter &s) {
-  FailureOr<Value> self = s.tensorArgument("self");
-  FailureOr<RankedTensorType> type = s.outputType();
-  if (failed(self) || failed(type))
-    return failure();
-  if (self->getType() == *type)
-    return s.setOutput(0, *self);
-  return s.setOutput(0, s.builder.create<CastOp>(s.location, *type, *self));
-}
-
 /// `copy(self, src)`: src's values, broadcast to and converted into self's
 /// shape and dtype.
 static LogicalResult importCopy(StepImporter &s) {
@@ -76,16 +66,19 @@ static LogicalResult importCopy(StepImporter &s) {
   return s.setOutput(0, value);
 }
 
-/// Every reshaping view becomes `train.view` to torch's result shape, which
-/// has `-1` and squeezed or inserted dimensions already resolved.
-static LogicalResult importView(StepImporter &s) {
+/// `self` as torch's result type through `OpT`, or `self` itself when it has
+/// that type already: every reshaping view becomes `train.view` to torch's
+/// result shape (which has `-1` and squeezed or inserted dimensions already
+/// resolved), and `_to_copy` a `train.cast` to its dtype.
+template <typename OpT>
+static LogicalResult importAsResultType(StepImporter &s) {
   FailureOr<Value> self = s.tensorArgument("self");
   FailureOr<RankedTensorType> type = s.outputType();
   if (failed(self) || failed(type))
     return failure();
   if (self->getType() == *type)
     return s.setOutput(0, *self);
-  return s.setOutput(0, s.builder.create<ViewOp>(s.location, *type, *self));
+  return s.setOutput(0, s.builder.create<OpT>(s.location, *type, *self));
 }
 
 static LogicalResult importPermute(StepImporter &s) {
@@ -271,7 +264,7 @@ void mlir::mantissa::importer::addShapeHandlers(HandlerTable &table) {
        {"view.default", "_unsafe_view.default", "reshape.default",
         "unsqueeze.default", "squeeze.dims", "squeeze.dim", "squeeze.default",
         "flatten.using_ints"})
-    add(name, importView);
+    add(name, importAsResultType<ViewOp>);
   add("permute.default", importPermute);
   add("transpose.int", importTranspose);
   add("t.default", importTranspose2D);
@@ -290,6 +283,6 @@ void mlir::mantissa::importer::addShapeHandlers(HandlerTable &table) {
                          "detach.default", "lift_fresh_copy.default"})
     add(name, importIdentity);
   add("_assert_tensor_metadata.default", importAssertMetadata);
-  add("_to_copy.default", importToCopy);
+  add("_to_copy.default", importAsResultType<CastOp>);
   add("copy.default", importCopy);
 }
