@@ -168,14 +168,23 @@ static int reportGpuCost(train::StepOp step, const GpuDeviceModel &device,
 namespace {
 /// mantissa-compile's flags, registered while the object lives.
 struct CompileFlags {
-  CompileFlags() {
+  explicit CompileFlags(const GpuHostEmulator *emulator)
+      : gpuHostKernels(category, emulator) {
     cl::HideUnrelatedOptions({&category, &precisionCategory, &costCategory});
   }
 
   cl::OptionCategory category{"mantissa-compile options"};
   cl::OptionCategory precisionCategory{"precision options"};
+  /// Required unless --list-ops (checked in compileMain).
   cl::opt<std::string> inputPath{cl::Positional, cl::desc("<model.pt2>"),
-                                 cl::Required, cl::cat(category)};
+                                 cl::cat(category)};
+  cl::opt<bool> listOps{
+      "list-ops",
+      cl::desc("Print the ATen operator overloads the importer supports, one "
+               "per line as torch names them (torch.ops.aten.add.Tensor), "
+               "and exit; the exporter (python -m mantissa.export) checks "
+               "graphs against this list"),
+      cl::init(false), cl::cat(category)};
   cl::opt<std::string> outputPath{
       "o", cl::desc("Output file ('-' for stdout; then no weights file)"),
       cl::value_desc("path"), cl::init("-"), cl::cat(category)};
@@ -197,7 +206,7 @@ struct CompileFlags {
                             "file)")),
       cl::cat(category)};
 
-  GpuHostKernelsFlag gpuHostKernels{category};
+  GpuHostKernelsFlag gpuHostKernels;
   PrecisionFlags precision{precisionCategory, PrecisionFlagsHelp::Detailed};
   cl::opt<double> learningRate{
       "lr", cl::desc("Learning rate the stall lint assumes (default 1e-3)"),
@@ -357,16 +366,16 @@ static int reportCost(ModuleOp module, const CompileFlags &flags,
   if (steps.empty())
     return reportError(flags.inputPath + ": no train.step to predict");
   GpuStepWriterOptions options;
-  options.hostKernels = flags.gpuHostKernels.path;
+  options.hostKernels = flags.gpuHostKernels.get();
   return reportGpuCost(*steps.begin(), device, flags.costReport, options);
 }
 
 /// Writes the compiled artifact directory -o names; returns the exit code.
 static int writeArtifactDirectory(ModuleOp module, const pt2::Program &program,
                                   llvm::StringRef outputPath,
-                                  llvm::StringRef gpuHostKernels) {
+                                  const GpuHostKernels &gpuHostKernels) {
   ArtifactOptions options;
-  options.gpuHostKernels = gpuHostKernels.str();
+  options.gpuHostKernels = gpuHostKernels;
   auto steps = module.getOps<train::StepOp>();
   if (!steps.empty()) {
     options.gpuStep = *steps.begin();
@@ -380,13 +389,25 @@ static int writeArtifactDirectory(ModuleOp module, const pt2::Program &program,
   return 0;
 }
 
-int mlir::mantissa::compileMain(int argc, char **argv) {
+int mlir::mantissa::compileMain(int argc, char **argv,
+                                const GpuHostEmulator *emulator) {
   llvm::InitLLVM initLLVM(argc, argv);
-  CompileFlags flags;
+  CompileFlags flags(emulator);
   cl::ParseCommandLineOptions(
       argc, argv,
       "Mantissa compiler: imports a torch.export training program (.pt2)\n");
 
+  if (flags.listOps) {
+    if (!flags.inputPath.empty())
+      return reportError("--list-ops takes no input file (given " +
+                         flags.inputPath + ")");
+    for (const std::string &name : getSupportedOperators())
+      llvm::outs() << name << "\n";
+    return 0;
+  }
+  if (flags.inputPath.empty())
+    return reportError("no input file: mantissa-compile <model.pt2> [options] "
+                       "(or --list-ops)");
   FailureOr<GpuDeviceModel> device = getCostDevice(flags);
   if (failed(device))
     return 1;
@@ -429,7 +450,7 @@ int mlir::mantissa::compileMain(int argc, char **argv) {
 
   if (request->emit == EmitKind::Artifact)
     return writeArtifactDirectory(**module, *program, flags.outputPath,
-                                  flags.gpuHostKernels.path);
+                                  flags.gpuHostKernels.get());
   if (!request->writeIR)
     return 0;
   return writeOutputs(text, flags.outputPath, *program);

@@ -20,14 +20,24 @@
 using namespace mlir;
 using namespace mlir::mantissa;
 
-GpuHostKernelsFlag::GpuHostKernelsFlag(llvm::cl::OptionCategory &category)
-    : path("gpu-host-kernels",
-           llvm::cl::desc(
-               "Test support: also compile the GPU program's kernels for "
-               "the host into this shared library, which the tests' "
-               "stand-in CUDA driver runs in place of the PTX "
-               "(docs/gpu-step.md)"),
-           llvm::cl::value_desc("path"), llvm::cl::cat(category)) {}
+GpuHostKernelsFlag::GpuHostKernelsFlag(llvm::cl::OptionCategory &category,
+                                       const GpuHostEmulator *emulator)
+    : emulator(emulator) {
+  if (emulator)
+    path.emplace("gpu-host-kernels",
+                 llvm::cl::desc("Test support: also compile the GPU "
+                                "program's kernels for the host into this "
+                                "shared library, which the tests' stand-in "
+                                "CUDA driver runs in place of the PTX "
+                                "(docs/gpu-step.md)"),
+                 llvm::cl::value_desc("path"), llvm::cl::cat(category));
+}
+
+GpuHostKernels GpuHostKernelsFlag::get() const {
+  if (!path)
+    return {};
+  return {path->getValue(), emulator};
+}
 
 /// Writes `bytes` to `path`.
 static llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
@@ -40,7 +50,8 @@ static llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
 /// The update kernels of `groups` (group i's PTX entry is
 /// mantissa_adamw_<i>_kernel, as ArtifactWriter names them) emulated into
 /// `hostModule`.
-static LogicalResult emulateUpdateKernels(ArrayRef<AdamWGroup> groups,
+static LogicalResult emulateUpdateKernels(const GpuHostEmulator &emulator,
+                                          ArrayRef<AdamWGroup> groups,
                                           int64_t tileSize,
                                           ModuleOp hostModule) {
   MLIRContext *context = hostModule.getContext();
@@ -51,7 +62,7 @@ static LogicalResult emulateUpdateKernels(ArrayRef<AdamWGroup> groups,
     if (failed(lowerAdamWForGpu(*module, tileSize)))
       return failure();
     for (auto gpuModule : module->getOps<gpu::GPUModuleOp>())
-      if (failed(emulateGpuKernels(gpuModule, hostModule)))
+      if (failed(emulator.emulateKernels(gpuModule, hostModule)))
         return failure();
   }
   return success();
@@ -159,15 +170,16 @@ constexpr ProgramFiles kForwardFiles{
 /// Compiles `step` for the GPU and writes its program as `files` into
 /// `directory`, adding the names to `written`; `forwardFile` names the
 /// forward-only program beside it (empty: none). With `hostKernels`, the
-/// program's kernels are emulated into it (emulateGpuKernels).
+/// program's kernels are emulated into it by `emulator`.
 static llvm::Error writeProgram(train::StepOp step, llvm::StringRef directory,
                                 const ProgramFiles &files, ModuleOp hostKernels,
+                                const GpuHostEmulator *emulator,
                                 llvm::StringRef forwardFile,
                                 FailureOr<GpuStepProgram> &program,
                                 std::vector<std::string> &written) {
   DiagnosticCollector diagnostics(step.getContext());
   auto emulate = [&](gpu::GPUModuleOp gpuModule) {
-    return emulateGpuKernels(gpuModule, hostKernels);
+    return emulator->emulateKernels(gpuModule, hostKernels);
   };
   program = compileTrainStepForGpu(
       step, hostKernels ? GpuKernelsObserver(emulate) : nullptr);
@@ -224,8 +236,13 @@ llvm::Expected<GpuStepFiles>
 mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
                              ArrayRef<AdamWGroup> updateGroups,
                              const GpuStepWriterOptions &options) {
-  const std::string &hostKernels = options.hostKernels;
-  bool withHostKernels = !hostKernels.empty();
+  const std::string &hostKernels = options.hostKernels.path;
+  const GpuHostEmulator *emulator = options.hostKernels.emulator;
+  bool withHostKernels = bool(options.hostKernels);
+  if (withHostKernels && !emulator)
+    return llvm::createStringError(
+        "host kernels for " + hostKernels +
+        " were asked for without an emulator (GpuHostKernels::emulator)");
   bool withForward = options.withForward;
   // Programs are cached like the CPU step's libraries, by a hash of the
   // planned step, the compiler build and the GPU target (libdevice
@@ -267,7 +284,7 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     if (llvm::Error error =
             writeProgram(forwardStep, directory, kForwardFiles,
                          forwardHostKernels ? *forwardHostKernels : ModuleOp(),
-                         /*forwardFile=*/"", forward, result.files))
+                         emulator, /*forwardFile=*/"", forward, result.files))
       return std::move(error);
     forwardFile = kForwardFiles.program;
   }
@@ -277,7 +294,7 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     hostModule = ModuleOp::create(step.getLoc());
   if (llvm::Error error = writeProgram(step, directory, kJointFiles,
                                        hostModule ? *hostModule : ModuleOp(),
-                                       forwardFile, program, result.files))
+                                       emulator, forwardFile, program, result.files))
     return std::move(error);
   result.kernels = program->countOps(GpuStepOp::Kind::Kernel);
   result.gemms = program->countOps(GpuStepOp::Kind::Gemm);
@@ -290,9 +307,9 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
     DialectRegistry registry;
     registerAdamWKernelDialects(registry);
     step.getContext()->appendDialectRegistry(registry);
-    if (failed(emulateUpdateKernels(updateGroups, options.tileSize,
+    if (failed(emulateUpdateKernels(*emulator, updateGroups, options.tileSize,
                                     *hostModule)) ||
-        failed(lowerEmulatedKernelsToLLVM(*hostModule)))
+        failed(emulator->lowerToLLVM(*hostModule)))
       return llvm::createStringError(
           "lowering the GPU kernels for the host failed: " + diagnostics.str());
     FailureOr<std::string> llvmIR = translateToLLVMIRText(*hostModule);

@@ -158,7 +158,10 @@ namespace {
 /// trainer's flags are not among them: the runtime parses those
 /// (rt::parseTrainerFlag), as it does for `mantissa-run DIR`.
 struct RunFlags {
-  RunFlags() { cl::HideUnrelatedOptions({&category, &trainCategory}); }
+  explicit RunFlags(const GpuHostEmulator *emulator)
+      : gpuHostKernels(category, emulator) {
+    cl::HideUnrelatedOptions({&category, &trainCategory});
+  }
 
   cl::OptionCategory category{"mantissa-run options"};
   cl::opt<std::string> modelPath{cl::Positional, cl::desc("<model.pt2>"),
@@ -180,7 +183,7 @@ struct RunFlags {
       "dump-grads",
       cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
       cl::value_desc("safetensors"), cl::cat(category)};
-  GpuHostKernelsFlag gpuHostKernels{category};
+  GpuHostKernelsFlag gpuHostKernels;
   cl::OptionCategory trainCategory{"training options"};
   PrecisionFlags precision{trainCategory, PrecisionFlagsHelp::Brief};
 };
@@ -434,7 +437,7 @@ static int runTraining(ModuleOp module, train::StepOp step,
   }
   llvm::Expected<int> status =
       trainStep(module, step, program, std::move(arguments), trainer, evaluator,
-                forward, communicator, flags.gpuHostKernels.path);
+                forward, communicator, flags.gpuHostKernels.get());
   if (!status)
     return reportError(flags.modelPath + ": " +
                        llvm::toString(status.takeError()));
@@ -473,7 +476,8 @@ static int evaluateOnce(train::StepOp step, StepEvaluator &evaluator,
   return 0;
 }
 
-int mlir::mantissa::runMain(int argc, char **argv) {
+int mlir::mantissa::runMain(int argc, char **argv,
+                            const GpuHostEmulator *emulator) {
   // `mantissa-run DIR ...`: a compiled artifact runs in the runtime alone.
   for (int i = 1; i < argc; ++i)
     if (argv[i][0] != '-') {
@@ -482,7 +486,7 @@ int mlir::mantissa::runMain(int argc, char **argv) {
       break;
     }
   llvm::InitLLVM initLLVM(argc, argv);
-  RunFlags flags;
+  RunFlags flags(emulator);
   rt::TrainerOptions trainer;
   if (failed(parseCommandLine(argc, argv, trainer)) ||
       failed(validateOptions(flags, trainer)))

@@ -239,7 +239,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
     SmallVector<reference::Tensor> arguments, const rt::TrainerOptions &options,
     StepEvaluator &evaluator, const ForwardStep &forward,
-    rt::Communicator &communicator, llvm::StringRef gpuHostKernels) {
+    rt::Communicator &communicator, const GpuHostKernels &gpuHostKernels) {
   llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
   if (!spec)
     return spec.takeError();
@@ -278,7 +278,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     artifactOptions.gpuStepFiles = &gpuStepFiles;
     // The forward-only program is compiled only for a run that evaluates.
     artifactOptions.gpuForward = !options.data.validationPaths.empty();
-    artifactOptions.gpuHostKernels = gpuHostKernels.str();
+    artifactOptions.gpuHostKernels = gpuHostKernels;
   } else if (compiledForCpu) {
     artifactOptions.cpuStep = step;
     // The forward-only step is compiled only for a run that evaluates.

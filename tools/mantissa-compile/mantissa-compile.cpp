@@ -1,7 +1,17 @@
 //===- mantissa-compile.cpp - The Mantissa compiler driver ----------------===//
 
 #include "mantissa/Driver/CompileMain.h"
+#ifdef MANTISSA_INCLUDE_TESTS
+#include "mantissa/Conversion/TrainToGPU/GpuHostEmulation.h"
+#endif
 
 int main(int argc, char **argv) {
+#ifdef MANTISSA_INCLUDE_TESTS
+  // Test support, as mlir-opt carries its test passes: the GPU kernels'
+  // host emulation behind --gpu-host-kernels.
+  return mlir::mantissa::compileMain(argc, argv,
+                                     &mlir::mantissa::getGpuHostEmulator());
+#else
   return mlir::mantissa::compileMain(argc, argv);
+#endif
 }

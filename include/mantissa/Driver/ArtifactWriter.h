@@ -57,7 +57,7 @@ struct ArtifactOptions {
   bool gpuForward = true;
   /// With gpuStep, test support: the host library of its kernels
   /// (GpuStepWriterOptions::hostKernels, --gpu-host-kernels); empty: none.
-  std::string gpuHostKernels;
+  GpuHostKernels gpuHostKernels;
 };
 
 /// The instruction-set extensions of this CPU that code compiled with

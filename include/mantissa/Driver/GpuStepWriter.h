@@ -13,10 +13,22 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace mlir::mantissa {
+
+struct GpuHostEmulator;
+
+/// Test support: where to compile the run's GPU kernels for the host, and
+/// the emulation that does it (GpuHostEmulation.h), which the tools hand
+/// the driver only in builds with tests. Empty: no host kernels.
+struct GpuHostKernels {
+  std::string path;
+  const GpuHostEmulator *emulator = nullptr;
+  explicit operator bool() const { return !path.empty(); }
+};
 
 /// What writeGpuStep wrote.
 struct GpuStepFiles {
@@ -37,21 +49,29 @@ struct GpuStepWriterOptions {
   /// program, step.gpu.forward.json, which step.gpu.json names under
   /// `forward` (evaluation runs it).
   bool withForward = false;
-  /// Test support: when not empty, every GPU kernel of the run is also
-  /// compiled for the CPU (GpuHostEmulation.h) into the shared library at
-  /// this path, so that the GPU program runs without a GPU: the stand-in
-  /// driver unittests/Runtime/FakeCuda.cpp runs `<entry>_host` from it in
-  /// place of each PTX entry. Such runs bypass the compile cache. Set by
+  /// Test support: when given, every GPU kernel of the run is also
+  /// compiled for the CPU by its emulator into the shared library at its
+  /// path, so that the GPU program runs without a GPU: the stand-in driver
+  /// unittests/Runtime/FakeCuda.cpp runs `<entry>_host` from it in place of
+  /// each PTX entry. Such runs bypass the compile cache. Set by
   /// --gpu-host-kernels (GpuHostKernelsFlag).
-  std::string hostKernels;
+  GpuHostKernels hostKernels;
 };
 
 /// --gpu-host-kernels=PATH (GpuStepWriterOptions::hostKernels), defined
-/// once for mantissa-compile and mantissa-run: registered in `category`
-/// while the object lives.
-struct GpuHostKernelsFlag {
-  explicit GpuHostKernelsFlag(llvm::cl::OptionCategory &category);
-  llvm::cl::opt<std::string> path;
+/// once for mantissa-compile and mantissa-run. Registered in `category`
+/// while the object lives, and only when the tool was handed an emulator
+/// (a build with tests): elsewhere the flag does not exist.
+class GpuHostKernelsFlag {
+public:
+  GpuHostKernelsFlag(llvm::cl::OptionCategory &category,
+                     const GpuHostEmulator *emulator);
+  /// What the command line asks for (empty without the flag).
+  GpuHostKernels get() const;
+
+private:
+  const GpuHostEmulator *emulator;
+  std::optional<llvm::cl::opt<std::string>> path;
 };
 
 /// Compiles `step` for the GPU (or takes it from the compile cache) and

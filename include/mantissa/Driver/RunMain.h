@@ -5,8 +5,12 @@
 
 namespace mlir::mantissa {
 
+struct GpuHostEmulator;
+
 /// Runs mantissa-run with the given command line; returns the exit code.
-int runMain(int argc, char **argv);
+/// `emulator` (GpuHostEmulation.h), which only builds with tests hand over,
+/// gives the tool --gpu-host-kernels.
+int runMain(int argc, char **argv, const GpuHostEmulator *emulator = nullptr);
 
 } // namespace mlir::mantissa
 

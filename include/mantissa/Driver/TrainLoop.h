@@ -11,6 +11,7 @@
 #define MANTISSA_DRIVER_TRAINLOOP_H
 
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mantissa/Reference/Tensor.h"
@@ -45,7 +46,7 @@ trainStep(ModuleOp module, train::StepOp step, const pt2::Program &program,
           SmallVector<reference::Tensor> arguments,
           const rt::TrainerOptions &options, StepEvaluator &evaluator,
           const ForwardStep &forward, rt::Communicator &communicator,
-          llvm::StringRef gpuHostKernels = "");
+          const GpuHostKernels &gpuHostKernels = {});
 
 } // namespace mlir::mantissa
 

@@ -4,9 +4,11 @@
 // function, from the very gpu.func that becomes the PTX, so that the
 // stand-in CUDA driver of the tests (unittests/Runtime/FakeCuda.cpp) runs
 // GPU programs on the CPU (docs/gpu-step.md, "Host kernels"). Its own
-// library, MantissaGpuHostEmulation, which the code generator does not
-// link: the driver asks for it only with --gpu-host-kernels
-// (GpuStepWriterOptions::hostKernels), the unit tests call it directly.
+// library, MantissaGpuHostEmulation, which neither the code generator nor
+// the driver links: the unit tests call it directly, and the tools hand it
+// to the driver as a GpuHostEmulator only in builds with tests
+// (MANTISSA_INCLUDE_TESTS, as mlir-opt carries its test passes), where they
+// have --gpu-host-kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,18 @@ LogicalResult emulateGpuKernels(gpu::GPUModuleOp gpuModule,
 /// block)`: kernelParams[i] points at the value of the i-th parameter, as
 /// cuLaunchKernel takes them.
 LogicalResult lowerEmulatedKernelsToLLVM(ModuleOp hostModule);
+
+/// The emulation as a value: the driver (GpuStepWriterOptions::emulator)
+/// calls it through these pointers, so that only what is handed one links
+/// this library.
+struct GpuHostEmulator {
+  LogicalResult (*emulateKernels)(gpu::GPUModuleOp gpuModule,
+                                  ModuleOp hostModule);
+  LogicalResult (*lowerToLLVM)(ModuleOp hostModule);
+};
+
+/// This library's emulation (emulateGpuKernels, lowerEmulatedKernelsToLLVM).
+const GpuHostEmulator &getGpuHostEmulator();
 
 } // namespace mlir::mantissa
 

@@ -1377,3 +1377,9 @@ LogicalResult mlir::mantissa::lowerEmulatedKernelsToLLVM(ModuleOp hostModule) {
                    /*passThrough=*/2);
   return success();
 }
+
+const GpuHostEmulator &mlir::mantissa::getGpuHostEmulator() {
+  static constexpr GpuHostEmulator emulator{emulateGpuKernels,
+                                            lowerEmulatedKernelsToLLVM};
+  return emulator;
+}
