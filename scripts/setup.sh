@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian package Mantissa needs to build and test. Idempotent:
-# when everything is present it checks and exits quietly.
+# Installs every Debian package Mantissa needs to build and test, and the
+# Python venv of the exporter and its tests (python/requirements.lock: torch,
+# transformers, diffusers, safetensors from PyPI), linked as .venv in the
+# checkout. Idempotent: when everything is present it checks and exits
+# quietly.
 set -euo pipefail
 
 packages=(
@@ -9,6 +12,7 @@ packages=(
   libzip-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   libdnnl-dev
+  python3-venv
 )
 
 missing=()
@@ -16,12 +20,36 @@ for package in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$package")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: done"
+fi
 
-echo "setup: installing ${missing[*]}"
-sudo=""
-[[ $(id -u) -eq 0 ]] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup: done"
+# The venv lives in the user's cache, keyed by the lock file's hash, so that
+# every clone on the machine shares one (a few GB: torch's wheel is a CUDA
+# build). It is built beside its final name and renamed into place, so that
+# an interrupted install is never taken for a finished one.
+root=$(cd "$(dirname "$0")/.." && pwd)
+lock="$root/python/requirements.lock"
+key=$(sha256sum "$lock" | cut -c1-16)
+venvs="${XDG_CACHE_HOME:-$HOME/.cache}/mantissa/python"
+venv="$venvs/venv-$key"
+if [[ ! -x "$venv/bin/python3" ]]; then
+  echo "setup: installing python/requirements.lock into $venv"
+  mkdir -p "$venvs"
+  partial="$venv.partial.$$"
+  rm -rf "$partial"
+  /usr/bin/python3 -m venv "$partial"
+  "$partial/bin/python3" -m pip install -q --disable-pip-version-check \
+    -r "$lock"
+  # A venv's scripts name its folder: make the final name work before the
+  # rename by creating the venv again in place (pip's files stay).
+  mv -T "$partial" "$venv" 2>/dev/null || rm -rf "$partial"
+  /usr/bin/python3 -m venv --upgrade "$venv" >/dev/null
+fi
+ln -sfn "$venv" "$root/.venv"

@@ -76,6 +76,16 @@ else:
     lit_config.error("the test corpus %s is missing (MANTISSA_CORPUS_DIR)"
                      % config.mantissa_corpus_dir)
 
+# The exporter's tests and the zoo run with torch, transformers and diffusers
+# from scripts/setup.sh's venv (MANTISSA_TORCH_PYTHON), with the package
+# python/mantissa on the path.
+if config.mantissa_torch_python:
+    config.available_features.add("torch")
+    config.substitutions.append(("%torch_python", config.mantissa_torch_python))
+    config.environment["PYTHONPATH"] = os.path.join(config.mantissa_src_root, "python")
+    config.environment["MANTISSA_COMPILE"] = os.path.join(
+        config.mantissa_tools_dir, "mantissa-compile")
+
 # ptxas checks the generated PTX where the CUDA toolkit is installed.
 ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
 if os.path.exists(ptxas):
