@@ -18,6 +18,7 @@
 #include "mantissa/Runtime/CpuStep.h"
 #include "mantissa/Runtime/GpuStep.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/StepInputs.h"
 #include "mantissa/Runtime/TokenData.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -42,6 +43,31 @@ static reference::Tensor convertTo(const reference::Tensor &value, Type type) {
                                        value.toFloats());
 }
 
+/// The step's arguments as the runtime describes them (name, role, dtype,
+/// shape, bytes, the bounds of token ids), for opening its token data and
+/// storing micro-batches into the interpreter's arguments.
+static std::vector<rt::StepTensor> describeArguments(train::StepOp step) {
+  std::vector<rt::StepTensor> arguments;
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    auto type = cast<RankedTensorType>(step.getArgument(index).getType());
+    rt::StepTensor argument;
+    argument.name = step.getTensorInfo(index).getFqn().str();
+    bool input =
+        step.getTensorInfo(index).getKind() == train::TensorKind::user_input;
+    argument.role =
+        input ? rt::StepTensor::Role::UserInput : rt::StepTensor::Role::Buffer;
+    argument.dtype =
+        train::getStoredDType(type.getElementType()).value_or(rt::DType::F32);
+    argument.shape.assign(type.getShape().begin(), type.getShape().end());
+    argument.bytes =
+        argument.numElements() * int64_t(rt::elementSize(argument.dtype));
+    if (input)
+      argument.indexBound = getIndexBound(step, index);
+    arguments.push_back(std::move(argument));
+  }
+  return arguments;
+}
+
 namespace {
 
 /// Forward and backward by the reference interpreter, in front of the
@@ -51,10 +77,11 @@ public:
   ReferenceGradients(train::StepOp step,
                      SmallVector<reference::Tensor> arguments,
                      StepEvaluator &evaluator,
-                     std::unique_ptr<rt::TokenBatches> batches,
+                     std::unique_ptr<rt::BatchSource> batches,
                      const ForwardStep &forward)
       : step(step), arguments(std::move(arguments)), evaluator(evaluator),
-        batches(std::move(batches)), forward(forward) {
+        batches(std::move(batches)), forward(forward),
+        signature(describeArguments(step)) {
     for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
       if (step.getTensorInfo(index).getKind() == train::TensorKind::user_input)
         inputs.push_back(index);
@@ -74,12 +101,13 @@ public:
 
   bool selectMicroBatch(const MicroBatch &microBatch,
                         std::string &error) override {
-    return !batches || loadIds(/*validation=*/false, microBatch.global, error);
+    return !batches ||
+           loadInputs(rt::DataSplit::Training, microBatch.global, error);
   }
 
   bool evaluateValidation(int64_t index, const std::vector<Member> &members,
                           double &value, std::string &error) override {
-    if (!loadIds(/*validation=*/true, index, error) ||
+    if (!loadInputs(rt::DataSplit::Validation, index, error) ||
         !loadParameters(members, error))
       return false;
     llvm::Expected<SmallVector<reference::Tensor>> results =
@@ -167,22 +195,18 @@ private:
     return true;
   }
 
-  /// Loads a training (or validation) micro-batch's token ids into the
-  /// tokens and targets arguments, each in its own element type.
-  bool loadIds(bool validation, int64_t index, std::string &error) {
-    if (!batches->load(validation, index, tokenIds, targetIds, error))
+  /// Loads micro-batch `index` of `split` (a global micro-batch count for
+  /// training) into the user inputs, each in its own element type.
+  bool loadInputs(rt::DataSplit split, int64_t index, std::string &error) {
+    if (!batches->loadMicroBatch(split, batches->firstSample(index),
+                                 batchTensors, error))
       return false;
-    for (auto [argument, ids] :
-         {std::pair<unsigned, const std::vector<int64_t> *>{inputs[0],
-                                                            &tokenIds},
-          {inputs[1], &targetIds}}) {
+    for (unsigned argument : inputs) {
       reference::Tensor &slot = arguments[argument];
-      std::vector<uint8_t> bytes(
-          ids->size() * slot.getElementType().getIntOrFloatBitWidth() / 8);
-      rt::storeTokenIds(
-          ids->data(), ids->size(),
-          train::getStoredDType(slot.getElementType()).value_or(rt::DType::I64),
-          bytes.data());
+      std::vector<uint8_t> bytes(size_t(signature[argument].bytes));
+      if (!rt::storeStepInput(batchTensors, signature[argument], bytes.data(),
+                              error))
+        return false;
       llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
           slot.getElementType(), slot.getShape(), bytes);
       if (!value) {
@@ -197,10 +221,13 @@ private:
   train::StepOp step;
   SmallVector<reference::Tensor> arguments;
   StepEvaluator &evaluator;
-  std::unique_ptr<rt::TokenBatches> batches;
+  std::unique_ptr<rt::BatchSource> batches;
   ForwardStep forward;
+  /// The arguments as the runtime describes them (describeArguments).
+  std::vector<rt::StepTensor> signature;
   SmallVector<unsigned> inputs;
-  std::vector<int64_t> tokenIds, targetIds;
+  /// The last micro-batch read (BatchSource::loadMicroBatch).
+  std::vector<rt::HostTensor> batchTensors;
   int64_t tokens = 0;
   double loss = std::nan("");
 };
@@ -209,25 +236,10 @@ private:
 /// step (CpuStepGradients::openTokenData) from its arguments' description.
 llvm::Expected<std::unique_ptr<rt::TokenBatches>>
 openReferenceTokenData(train::StepOp step, const rt::TrainerOptions &options) {
-  std::vector<rt::StepTensor> arguments;
-  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
-    auto type = cast<RankedTensorType>(step.getArgument(index).getType());
-    rt::StepTensor argument;
-    argument.name = step.getTensorInfo(index).getFqn().str();
-    bool input =
-        step.getTensorInfo(index).getKind() == train::TensorKind::user_input;
-    argument.role =
-        input ? rt::StepTensor::Role::UserInput : rt::StepTensor::Role::Buffer;
-    argument.dtype =
-        train::getStoredDType(type.getElementType()).value_or(rt::DType::F32);
-    argument.shape.assign(type.getShape().begin(), type.getShape().end());
-    if (input)
-      argument.indexBound = getIndexBound(step, index);
-    arguments.push_back(std::move(argument));
-  }
   std::string error;
   std::unique_ptr<rt::TokenBatches> batches =
-      rt::CpuStepGradients::openTokenData(arguments, options, error);
+      rt::CpuStepGradients::openTokenData(describeArguments(step), options,
+                                          error);
   if (!batches)
     return llvm::createStringError(error);
   return batches;
@@ -388,7 +400,7 @@ llvm::Expected<int> mlir::mantissa::trainStep(
                                               error);
       if (!batches)
         return llvm::createStringError(error);
-      gpuGradients->setTokenBatches(std::move(batches));
+      gpuGradients->setBatchSource(std::move(batches));
     }
   }
   rt::TrainerOptions update = options;

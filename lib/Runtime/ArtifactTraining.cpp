@@ -335,7 +335,7 @@ std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
         source->program().arguments(), options, error);
     if (!batches)
       return nullptr;
-    source->setTokenBatches(std::move(batches));
+    source->setBatchSource(std::move(batches));
   }
   gpu = source.get();
   return source;

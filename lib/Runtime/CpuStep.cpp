@@ -10,6 +10,7 @@
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Runtime/HostCpu.h"
+#include "mantissa/Runtime/StepInputs.h"
 
 #include <dlfcn.h>
 
@@ -161,13 +162,15 @@ CpuStepGradients::openTokenData(const std::vector<StepTensor> &arguments,
   };
   data.tokens = boundOf(inputs[0]);
   data.targets = boundOf(inputs[1]);
+  data.tokensName = arguments[inputs[0]].name;
+  data.targetsName = arguments[inputs[1]].name;
   return TokenBatches::open(data, error);
 }
 
 std::unique_ptr<CpuStepGradients>
 CpuStepGradients::create(std::unique_ptr<CpuStep> step,
                          std::vector<std::vector<uint8_t>> arguments,
-                         std::unique_ptr<TokenBatches> batches,
+                         std::unique_ptr<BatchSource> batches,
                          std::string &error, const std::string &inputsOrigin) {
   auto source = std::unique_ptr<CpuStepGradients>(new CpuStepGradients());
   const std::vector<StepTensor> &list = step->arguments();
@@ -192,7 +195,6 @@ CpuStepGradients::create(std::unique_ptr<CpuStep> step,
     // Tokens per micro-batch: the first integer user input's elements.
     if (firstInput && !isFloatingPoint(list[i].dtype))
       source->tokens = list[i].numElements();
-    (firstInput ? source->tokensArgument : source->targetsArgument) = i;
     firstInput = false;
   }
   for (size_t i = 0; i < list.size(); ++i)
@@ -213,19 +215,19 @@ CpuStepGradients::create(std::unique_ptr<CpuStep> step,
 
 bool CpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
                                         std::string &error) {
-  return !batches || loadIds(/*validation=*/false, microBatch.global, error);
+  return !batches || loadInputs(DataSplit::Training, microBatch.global, error);
 }
 
-bool CpuStepGradients::loadIds(bool validation, int64_t index,
-                               std::string &error) {
-  if (!batches->load(validation, index, tokenIds, targetIds, error))
+bool CpuStepGradients::loadInputs(DataSplit split, int64_t index,
+                                  std::string &error) {
+  if (!batches->loadMicroBatch(split, batches->firstSample(index), batchTensors,
+                               error))
     return false;
-  storeTokenIds(tokenIds.data(), tokenIds.size(),
-                step->arguments()[tokensArgument].dtype,
-                argumentBytes[tokensArgument].data());
-  storeTokenIds(targetIds.data(), targetIds.size(),
-                step->arguments()[targetsArgument].dtype,
-                argumentBytes[targetsArgument].data());
+  const std::vector<StepTensor> &list = step->arguments();
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].role == TensorRole::UserInput &&
+        !storeStepInput(batchTensors, list[i], argumentBytes[i].data(), error))
+      return false;
   return true;
 }
 
@@ -329,7 +331,7 @@ bool CpuStepGradients::evaluateValidation(int64_t index,
     error = "no validation data (--val-data)";
     return false;
   }
-  if (!loadIds(/*validation=*/true, index, error))
+  if (!loadInputs(DataSplit::Validation, index, error))
     return false;
   std::vector<void *> pointers;
   if (!bindArguments(members, pointers, error))

@@ -7,6 +7,7 @@
 #include "mantissa/Runtime/GpuStep.h"
 #include "mantissa/Format/StepTensorJson.h"
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Runtime/StepInputs.h"
 
 #include <nlohmann/json.hpp>
 
@@ -835,36 +836,31 @@ void GpuStepGradients::setTf32(bool enable) {
     forward->setTf32(enable);
 }
 
-void GpuStepGradients::setTokenBatches(std::unique_ptr<TokenBatches> data) {
+void GpuStepGradients::setBatchSource(std::unique_ptr<BatchSource> data) {
   batches = std::move(data);
-  bool first = true;
-  for (size_t i = 0; i < step->arguments().size(); ++i) {
-    if (step->arguments()[i].role != StepTensor::Role::UserInput)
-      continue;
-    (first ? tokensArgument : targetsArgument) = i;
-    first = false;
-  }
   if (batches)
     tokens = batches->tokensPerMicroBatch();
 }
 
-bool GpuStepGradients::uploadIds(bool validation, int64_t index,
-                                 std::string &error) {
+bool GpuStepGradients::uploadInputs(DataSplit split, int64_t index,
+                                    std::string &error) {
   if (!device) {
     error = step->path() + ": the step runs on a GPU; it needs --device cuda";
     return false;
   }
-  if (!batches->load(validation, index, tokenIds, targetIds, error))
+  if (!batches->loadMicroBatch(split, batches->firstSample(index), batchTensors,
+                               error))
     return false;
   std::string deviceError;
-  for (auto [argument, ids] : {std::pair<size_t, const std::vector<int64_t> *>{
-                                   tokensArgument, &tokenIds},
-                               {targetsArgument, &targetIds}}) {
+  for (size_t argument = 0; argument < step->arguments().size(); ++argument) {
     const StepTensor &tensor = step->arguments()[argument];
-    idBytes.assign(size_t(tensor.bytes), 0);
-    storeTokenIds(ids->data(), ids->size(), tensor.dtype, idBytes.data());
-    if (!device->upload(argumentStorage[argument], idBytes.data(), tensor.bytes,
-                        deviceError)) {
+    if (tensor.role != StepTensor::Role::UserInput)
+      continue;
+    inputBytes.assign(size_t(tensor.bytes), 0);
+    if (!storeStepInput(batchTensors, tensor, inputBytes.data(), error))
+      return false;
+    if (!device->upload(argumentStorage[argument], inputBytes.data(),
+                        tensor.bytes, deviceError)) {
       error = step->path() + ": argument '" + tensor.name + "': " + deviceError;
       return false;
     }
@@ -874,7 +870,8 @@ bool GpuStepGradients::uploadIds(bool validation, int64_t index,
 
 bool GpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
                                         std::string &error) {
-  return !batches || uploadIds(/*validation=*/false, microBatch.global, error);
+  return !batches ||
+         uploadInputs(DataSplit::Training, microBatch.global, error);
 }
 
 int64_t GpuStepGradients::validationMicroBatches() const {
@@ -888,7 +885,7 @@ bool GpuStepGradients::evaluateValidation(int64_t index,
     error = "no validation data (--val-data)";
     return false;
   }
-  if (!uploadIds(/*validation=*/true, index, error))
+  if (!uploadInputs(DataSplit::Validation, index, error))
     return false;
   ++validationRuns;
   if (!forward)

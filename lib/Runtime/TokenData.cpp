@@ -553,10 +553,11 @@ bool TokenBatches::loadMicroBatch(DataSplit split, int64_t firstSample,
     return false;
   inputs.clear();
   for (auto [name, ids] :
-       {std::pair<const char *, std::vector<int64_t> *>{"tokens", &tokens},
-        {"targets", &targets}}) {
+       {std::pair<const std::string *, std::vector<int64_t> *>{
+            &options.tokensName, &tokens},
+        {&options.targetsName, &targets}}) {
     HostTensor tensor;
-    tensor.name = name;
+    tensor.name = *name;
     tensor.dtype = DType::I64;
     tensor.shape = {options.batch, options.seqLen};
     tensor.bytes.resize(ids->size() * sizeof(int64_t));

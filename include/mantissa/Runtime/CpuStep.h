@@ -78,14 +78,15 @@ class CpuStepGradients : public GradientSource {
 public:
   /// `arguments`: one buffer per step argument in its dtype (ignored for
   /// parameters, which the runner binds each step; user inputs are
-  /// overwritten by `batches` when given). `batches` null: one fixed batch,
+  /// overwritten by `batches`' micro-batches when given, each tensor into
+  /// the input of its name, StepInputs.h). `batches` null: one fixed batch,
   /// whose integer user inputs are checked against the tables they index
   /// (refused with `inputsOrigin`, the file they came from, in the
   /// message), so the compiled step never reads out of bounds.
   static std::unique_ptr<CpuStepGradients>
   create(std::unique_ptr<CpuStep> step,
          std::vector<std::vector<uint8_t>> arguments,
-         std::unique_ptr<TokenBatches> batches, std::string &error,
+         std::unique_ptr<BatchSource> batches, std::string &error,
          const std::string &inputsOrigin = std::string());
 
   /// The token batches a run over `step` reads with `options` (--data,
@@ -117,15 +118,15 @@ private:
   /// holds them.
   bool bindArguments(const std::vector<Member> &members,
                      std::vector<void *> &pointers, std::string &error);
-  /// Loads a training (or validation) micro-batch's token ids into the
-  /// tokens and targets arguments.
-  bool loadIds(bool validation, int64_t index, std::string &error);
+  /// Loads micro-batch `index` of `split` (a global micro-batch count for
+  /// training) into the user inputs.
+  bool loadInputs(DataSplit split, int64_t index, std::string &error);
 
   std::unique_ptr<CpuStep> step;
   std::vector<std::vector<uint8_t>> argumentBytes, resultBytes, forwardBytes;
-  std::unique_ptr<TokenBatches> batches;
-  size_t tokensArgument = 0, targetsArgument = 0;
-  std::vector<int64_t> tokenIds, targetIds;
+  std::unique_ptr<BatchSource> batches;
+  /// The last micro-batch read (BatchSource::loadMicroBatch).
+  std::vector<HostTensor> batchTensors;
   /// The argument each parameter and each buffer is, by name.
   std::map<std::string, size_t> parameterIndex, bufferIndex;
   double loss = 0;

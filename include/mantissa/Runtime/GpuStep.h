@@ -193,9 +193,9 @@ private:
 /// where it reduces them when the dtypes agree, else through a scratch
 /// buffer and a conversion kernel; user inputs and buffers are uploaded
 /// once, and each buffer_mutation result is copied over its buffer for the
-/// next step; the loss is downloaded every step. With token batches
-/// (setTokenBatches), each micro-batch's tokens and targets are uploaded
-/// before it runs, and validation micro-batches run the same program with
+/// next step; the loss is downloaded every step. With a batch source
+/// (setBatchSource), each micro-batch's user inputs are uploaded before it
+/// runs, and validation micro-batches run the same program with
 /// its buffer mutations discarded.
 class GpuStepGradients : public GradientSource {
 public:
@@ -223,9 +223,9 @@ public:
   int64_t tokensPerMicroBatch() const override { return tokens; }
   /// The token ids one step's batch holds (for the runner's rates).
   void setTokensPerMicroBatch(int64_t count) { tokens = count; }
-  /// Trains on `batches` (--data): the step's first two user inputs are
-  /// its tokens and targets (TokenBatches checked their shapes).
-  void setTokenBatches(std::unique_ptr<TokenBatches> batches);
+  /// Trains on `batches` (--data): each micro-batch's tensors are uploaded
+  /// into the user inputs of their names (StepInputs.h).
+  void setBatchSource(std::unique_ptr<BatchSource> batches);
   /// GpuStep::setTf32 for the joint and the forward program.
   void setTf32(bool enable);
   /// Times the joint program's ops (GpuStep::timeOps) from attachDevice
@@ -280,9 +280,9 @@ private:
   /// Reads a loss of `dtype` at `from` on the device.
   bool downloadLoss(DevicePtr from, DType dtype, double &loss,
                     std::string &error);
-  /// Uploads a micro-batch's token ids into the tokens and targets
-  /// arguments.
-  bool uploadIds(bool validation, int64_t index, std::string &error);
+  /// Uploads micro-batch `index` of `split` (a global micro-batch count for
+  /// training) into the user inputs.
+  bool uploadInputs(DataSplit split, int64_t index, std::string &error);
 
   std::unique_ptr<GpuStep> step;
   /// The forward-only program for evaluation (null: the joint one runs),
@@ -299,10 +299,10 @@ private:
       gradientScratch;
   std::vector<double> lossList;
   int64_t validationRuns = 0;
-  std::unique_ptr<TokenBatches> batches;
-  size_t tokensArgument = 0, targetsArgument = 0;
-  std::vector<int64_t> tokenIds, targetIds;
-  std::vector<uint8_t> idBytes;
+  std::unique_ptr<BatchSource> batches;
+  /// The last micro-batch read (BatchSource::loadMicroBatch).
+  std::vector<HostTensor> batchTensors;
+  std::vector<uint8_t> inputBytes;
   int64_t tokens = 0;
   double totalSeconds = 0;
   std::function<void(int64_t, double)> onStep;

@@ -234,6 +234,9 @@ public:
     /// Validation micro-batches the run evaluates (checked to exist).
     int64_t evalBatches = 0;
     IndexBound tokens, targets;
+    /// The step's user inputs the tokens and the targets fill: the names of
+    /// loadMicroBatch's tensors.
+    std::string tokensName = "tokens", targetsName = "targets";
   };
   /// Opens and checks the files; null with `error` (naming the flag and the
   /// file) on failure.
@@ -250,7 +253,8 @@ public:
     return options.batch * options.seqLen;
   }
   int64_t samplesPerMicroBatch() const override { return options.batch; }
-  /// Two I64 tensors of [batch, seqLen], "tokens" and "targets".
+  /// Two I64 tensors of [batch, seqLen], the tokens and the targets, named
+  /// Options::tokensName and Options::targetsName.
   bool loadMicroBatch(DataSplit split, int64_t firstSample,
                       std::vector<HostTensor> &inputs,
                       std::string &error) override;
