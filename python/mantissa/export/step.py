@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,10 +68,14 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
     if isinstance(reference_steps, bool) or not isinstance(reference_steps, int) or reference_steps < 0:
         raise ExportError(f"model {model_name}: reference_steps must be a count >= 0, "
                           f"not {reference_steps!r}")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ExportError(f"model {model_name}: OUT_DIR {out_dir} exists and is not a folder")
     checked_batch = Batch(batch, model_name)
     supported = supported_operators(find_mantissa_compile(mantissa_compile))
 
-    with deterministic_torch():
+    with deterministic_torch(), warnings.catch_warnings():
+        # torch 2.11's own pytree code warns on every export; not the user's concern.
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
         module = loss_returning_copy(model, loss_fn, model_name, list(checked_batch.kwargs))
         try:
             eager = eager_step(module, checked_batch)
