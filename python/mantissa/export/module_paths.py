@@ -15,10 +15,9 @@ the metadata. So each joint node is matched structurally with a node of
 that decomposed forward: the same operator on the same (matched) arguments,
 looking through identities (alias, detach, clone) that one side has and the
 other not. A match is exact, never a guess by name or position; nodes that
-find none (the backward) keep no module path. Backward
-operators with a `_backward` kernel take the module of the forward node
-whose results they consume (`native_dropout_backward` of the mask of
-`native_dropout`, the attention backward of its forward's outputs).
+find none (the backward) keep no module path. Backward kernels
+(`<op>_backward`) take the module of their forward `<op>` node (see
+_backward_kernels).
 """
 
 from __future__ import annotations
@@ -121,19 +120,35 @@ def restore_module_stacks(joint: ExportedProgram, decomposed_forward: ExportedPr
 
 
 def _backward_kernels(graph: torch.fx.Graph) -> int:
-    """`<op>_backward...` nodes without a module take that of the `<op>` node
-    whose results they read."""
+    """A backward kernel (`<op>_backward...`) without a module takes that of
+    its forward `<op>` node: the one whose results it reads (the mask of
+    native_dropout), else the one reading at least two of the same tensors
+    (convolution's input and weight). Where the forward `<op>` was
+    decomposed away (the CPU flash attention, whose backward stays one
+    kernel), it takes the module all the forward tensors it reads come
+    from, when they agree."""
+    def source(arg):
+        return arg.args[0] if arg.target is operator.getitem else arg
+
     restored = 0
     for node in graph.nodes:
         name = _opname(node.target)
         if node.op != "call_function" or "_backward" not in name or node.meta.get("nn_module_stack"):
             continue
         forward_name = name.split("_backward")[0]
-        for arg in node.all_input_nodes:
-            if arg.target is operator.getitem:
-                arg = arg.args[0]
-            if _opname(arg.target) == forward_name and arg.meta.get("nn_module_stack"):
-                node.meta["nn_module_stack"] = dict(arg.meta["nn_module_stack"])
-                restored += 1
-                break
+        inputs = [source(arg) for arg in node.all_input_nodes]
+        reads = [arg for arg in inputs if _opname(arg.target) == forward_name]
+        if not reads:
+            shared = {user for arg in inputs for user in arg.users
+                      if _opname(user.target) == forward_name
+                      and len(set(user.all_input_nodes) & set(inputs)) >= 2}
+            reads = list(shared) if len(shared) == 1 else []
+        stacks = [arg.meta.get("nn_module_stack") for arg in reads]
+        if not reads:
+            stacks = [arg.meta.get("nn_module_stack") for arg in inputs]
+            paths = {list(stack.values())[-1][0] for stack in stacks if stack}
+            stacks = [stack for stack in stacks if stack] if len(paths) == 1 else []
+        if stacks and stacks[0]:
+            node.meta["nn_module_stack"] = dict(stacks[0])
+            restored += 1
     return restored

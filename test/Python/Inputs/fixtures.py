@@ -190,3 +190,31 @@ def dropout_eval():
     """The same model in eval mode draws nothing and exports."""
     model, batch = dropout()
     return model.eval(), batch
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, width=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+
+
+class AttentionBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = SelfAttention()
+
+    def forward(self, x):
+        return self.attn(x).pow(2).mean()
+
+
+def attention():
+    """Causal SDPA in module 'attn': its backward is one kernel that reads
+    the forward's results."""
+    torch.manual_seed(0)
+    return AttentionBlock(), (torch.randn(2, 4, 16, generator=_generator()),)
