@@ -161,7 +161,8 @@ def check_random(graph: torch.fx.Graph, model_name: str) -> None:
         raise ExportError(
             f"model {model_name} draws random numbers in {len(drawing)} node"
             f"{'s' if len(drawing) != 1 else ''}: {where}; random numbers come with issue 40 "
-            "- set dropout to 0 or put the model in eval mode for now")
+            "- set dropout to 0 or put the model in eval mode for now (in Hugging Face and "
+            "diffusers configs: the *dropout* and *dropout_prob* entries, class_dropout_prob)")
 
 
 @dataclass

@@ -96,7 +96,7 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         if not eager.gradients:
             raise ExportError(f"model {model_name}: no parameter receives a gradient from the loss")
 
-        joint, operators, tied = _joint_program(module, checked_batch, model_name, supported)
+        joint, operators, tied, module_paths = _joint_program(module, checked_batch, model_name, supported)
         signature = joint.graph_signature
         user_inputs = [spec.arg.name for spec in signature.input_specs
                        if spec.kind == InputKind.USER_INPUT]
@@ -131,6 +131,7 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         "batch_dims": dims,
         "non_trainable": non_trainable,
         "tied": tied,
+        "module_paths": module_paths,
     }
     replaces = [name + suffix for suffix in _REFERENCE_SUFFIXES]
     with Staging(out_dir, name, replaces) as staging:
@@ -163,8 +164,8 @@ def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
                    supported: set[str]):
     """torch.export, then the joint program; refuses random numbers and
     operators mantissa-compile does not import, naming node and module.
-    Returns the joint program, its operator counts and the tied names
-    (alias -> the name the graph reads)."""
+    Returns the joint program, its operator counts, the tied names (alias
+    -> the name the graph reads) and how many nodes have a module path."""
     from torch.export.experimental import _export_forward_backward
     try:
         forward = torch.export.export(module, batch.args, batch.kwargs, strict=False)
@@ -173,21 +174,33 @@ def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
                           f"{_first_line(error)}") from error
     check_random(forward.graph, model_name)
     tied = _untrain_unread_aliases(forward, module)
-    decomposed = forward.run_decompositions()
+    # Module paths come from the forward program with torch's decompositions
+    # (module_paths.py); a model torch cannot decompose outside the joint
+    # trace (GPT-2's Conv1D on a non-contiguous view) is exported without.
+    try:
+        decomposed = forward.run_decompositions()
+        decomposition_error = None
+    except Exception as error:
+        decomposed, decomposition_error = None, _first_line(error)
     # Collected before _export_forward_backward, which rewrites `forward`.
-    modules = operator_modules([forward.graph, decomposed.graph])
+    modules = operator_modules([forward.graph] + ([decomposed.graph] if decomposed else []))
     try:
         joint = _export_forward_backward(forward)
     except Exception as error:
         raise ExportError(f"model {model_name}: torch could not build the joint forward + "
                           f"backward program: {_first_line(error)}") from error
-    restore_module_stacks(joint, decomposed)
+    nodes = sum(1 for node in joint.graph.nodes if node.op == "call_function")
+    module_paths = {"nodes": nodes, "with_module": 0}
+    if decomposed is not None:
+        module_paths["with_module"] = restore_module_stacks(joint, decomposed)
+    else:
+        module_paths["not_restored"] = f"run_decompositions failed: {decomposition_error}"
     check_random(joint.graph, model_name)
     checked = check_operators(joint.graph, supported)
     if checked.unsupported:
         sites = OperatorSites.of(joint.graph, modules)
         raise ExportError(unsupported_message(model_name, checked.unsupported, sites))
-    return joint, checked.counts, tied
+    return joint, checked.counts, tied, module_paths
 
 
 def _untrain_unread_aliases(forward, module: torch.nn.Module) -> dict[str, str]:
