@@ -40,6 +40,10 @@ class ExportResult:
     operators: dict[str, int]
     #: FQN -> why it gets no gradient in the exported step.
     non_trainable: dict[str, str] = field(default_factory=dict)
+    #: A tied weight's unread name -> the name the graph reads.
+    tied: dict[str, str] = field(default_factory=dict)
+    #: The joint program's node count and how many have a module path.
+    module_paths: dict[str, Any] = field(default_factory=dict)
     parameter_count: int = 0
     loss: float | None = None
 
@@ -155,7 +159,8 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
                           out, indent=1)
         files = staging.commit()
     return ExportResult(files=files, user_inputs=user_inputs, batch_dims=dims,
-                        operators=operators, non_trainable=non_trainable,
+                        operators=operators, non_trainable=non_trainable, tied=tied,
+                        module_paths=module_paths,
                         parameter_count=sum(p.numel() for p in model.parameters()),
                         loss=float(eager.loss))
 

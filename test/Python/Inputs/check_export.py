@@ -7,10 +7,12 @@
       (batch_dims, non_trainable and tied one line per input or tensor)
   check_export.py grads ACTUAL EXPECTED [--tol T]
       every tensor of EXPECTED (torch's loss and gradients) against ACTUAL
-      (mantissa-run --dump-grads): max|a - b| / scale <= T, where scale is
-      the tensor's max|b|, floored at 1e-3 of the largest max|b| of all
-      gradients, so that a gradient that is zero in exact arithmetic (a
-      bias before a norm) is compared with the others' scale, not with its
+      (mantissa-run --dump-grads): max|a - b| / scale <= T. The scale is
+      the tensor's max|b|, floored at the largest max|b| of the other
+      gradients of the same module (a layer's bias and weight receive the
+      same upstream gradient), and at 1e-3 of the largest of all: a
+      gradient that is zero in exact arithmetic (the bias of a layer
+      before a norm) is compared at its layer's scale, not at that of its
       own rounding noise. Exits 1 on a missing tensor, another shape or an
       error above T.
 """
@@ -46,7 +48,17 @@ def archive(path):
 
 def grads(actual_path, expected_path, tol):
     actual, expected = load_file(actual_path), load_file(expected_path)
-    floor = 1e-3 * max(float(abs(v).max()) for k, v in expected.items() if k.startswith("grad."))
+    largest = {name: float(abs(value).max()) for name, value in expected.items()}
+    gradients = [name for name in expected if name.startswith("grad.")]
+    floor = 1e-3 * max(largest[name] for name in gradients)
+
+    def module(name):
+        return name.rpartition(".")[0]
+
+    def scale_of(name):
+        siblings = [largest[other] for other in gradients
+                    if other != name and module(other) == module(name)]
+        return max([largest[name], floor] + siblings)
     worst, failures = 0.0, 0
     for name, want in sorted(expected.items()):
         got = actual.get(name)
@@ -55,7 +67,7 @@ def grads(actual_path, expected_path, tol):
                   f"expected {list(want.shape)}")
             failures += 1
             continue
-        scale = max(float(abs(want).max()), floor)
+        scale = scale_of(name)
         error = float(abs(got.astype("float64") - want.astype("float64")).max()) / scale
         worst = max(worst, error)
         failed = error > tol

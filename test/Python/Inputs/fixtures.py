@@ -218,3 +218,25 @@ def attention():
     the forward's results."""
     torch.manual_seed(0)
     return AttentionBlock(), (torch.randn(2, 4, 16, generator=_generator()),)
+
+
+class ConvBN(nn.Module):
+    """A convolution whose bias feeds a batch norm (its gradient is zero in
+    exact arithmetic) and the norm's running statistics, buffers the step
+    updates."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, images, labels):
+        features = F.relu(self.bn(self.conv(images))).mean((2, 3))
+        return F.cross_entropy(self.head(features), labels)
+
+
+def conv_bn():
+    torch.manual_seed(0)
+    g = _generator()
+    return ConvBN(), (torch.randn(2, 3, 8, 8, generator=g), torch.tensor([1, 2]))
