@@ -81,6 +81,19 @@ def _norm_gains(module: torch.nn.Module) -> list[str]:
     return names
 
 
+_SHORT_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _arm_name(dtypes: set[torch.dtype]) -> str:
+    """The reference corpus's arm names: `fp32`, and `bf16_plain` for a
+    model whose parameters and AdamW state are all bf16."""
+    if dtypes == {torch.float32}:
+        return "fp32"
+    if len(dtypes) == 1:
+        return f"{_SHORT_NAMES.get(next(iter(dtypes)), 'other')}_plain"
+    return "mixed_plain"
+
+
 @dataclass
 class Trajectory:
     arm: str
@@ -105,9 +118,7 @@ def adamw_trajectory(loss_module: torch.nn.Module, batch: Batch, trainable: list
         loss.backward()
         losses.append(loss.item())
         optimizer.step()
-    dtypes = {p.dtype for p in parameters.values()}
-    arm = "fp32" if dtypes == {torch.float32} else "plain_" + "_".join(
-        sorted(str(d).removeprefix("torch.") for d in dtypes))
+    arm = _arm_name({p.dtype for p in parameters.values()})
     moved = {fqn: int((parameters[fqn].detach() != initial[fqn]).sum())
              for fqn in _norm_gains(module) if fqn in parameters}
     finals = {f"{arm}.{fqn}": p.detach().float().clone().contiguous()

@@ -240,3 +240,16 @@ def conv_bn():
     torch.manual_seed(0)
     g = _generator()
     return ConvBN(), (torch.randn(2, 3, 8, 8, generator=g), torch.tensor([1, 2]))
+
+
+def not_scalar():
+    """The output is the predictions, and no loss_fn makes a loss of them."""
+    model, batch, _ = mlp_loss_fn()
+    return model, (batch["x"],)
+
+
+def float_labels():
+    """Labels as floats: cross-entropy fails inside the forward."""
+    model, batch = hf_style()
+    batch["labels"] = batch["labels"].float()
+    return model, batch
