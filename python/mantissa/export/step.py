@@ -104,7 +104,12 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         signature = joint.graph_signature
         user_inputs = [spec.arg.name for spec in signature.input_specs
                        if spec.kind == InputKind.USER_INPUT]
-        tensors = checked_batch.tensors()
+        # torch.export takes the inputs in the batch's order; by name where
+        # the graph kept the keys as input names.
+        if sorted(user_inputs) == sorted(checked_batch.kwargs) and not checked_batch.args:
+            tensors = [checked_batch.kwargs[name] for name in user_inputs]
+        else:
+            tensors = checked_batch.tensors()
         if len(user_inputs) != len(tensors):
             raise ExportError(f"model {model_name}: the graph has {len(user_inputs)} user inputs "
                               f"({', '.join(user_inputs)}) for {len(tensors)} batch tensors")
