@@ -1,0 +1,257 @@
+"""One training step exported: trace, check, reference numbers, write.
+
+Imported only once torch is known to be >= MIN_TORCH (see __init__.py):
+torch.export's modules do not exist in older torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from torch.export.graph_signature import InputKind, OutputKind
+
+from .. import __version__
+from .batch import Batch, batch_dims
+from .errors import ExportError
+from .module_paths import restore_module_stacks
+from .oplist import (OperatorSites, check_operators, check_random, find_mantissa_compile,
+                     operator_modules, supported_operators, unsupported_message)
+from .references import BETAS, EPS, adamw_trajectory, deterministic_torch, eager_step
+from .staging import Staging
+from .training_module import LossFn, loss_returning_copy
+
+#: Written only with reference_steps > 0; an export without them removes
+#: those of an earlier one.
+_REFERENCE_SUFFIXES = (".grads.safetensors", ".traj.json", ".finals.safetensors")
+
+
+@dataclass
+class ExportResult:
+    files: list[str]
+    user_inputs: list[str]
+    batch_dims: dict[str, int | None]
+    #: Operator -> number of nodes in the joint program.
+    operators: dict[str, int]
+    #: FQN -> why it gets no gradient in the exported step.
+    non_trainable: dict[str, str] = field(default_factory=dict)
+    #: A tied weight's unread name -> the name the graph reads.
+    tied: dict[str, str] = field(default_factory=dict)
+    #: The joint program's node count and how many have a module path.
+    module_paths: dict[str, Any] = field(default_factory=dict)
+    parameter_count: int = 0
+    loss: float | None = None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def _describe_batch(batch: Batch) -> str:
+    entries = [(str(i), t) for i, t in enumerate(batch.args)] + list(batch.kwargs.items())
+    return ", ".join(f"{key}: {str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+                     for key, t in entries)
+
+
+def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name: str, *,
+                         loss_fn: LossFn | None = None, reference_steps: int = 0,
+                         lr: float = 1e-3, weight_decay: float = 0.01,
+                         mantissa_compile: str | None = None) -> ExportResult:
+    """mantissa.export.export_training_step, once torch is known to be recent."""
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError(f"the model is a {type(model).__name__}, not a torch.nn.Module")
+    model_name = type(model).__name__
+    if not name or os.sep in name or name.startswith("."):
+        raise ExportError(f"model {model_name}: NAME {name!r} must be a plain file name stem")
+    if isinstance(reference_steps, bool) or not isinstance(reference_steps, int) or reference_steps < 0:
+        raise ExportError(f"model {model_name}: reference_steps must be a count >= 0, "
+                          f"not {reference_steps!r}")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ExportError(f"model {model_name}: OUT_DIR {out_dir} exists and is not a folder")
+    checked_batch = Batch(batch, model_name)
+    supported = supported_operators(find_mantissa_compile(mantissa_compile))
+
+    with deterministic_torch(), warnings.catch_warnings():
+        # torch 2.11's own pytree code warns on every export; not the user's concern.
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        module = loss_returning_copy(model, loss_fn, model_name, list(checked_batch.kwargs))
+        try:
+            eager = eager_step(module, checked_batch)
+        except ExportError:
+            raise
+        except Exception as error:
+            raise ExportError(f"model {model_name}: the forward and backward on the batch "
+                              f"({_describe_batch(checked_batch)}) failed: "
+                              f"{_first_line(error)}") from error
+
+        non_trainable = {fqn: "requires_grad is False"
+                         for fqn, p in module.named_parameters() if not p.requires_grad}
+        for fqn in eager.no_gradient:
+            # _export_forward_backward asserts on a parameter that requires a
+            # gradient but gets none; it is state of the step, not trained.
+            module.get_parameter(fqn).requires_grad_(False)
+            non_trainable[fqn] = "receives no gradient from the loss"
+        if not eager.gradients:
+            raise ExportError(f"model {model_name}: no parameter receives a gradient from the loss")
+
+        joint, operators, tied, module_paths = _joint_program(module, checked_batch, model_name, supported)
+        signature = joint.graph_signature
+        user_inputs = [spec.arg.name for spec in signature.input_specs
+                       if spec.kind == InputKind.USER_INPUT]
+        # torch.export takes the inputs in the batch's order; by name where
+        # the graph kept the keys as input names.
+        if sorted(user_inputs) == sorted(checked_batch.kwargs) and not checked_batch.args:
+            tensors = [checked_batch.kwargs[name] for name in user_inputs]
+        else:
+            tensors = checked_batch.tensors()
+        if len(user_inputs) != len(tensors):
+            raise ExportError(f"model {model_name}: the graph has {len(user_inputs)} user inputs "
+                              f"({', '.join(user_inputs)}) for {len(tensors)} batch tensors")
+        gradient_fqns = [spec.target for spec in signature.output_specs
+                         if spec.kind == OutputKind.GRADIENT_TO_PARAMETER]
+        _check_gradients_agree(module, gradient_fqns, eager.gradients, model_name)
+
+        state = {fqn: t.detach().clone().contiguous() for fqn, t in model.state_dict().items()}
+        graph_state = [spec.target for spec in signature.input_specs
+                       if spec.kind == InputKind.PARAMETER
+                       or spec.kind == InputKind.BUFFER and spec.persistent]
+        missing = [fqn for fqn in graph_state if fqn not in state]
+        if missing:
+            raise ExportError(f"model {model_name}: the graph's state {missing} is not in the "
+                              "model's state dict")
+        trajectory = None
+        if reference_steps:
+            trajectory = adamw_trajectory(module, checked_batch, gradient_fqns, reference_steps,
+                                          lr, weight_decay)
+
+    dims = batch_dims(user_inputs, tensors)
+    metadata = {
+        "format": "mantissa.export/1",
+        "exporter": {"package": "mantissa", "version": __version__},
+        "torch": torch.__version__,
+        "model": f"{type(model).__module__}.{type(model).__qualname__}",
+        "user_inputs": user_inputs,
+        "batch_dims": dims,
+        "non_trainable": non_trainable,
+        "tied": tied,
+        "module_paths": module_paths,
+    }
+    replaces = [name + suffix for suffix in _REFERENCE_SUFFIXES]
+    with Staging(out_dir, name, replaces) as staging:
+        torch.export.save(joint, staging.path(f"{name}.pt2"),
+                          extra_files={"mantissa.json": json.dumps(metadata, indent=1)})
+        save_file(state, staging.path(f"{name}.init.safetensors"))
+        save_file({n: t.detach().clone().contiguous() for n, t in zip(user_inputs, tensors)},
+                  staging.path(f"{name}.inputs.safetensors"))
+        if trajectory is not None:
+            gradients = {"loss": eager.loss}
+            gradients.update({f"grad.{fqn}": eager.gradients[fqn] for fqn in gradient_fqns})
+            save_file(gradients, staging.path(f"{name}.grads.safetensors"))
+            save_file(trajectory.finals, staging.path(f"{name}.finals.safetensors"))
+            with open(staging.path(f"{name}.traj.json"), "w") as out:
+                json.dump({"steps": reference_steps, "lr": lr, "weight_decay": weight_decay,
+                           "betas": list(BETAS), "eps": EPS, "torch": torch.__version__,
+                           "model": metadata["model"], "non_trainable": non_trainable,
+                           "arms": {trajectory.arm: {
+                               "losses": trajectory.losses,
+                               "norm_elements_moved": trajectory.norm_elements_moved}}},
+                          out, indent=1)
+        files = staging.commit()
+    return ExportResult(files=files, user_inputs=user_inputs, batch_dims=dims,
+                        operators=operators, non_trainable=non_trainable, tied=tied,
+                        module_paths=module_paths,
+                        parameter_count=sum(p.numel() for p in model.parameters()),
+                        loss=float(eager.loss))
+
+
+def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
+                   supported: set[str]):
+    """torch.export, then the joint program; refuses random numbers and
+    operators mantissa-compile does not import, naming node and module.
+    Returns the joint program, its operator counts, the tied names (alias
+    -> the name the graph reads) and how many nodes have a module path."""
+    from torch.export.experimental import _export_forward_backward
+    try:
+        forward = torch.export.export(module, batch.args, batch.kwargs, strict=False)
+    except Exception as error:
+        raise ExportError(f"model {model_name}: torch.export could not trace it: "
+                          f"{_first_line(error)}") from error
+    check_random(forward.graph, model_name)
+    tied = _untrain_unread_aliases(forward, module)
+    # Module paths come from the forward program with torch's decompositions
+    # (module_paths.py); a model torch cannot decompose outside the joint
+    # trace (GPT-2's Conv1D on a non-contiguous view) is exported without.
+    try:
+        decomposed = forward.run_decompositions()
+        decomposition_error = None
+    except Exception as error:
+        decomposed, decomposition_error = None, _first_line(error)
+    # Collected before _export_forward_backward, which rewrites `forward`.
+    modules = operator_modules([forward.graph] + ([decomposed.graph] if decomposed else []))
+    try:
+        joint = _export_forward_backward(forward)
+    except Exception as error:
+        raise ExportError(f"model {model_name}: torch could not build the joint forward + "
+                          f"backward program: {_first_line(error)}") from error
+    nodes = sum(1 for node in joint.graph.nodes if node.op == "call_function")
+    module_paths = {"nodes": nodes, "with_module": 0}
+    if decomposed is not None:
+        module_paths["with_module"] = restore_module_stacks(joint, decomposed)
+    else:
+        module_paths["not_restored"] = f"run_decompositions failed: {decomposition_error}"
+    check_random(joint.graph, model_name)
+    checked = check_operators(joint.graph, supported)
+    if checked.unsupported:
+        sites = OperatorSites.of(joint.graph, modules)
+        raise ExportError(unsupported_message(model_name, checked.unsupported, sites))
+    return joint, checked.counts, tied, module_paths
+
+
+def _untrain_unread_aliases(forward, module: torch.nn.Module) -> dict[str, str]:
+    """Tied weights (a LM head sharing the embedding) are one Parameter under
+    several names: torch.export lifts every name as an input but the graph
+    reads only one of them, and `_export_forward_backward` asserts that the
+    others get no gradient. Those unread names become inputs that need none;
+    the archive still stores them tied to the read one, as the state dict has
+    them."""
+    names = {id(p): [] for p in module.parameters()}
+    for fqn, parameter in module.named_parameters(remove_duplicate=False):
+        names[id(parameter)].append(fqn)
+    placeholders = {node.name: node for node in forward.graph.nodes if node.op == "placeholder"}
+    specs = [spec for spec in forward.graph_signature.input_specs
+             if spec.kind == InputKind.PARAMETER]
+    read = {spec.target for spec in specs if placeholders[spec.arg.name].users}
+    tied = {}
+    for spec in specs:
+        node = placeholders[spec.arg.name]
+        value = node.meta.get("val")
+        if node.users or value is None or not value.requires_grad:
+            continue
+        aliases = [fqn for fqn in names.get(id(module.get_parameter(spec.target)), ())
+                   if fqn in read]
+        if aliases:
+            value.requires_grad_(False)
+            tied[spec.target] = aliases[0]
+    return tied
+
+
+def _check_gradients_agree(module: torch.nn.Module, gradient_fqns: list[str],
+                           eager: dict[str, torch.Tensor], model_name: str) -> None:
+    """The joint program trains each parameter eager torch gives a gradient,
+    once, under one of its names."""
+    first_name = {}
+    for fqn, parameter in module.named_parameters(remove_duplicate=False):
+        first_name.setdefault(id(parameter), fqn)
+    canonical = {fqn: first_name[id(p)] for fqn, p in module.named_parameters(remove_duplicate=False)}
+    joint = [canonical[fqn] for fqn in gradient_fqns]
+    torch_trained = {canonical[fqn] for fqn in eager}
+    if len(set(joint)) != len(joint) or set(joint) != torch_trained:
+        raise ExportError(
+            f"model {model_name}: the joint program's gradients ({sorted(set(joint))}) are not "
+            f"those of eager torch ({sorted(torch_trained)})")
