@@ -21,6 +21,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
@@ -98,12 +99,20 @@ void StepImporter::importSignature(
     SmallVectorImpl<DictionaryAttr> &argumentAttrs,
     SmallVectorImpl<Type> &resultTypes,
     SmallVectorImpl<DictionaryAttr> &resultAttrs) {
+  llvm::StringSet<> trained;
+  for (const pt2::OutputSpec &spec : program.signature.outputSpecs)
+    if (spec.kind == pt2::OutputSpec::Kind::GradientToParameter)
+      trained.insert(spec.fqn);
   for (const pt2::InputSpec &spec : program.signature.inputSpecs) {
     TensorKind kind;
     std::string fqn = spec.fqn;
     switch (spec.kind) {
     case pt2::InputSpec::Kind::Parameter:
-      kind = TensorKind::parameter;
+      // A parameter the program gives no gradient (requires_grad=False, or
+      // one the loss never reads) is frozen: torch's AdamW skips a
+      // parameter whose grad is None, weight decay included. It is kept,
+      // loaded and saved as a persistent buffer, so nothing updates it.
+      kind = trained.contains(fqn) ? TensorKind::parameter : TensorKind::buffer;
       break;
     case pt2::InputSpec::Kind::Buffer:
       kind = TensorKind::buffer;
@@ -139,7 +148,7 @@ void StepImporter::importSignature(
         builder.getStringAttr(module),
         DenseI64ArrayAttr::get(&context, type.getShape()),
         type.getElementType(),
-        kind == TensorKind::buffer ? spec.persistent : true);
+        spec.kind == pt2::InputSpec::Kind::Buffer ? spec.persistent : true);
     argumentTypes.push_back(type);
     argumentAttrs.push_back(builder.getDictionaryAttr(
         builder.getNamedAttr(StepOp::kTensorInfoAttrName, info)));
