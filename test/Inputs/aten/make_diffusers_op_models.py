@@ -30,6 +30,10 @@ Models:
   and hands it the math path's probabilities ``[B, H, L, S]`` where the
   kernel's log-sum-exp ``[B, H, L]`` belongs (torch's own run of that joint
   graph computes wrong gradients; eager torch's are the reference here).
+- ``upsample_index``: ``F.interpolate(mode="nearest")``, which torch 2.11
+  decomposes into ``aten.index.Tensor`` with ``[None, None, rows[:, None],
+  cols]`` and, backwards, ``index_put`` with ``accumulate=True``; and
+  ``y[:, :, rows[:, None], cols]`` with negative indices.
 """
 
 from __future__ import annotations
@@ -79,8 +83,30 @@ def sdpa_joint() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return model, (x, keep, torch.randn(2, 6, 16))
 
 
+class UpsampleIndex(torch.nn.Module):
+    """Nearest upsampling (UNet2DModel's Upsample2D) and a gather of rows and
+    columns with negative indices, both advanced indexing in torch 2.x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.head = torch.nn.Conv2d(4, 2, 1)
+        self.register_buffer("rows", torch.tensor([0, -1, 2, -3, 1]), persistent=False)
+        self.register_buffer("cols", torch.tensor([-2, 0, 5, 1]), persistent=False)
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        up = F.interpolate(self.conv(x), scale_factor=2, mode="nearest")
+        picked = self.head(up)[:, :, self.rows[:, None], self.cols]
+        return F.mse_loss(picked, target)
+
+
+def upsample_index() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    return UpsampleIndex(), (torch.randn(2, 3, 4, 4), torch.randn(2, 2, 5, 4))
+
+
 MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
     "sdpa_joint": sdpa_joint,
+    "upsample_index": upsample_index,
 }
 
 
