@@ -34,6 +34,8 @@ Models:
   decomposes into ``aten.index.Tensor`` with ``[None, None, rows[:, None],
   cols]`` and, backwards, ``index_put`` with ``accumulate=True``; and
   ``y[:, :, rows[:, None], cols]`` with negative indices.
+- ``repeat_tile``: ``Tensor.repeat`` with a leading repeat beyond the
+  tensor's rank (LTX-Video's position grid), and its backward.
 """
 
 from __future__ import annotations
@@ -104,9 +106,28 @@ def upsample_index() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return UpsampleIndex(), (torch.randn(2, 3, 4, 4), torch.randn(2, 2, 5, 4))
 
 
+class RepeatTile(torch.nn.Module):
+    """``Tensor.repeat`` with more repeats than dimensions, as LTX-Video
+    tiles its position grid over the batch, here on a trained value so that
+    torch's backward of it (a sum over the tiles) is in the graph too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        tiled = self.proj(x).repeat(2, 1, 3)
+        return F.mse_loss(torch.tanh(tiled), target)
+
+
+def repeat_tile() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    return RepeatTile(), (torch.randn(5, 4), torch.randn(2, 5, 9))
+
+
 MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
     "sdpa_joint": sdpa_joint,
     "upsample_index": upsample_index,
+    "repeat_tile": repeat_tile,
 }
 
 
