@@ -72,14 +72,18 @@ static LogicalResult importIndexPut(StepImporter &s) {
 
 namespace {
 
-/// What `self[indices]` addresses when the index tensors sit on adjacent
-/// dimensions `[first, first + count)` of `self` (Nones elsewhere, as
-/// torch's decompositions of nearest upsampling and its backward write
-/// them): `self` seen as `[P, M, Q]` (the dimensions before, the indexed
-/// ones flattened, the ones after), and the row-major position in the `M`
-/// indexed elements of every index, `[K]` with K the elements of the
-/// indices' broadcast shape.
+/// What `self[indices]` addresses. With the index tensors on adjacent
+/// dimensions (Nones elsewhere, as torch's decompositions of nearest
+/// upsampling and its backward write them), `source` is `self`; otherwise
+/// it is `self` with the indexed dimensions moved to the front in order
+/// (`permutation`), where torch puts the broadcast index dimensions of the
+/// result. `source` is seen as `[P, M, Q]` (the dimensions before, the
+/// indexed ones flattened, the ones after), and `linear` holds the
+/// row-major position in the `M` indexed elements of every index, `[K]`
+/// with K the elements of the indices' broadcast shape.
 struct AdvancedIndex {
+  Value source;
+  SmallVector<int64_t> permutation;
   SmallVector<int64_t> before, broadcast, after;
   int64_t indexedElements = 1;
   Value linear;
@@ -132,7 +136,7 @@ static FailureOr<AdvancedIndex> readAdvancedIndex(StepImporter &s, Value self) {
     return s.fail(llvm::formatv("{0} indices for a tensor of rank {1}",
                                 given.size(), shape.size())
                       .str());
-  int64_t first = -1, last = -1;
+  SmallVector<int64_t> indexed;
   for (auto [dim, value] : llvm::enumerate(given)) {
     if (!value)
       continue;
@@ -144,16 +148,29 @@ static FailureOr<AdvancedIndex> readAdvancedIndex(StepImporter &s, Value self) {
                                   "cannot hold)",
                                   dim)
                         .str());
-    if (first >= 0 && last + 1 != static_cast<int64_t>(dim))
-      return s.fail("index tensors on non-adjacent dimensions (torch moves "
-                    "their dimensions to the front) are not supported");
-    if (first < 0)
-      first = dim;
-    last = dim;
+    indexed.push_back(dim);
   }
-  if (first < 0)
+  if (indexed.empty())
     return s.fail("no index tensor in 'indices'");
+  TensorBuilder b(s.builder, s.location);
   AdvancedIndex index;
+  index.source = self;
+  int64_t first = indexed.front(), last = indexed.back();
+  if (last - first + 1 != static_cast<int64_t>(indexed.size())) {
+    // Non-adjacent: the indexed dimensions first, then the others in order.
+    index.permutation.assign(indexed.begin(), indexed.end());
+    for (int64_t dim = 0, rank = shape.size(); dim < rank; ++dim)
+      if (dim >= static_cast<int64_t>(given.size()) || !given[dim])
+        index.permutation.push_back(dim);
+    SmallVector<Value> moved;
+    for (int64_t dim : indexed)
+      moved.push_back(given[dim]);
+    given = moved;
+    index.source = b.permute(self, index.permutation);
+    shape = TensorBuilder::shapeOf(index.source);
+    first = 0;
+    last = indexed.size() - 1;
+  }
   index.before.assign(shape.begin(), shape.begin() + first);
   index.after.assign(shape.begin() + last + 1, shape.end());
   std::optional<SmallVector<int64_t>> broadcast = SmallVector<int64_t>();
@@ -167,7 +184,6 @@ static FailureOr<AdvancedIndex> readAdvancedIndex(StepImporter &s, Value self) {
   index.broadcast = *broadcast;
   // linear = sum over the indexed dimensions of (i < 0 ? i + size : i) times
   // the row-major stride of that dimension among the indexed ones.
-  TensorBuilder b(s.builder, s.location);
   Type i64 = s.builder.getI64Type();
   int64_t stride = index.indexedElements;
   for (int64_t dim = first; dim <= last; ++dim) {
@@ -197,7 +213,7 @@ static LogicalResult importIndexTensor(StepImporter &s) {
     return failure();
   TensorBuilder b(s.builder, s.location);
   Value selected = s.builder.create<IndexSelectOp>(
-      s.location, b.view(*self, index->selfView()), index->linear,
+      s.location, b.view(index->source, index->selfView()), index->linear,
       s.builder.getI64IntegerAttr(1));
   return s.setOutput(0, b.view(selected, index->resultShape()));
 }
@@ -217,11 +233,20 @@ static LogicalResult importAdvancedIndexPut(StepImporter &s, Value self,
       b.view(b.expand(b.convert(values, elementType), index->resultShape()),
              index->resultView());
   Value written = s.builder.create<IndexPutOp>(
-      s.location, b.permute(b.view(self, index->selfView()), {1, 0, 2}),
+      s.location,
+      b.permute(b.view(index->source, index->selfView()), {1, 0, 2}),
       index->linear, b.permute(source, {1, 0, 2}),
       s.boolArgument("accumulate", false));
-  return s.setOutput(
-      0, b.view(b.permute(written, {1, 0, 2}), TensorBuilder::shapeOf(self)));
+  Value result = b.view(b.permute(written, {1, 0, 2}),
+                        TensorBuilder::shapeOf(index->source));
+  if (!index->permutation.empty()) {
+    // Back from the indexed dimensions first to `self`'s order.
+    SmallVector<int64_t> inverse(index->permutation.size());
+    for (auto [position, dim] : llvm::enumerate(index->permutation))
+      inverse[dim] = position;
+    result = b.permute(result, inverse);
+  }
+  return s.setOutput(0, result);
 }
 
 /// index_select and gather: `self` indexed by `index` along `dim`.

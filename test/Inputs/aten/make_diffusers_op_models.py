@@ -34,6 +34,9 @@ Models:
   decomposes into ``aten.index.Tensor`` with ``[None, None, rows[:, None],
   cols]`` and, backwards, ``index_put`` with ``accumulate=True``; and
   ``y[:, :, rows[:, None], cols]`` with negative indices.
+- ``index_apart``: ``table[rows[:, None], :, cols]``, index tensors on
+  dimensions apart (torch moves their broadcast dimensions to the front),
+  with negative indices, and its backward.
 - ``repeat_tile``: ``Tensor.repeat`` with a leading repeat beyond the
   tensor's rank (LTX-Video's position grid), and its backward.
 """
@@ -106,6 +109,26 @@ def upsample_index() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return UpsampleIndex(), (torch.randn(2, 3, 4, 4), torch.randn(2, 2, 5, 4))
 
 
+class IndexApart(torch.nn.Module):
+    """Index tensors on dimensions 0 and 2 with a full slice between: torch
+    puts the broadcast index dimensions first (``[2, 3, 3]`` from a
+    ``[4, 3, 5, 6]`` table)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(4, 3, 5, 6))
+
+    def forward(self, rows: torch.Tensor, cols: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        picked = self.table[rows[:, None], :, cols]
+        return F.mse_loss(torch.tanh(picked), target)
+
+
+def index_apart() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    rows = torch.tensor([0, -1])
+    cols = torch.tensor([4, 1, -2])
+    return IndexApart(), (rows, cols, torch.randn(2, 3, 3, 6))
+
+
 class RepeatTile(torch.nn.Module):
     """``Tensor.repeat`` with more repeats than dimensions, as LTX-Video
     tiles its position grid over the batch, here on a trained value so that
@@ -128,6 +151,7 @@ MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
     "sdpa_joint": sdpa_joint,
     "upsample_index": upsample_index,
     "repeat_tile": repeat_tile,
+    "index_apart": index_apart,
 }
 
 
