@@ -319,9 +319,11 @@ def flux():
             guidance=guidance,
         ).sample
 
+    # Position ids (frame, row, column) per token: integers, which Flux's
+    # position embedding converts to fp32 itself.
     rows, cols = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")
     img_ids = torch.stack(
-        [torch.zeros(16), rows.flatten().float(), cols.flatten().float()], dim=1
+        [torch.zeros(16, dtype=torch.long), rows.flatten(), cols.flatten()], dim=1
     )
     batch = {
         "x0": torch.randn(_BATCH, 16, 16, generator=gen),
@@ -330,7 +332,7 @@ def flux():
         "encoder_hidden_states": torch.randn(_BATCH, 6, 32, generator=gen),
         "pooled_projections": torch.randn(_BATCH, 32, generator=gen),
         "img_ids": img_ids,
-        "txt_ids": torch.zeros(6, 3),
+        "txt_ids": torch.zeros(6, 3, dtype=torch.long),
         "guidance": torch.full((_BATCH,), 3.5),
     }
     return _finish(DenoisingObjective(model, "transformer", "flow", call), batch)
