@@ -18,8 +18,10 @@ of it or named models:
 
     .venv/bin/python3 test/Inputs/aten/make_diffusers_op_models.py test/Inputs/aten [NAME ...]
 
-Everything is seeded and runs on one thread; a rerun with the same torch
-writes the same numbers.
+Everything is seeded and runs on one thread. A rerun with the same torch
+writes identical safetensors, graph.txt and traj.json files. In the .pt2
+archives only torch's serialization id and the nodes' stack-trace metadata
+change (fx's `<eval_with_key>.N` counters).
 
 Models:
 
