@@ -224,6 +224,24 @@ static LogicalResult importAttention(StepImporter &s) {
   return s.setConvertedOutput(1, b.view(lse, shape->with({shape->queries})));
 }
 
+/// The probabilities `[batch, L, S]` in `compute` when the backward's
+/// `logsumexp` operand holds them instead, else a null value. torch 2.x's
+/// `_export_forward_backward` decomposes the forward into
+/// `_scaled_dot_product_attention_math`, whose second result is the masked
+/// softmax `[..., L, S]`, but keeps the fused backward and hands it that
+/// result in the log-sum-exp's place. torch's own run of such a joint graph
+/// reads the probabilities as log-sum-exps and computes wrong gradients;
+/// eager torch's gradients, which this importer reproduces, are those of the
+/// probabilities themselves (the mask and causality are already in them).
+static Value savedProbabilities(TensorBuilder &b, Value logsumexp,
+                                const AttentionShape &shape, Type compute) {
+  if (TensorBuilder::shapeOf(logsumexp) !=
+      ArrayRef<int64_t>(shape.with({shape.queries, shape.keys})))
+    return Value();
+  return b.convert(b.view(logsumexp, {shape.batch, shape.queries, shape.keys}),
+                   compute);
+}
+
 /// _scaled_dot_product_flash_attention_for_cpu_backward(grad_out, query, key,
 /// value, out, logsumexp, dropout_p, is_causal, *, attn_mask, scale) ->
 /// (grad_query, grad_key, grad_value).
@@ -252,11 +270,14 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
   Value v = flatten(b, value, *shape, elementType);
   Value dO = flatten(b, gradOut, *shape, elementType);
   Value o = flatten(b, out, *shape, elementType);
-  Value lse =
-      b.convert(b.view(logsumexp, {shape->batch, shape->queries, 1}), compute);
-  Value scores = maskedScores(s, b, q, k, *shape, compute);
-  Value probabilities =
-      s.builder.create<train::ExpOp>(s.location, b.sub(scores, lse));
+  Value probabilities = savedProbabilities(b, logsumexp, *shape, compute);
+  if (!probabilities) {
+    Value lse = b.convert(b.view(logsumexp, {shape->batch, shape->queries, 1}),
+                          compute);
+    Value scores = maskedScores(s, b, q, k, *shape, compute);
+    probabilities =
+        s.builder.create<train::ExpOp>(s.location, b.sub(scores, lse));
+  }
   Value wideGradOut = b.convert(dO, compute);
   Value gradProbabilities =
       productInFp32(b, wideGradOut, transposed(b, v), compute);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "StepImporter.h"
+#include "TensorBuilder.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -125,6 +126,36 @@ static LogicalResult importExpand(StepImporter &s) {
   if (self->getType() == *type)
     return s.setOutput(0, *self);
   return s.setOutput(0, s.builder.create<ExpandOp>(s.location, *type, *self));
+}
+
+/// repeat(self, repeats): `self` tiled `repeats[d]` times along each
+/// dimension (leading repeats beyond its rank add dimensions), as a view
+/// that puts a size-1 dimension before each one, an expand of those to the
+/// repeat counts and a view that merges each count with its dimension
+/// (count outer: the whole tensor repeats, not each element).
+static LogicalResult importRepeat(StepImporter &s) {
+  FailureOr<Value> self = s.tensorArgument("self");
+  FailureOr<SmallVector<int64_t>> repeats = s.intsArgument("repeats");
+  FailureOr<RankedTensorType> type = s.outputType();
+  if (failed(self) || failed(repeats) || failed(type))
+    return failure();
+  ArrayRef<int64_t> shape = TensorBuilder::shapeOf(*self);
+  if (repeats->size() < shape.size())
+    return s.fail(llvm::formatv("{0} repeats for a tensor of rank {1}",
+                                repeats->size(), shape.size())
+                      .str());
+  if (llvm::any_of(*repeats, [](int64_t r) { return r < 0; }))
+    return s.fail("negative repeat count");
+  SmallVector<int64_t> padded(repeats->size() - shape.size(), 1);
+  llvm::append_range(padded, shape);
+  SmallVector<int64_t> split, tiled, result;
+  for (auto [count, size] : llvm::zip_equal(*repeats, padded)) {
+    split.append({1, size});
+    tiled.append({count, size});
+    result.push_back(count * size);
+  }
+  TensorBuilder b(s.builder, s.location);
+  return s.setOutput(0, b.view(b.expand(b.view(*self, split), tiled), result));
 }
 
 static LogicalResult importSlice(StepImporter &s) {
@@ -269,6 +300,7 @@ void mlir::mantissa::importer::addShapeHandlers(HandlerTable &table) {
   add("transpose.int", importTranspose);
   add("t.default", importTranspose2D);
   add("expand.default", importExpand);
+  add("repeat.default", importRepeat);
   add("slice.Tensor", importSlice);
   add("slice_scatter.default", importSliceScatter);
   add("select.int", importSelect);
