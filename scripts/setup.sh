@@ -32,24 +32,26 @@ fi
 
 # The venv lives in the user's cache, keyed by the lock file's hash, so that
 # every clone on the machine shares one (a few GB: torch's wheel is a CUDA
-# build). It is built beside its final name and renamed into place, so that
-# an interrupted install is never taken for a finished one.
+# build). It is built in place under a lock and marked complete last, so
+# that an interrupted install is never taken for a finished one. (Not built
+# elsewhere and moved: a venv's files name its folder, and `venv --upgrade`
+# over the symlinks of a moved one writes through them into the system's
+# python.)
 root=$(cd "$(dirname "$0")/.." && pwd)
 lock="$root/python/requirements.lock"
 key=$(sha256sum "$lock" | cut -c1-16)
 venvs="${XDG_CACHE_HOME:-$HOME/.cache}/mantissa/python"
 venv="$venvs/venv-$key"
-if [[ ! -x "$venv/bin/python3" ]]; then
-  echo "setup: installing python/requirements.lock into $venv"
-  mkdir -p "$venvs"
-  partial="$venv.partial.$$"
-  rm -rf "$partial"
-  /usr/bin/python3 -m venv "$partial"
-  "$partial/bin/python3" -m pip install -q --disable-pip-version-check \
-    -r "$lock"
-  # A venv's scripts name its folder: make the final name work before the
-  # rename by creating the venv again in place (pip's files stay).
-  mv -T "$partial" "$venv" 2>/dev/null || rm -rf "$partial"
-  /usr/bin/python3 -m venv --upgrade "$venv" >/dev/null
-fi
+mkdir -p "$venvs"
+(
+  flock 9
+  if [[ ! -f "$venv/.complete" ]]; then
+    echo "setup: installing python/requirements.lock into $venv"
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python3" -m pip install -q --disable-pip-version-check \
+      -r "$lock"
+    touch "$venv/.complete"
+  fi
+) 9>"$venv.lock"
 ln -sfn "$venv" "$root/.venv"
