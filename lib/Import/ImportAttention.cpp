@@ -9,7 +9,9 @@
 // `q k^T * scale`, then the causal mask and `attn_mask` (a bool mask keeps
 // where true, a float mask is added), softmax over the keys. The backward
 // recomputes the probabilities from the saved log-sum-exp, as the fused
-// kernel does, instead of keeping an [L, S] tensor from the forward, and
+// kernel does, instead of keeping an [L, S] tensor from the forward (unless
+// torch >= 2.9 decomposed the forward and hands it the attention weights
+// themselves in the log-sum-exp's place), and
 // scales the scores' gradient before the products that read it. bf16 and
 // fp16 inputs are computed as torch's kernel computes them: the scores, dp
 // and the rows of dout * out in fp32 on the inputs' values (marked
@@ -252,11 +254,22 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
   Value v = flatten(b, value, *shape, elementType);
   Value dO = flatten(b, gradOut, *shape, elementType);
   Value o = flatten(b, out, *shape, elementType);
-  Value lse =
-      b.convert(b.view(logsumexp, {shape->batch, shape->queries, 1}), compute);
-  Value scores = maskedScores(s, b, q, k, *shape, compute);
-  Value probabilities =
-      s.builder.create<train::ExpOp>(s.location, b.sub(scores, lse));
+  // torch >= 2.9 decomposes the forward into the math path, whose second
+  // result is the attention weights [..., L, S], and passes those as the
+  // backward's `logsumexp`: then they are the probabilities themselves.
+  Value probabilities;
+  if (TensorBuilder::shapeOf(logsumexp) ==
+      ArrayRef<int64_t>(shape->with({shape->queries, shape->keys}))) {
+    probabilities = b.convert(
+        b.view(logsumexp, {shape->batch, shape->queries, shape->keys}),
+        compute);
+  } else {
+    Value lse = b.convert(b.view(logsumexp, {shape->batch, shape->queries, 1}),
+                          compute);
+    Value scores = maskedScores(s, b, q, k, *shape, compute);
+    probabilities =
+        s.builder.create<train::ExpOp>(s.location, b.sub(scores, lse));
+  }
   Value wideGradOut = b.convert(dO, compute);
   Value gradProbabilities =
       productInFp32(b, wideGradOut, transposed(b, v), compute);
