@@ -17,6 +17,8 @@ what current torch emits for the patterns Hugging Face models write:
 - ``index_tensor``: ``x[i, j]`` with broadcast integer index tensors (how Hugging
   Face builds its masks), and a negative index.
 - ``bitwise``: ``&``, ``|``, ``^`` and ``~`` of bool masks.
+- ``refused_*``: what the importer refuses by name (a floating cumsum,
+  integer ``&``, ``x[:, i]``); the archive and graph only.
 
 Usage: ``.venv/bin/python3 test/Inputs/aten/make_zoo_op_models.py
 test/Inputs/aten [NAME ...]``. Each model is seeded on its own, so a rerun
@@ -128,6 +130,26 @@ class Bitwise(nn.Module):
         return F.mse_loss(out, target)
 
 
+class Refused(nn.Module):
+    """What the importer refuses by name: a float cumsum, integer bit
+    arithmetic, an index after a full slice (`x[:, i]`)."""
+
+    def __init__(self, kind: str, d: int = 8):
+        super().__init__()
+        self.kind = kind
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        if self.kind == "cumsum_float":
+            h = h.cumsum(-1)
+        elif self.kind == "bitwise_int":
+            h = h * (ids & (ids + 1))[..., None]
+        else:
+            h = h[:, ids[0]]
+        return h.square().mean()
+
+
 def make(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -149,14 +171,33 @@ def make(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         a = torch.rand(2, 5, generator=g) < 0.5
         b = torch.rand(2, 5, generator=g) < 0.5
         return Bitwise(), (torch.randn(2, 5, 8, generator=g), a, b, torch.randn(2, 5, 8, generator=g))
+    if name.startswith("refused_"):
+        ids = torch.randint(0, 5, (2, 5), generator=g)
+        return Refused(name.removeprefix("refused_")), (torch.randn(2, 5, 8, generator=g), ids)
     raise KeyError(name)
 
 
 MODELS = ["sdpa_math", "pad", "cumsum", "index_tensor", "bitwise"]
+# Graphs the importer refuses: the archive and graph.txt only.
+REFUSED = ["refused_cumsum_float", "refused_bitwise_int", "refused_index_none"]
+
+
+def export_joint(model: nn.Module, args: tuple[torch.Tensor, ...], name: str, out: str) -> list[str]:
+    ep = torch.export.export(model, args, strict=False)
+    joint = torch.export.experimental._export_forward_backward(ep)
+    torch.export.save(joint, os.path.join(out, f"{name}.pt2"))
+    with open(os.path.join(out, f"{name}.graph.txt"), "w") as f:
+        f.write(str(joint.graph_module.graph))
+    return sorted({str(n.target).replace("aten.", "") for n in joint.graph_module.graph.nodes
+                   if n.op == "call_function" and str(n.target).startswith("aten.")})
 
 
 def export(name: str, out: str) -> list[str]:
     model, args = make(name)
+    if name in REFUSED:
+        ops = export_joint(model, args, name, out)
+        print(f"{name}: ops: {', '.join(ops)}")
+        return ops
     init = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     save_file(init, os.path.join(out, f"{name}.init.safetensors"))
     save_file({f"input.{i}": a.contiguous() for i, a in enumerate(args)}, os.path.join(out, f"{name}.inputs.safetensors"))
@@ -184,20 +225,14 @@ def export(name: str, out: str) -> list[str]:
         json.dump({"steps": STEPS, "lr": LR, "weight_decay": WEIGHT_DECAY, "betas": [0.9, 0.999], "eps": 1e-8,
                    "torch": torch.__version__, "arms": {"fp32": {"losses": losses}}}, f, indent=1)
 
-    ep = torch.export.export(model, args, strict=False)
-    joint = torch.export.experimental._export_forward_backward(ep)
-    torch.export.save(joint, os.path.join(out, f"{name}.pt2"))
-    with open(os.path.join(out, f"{name}.graph.txt"), "w") as f:
-        f.write(str(joint.graph_module.graph))
-    ops = sorted({str(n.target).replace("aten.", "") for n in joint.graph_module.graph.nodes
-                  if n.op == "call_function" and str(n.target).startswith("aten.")})
+    ops = export_joint(model, args, name, out)
     print(f"{name}: loss {float(loss):.6f}, ops: {', '.join(ops)}")
     return ops
 
 
 def main() -> None:
     out = sys.argv[1]
-    names = sys.argv[2:] or MODELS
+    names = sys.argv[2:] or MODELS + REFUSED
     major, minor = (int(part) for part in torch.__version__.split(".")[:2])
     if (major, minor) < (2, 9):
         sys.exit(f"torch {torch.__version__}: this generator needs torch >= 2.9 (the project's venv)")
