@@ -9,6 +9,8 @@ what current torch emits for the patterns Hugging Face models write:
 - ``sdpa_math``: ``F.scaled_dot_product_attention``, causal and with an
   additive float mask. torch 2.11 decomposes the forward into its math path
   and hands the backward the attention weights in place of the log-sum-exp.
+- ``sdpa_gqa``: causal SDPA with ``enable_gqa`` (4 query heads, 2 key/value
+  heads), whose backward takes keys and values with fewer heads.
 - ``pad``: ``F.pad`` (``constant_pad_nd``) of activations with positive and
   negative amounts on two dimensions, and of the labels with -100 as Hugging
   Face shifts them for its causal-LM loss.
@@ -65,6 +67,24 @@ class SdpaMath(nn.Module):
         additive = torch.zeros(keep.shape, dtype=x.dtype).masked_fill(keep.logical_not(), torch.finfo(x.dtype).min)
         h = h + self.attend(self.qkv2, h, attn_mask=additive[:, None, None, :])
         return F.mse_loss(self.out(h), target)
+
+
+class SdpaGqa(nn.Module):
+    """Causal grouped-query attention through SDPA's enable_gqa: 4 query
+    heads, 2 key/value heads."""
+
+    def __init__(self, d: int = 16):
+        super().__init__()
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q = self.q(x).view(b, s, 4, d // 4).transpose(1, 2)
+        k, v = self.kv(x).view(b, s, 2, 2, d // 4).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return F.mse_loss(self.out(o.transpose(1, 2).reshape(b, s, d)), target)
 
 
 class Pad(nn.Module):
@@ -157,6 +177,8 @@ def make(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
         keep = torch.ones(2, 6, dtype=torch.bool)
         keep[1, 4:] = False
         return SdpaMath(), (torch.randn(2, 6, 16, generator=g), keep, torch.randn(2, 6, 16, generator=g))
+    if name == "sdpa_gqa":
+        return SdpaGqa(), (torch.randn(2, 6, 16, generator=g), torch.randn(2, 6, 16, generator=g))
     if name == "pad":
         labels = torch.randint(0, 12, (2, 5), generator=g)
         labels[0, 2] = -100
@@ -177,7 +199,7 @@ def make(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     raise KeyError(name)
 
 
-MODELS = ["sdpa_math", "pad", "cumsum", "index_tensor", "bitwise"]
+MODELS = ["sdpa_math", "sdpa_gqa", "pad", "cumsum", "index_tensor", "bitwise"]
 # Graphs the importer refuses: the archive and graph.txt only.
 REFUSED = ["refused_cumsum_float", "refused_bitwise_int", "refused_index_none"]
 
