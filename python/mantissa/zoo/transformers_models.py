@@ -45,6 +45,16 @@ def _lm_batch(gen: torch.Generator, vocab: int = _VOCAB) -> Batch:
     return {"input_ids": ids, "labels": ids.clone()}
 
 
+def _padded_lm_batch(gen: torch.Generator, pad: int = 5) -> Batch:
+    """`_lm_batch` whose second sequence ends in `pad` padding positions: an
+    attention mask that hides them and -100 labels that drop them."""
+    batch = _lm_batch(gen)
+    mask = torch.ones_like(batch["input_ids"])
+    mask[1, _SEQ - pad :] = 0
+    batch["labels"][1, _SEQ - pad :] = -100
+    return {"input_ids": batch["input_ids"], "attention_mask": mask, "labels": batch["labels"]}
+
+
 def llama() -> tuple[torch.nn.Module, Batch]:
     """LlamaForCausalLM: RMSNorm, RoPE, GQA (4 query heads, 2 key/value heads), SwiGLU."""
     gen = _seeded()
@@ -111,7 +121,7 @@ def bert() -> tuple[torch.nn.Module, Batch]:
 
 
 def qwen3() -> tuple[torch.nn.Module, Batch]:
-    """Qwen3ForCausalLM: Llama's layout with RMSNorm on each head's queries and keys, GQA."""
+    """Qwen3ForCausalLM: Llama's layout with RMSNorm on each head's queries and keys, GQA; a padded batch."""
     gen = _seeded()
     config = transformers.Qwen3Config(
         vocab_size=_VOCAB,
@@ -127,7 +137,7 @@ def qwen3() -> tuple[torch.nn.Module, Batch]:
         tie_word_embeddings=False,
         attn_implementation="sdpa",
     )
-    return _finish(transformers.Qwen3ForCausalLM(config)), _lm_batch(gen)
+    return _finish(transformers.Qwen3ForCausalLM(config)), _padded_lm_batch(gen)
 
 
 def mistral() -> tuple[torch.nn.Module, Batch]:
