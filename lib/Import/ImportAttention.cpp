@@ -11,7 +11,8 @@
 // recomputes the probabilities from the saved log-sum-exp, as the fused
 // kernel does, instead of keeping an [L, S] tensor from the forward (unless
 // torch >= 2.9 decomposed the forward and hands it the attention weights
-// themselves in the log-sum-exp's place), and
+// themselves in the log-sum-exp's place; keys and values with fewer heads
+// than the queries, enable_gqa's, are repeated per group), and
 // scales the scores' gradient before the products that read it. bf16 and
 // fp16 inputs are computed as torch's kernel computes them: the scores, dp
 // and the rows of dout * out in fp32 on the inputs' values (marked
