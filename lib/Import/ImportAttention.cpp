@@ -9,7 +9,10 @@
 // `q k^T * scale`, then the causal mask and `attn_mask` (a bool mask keeps
 // where true, a float mask is added), softmax over the keys. The backward
 // recomputes the probabilities from the saved log-sum-exp, as the fused
-// kernel does, instead of keeping an [L, S] tensor from the forward, and
+// kernel does, instead of keeping an [L, S] tensor from the forward (unless
+// torch >= 2.9 decomposed the forward and hands it the attention weights
+// themselves in the log-sum-exp's place; keys and values with fewer heads
+// than the queries, enable_gqa's, are repeated per group), and
 // scales the scores' gradient before the products that read it. bf16 and
 // fp16 inputs are computed as torch's kernel computes them: the scores, dp
 // and the rows of dout * out in fp32 on the inputs' values (marked
@@ -178,6 +181,31 @@ static Value maskedScores(StepImporter &s, TensorBuilder &b, Value query,
   return scores;
 }
 
+/// Grouped-query attention (enable_gqa): queries [B, Hq, L, E], keys and
+/// values [B, Hkv, S, E] with Hq a multiple of Hkv, each key/value head
+/// serving Hq / Hkv consecutive query heads as torch repeats them
+/// (repeat_interleave). Repeats `key` and `value` to Hq heads and returns
+/// the group size, 1 when the heads agree or do not divide (readAttention
+/// then names the shapes).
+static int64_t repeatKeyValueHeads(TensorBuilder &b, Value query, Value &key,
+                                   Value &value) {
+  ArrayRef<int64_t> q = TensorBuilder::shapeOf(query);
+  ArrayRef<int64_t> k = TensorBuilder::shapeOf(key);
+  ArrayRef<int64_t> v = TensorBuilder::shapeOf(value);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[1] != v[1] ||
+      k[1] == q[1] || k[1] == 0 || q[1] % k[1] != 0)
+    return 1;
+  int64_t group = q[1] / k[1];
+  for (Value *operand : {&key, &value}) {
+    ArrayRef<int64_t> shape = TensorBuilder::shapeOf(*operand);
+    Value split = b.view(*operand, {shape[0], shape[1], 1, shape[2], shape[3]});
+    Value repeated =
+        b.expand(split, {shape[0], shape[1], group, shape[2], shape[3]});
+    *operand = b.view(repeated, {shape[0], q[1], shape[2], shape[3]});
+  }
+  return group;
+}
+
 /// _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p,
 /// is_causal, *, attn_mask, scale) -> (output, logsumexp), and the
 /// forward-only scaled_dot_product_attention (output alone).
@@ -191,15 +219,18 @@ static LogicalResult importAttention(StepImporter &s) {
   FailureOr<Value> value = s.tensorArgument("value");
   if (failed(value))
     return failure();
+  TensorBuilder b(s.builder, s.location);
+  Value repeatedKey = *key, repeatedValue = *value;
+  if (s.boolArgument("enable_gqa", false))
+    repeatKeyValueHeads(b, *query, repeatedKey, repeatedValue);
+  key = repeatedKey;
+  value = repeatedValue;
   FailureOr<AttentionShape> shape = readAttention(s, *query, *key, *value);
   if (failed(shape))
     return failure();
-  if (s.boolArgument("enable_gqa", false))
-    return s.fail("grouped-query attention (enable_gqa) is not supported");
   FailureOr<RankedTensorType> outputType = s.outputType(0);
   if (failed(outputType))
     return failure();
-  TensorBuilder b(s.builder, s.location);
   Type elementType = TensorBuilder::typeOf(*query).getElementType();
   Type compute = train::computeType(elementType);
   Value q = flatten(b, *query, *shape, elementType);
@@ -259,10 +290,13 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
       return failure();
     *operand = *given;
   }
+  TensorBuilder b(s.builder, s.location);
+  // The backward of enable_gqa attention: keys and values with fewer heads.
+  Value originals[3] = {query, key, value};
+  int64_t group = repeatKeyValueHeads(b, query, key, value);
   FailureOr<AttentionShape> shape = readAttention(s, query, key, value);
   if (failed(shape))
     return failure();
-  TensorBuilder b(s.builder, s.location);
   Type elementType = TensorBuilder::typeOf(query).getElementType();
   Type compute = train::computeType(elementType);
   Value q = flatten(b, query, *shape, elementType);
@@ -295,7 +329,17 @@ static LogicalResult importAttentionBackward(StepImporter &s) {
   Value gradKey = b.bmm(transposed(b, gradScores), q);
   Value gradValue = b.bmm(transposed(b, roundedProbabilities), dO);
   Value grads[3] = {gradQuery, gradKey, gradValue};
-  Value originals[3] = {query, key, value};
+  if (group > 1) {
+    // Each shared key/value head's gradient sums its group's, in fp32 for
+    // bf16 and fp16 inputs.
+    for (unsigned i = 1; i < 3; ++i) {
+      ArrayRef<int64_t> shape = TensorBuilder::shapeOf(originals[i]);
+      Value grouped =
+          b.view(grads[i], {shape[0], shape[1], group, shape[2], shape[3]});
+      grads[i] = b.convert(b.sum(b.convert(grouped, compute), {2}, false),
+                           elementType);
+    }
+  }
   for (unsigned i = 0; i < 3; ++i)
     if (s.hasOutput(i) &&
         failed(s.setConvertedOutput(

@@ -246,6 +246,34 @@ static LogicalResult importLogical(StepImporter &s, Logical kind) {
   return s.setOutput(0, result);
 }
 
+/// bitwise_and / bitwise_or / bitwise_xor / bitwise_not of bool tensors, as
+/// masks are combined in Python (`a & b`, `~mask`): on bools they are the
+/// logical operators. Integer bit arithmetic has no `train` operation.
+static LogicalResult importBitwise(StepImporter &s,
+                                   std::optional<Logical> kind) {
+  SmallVector<StringRef, 2> names = {"self"};
+  if (kind)
+    names.push_back("other");
+  SmallVector<Value, 2> operands;
+  for (StringRef name : names) {
+    FailureOr<Value> operand = s.tensorArgument(name);
+    if (failed(operand))
+      return failure();
+    Type element = getElementTypeOrSelf(operand->getType());
+    if (!element.isInteger(1)) {
+      std::string type;
+      llvm::raw_string_ostream os(type);
+      os << element;
+      return s.fail("argument '" + name + "' is " + type +
+                    ": bitwise operators are supported on bool tensors only");
+    }
+    operands.push_back(*operand);
+  }
+  if (!kind)
+    return s.emitSingle<LogicalNotOp>(operands.front());
+  return importLogical(s, *kind);
+}
+
 /// `where(condition, self, other)`; either value may be a number, which
 /// takes the dtype torch promotes the two to.
 static LogicalResult importWhere(StepImporter &s) {
@@ -485,6 +513,14 @@ void mlir::mantissa::importer::addElementwiseHandlers(HandlerTable &table) {
       [](StepImporter &s) { return importLogical(s, Logical::Or); });
   add("logical_xor.default",
       [](StepImporter &s) { return importLogical(s, Logical::Xor); });
+  add("bitwise_and.Tensor",
+      [](StepImporter &s) { return importBitwise(s, Logical::And); });
+  add("bitwise_or.Tensor",
+      [](StepImporter &s) { return importBitwise(s, Logical::Or); });
+  add("bitwise_xor.Tensor",
+      [](StepImporter &s) { return importBitwise(s, Logical::Xor); });
+  add("bitwise_not.default",
+      [](StepImporter &s) { return importBitwise(s, std::nullopt); });
   add("gelu.default", importGelu);
   add("gelu_backward.default", importGeluBackward);
   add("sigmoid_backward.default", importSigmoidBackward);

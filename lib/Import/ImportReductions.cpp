@@ -1,11 +1,13 @@
 //===- ImportReductions.cpp - Reductions and softmax ----------------------===//
 //
 // Sums, means and maxima over dimensions, all and any (counts of the non-zero
-// elements), and the softmax and log-softmax with their backward ops.
+// elements), integer cumulative sums, and the softmax and log-softmax with
+// their backward ops.
 //
 //===----------------------------------------------------------------------===//
 
 #include "StepImporter.h"
+#include "TensorBuilder.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Import/TorchImporter.h"
 
@@ -109,6 +111,39 @@ static LogicalResult importSoftmaxBackward(StepImporter &s) {
   return s.emitSingle<OpTy>(*grad, *output, *dim);
 }
 
+/// cumsum of an integer or bool tensor (Hugging Face numbers positions and
+/// finds packed sequences with it): a scan in ceil(log2 n) steps, each
+/// adding the running sums shifted by 1, 2, 4, ... positions along `dim`,
+/// exact in integers. A floating cumsum is refused: torch's CPU kernel adds
+/// sequentially in double precision, which this order would not reproduce.
+static LogicalResult importCumsum(StepImporter &s) {
+  FailureOr<Value> self = s.tensorArgument("self");
+  FailureOr<RankedTensorType> type =
+      succeeded(self) ? s.outputType() : FailureOr<RankedTensorType>();
+  if (failed(self) || failed(type))
+    return failure();
+  FailureOr<int64_t> dim = s.dimArgument("dim", s.rankOf(*self));
+  if (failed(dim))
+    return failure();
+  Type element = type->getElementType();
+  if (!isa<IntegerType>(element) ||
+      !isa<IntegerType>(getElementTypeOrSelf(self->getType())))
+    return s.fail("cumsum is supported on integer and bool tensors only");
+  TensorBuilder b(s.builder, s.location);
+  Value sums = b.convert(*self, element);
+  ArrayRef<int64_t> shape = type->getShape();
+  int64_t size = shape.empty() ? 1 : shape[*dim];
+  for (int64_t shift = 1; shift < size; shift *= 2) {
+    SmallVector<int64_t> zerosShape(shape);
+    zerosShape[*dim] = shift;
+    Value shifted = b.concat(
+        {b.full(zerosShape, element, 0), b.slice(sums, *dim, 0, size - shift)},
+        *dim);
+    sums = b.add(sums, shifted);
+  }
+  return s.setOutput(0, sums);
+}
+
 void mlir::mantissa::importer::addReductionHandlers(HandlerTable &table) {
   auto add = [&](StringRef overload, Handler handler) {
     addAtenHandler(table, overload, std::move(handler));
@@ -128,6 +163,7 @@ void mlir::mantissa::importer::addReductionHandlers(HandlerTable &table) {
     add(name, [](StepImporter &s) { return importAllOrAny(s, true); });
   for (StringRef name : {"any.dim", "any.dims", "any.default"})
     add(name, [](StepImporter &s) { return importAllOrAny(s, false); });
+  add("cumsum.default", importCumsum);
   add("_softmax.default", importSoftmax<SoftmaxOp>);
   add("_log_softmax.default", importSoftmax<LogSoftmaxOp>);
   add("_softmax_backward_data.default",

@@ -3,8 +3,9 @@
 // torch.export functionalised the program, so with value semantics every
 // view is a reshaped copy (`train.view`, `train.permute`, `train.expand`,
 // `train.slice`), the scatters of views write into a copy, cat and split
-// join and cut along a dimension, and aliases and copies carry the value they
-// alias (converted to the recorded dtype for `_to_copy` and `copy`).
+// join and cut along a dimension, constant padding joins filled blocks, and
+// aliases and copies carry the value they alias (converted to the recorded
+// dtype for `_to_copy` and `copy`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,6 +245,54 @@ static LogicalResult importCat(StepImporter &s) {
   return s.emitSingle<ConcatOp>(*tensors, *dim);
 }
 
+/// constant_pad_nd(self, pad, value): `pad` holds (before, after) pairs
+/// from the last dimension backwards; a negative amount crops. Each padded
+/// dimension is cropped by a slice, then joined with `value`-filled blocks
+/// on either side (Hugging Face pads the labels of its causal-LM loss with
+/// -100 this way).
+static LogicalResult importConstantPad(StepImporter &s) {
+  FailureOr<Value> self = s.tensorArgument("self");
+  FailureOr<SmallVector<int64_t>> pad = s.intsArgument("pad");
+  FailureOr<double> value = s.floatArgument("value", 0.0);
+  FailureOr<RankedTensorType> type = s.outputType();
+  if (failed(self) || failed(pad) || failed(value) || failed(type))
+    return failure();
+  int64_t rank = s.rankOf(*self);
+  if (pad->size() % 2 != 0 || static_cast<int64_t>(pad->size()) > 2 * rank)
+    return s.fail(llvm::formatv("pad has {0} entries: expected pairs for at "
+                                "most the {1} dimensions of the input",
+                                pad->size(), rank));
+  TensorBuilder b(s.builder, s.location);
+  Value result = *self;
+  for (size_t pair = 0; 2 * pair < pad->size(); ++pair) {
+    int64_t dim = rank - 1 - static_cast<int64_t>(pair);
+    int64_t before = (*pad)[2 * pair], after = (*pad)[2 * pair + 1];
+    int64_t size = TensorBuilder::shapeOf(result)[dim];
+    if (size + before + after < 0)
+      return s.fail(llvm::formatv(
+          "pad ({0}, {1}) leaves dimension {2} of size {3} negative", before,
+          after, dim, size));
+    result = b.slice(result, dim, std::max<int64_t>(0, -before),
+                     size + std::min<int64_t>(0, after));
+    SmallVector<Value, 3> pieces;
+    Type element = TensorBuilder::typeOf(result).getElementType();
+    auto filler = [&](int64_t amount) {
+      SmallVector<int64_t> shape(TensorBuilder::shapeOf(result));
+      shape[dim] = amount;
+      return b.full(shape, element, *value);
+    };
+    if (before > 0)
+      pieces.push_back(filler(before));
+    pieces.push_back(result);
+    if (after > 0)
+      pieces.push_back(filler(after));
+    result = b.concat(pieces, dim);
+  }
+  if (result.getType() != *type)
+    return s.fail("the padded tensor's type differs from torch's");
+  return s.setOutput(0, result);
+}
+
 /// split / split_with_sizes: consecutive slices along `dim`.
 static LogicalResult importSplit(StepImporter &s, bool withSizes) {
   FailureOr<Value> self = s.tensorArgument("self");
@@ -306,6 +355,7 @@ void mlir::mantissa::importer::addShapeHandlers(HandlerTable &table) {
   add("select.int", importSelect);
   add("select_scatter.default", importSelectScatter);
   add("cat.default", importCat);
+  add("constant_pad_nd.default", importConstantPad);
   add("split.Tensor", [](StepImporter &s) { return importSplit(s, false); });
   add("split_with_sizes.default",
       [](StepImporter &s) { return importSplit(s, true); });
