@@ -81,7 +81,7 @@ LogicalResult lowerAdamWToLLVMDialect(ModuleOp module, int64_t tileSize = 4096,
 FailureOr<std::string> translateToLLVMIRText(ModuleOp module);
 
 /// Compiles textual LLVM IR into a shared library at `libraryPath` with
-/// clang-19 (-O`optLevel` -march=native -fPIC -shared, then
+/// clang-19 (-O`optLevel` -march=native -fPIC -shared -Wl,-Bsymbolic, then
 /// `extraArguments`). Reports failures in `error`.
 LogicalResult
 compileLLVMIRToSharedLibrary(StringRef llvmIR, StringRef libraryPath,

@@ -275,12 +275,17 @@ LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
   std::string optFlag = "-O" + std::to_string(optLevel);
   // compiler-rt's builtins, linked in statically: on a CPU without
   // AVX512-BF16 LLVM lowers f32 -> bf16 rounding to a call of
-  // __truncsfbf2, which libgcc does not define.
+  // __truncsfbf2, which libgcc does not define. -Bsymbolic binds the
+  // library's calls to its own functions: a step is named after the model,
+  // and without it a step named `index` (or `exp`, `time`, ...) called from
+  // its packed entry resolves to libc's function of that name first, and
+  // trains on zeros without an error.
   SmallVector<StringRef> args = {clang,
                                  optFlag,
                                  "-march=native",
                                  "-fPIC",
                                  "-shared",
+                                 "-Wl,-Bsymbolic",
                                  "-x",
                                  "ir",
                                  irPath,
