@@ -33,10 +33,9 @@ fi
 # The venv lives in the user's cache, keyed by the lock file's hash, so that
 # every clone on the machine shares one (a few GB: torch's wheel is a CUDA
 # build). It is built in place under a lock and marked complete last, so
-# that an interrupted install is never taken for a finished one. (Not built
-# elsewhere and moved: a venv's files name its folder, and `venv --upgrade`
-# over the symlinks of a moved one writes through them into the system's
-# python.)
+# that an interrupted install is never taken for a finished one, and two
+# clones set up at once build it once. (Not built elsewhere and moved: a
+# venv's scripts name the folder they were made in.)
 root=$(cd "$(dirname "$0")/.." && pwd)
 lock="$root/python/requirements.lock"
 key=$(sha256sum "$lock" | cut -c1-16)

@@ -170,13 +170,53 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
                         loss=float(eager.loss))
 
 
+#: Operators left whole in the joint program. torch's CPU attention, when
+#: core_aten_decompositions() breaks it up, becomes the math path in the
+#: forward while the fused backward is kept and handed the attention
+#: weights where its log-sum-exp belongs (torch 2.9 to 2.11): the graph is
+#: then inconsistent (torch's own run of it computes wrong gradients) and
+#: its attention no longer fuses on the GPU. Kept whole, forward and
+#: backward are the fused pair with the real log-sum-exp: eager torch's
+#: gradients exactly, and one attention kernel each on the GPU.
+_KEPT_WHOLE = ("_scaled_dot_product_flash_attention_for_cpu",)
+
+
+def _decompositions():
+    """torch.export's joint decompositions less the operators kept whole."""
+    from torch._decomp import core_aten_decompositions
+    table = core_aten_decompositions()
+    for name in _KEPT_WHOLE:
+        table.pop(getattr(torch.ops.aten, name).default, None)
+    return table
+
+
+def _forward_backward(forward: "torch.export.ExportedProgram"):
+    """The joint program of `forward`: what
+    torch.export.experimental._export_forward_backward does (torch 2.9 to
+    2.11), with _decompositions() as the table. Where the installed torch
+    lacks those private steps, its own _export_forward_backward."""
+    from torch.export import experimental
+    from torch.export import exported_program
+    steps = (getattr(exported_program, "_decompose_exported_program", None),
+             getattr(experimental, "_copy_graph_module_and_signature", None),
+             getattr(experimental, "_remove_detach_pass", None))
+    if not all(steps):
+        return experimental._export_forward_backward(forward)
+    decompose, copy_graph, remove_detach = steps
+    program = decompose(forward, cia_to_decomp={},
+                        python_decomp_table=_decompositions(),
+                        joint_loss_index=0, decompose_custom_triton_ops=False)
+    graph_module, signature = copy_graph(program)
+    remove_detach(graph_module, signature)
+    return program._update(graph_module, signature)
+
+
 def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
                    supported: set[str]):
     """torch.export, then the joint program; refuses random numbers and
     operators mantissa-compile does not import, naming node and module.
     Returns the joint program, its operator counts, the tied names (alias
     -> the name the graph reads) and how many nodes have a module path."""
-    from torch.export.experimental import _export_forward_backward
     try:
         forward = torch.export.export(module, batch.args, batch.kwargs, strict=False)
     except Exception as error:
@@ -188,14 +228,14 @@ def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
     # (module_paths.py); a model torch cannot decompose outside the joint
     # trace (GPT-2's Conv1D on a non-contiguous view) is exported without.
     try:
-        decomposed = forward.run_decompositions()
+        decomposed = forward.run_decompositions(_decompositions())
         decomposition_error = None
     except Exception as error:
         decomposed, decomposition_error = None, _first_line(error)
     # Collected before _export_forward_backward, which rewrites `forward`.
     modules = operator_modules([forward.graph] + ([decomposed.graph] if decomposed else []))
     try:
-        joint = _export_forward_backward(forward)
+        joint = _forward_backward(forward)
     except Exception as error:
         raise ExportError(f"model {model_name}: torch could not build the joint forward + "
                           f"backward program: {_first_line(error)}") from error
