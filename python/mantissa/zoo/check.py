@@ -1,0 +1,682 @@
+"""Checks one zoo model end to end against the torch that exports it.
+
+usage: python3 -m mantissa.zoo.check MODULE:FACTORY [--out DIR] [--json]
+           [--reuse] [--only CHECK,...] [--steps N] [--name NAME]
+
+MODULE may also be a path to a .py file. FACTORY() returns (model, batch) or
+(model, batch, loss_fn), the contract of `python3 -m mantissa.export`.
+One line per check, then the verdict; with --json, the lines go to stderr
+and every figure to stdout as one JSON document. The exit status is 1 when
+a check fails, naming it. The checks (issue 39, item 3):
+
+  export      mantissa.export.export_training_step with N reference steps
+              (torch's loss, gradients, N-step AdamW trajectory), timed
+  import      mantissa-compile M.pt2 --emit=train-mlir; the graph's ops,
+              and the ones the importer lacks (mantissa-compile --list-ops)
+  gradients   the reference interpreter's loss and gradients at the initial
+              weights against torch's: per tensor, max|ours - torch| /
+              max|torch|, at most 1e-5. A tensor whose torch gradient stays
+              below the floor, 1e-4 of the model's largest gradient
+              element, is mathematically zero (a bias before a norm): torch's
+              values are rounding noise, so ours must be below the floor too
+  trajectory  N compiled CPU AdamW steps against eager torch's: the worst
+              relative loss difference and, per parameter, max|ours -
+              torch| / max|torch| of the final values, both at most 1e-4.
+              Elements whose first torch gradient is below the floor but not
+              zero, and tensors whose whole gradient is, are counted, not
+              compared: Adam's first step lr*g/(|g|+eps) takes the sign of
+              rounding noise there and keeps it
+  bf16        `compute: bf16` against torch's CPU autocast (bf16): torch's
+              spread is the larger of its autocast trajectory's distance
+              from fp32 and from itself with one rounding moved (the
+              model's last matrix product kept in fp32); Mantissa's
+              distance from torch's autocast may be at most 3 spreads
+              (distance: worst relative loss difference over the steps)
+  gpu         mantissa-compile --precision (compute: bf16) -o ART with
+              --cost-report=json; ptxas -arch=sm_90 accepts ART/step.ptx;
+              kernels, GEMMs, fused attention kernels, predicted step time
+  stall       for models with norm gains (parameters of modules whose class
+              is a norm): the stall report with everything bf16 and with
+              fp32 masters for the gains, against N steps of each: the gains
+              it says stall move in no element, the others and every gain
+              with an fp32 master move
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+CHECKS = ("export", "import", "gradients", "trajectory", "bf16", "gpu", "stall")
+GRADIENT_TOLERANCE = 1e-5
+#: Gradients below this fraction of the model's largest gradient element are
+#: mathematically zero: torch's own are rounding noise there (1.7e-7 of the
+#: largest for a convolution bias before a batch norm, test/Inputs/aten's
+#: convnet), while the smallest real ones of the test models are 5e-3.
+ZERO_GRADIENT_FLOOR = 1e-4
+TRAJECTORY_TOLERANCE = 1e-4
+#: Mantissa's compute-bf16 trajectory may be this many of torch's own spreads
+#: from torch's autocast trajectory (pure bf16 is about 90 away: docs/
+#: compute-precision.md).
+BF16_SPREAD_MULTIPLE = 3.0
+PURE_BF16_SPEC = 'rules:\n  - match: "*"\n    master: bf16\n    moments: bf16\n'
+COMPUTE_BF16_SPEC = "compute: bf16\n"
+
+
+class CheckError(Exception):
+    """A check that could not run to its verdict (a tool failed, a file is
+    missing); its message says what and where."""
+
+
+def log(message: str, stream) -> None:
+    print(message, file=stream, flush=True)
+
+
+# --- the model -------------------------------------------------------------
+
+
+def load_factory(spec: str) -> tuple[str, Callable]:
+    """MODULE:FACTORY or FILE.py:FACTORY -> (factory name, factory)."""
+    module_name, sep, factory_name = spec.rpartition(":")
+    if not sep or not module_name or not factory_name:
+        raise CheckError(f"'{spec}' is not MODULE:FACTORY")
+    if module_name.endswith(".py") or os.sep in module_name:
+        path = Path(module_name)
+        if not path.is_file():
+            raise CheckError(f"'{spec}': no file {path}")
+        loaded = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(loaded)
+        sys.modules[path.stem] = module
+        loaded.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise CheckError(f"'{spec}': {module_name} has no factory '{factory_name}'")
+    return factory_name, factory
+
+
+def call_factory(name: str, factory: Callable):
+    made = factory()
+    if not isinstance(made, tuple) or len(made) not in (2, 3):
+        raise CheckError(f"factory '{name}' returned {type(made).__name__}, not (model, batch[, loss_fn])")
+    model, batch = made[0], made[1]
+    return model, batch, made[2] if len(made) == 3 else None
+
+
+def training_loss(model, batch, loss_fn):
+    """The exporter's rule: loss_fn(output, batch), else a scalar output,
+    else output.loss, else output["loss"]."""
+    import torch
+
+    output = model(**batch) if isinstance(batch, dict) else model(*batch)
+    if loss_fn is not None:
+        return loss_fn(output, batch)
+    if isinstance(output, torch.Tensor) and output.dim() == 0:
+        return output
+    if getattr(output, "loss", None) is not None:
+        return output.loss
+    return output["loss"]
+
+
+def norm_gains(model) -> list[str]:
+    """FQNs of the parameters held by norm modules themselves (LayerNorm,
+    RMSNorm, GroupNorm, ...), not by projections nested inside them (an
+    adaptive norm's Linear)."""
+    gains = []
+    for path, module in model.named_modules():
+        if "norm" not in type(module).__name__.lower():
+            continue
+        for name, _ in module.named_parameters(recurse=False):
+            gains.append(f"{path}.{name}" if path else name)
+    return gains
+
+
+def library_of(model) -> tuple[str, str]:
+    root = type(model).__module__.split(".")[0]
+    try:
+        return root, importlib.metadata.version(root)
+    except importlib.metadata.PackageNotFoundError:
+        import torch
+
+        return "torch", torch.__version__
+
+
+# --- tools -------------------------------------------------------------------
+
+
+class Tools:
+    """mantissa-compile, mantissa-run and ptxas: MANTISSA_COMPILE (as lit and
+    the exporter name it) and its directory, PATH, then the build tree."""
+
+    def __init__(self, bin_dir: str | None):
+        candidates = []
+        if bin_dir:
+            candidates.append(Path(bin_dir))
+        if os.environ.get("MANTISSA_COMPILE"):
+            candidates.append(Path(os.environ["MANTISSA_COMPILE"]).parent)
+        candidates.append(Path(__file__).resolve().parents[3] / "build" / "bin")
+        self.compile = self._find("mantissa-compile", candidates)
+        self.run = self._find("mantissa-run", candidates)
+        self.ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+        if not os.path.exists(self.ptxas):
+            self.ptxas = None
+
+    @staticmethod
+    def _find(tool: str, directories: list[Path]) -> str:
+        for directory in directories:
+            if (directory / tool).is_file():
+                return str(directory / tool)
+        found = shutil.which(tool)
+        if not found:
+            raise CheckError(f"{tool} not found (--mantissa-bin DIR, MANTISSA_COMPILE, PATH or build/bin)")
+        return found
+
+
+def run_tool(command: list[str], what: str, stdout_path: Path | None = None) -> subprocess.CompletedProcess:
+    """Runs a tool; a failure is a CheckError carrying its last lines."""
+    with open(stdout_path, "w") if stdout_path else open(os.devnull, "w") as out:
+        done = subprocess.run(command, stdout=out if stdout_path else subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-6:])
+        raise CheckError(f"{what} failed (exit {done.returncode}): {' '.join(command)}\n{tail}")
+    return done
+
+
+# --- safetensors and measures --------------------------------------------------
+
+
+def load_tensors(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise CheckError(f"{path} is missing")
+    return load_file(str(path))
+
+
+def worst_relative(ours: list[float], theirs: list[float]) -> float:
+    """The worst relative difference of two loss curves, step by step."""
+    if len(ours) != len(theirs):
+        raise CheckError(f"{len(ours)} losses against torch's {len(theirs)}")
+    return max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(ours, theirs))
+
+
+def graph_ops(pt2: Path) -> dict[str, int]:
+    """The joint graph's operators and how often each occurs (model.json)."""
+    with zipfile.ZipFile(pt2) as archive:
+        names = [n for n in archive.namelist() if n.endswith("models/model.json")]
+        if not names:
+            raise CheckError(f"{pt2} holds no models/model.json")
+        program = json.loads(archive.read(names[0]))
+    ops: dict[str, int] = {}
+    for node in program["graph_module"]["graph"]["nodes"]:
+        ops[node["target"]] = ops.get(node["target"], 0) + 1
+    return dict(sorted(ops.items()))
+
+
+# --- the checker -----------------------------------------------------------------
+
+
+class Checker:
+    def __init__(self, args, stream):
+        self.args = args
+        self.stream = stream
+        self.factory_name, self.factory = load_factory(args.factory)
+        self.name = args.name or self.factory_name
+        self.out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"zoo-{self.name}-"))
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.tools = Tools(args.mantissa_bin)
+        self.steps = args.steps
+        self.record: dict[str, Any] = {"model": self.name, "factory": args.factory, "out": str(self.out),
+                                       "steps": self.steps, "checks": {}}
+        self._floor: float | None = None
+
+    def path(self, suffix: str) -> Path:
+        return self.out / f"{self.name}{suffix}"
+
+    @property
+    def pt2(self) -> Path:
+        return self.path(".pt2")
+
+    def common_run_flags(self) -> list[str]:
+        return [str(self.pt2), "--weights", str(self.path(".init.safetensors")),
+                "--inputs", str(self.path(".inputs.safetensors"))]
+
+    def write_spec(self, name: str, text: str) -> Path:
+        spec = self.out / name
+        spec.write_text(text)
+        return spec
+
+    def describe_model(self) -> None:
+        import torch
+
+        model, _, _ = call_factory(self.factory_name, self.factory)
+        library, version = library_of(model)
+        self.record.update({"class": type(model).__name__, "library": library, "library_version": version,
+                            "torch": torch.__version__,
+                            "parameters": sum(p.numel() for p in model.parameters()),
+                            "norm_gains": norm_gains(model)})
+
+    # -- the checks, each returning its figures and raising CheckError when it
+    #    cannot reach a verdict; "passed" is the verdict
+
+    def check_export(self) -> dict:
+        if self.args.reuse:
+            missing = [str(p) for p in (self.pt2, self.path(".grads.safetensors"), self.path(".traj.json"))
+                       if not p.is_file()]
+            if missing:
+                raise CheckError(f"--reuse: {', '.join(missing)} missing")
+            return {"passed": True, "reused": True}
+        try:
+            import mantissa.export as exporter
+        except ImportError as error:
+            raise CheckError(f"the exporter package mantissa.export is not importable: {error}")
+        model, batch, loss_fn = call_factory(self.factory_name, self.factory)
+        start = time.perf_counter()
+        try:
+            exporter.export_training_step(model, batch, str(self.out), self.name, loss_fn=loss_fn,
+                                          reference_steps=self.steps)
+        except Exception as error:  # the exporter's own message names the op, node, module
+            message = f"{type(error).__name__}: {error}"
+            return {"passed": False, "reason": message,
+                    "missing_ops": sorted(set(re.findall(r"(?:torch\.ops\.)?aten\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?",
+                                                         message)))}
+        return {"passed": True, "seconds": round(time.perf_counter() - start, 2)}
+
+    def check_import(self) -> dict:
+        ops = graph_ops(self.pt2)
+        supported = set(run_tool([self.tools.compile, "--list-ops"], "mantissa-compile --list-ops").stdout.split())
+        missing = sorted(op for op in ops if op not in supported)
+        start = time.perf_counter()
+        done = subprocess.run([self.tools.compile, str(self.pt2), "--emit=train-mlir", "-o",
+                               str(self.path(".mlir"))], capture_output=True, text=True)
+        figures = {"seconds": round(time.perf_counter() - start, 2), "nodes": sum(ops.values()),
+                   "distinct_ops": len(ops), "ops": ops, "missing_ops": missing}
+        if done.returncode != 0:
+            figures.update(passed=False, reason=done.stderr.strip().splitlines()[-1] if done.stderr.strip()
+                           else f"exit {done.returncode}")
+        else:
+            figures["passed"] = True
+        return figures
+
+    def zero_floor(self) -> tuple[float, dict]:
+        """The floor below which a gradient is mathematically zero, from
+        torch's gradients at the initial weights."""
+        reference = load_tensors(self.path(".grads.safetensors"))
+        largest = max(float(t.abs().max()) for k, t in reference.items() if k.startswith("grad.") and t.numel())
+        return ZERO_GRADIENT_FLOOR * largest, reference
+
+    def check_gradients(self) -> dict:
+        import torch
+
+        dump = self.out / "mantissa.grads.safetensors"
+        start = time.perf_counter()
+        run_tool([self.tools.run, *self.common_run_flags(), "--reference", "--dump-grads", str(dump)],
+                 "mantissa-run --reference --dump-grads")
+        seconds = round(time.perf_counter() - start, 2)
+        ours = load_tensors(dump)
+        floor, reference = self.zero_floor()
+        loss_error = abs(float(ours["loss"].reshape(-1)[0]) - float(reference["loss"].reshape(-1)[0])) / abs(
+            float(reference["loss"].reshape(-1)[0]))
+        errors, zero, failures, missing = {}, {}, [], []
+        for key, theirs in sorted(reference.items()):
+            if not key.startswith("grad."):
+                continue
+            fqn = key[len("grad."):]
+            if key not in ours:
+                missing.append(fqn)
+                continue
+            mine = ours[key].float()
+            if mine.shape != theirs.shape:
+                failures.append(f"{fqn}: shape {list(mine.shape)}, torch {list(theirs.shape)}")
+                continue
+            scale = float(theirs.abs().max()) if theirs.numel() else 0.0
+            if scale < floor:
+                largest = float(mine.abs().max()) if mine.numel() else 0.0
+                zero[fqn] = largest / floor
+                if largest >= floor:
+                    failures.append(f"{fqn}: torch's gradient is zero (below {floor:.3g}), ours reaches {largest:.3g}")
+                continue
+            errors[fqn] = float((mine - theirs.float()).abs().max()) / scale
+        worst = max(errors.items(), key=lambda item: item[1]) if errors else ("", 0.0)
+        failures += [f"{fqn}: no gradient in mantissa-run's output" for fqn in missing]
+        if worst[1] > GRADIENT_TOLERANCE:
+            failures.append(f"{worst[0]}: error {worst[1]:.3g} > {GRADIENT_TOLERANCE:g}")
+        if loss_error > GRADIENT_TOLERANCE:
+            failures.append(f"loss: error {loss_error:.3g} > {GRADIENT_TOLERANCE:g}")
+        return {"passed": not failures, "seconds": seconds, "loss_error": loss_error,
+                "max_error": worst[1], "worst_tensor": worst[0], "floor": floor,
+                "zero_tensors": sorted(zero), "tensors": len(errors) + len(zero),
+                "failures": failures, "reason": "; ".join(failures[:4]) or None,
+                "errors": {k: errors[k] for k in sorted(errors, key=errors.get, reverse=True)[:5]}}
+
+    def torch_trajectory(self) -> dict:
+        return json.loads(self.path(".traj.json").read_text())
+
+    def check_trajectory(self) -> dict:
+        import torch
+
+        losses_path, finals_path = self.out / "mantissa.fp32.losses.json", self.out / "mantissa.fp32.finals.safetensors"
+        start = time.perf_counter()
+        run_tool([self.tools.run, *self.common_run_flags(), "--steps", str(self.steps), "--losses", str(losses_path),
+                  "--final-params", str(finals_path), "--no-memory-report"], "mantissa-run (compiled, fp32)")
+        seconds = round(time.perf_counter() - start, 2)
+        ours = json.loads(losses_path.read_text())["losses"]
+        theirs = self.torch_trajectory()["arms"]["fp32"]["losses"]
+        loss_error = worst_relative(ours, theirs)
+        finals = load_tensors(finals_path)
+        reference = load_tensors(self.path(".finals.safetensors"))
+        floor, gradients = self.zero_floor()
+        errors, all_elements, failures, zero_tensors = {}, {}, [], []
+        excluded = compared = 0
+        for key, theirs_final in sorted(reference.items()):
+            fqn = key[len("fp32."):] if key.startswith("fp32.") else key
+            if fqn not in finals:
+                failures.append(f"{fqn}: no final value in mantissa-run's output")
+                continue
+            mine = finals[fqn].float()
+            theirs_final = theirs_final.float()
+            scale = float(theirs_final.abs().max()) + 1e-12
+            difference = (mine - theirs_final).abs()
+            all_elements[fqn] = float(difference.max()) / scale
+            gradient = gradients.get(f"grad.{fqn}")
+            # Elements torch gives no gradient at all (embedding rows of
+            # tokens not in the batch) only decay, which is deterministic.
+            # A tensor whose whole gradient is below the floor is
+            # mathematically zero: its every step is noise.
+            if gradient is None:
+                determined = torch.ones_like(difference, dtype=torch.bool)
+            elif float(gradient.abs().max()) < floor:
+                determined = torch.zeros_like(difference, dtype=torch.bool)
+                zero_tensors.append(fqn)
+            else:
+                determined = (gradient.abs() >= floor) | (gradient == 0)
+            excluded += int((~determined).sum())
+            compared += int(determined.sum())
+            if determined.any():
+                errors[fqn] = float(difference[determined].max()) / scale
+        worst = max(errors.items(), key=lambda item: item[1]) if errors else ("", 0.0)
+        if loss_error > TRAJECTORY_TOLERANCE:
+            failures.append(f"losses: worst relative difference {loss_error:.3g} > {TRAJECTORY_TOLERANCE:g}")
+        if worst[1] > TRAJECTORY_TOLERANCE:
+            failures.append(f"final {worst[0]}: error {worst[1]:.3g} > {TRAJECTORY_TOLERANCE:g}")
+        return {"passed": not failures, "seconds": seconds, "loss_error": loss_error, "final_error": worst[1],
+                "worst_tensor": worst[0], "final_error_all_elements": max(all_elements.values(), default=0.0),
+                "elements_compared": compared, "elements_below_floor": excluded, "zero_tensors": zero_tensors,
+                "first_loss": ours[0], "last_loss": ours[-1], "torch_last_loss": theirs[-1],
+                "failures": failures, "reason": "; ".join(failures) or None}
+
+    def autocast_trajectories(self) -> dict:
+        """torch's CPU autocast (bf16) trajectory over fp32 parameters and
+        fp32 AdamW, and the same with the model's last matrix product kept
+        in fp32 (one rounding moved)."""
+        import torch
+
+        trajectory = self.torch_trajectory()
+        init = load_tensors(self.path(".init.safetensors"))
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+
+        def fresh():
+            model, batch, loss_fn = call_factory(self.factory_name, self.factory)
+            missing = [k for k, _ in model.named_parameters() if k not in init]
+            if missing:
+                raise CheckError(f"{self.path('.init.safetensors')} lacks parameters {missing[:3]}")
+            model.load_state_dict(init, strict=False)
+            return model, batch, loss_fn
+
+        def last_product(model, batch, loss_fn) -> str | None:
+            order: list[str] = []
+            hooks = []
+            for path, module in model.named_modules():
+                kind = type(module).__name__
+                if isinstance(module, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)) or kind == "Conv1D":
+                    hooks.append(module.register_forward_hook(lambda m, i, o, path=path: order.append(path)))
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                training_loss(model, batch, loss_fn)
+            for hook in hooks:
+                hook.remove()
+            return order[-1] if order else None
+
+        def run(fp32_module: str | None) -> list[float]:
+            model, batch, loss_fn = fresh()
+            if fp32_module is not None:
+                module = model.get_submodule(fp32_module)
+                forward = module.forward
+
+                def fp32_forward(*args, **kwargs):
+                    with torch.autocast("cpu", enabled=False):
+                        args = [a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args]
+                        return forward(*args, **kwargs)
+
+                module.forward = fp32_forward
+            optimizer = torch.optim.AdamW(model.parameters(), lr=trajectory["lr"],
+                                          betas=tuple(trajectory.get("betas", (0.9, 0.999))),
+                                          eps=trajectory.get("eps", 1e-8),
+                                          weight_decay=trajectory["weight_decay"], foreach=False)
+            losses = []
+            for _ in range(self.steps):
+                optimizer.zero_grad(set_to_none=True)
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = training_loss(model, batch, loss_fn)
+                loss.backward()
+                losses.append(float(loss.detach()))
+                optimizer.step()
+            return losses
+
+        probe = fresh()
+        moved = last_product(*probe)
+        return {"autocast": run(None), "moved": run(moved) if moved else None, "moved_module": moved}
+
+    def check_bf16(self) -> dict:
+        spec = Path(self.args.bf16_spec) if self.args.bf16_spec else self.write_spec("compute-bf16.yaml",
+                                                                                      COMPUTE_BF16_SPEC)
+        losses_path = self.out / "mantissa.bf16.losses.json"
+        start = time.perf_counter()
+        run_tool([self.tools.run, *self.common_run_flags(), "--steps", str(self.steps), "--precision", str(spec),
+                  "--losses", str(losses_path), "--no-memory-report"], "mantissa-run (compute: bf16)")
+        seconds = round(time.perf_counter() - start, 2)
+        ours = json.loads(losses_path.read_text())["losses"]
+        fp32 = self.torch_trajectory()["arms"]["fp32"]["losses"]
+        torch_runs = self.autocast_trajectories()
+        autocast = torch_runs["autocast"]
+        gap = worst_relative(autocast, fp32)
+        jitter = worst_relative(torch_runs["moved"], autocast) if torch_runs["moved"] else 0.0
+        spread = max(gap, jitter)
+        distance = worst_relative(ours, autocast)
+        ratio = distance / spread if spread > 0 else float("inf")
+        passed = ratio <= BF16_SPREAD_MULTIPLE
+        return {"passed": passed, "seconds": seconds, "distance": distance, "distance_from_fp32": worst_relative(ours, fp32),
+                "torch_gap": gap, "torch_jitter": jitter, "jitter_module": torch_runs["moved_module"],
+                "spread": spread, "spreads": ratio, "max_spreads": BF16_SPREAD_MULTIPLE,
+                "last_loss": ours[-1], "torch_autocast_last_loss": autocast[-1],
+                "reason": None if passed else f"more than {BF16_SPREAD_MULTIPLE:g} spreads"}
+
+    def check_gpu(self) -> dict:
+        spec = self.write_spec("compute-bf16.yaml", COMPUTE_BF16_SPEC)
+        artifact = self.out / "gpu-artifact"
+        shutil.rmtree(artifact, ignore_errors=True)
+        cost_path = self.out / "cost.json"
+        start = time.perf_counter()
+        run_tool([self.tools.compile, str(self.pt2), "--precision", str(spec), "-o", str(artifact),
+                  "--cost-report=json"], "mantissa-compile -o (GPU program)", stdout_path=cost_path)
+        seconds = round(time.perf_counter() - start, 2)
+        cost = json.loads(cost_path.read_text())
+        figures = {"seconds": seconds, "kernels": cost["kernel_count"], "gemms": cost["gemm_count"],
+                   "attention_kernels": cost["classes"].get("attention", {}).get("ops", 0),
+                   "predicted_step_ms": cost["predicted_step_ms"], "cost_device": cost["device"]["name"]}
+        if self.tools.ptxas is None:
+            return {**figures, "passed": True, "ptxas": "not installed: PTX generated, not assembled"}
+        run_tool([self.tools.ptxas, "-arch=sm_90", str(artifact / "step.ptx"), "-o", str(self.out / "step.cubin")],
+                 "ptxas -arch=sm_90")
+        return {**figures, "passed": True, "ptxas": "accepted (sm_90)"}
+
+    def stall_predictions(self, spec: Path, rules: list[str]) -> set[str]:
+        report = run_tool([self.tools.compile, str(self.pt2), "--precision", str(spec), *rules,
+                           "--precision-report=json"], "mantissa-compile --precision-report").stdout
+        warnings = json.loads(report)["warnings"]
+        return {m.group(1) for w in warnings for m in [re.match(r"parameter '([^']+)' would stall", w)] if m}
+
+    def moved_elements(self, spec: Path, rules: list[str], tag: str) -> dict[str, int]:
+        import torch
+
+        finals_path = self.out / f"mantissa.{tag}.finals.safetensors"
+        run_tool([self.tools.run, *self.common_run_flags(), "--steps", str(self.steps), "--precision", str(spec),
+                  *rules, "--final-params", str(finals_path), "--no-memory-report"], f"mantissa-run ({tag})")
+        finals = load_tensors(finals_path)
+        init = load_tensors(self.path(".init.safetensors"))
+        moved = {}
+        for fqn in self.record["norm_gains"]:
+            final = finals[fqn]
+            # A bf16 master starts as the initial value rounded to bf16.
+            start = init[fqn].to(final.dtype)
+            moved[fqn] = int((final != start).sum())
+        return moved
+
+    def check_stall(self) -> dict:
+        gains = self.record["norm_gains"]
+        if not gains:
+            return {"passed": True, "applies": False, "reason": "no norm gains"}
+        spec = self.write_spec("pure-bf16.yaml", PURE_BF16_SPEC)
+        fixed = [f"--precision-rule={{{','.join(gains)}}}:master=fp32,moments=fp32"]
+        start = time.perf_counter()
+        stalls = self.stall_predictions(spec, []) & set(gains)
+        stalls_fixed = self.stall_predictions(spec, fixed) & set(gains)
+        moved = self.moved_elements(spec, [], "pure-bf16")
+        moved_fixed = self.moved_elements(spec, fixed, "fp32-gains")
+        failures = [f"{g}: reported to stall in pure bf16, moved {moved[g]} elements" for g in gains
+                    if g in stalls and moved[g]]
+        failures += [f"{g}: not reported to stall in pure bf16, never moved" for g in gains
+                     if g not in stalls and not moved[g]]
+        failures += [f"{g}: reported to stall with an fp32 master" for g in sorted(stalls_fixed)]
+        failures += [f"{g}: fp32 master, never moved" for g in gains if not moved_fixed[g]]
+        elements = {g: int(self._numel(g)) for g in gains}
+        return {"passed": not failures, "applies": True, "seconds": round(time.perf_counter() - start, 2),
+                "gains": len(gains), "elements": sum(elements.values()),
+                "reported_stalling": len(stalls), "reported_stalling_fp32_masters": len(stalls_fixed),
+                "moved_pure_bf16": sum(moved.values()), "moved_fp32_masters": sum(moved_fixed.values()),
+                "failures": failures, "reason": "; ".join(failures[:4]) or None}
+
+    def _numel(self, fqn: str) -> int:
+        return load_tensors(self.path(".init.safetensors"))[fqn].numel()
+
+    # -- driving
+
+    def summary(self, check: str, figures: dict) -> str:
+        if check == "export":
+            return "reused" if figures.get("reused") else f"{figures.get('seconds', 0):.1f} s"
+        if check == "import":
+            text = f"{figures['nodes']} nodes, {figures['distinct_ops']} distinct ops"
+            return text + (f"; lacks {', '.join(figures['missing_ops'])}" if figures["missing_ops"] else "")
+        if check == "gradients":
+            return (f"max error {figures['max_error']:.2e} ({figures['worst_tensor']}), loss {figures['loss_error']:.2e}, "
+                    f"{len(figures['zero_tensors'])} zero of {figures['tensors']} (floor {figures['floor']:.2e})")
+        if check == "trajectory":
+            return (f"{self.steps} steps: losses {figures['loss_error']:.2e}, finals {figures['final_error']:.2e} "
+                    f"({figures['worst_tensor']}; all elements {figures['final_error_all_elements']:.2e}, "
+                    f"{figures['elements_below_floor']} below the floor)")
+        if check == "bf16":
+            return (f"{figures['spreads']:.2f} spreads from torch autocast (distance {figures['distance']:.2e}; "
+                    f"torch: from fp32 {figures['torch_gap']:.2e}, one rounding moved {figures['torch_jitter']:.2e})")
+        if check == "gpu":
+            return (f"{figures['kernels']} kernels, {figures['gemms']} GEMMs, {figures['attention_kernels']} attention, "
+                    f"predicted {figures['predicted_step_ms']:.3f} ms ({figures['cost_device']}); ptxas {figures['ptxas']}")
+        if check == "stall":
+            if not figures["applies"]:
+                return "no norm gains"
+            return (f"pure bf16: {figures['reported_stalling']}/{figures['gains']} gains reported to stall, "
+                    f"{figures['moved_pure_bf16']}/{figures['elements']} elements moved; fp32 masters: "
+                    f"{figures['reported_stalling_fp32_masters']} reported, {figures['moved_fp32_masters']}/"
+                    f"{figures['elements']} moved")
+        return ""
+
+    def run(self, checks: list[str]) -> int:
+        try:
+            self.describe_model()
+        except Exception as error:
+            self.record["error"] = f"factory '{self.factory_name}' failed: {type(error).__name__}: {error}"
+            log(f"FAIL  factory    {self.record['error']}", self.stream)
+            self.record["failed"] = ["factory"]
+            return 1
+        log(f"model {self.name}: {self.record['class']} ({self.record['library']} {self.record['library_version']}), "
+            f"{self.record['parameters']:,} parameters; files in {self.out}", self.stream)
+        blocked: str | None = None
+        for check in CHECKS:
+            if check not in checks:
+                continue
+            if blocked:
+                figures = {"passed": False, "skipped": True, "reason": f"{blocked} failed"}
+            else:
+                try:
+                    figures = getattr(self, f"check_{check}")()
+                except CheckError as error:
+                    figures = {"passed": False, "reason": str(error)}
+                except Exception as error:  # a crash in a check is its failure, named
+                    figures = {"passed": False, "reason": f"{type(error).__name__}: {error}"}
+            self.record["checks"][check] = figures
+            if figures.get("skipped"):
+                status, text = "SKIP", figures["reason"]
+            elif figures["passed"]:
+                status, text = "PASS", self.summary(check, figures)
+            else:
+                status = "FAIL"
+                text = figures.get("reason") or ""
+                try:
+                    text = f"{self.summary(check, figures)}: {text}"
+                except (KeyError, TypeError):
+                    pass
+            log(f"{status:5} {check:10} {text}", self.stream)
+            if not figures["passed"] and check in ("export", "import"):
+                blocked = check
+        failed = [c for c, f in self.record["checks"].items() if not f["passed"]]
+        self.record["failed"] = failed
+        log(f"{self.name}: " + (f"FAIL ({', '.join(failed)})" if failed else "PASS"), self.stream)
+        return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m mantissa.zoo.check",
+                                     description="Checks a zoo model against the torch that exports it (issue 39).")
+    parser.add_argument("factory", help="MODULE:FACTORY (or FILE.py:FACTORY)")
+    parser.add_argument("--out", help="directory for the export and every run's files (default: a new temporary one)")
+    parser.add_argument("--name", help="the export's name (default: the factory's)")
+    parser.add_argument("--json", action="store_true", help="every figure as JSON on stdout, the lines on stderr")
+    parser.add_argument("--reuse", action="store_true", help="check the export already in --out instead of exporting")
+    parser.add_argument("--only", help=f"comma-separated checks to run, of {','.join(CHECKS)}")
+    parser.add_argument("--steps", type=int, default=20, help="training steps of the trajectories (default 20)")
+    parser.add_argument("--bf16-spec", help="the precision spec of the bf16 check's run (default: compute: bf16)")
+    parser.add_argument("--mantissa-bin", help="directory of mantissa-compile and mantissa-run")
+    args = parser.parse_args(argv)
+    checks = list(CHECKS)
+    if args.only:
+        checks = [c.strip() for c in args.only.split(",")]
+        unknown = [c for c in checks if c not in CHECKS]
+        if unknown:
+            parser.error(f"unknown check(s) {', '.join(unknown)}; the checks are {', '.join(CHECKS)}")
+    stream = sys.stderr if args.json else sys.stdout
+    try:
+        checker = Checker(args, stream)
+    except CheckError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    status = checker.run(checks)
+    if args.json:
+        json.dump(checker.record, sys.stdout, indent=1)
+        print()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
