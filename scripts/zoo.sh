@@ -46,7 +46,8 @@ for factory in "${factories[@]}"; do
   fi
   echo "   $(( $(date +%s) - start )) s"
 done
-"$python" "$root/scripts/zoo-models-doc.py" "$out" > "$root/docs/models.md.partial"
+commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
+ZOO_COMMIT=$commit "$python" "$root/scripts/zoo-models-doc.py" "$out" > "$root/docs/models.md.partial"
 mv "$root/docs/models.md.partial" "$root/docs/models.md"
 echo "zoo.sh: docs/models.md regenerated from $out"
 if [[ ${#failed[@]} -gt 0 ]]; then

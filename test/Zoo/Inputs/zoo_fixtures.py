@@ -86,3 +86,11 @@ def tiny_bn():
 
 def broken():
     raise RuntimeError("the config asks for 3 heads of a width of 32")
+
+
+def unseeded():
+    """A batch drawn without a seed: each call differs from the export's."""
+    model, _ = tiny_bn()
+    generator = torch.Generator()
+    generator.seed()
+    return model, (torch.randn(16, 8, generator=generator), torch.randn(16, 4, generator=generator))
