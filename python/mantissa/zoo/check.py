@@ -24,10 +24,10 @@ a check fails, naming it. The checks (issue 39, item 3):
   trajectory  N compiled CPU AdamW steps against eager torch's: the worst
               relative loss difference and, per parameter, max|ours -
               torch| / max|torch| of the final values, both at most 1e-4.
-              Elements whose first torch gradient is below the floor but not
-              zero, and tensors whose whole gradient is, are counted, not
-              compared: Adam's first step lr*g/(|g|+eps) takes the sign of
-              rounding noise there and keeps it
+              Elements whose first torch gradient is below 100 eps but not
+              zero, and tensors whose whole gradient is below the floor, are
+              counted, not compared: Adam's first step lr*g/(|g|+eps) turns
+              a rounding-level difference there into a move of up to lr
   bf16        `compute: bf16` against torch's CPU autocast (bf16): torch's
               spread is the larger of its autocast trajectory's distance
               from fp32 and from itself with one rounding moved (the
@@ -69,6 +69,10 @@ GRADIENT_TOLERANCE = 1e-5
 #: convnet), while the smallest real ones of the test models are 5e-3.
 ZERO_GRADIENT_FLOOR = 1e-4
 TRAJECTORY_TOLERANCE = 1e-4
+#: Final parameters are compared where the first gradient is at least this
+#: many of Adam's eps, or exactly zero (llama: 32 of 428,672 elements lie below
+#: 10 eps, where the finals differ by up to 5e-4 between correct fp32 sums).
+ADAM_SENSITIVE_EPS = 100
 #: Mantissa's compute-bf16 trajectory may be this many of torch's own spreads
 #: from torch's autocast trajectory: compute: bf16 lies 0.7 to 1.1 spreads
 #: away on test/Zoo's models, pure bf16 78 (test/Zoo/checker-bf16.test).
@@ -246,7 +250,8 @@ class Checker:
         self.steps = args.steps
         self.record: dict[str, Any] = {"model": self.name, "factory": args.factory, "out": str(self.out),
                                        "steps": self.steps, "checks": {}}
-        self._floor: float | None = None
+        # The exporter checks the graph's operators against this build's.
+        os.environ["MANTISSA_COMPILE"] = self.tools.compile
 
     def path(self, suffix: str) -> Path:
         return self.out / f"{self.name}{suffix}"
@@ -384,6 +389,10 @@ class Checker:
         finals = load_tensors(finals_path)
         reference = load_tensors(self.path(".finals.safetensors"))
         floor, gradients = self.zero_floor()
+        # Adam's first step lr*g/(|g|+eps) depends on g's rounding as
+        # lr*eps/(|g|+eps)^2: below 100 eps, a rounding-level difference in
+        # the first gradient moves the element by up to lr, for good.
+        sensitive = ADAM_SENSITIVE_EPS * self.torch_trajectory().get("eps", 1e-8)
         errors, all_elements, failures, zero_tensors = {}, {}, [], []
         excluded = compared = 0
         for key, theirs_final in sorted(reference.items()):
@@ -407,7 +416,7 @@ class Checker:
                 determined = torch.zeros_like(difference, dtype=torch.bool)
                 zero_tensors.append(fqn)
             else:
-                determined = (gradient.abs() >= floor) | (gradient == 0)
+                determined = (gradient.abs() >= sensitive) | (gradient == 0)
             excluded += int((~determined).sum())
             compared += int(determined.sum())
             if determined.any():
@@ -419,7 +428,7 @@ class Checker:
             failures.append(f"final {worst[0]}: error {worst[1]:.3g} > {TRAJECTORY_TOLERANCE:g}")
         return {"passed": not failures, "seconds": seconds, "loss_error": loss_error, "final_error": worst[1],
                 "worst_tensor": worst[0], "final_error_all_elements": max(all_elements.values(), default=0.0),
-                "elements_compared": compared, "elements_below_floor": excluded, "zero_tensors": zero_tensors,
+                "elements_compared": compared, "elements_near_eps": excluded, "zero_tensors": zero_tensors,
                 "first_loss": ours[0], "last_loss": ours[-1], "torch_last_loss": theirs[-1],
                 "failures": failures, "reason": "; ".join(failures) or None}
 
@@ -599,7 +608,7 @@ class Checker:
         if check == "trajectory":
             return (f"{self.steps} steps: losses {figures['loss_error']:.2e}, finals {figures['final_error']:.2e} "
                     f"({figures['worst_tensor']}; all elements {figures['final_error_all_elements']:.2e}, "
-                    f"{figures['elements_below_floor']} below the floor)")
+                    f"{figures['elements_near_eps']} near eps not compared)")
         if check == "bf16":
             return (f"{figures['spreads']:.2f} spreads from torch autocast (distance {figures['distance']:.2e}; "
                     f"torch: from fp32 {figures['torch_gap']:.2e}, one rounding moved {figures['torch_jitter']:.2e})")
