@@ -38,11 +38,19 @@ MEASURES = """\
   0.01, fp32) against eager torch's 20 steps: the worst relative loss
   difference over the steps, then the worst final parameter, max|ours -
   torch| / max|torch| per tensor; both pass at 1e-4. Elements whose first
-  torch gradient is below 100 eps (1e-6) but not zero, and zero-gradient
-  tensors, are not compared: Adam's first step, lr g / (|g| + eps), turns a
+  torch gradient is below 100 eps (1e-6), unless torch's and the
+  interpreter's are both exactly zero (embedding rows of tokens not in the
+  batch, which only decay), and zero-gradient tensors, are not compared: Adam's first step, lr g / (|g| + eps), turns a
   rounding-level difference of such a gradient into a move of up to lr that
   later steps never undo (bench/fidelity/RESULTS.md: torch against torch
-  differs there by 3e-4).
+  differs there by 3e-4; GPT-2's key bias, whose gradient is zero in exact
+  arithmetic, is noise that Adam turns into steps). Where the worst final
+  exceeds 1e-4, it is held to 3 times torch's own fp32 spread instead: the
+  same measure between torch's fp32 run and its fp64 run (model, batch and
+  AdamW in fp64), both run by the checker; the column then shows that bound.
+  The losses match to about 2e-7 throughout: the finals differ by the order
+  of fp32 sums (oneDNN's blocked products against torch's), which 20 Adam
+  steps amplify in a few elements.
 - **compute bf16**: `compute: bf16` (matrix products in bf16 with fp32
   accumulation, as torch.autocast) against torch's CPU autocast (bf16) over
   fp32 parameters and fp32 AdamW, 20 steps. torch's own spread is the larger
@@ -118,7 +126,8 @@ def row(record):
     ops = f"{imp['nodes']} / {imp['distinct_ops']}" if "nodes" in imp else "–"
     gradient = cell(record, "gradients", lambda f: f"{fmt(f['max_error'])}"
                     + (f" ({len(f['zero_tensors'])} zero)" if f["zero_tensors"] else ""))
-    trajectory = cell(record, "trajectory", lambda f: f"{fmt(f['loss_error'])} / {fmt(f['final_error'])}")
+    trajectory = cell(record, "trajectory", lambda f: f"{fmt(f['loss_error'])} / {fmt(f['final_error'])}" +
+                      (f" (bound {fmt(f['final_bound'])})" if f.get("torch_final_jitter") is not None else ""))
     bf16 = cell(record, "bf16", lambda f: f"{f['spreads']:.2f} ({fmt(f['distance'])} vs {fmt(f['spread'])})")
     gpu = cell(record, "gpu", lambda f: f"{f['kernels']} ({f['gemms']} GEMMs, {f['attention_kernels']} attention); "
                f"{f['predicted_step_ms']:.3f} ms")
