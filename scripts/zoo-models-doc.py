@@ -40,8 +40,9 @@ MEASURES = """\
   torch| / max|torch| per tensor; both pass at 1e-4. Elements whose first
   torch gradient is below 100 eps (1e-6), unless torch's and the
   interpreter's are both exactly zero (embedding rows of tokens not in the
-  batch, which only decay), and zero-gradient tensors, are not compared: Adam's first step, lr g / (|g| + eps), turns a
-  rounding-level difference of such a gradient into a move of up to lr that
+  batch, which only decay), and zero-gradient tensors, are not compared:
+  Adam's first step, lr g / (|g| + eps), turns a rounding-level
+  difference of such a gradient into a move of up to lr that
   later steps never undo (bench/fidelity/RESULTS.md: torch against torch
   differs there by 3e-4; GPT-2's key bias, whose gradient is zero in exact
   arithmetic, is noise that Adam turns into steps). Where the worst final
