@@ -28,7 +28,9 @@ a check fails, naming it. The checks (issue 39, item 3):
               it and the interpreter's are both exactly zero), and tensors
               whose whole gradient is below the floor, are counted, not
               compared: Adam's first step lr*g/(|g|+eps) turns a
-              rounding-level difference there into a move of up to lr
+              rounding-level difference there into a move of up to lr.
+              Finals beyond 1e-4 may be up to 3 times torch's own fp32
+              spread: its fp32 finals against its fp64 run's, both run here
   bf16        `compute: bf16` against torch's CPU autocast (bf16): torch's
               spread is the larger of its autocast trajectory's distance
               from fp32 and from itself with one rounding moved (the
