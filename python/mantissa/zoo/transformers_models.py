@@ -10,7 +10,7 @@ probabilities 0 (dropout is another issue), ``use_cache=False`` and torch's
 
 Status per model (import, gradients and a 20-step AdamW trajectory against
 eager torch, GPU code generation) and the reasons for the configuration
-choices below: zoo-lm-notes.md at the repository root.
+choices below: docs/zoo/transformers-notes.md.
 
 Export one with ``python3 -m mantissa.export
 mantissa.zoo.transformers_models:llama OUT llama --reference-steps 20``.
