@@ -292,9 +292,9 @@ mlir::mantissa::writeGpuStep(train::StepOp step, llvm::StringRef directory,
   OwningOpRef<ModuleOp> hostModule;
   if (withHostKernels)
     hostModule = ModuleOp::create(step.getLoc());
-  if (llvm::Error error = writeProgram(step, directory, kJointFiles,
-                                       hostModule ? *hostModule : ModuleOp(),
-                                       emulator, forwardFile, program, result.files))
+  if (llvm::Error error = writeProgram(
+          step, directory, kJointFiles, hostModule ? *hostModule : ModuleOp(),
+          emulator, forwardFile, program, result.files))
     return std::move(error);
   result.kernels = program->countOps(GpuStepOp::Kind::Kernel);
   result.gemms = program->countOps(GpuStepOp::Kind::Gemm);

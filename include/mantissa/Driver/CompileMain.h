@@ -10,7 +10,8 @@ struct GpuHostEmulator;
 /// Runs mantissa-compile with the given command line; returns the exit code.
 /// `emulator` (GpuHostEmulation.h), which only builds with tests hand over,
 /// gives the tool --gpu-host-kernels.
-int compileMain(int argc, char **argv, const GpuHostEmulator *emulator = nullptr);
+int compileMain(int argc, char **argv,
+                const GpuHostEmulator *emulator = nullptr);
 
 } // namespace mlir::mantissa
 
