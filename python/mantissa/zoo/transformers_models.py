@@ -55,21 +55,25 @@ def _padded_lm_batch(gen: torch.Generator, pad: int = 5) -> Batch:
     return {"input_ids": batch["input_ids"], "attention_mask": mask, "labels": batch["labels"]}
 
 
+def _decoder(**overrides) -> dict:
+    """The decoder LMs' shared config: 2 layers of width 128, 4 heads,
+    positions up to 64, no dropout, no KV cache, SDPA attention; each model
+    adds or overrides its own entries."""
+    config = dict(vocab_size=_VOCAB, hidden_size=128, intermediate_size=256,
+                  num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=64, attention_dropout=0.0,
+                  use_cache=False, attn_implementation="sdpa")
+    config.update(overrides)
+    return config
+
+
 def llama() -> tuple[torch.nn.Module, Batch]:
     """LlamaForCausalLM: RMSNorm, RoPE, GQA (4 query heads, 2 key/value heads), SwiGLU."""
     gen = _seeded()
-    config = transformers.LlamaConfig(
-        vocab_size=_VOCAB,
-        hidden_size=128,
+    config = transformers.LlamaConfig(**_decoder(
         intermediate_size=344,
-        num_hidden_layers=2,
-        num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=64,
-        attention_dropout=0.0,
-        use_cache=False,
-        attn_implementation="sdpa",
-    )
+    ))
     return _finish(transformers.LlamaForCausalLM(config)), _lm_batch(gen)
 
 
@@ -123,84 +127,49 @@ def bert() -> tuple[torch.nn.Module, Batch]:
 def qwen3() -> tuple[torch.nn.Module, Batch]:
     """Qwen3ForCausalLM: Llama's layout with RMSNorm on each head's queries and keys, GQA; a padded batch."""
     gen = _seeded()
-    config = transformers.Qwen3Config(
-        vocab_size=_VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+    config = transformers.Qwen3Config(**_decoder(
         num_key_value_heads=2,
         head_dim=32,
-        max_position_embeddings=64,
-        attention_dropout=0.0,
-        use_cache=False,
         tie_word_embeddings=False,
-        attn_implementation="sdpa",
-    )
+    ))
     return _finish(transformers.Qwen3ForCausalLM(config)), _padded_lm_batch(gen)
 
 
 def mistral() -> tuple[torch.nn.Module, Batch]:
     """MistralForCausalLM: Llama's layout with a sliding window shorter than the sequence."""
     gen = _seeded()
-    config = transformers.MistralConfig(
-        vocab_size=_VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+    config = transformers.MistralConfig(**_decoder(
         num_key_value_heads=1,
-        max_position_embeddings=64,
         sliding_window=8,
-        attention_dropout=0.0,
-        use_cache=False,
-        attn_implementation="sdpa",
-    )
+    ))
     return _finish(transformers.MistralForCausalLM(config)), _lm_batch(gen)
 
 
 def phi3() -> tuple[torch.nn.Module, Batch]:
     """Phi3ForCausalLM: fused qkv and gate_up projections, partial RoPE."""
     gen = _seeded()
-    config = transformers.Phi3Config(
-        vocab_size=_VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+    config = transformers.Phi3Config(**_decoder(
         num_key_value_heads=2,
         partial_rotary_factor=0.5,
-        max_position_embeddings=64,
         original_max_position_embeddings=64,
         resid_pdrop=0.0,
         embd_pdrop=0.0,
-        attention_dropout=0.0,
-        use_cache=False,
         pad_token_id=0,
-        attn_implementation="sdpa",
-    )
+    ))
     return _finish(transformers.Phi3ForCausalLM(config)), _lm_batch(gen)
 
 
 def gemma2() -> tuple[torch.nn.Module, Batch]:
     """Gemma2ForCausalLM: attention and final-logit soft-capping, GeGLU, (1 + w) RMSNorm, sliding layers."""
     gen = _seeded()
-    config = transformers.Gemma2Config(
-        vocab_size=_VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+    config = transformers.Gemma2Config(**_decoder(
         num_key_value_heads=2,
         head_dim=32,
-        max_position_embeddings=64,
         sliding_window=8,
         attn_logit_softcapping=50.0,
         final_logit_softcapping=30.0,
-        attention_dropout=0.0,
-        use_cache=False,
         attn_implementation="eager",
-    )
+    ))
     return _finish(transformers.Gemma2ForCausalLM(config)), _lm_batch(gen)
 
 
