@@ -164,12 +164,11 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
     if (program.arguments.back().role == rt::StepTensor::Role::UserInput)
       program.arguments.back().indexBound = getIndexBound(step, index);
   }
-  program.step = {"step.cpu.so", (step.getSymName() + "_packed").str(),
+  program.step = {"step.cpu.so", getStepLibraryEntry(step),
                   resultTensors(step)};
   std::vector<std::string> files = {"step.cpu.json", "step.cpu.so"};
   if (forward) {
-    program.forward = {"step.cpu.forward.so",
-                       (forward.getSymName() + "_packed").str(),
+    program.forward = {"step.cpu.forward.so", getStepLibraryEntry(forward),
                        resultTensors(forward)};
     files.push_back("step.cpu.forward.so");
   }

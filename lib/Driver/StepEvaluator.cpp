@@ -223,6 +223,17 @@ std::string mlir::mantissa::hashPlannedStep(train::StepOp step,
   return llvm::toHex(hasher.final(), /*LowerCase=*/true).substr(0, 32);
 }
 
+/// The step's function in its library. Not the model's bare name: the
+/// library calls libm (sin, cos) and links with -Bsymbolic, so a model
+/// exported as `sin` or `exp` would call itself where it means libm's.
+static std::string getStepLibrarySymbol(train::StepOp step) {
+  return ("mantissa_step_" + step.getSymName()).str();
+}
+
+std::string mlir::mantissa::getStepLibraryEntry(train::StepOp step) {
+  return getStepLibrarySymbol(step) + "_packed";
+}
+
 /// Lowers a copy of `step` and compiles it into a shared library at
 /// `libraryPath` (written under a temporary name and renamed, so that
 /// concurrent ranks and interrupted runs never see half a library).
@@ -235,14 +246,16 @@ llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
 
   // Lower a copy: the caller keeps the step's metadata (roles, plans).
   OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
-  module->push_back(step->clone());
+  Operation *copy = step->clone();
+  module->push_back(copy);
+  std::string symbol = getStepLibrarySymbol(step);
+  SymbolTable::setSymbolName(copy, symbol);
   DiagnosticCollector diagnostics(context);
   if (failed(lowerTrainStepsToLLVM(*module)))
     return llvm::createStringError(
         "compiling the step failed: " + diagnostics.str() +
         " (--reference runs the step in the interpreter instead)");
-  addPackedEntry(*module, step.getSymName(),
-                 (step.getSymName() + "_packed").str());
+  addPackedEntry(*module, symbol, getStepLibraryEntry(step));
   FailureOr<std::string> llvmIR = translateToLLVMIRText(*module);
   if (failed(llvmIR))
     return llvm::createStringError("translating the step to LLVM IR failed: " +
@@ -324,7 +337,7 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                    libraryPath + ": " + dlerror());
   // Its matrix products call the runtime's (CpuGemm.h).
   rt::bindCpuGemm(library);
-  std::string entryName = (step.getSymName() + "_packed").str();
+  std::string entryName = getStepLibraryEntry(step);
   auto entry = reinterpret_cast<CompiledEvaluator::Entry>(
       dlsym(library, entryName.c_str()));
   if (!entry) {

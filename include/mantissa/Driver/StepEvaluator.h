@@ -59,10 +59,14 @@ llvm::Expected<std::unique_ptr<StepEvaluator>>
 createCompiledEvaluator(train::StepOp step,
                         CompileCacheReport *report = nullptr);
 
+/// The symbol of the step's entry in its library,
+/// `mantissa_step_<step>_packed(void **pointers)`: one pointer per argument,
+/// then one per result.
+std::string getStepLibraryEntry(train::StepOp step);
+
 /// Lowers a copy of `step` and compiles it (clang -O2 -march=native
-/// -fopenmp) into a shared library at `libraryPath` whose entry
-/// `<step>_packed(void **pointers)` takes one pointer per argument, then one
-/// per result; written under a temporary name and renamed.
+/// -fopenmp) into a shared library at `libraryPath` with the entry
+/// getStepLibraryEntry(step); written under a temporary name and renamed.
 llvm::Error compileStepLibrary(train::StepOp step, llvm::StringRef libraryPath);
 
 /// The directory compiled steps are cached in: `$MANTISSA_CACHE_DIR`, else

@@ -500,10 +500,39 @@ struct InlineAllocaScopesPass
   }
 };
 
+/// MLIR's f32 sin and cos approximations reduce the argument by k * pi/2 in
+/// f32, which is exact only near zero: at the phases of timestep sinusoids
+/// and rotary embeddings (1e3 to 1e5 radians) they are off by 1e-4 and more,
+/// where torch's kernels (and the reference interpreter) are within an ulp.
+/// Computed in f64 by libm (which the step library links) and rounded once,
+/// they are correctly rounded but for rare double roundings.
+template <typename MathOp>
+struct SinCosThroughDouble : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MathOp op,
+                                PatternRewriter &rewriter) const override {
+    Type type = op.getType();
+    if (!getElementTypeOrSelf(type).isF32())
+      return failure();
+    Type wide = rewriter.getF64Type();
+    if (auto vector = dyn_cast<VectorType>(type))
+      wide = vector.clone(wide);
+    Location loc = op.getLoc();
+    Value extended = rewriter.create<arith::ExtFOp>(loc, wide, op.getOperand());
+    Value result = rewriter.create<MathOp>(loc, extended);
+    rewriter.replaceOpWithNewOp<arith::TruncFOp>(op, type, result);
+    return success();
+  }
+};
+
 struct ApproximateMathPass
     : mantissa::impl::ApproximateMathPassBase<ApproximateMathPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
+    // Added first, with a higher benefit than the approximations'.
+    patterns.add<SinCosThroughDouble<math::SinOp>,
+                 SinCosThroughDouble<math::CosOp>>(&getContext(),
+                                                   /*benefit=*/2);
     populateMathPolynomialApproximationPatterns(patterns);
     if (failed(
             applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))

@@ -236,7 +236,9 @@ def ApproximateMathPass : Pass<"mantissa-approximate-math", "::mlir::ModuleOp"> 
   let description = [{
     tanh and erf (and the other functions MLIR approximates) have no LLVM
     lowering without libm, which the step libraries do not link; the f32
-    polynomial approximations need none.
+    polynomial approximations need none. sin and cos are the exception: f32
+    sin and cos become f64 libm calls rounded once, since the approximations
+    reduce large arguments (a timestep sinusoid's 1e3 radians) inexactly.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
