@@ -18,6 +18,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from .. import __version__
 from .batch import Batch, batch_dims
+from .constant_folding import fold_constants
 from .errors import ExportError
 from .module_paths import restore_module_stacks
 from .oplist import (OperatorSites, check_operators, check_random, find_mantissa_compile,
@@ -224,6 +225,7 @@ def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
                           f"{_first_line(error)}") from error
     check_random(forward.graph, model_name)
     tied = _untrain_unread_aliases(forward, module)
+    fold_constants(forward)
     # Module paths come from the forward program with torch's decompositions
     # (module_paths.py); a model torch cannot decompose outside the joint
     # trace (GPT-2's Conv1D on a non-contiguous view) is exported without.

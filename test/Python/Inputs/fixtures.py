@@ -4,6 +4,7 @@ Each returns (model, batch) or (model, batch, loss_fn), as
 `python3 -m mantissa.export Inputs/fixtures.py:FACTORY OUT NAME` takes them.
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -253,3 +254,32 @@ def float_labels():
     model, batch = hf_style()
     batch["labels"] = batch["labels"].float()
     return model, batch
+
+
+class SinusoidEmbedding(nn.Module):
+    """A diffusion model's timestep embedding and a rotary-style angle table:
+    both tables depend on no input (`exp` of an arange, `10000 ** linspace`)
+    and reach phases of 1e3 and 1e5 radians (as DiT's and LTX-Video's), so
+    one ulp of a table entry moves the gradients by far more than 1e-6."""
+
+    def __init__(self):
+        super().__init__()
+        self.time = nn.Linear(128, 16)
+        self.position = nn.Linear(20, 16)
+
+    def forward(self, t, positions, target):
+        half = 64
+        frequencies = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+        phase = t[:, None] * frequencies[None, :]
+        time = self.time(torch.cat([torch.cos(phase), torch.sin(phase)], dim=-1))
+        angles = (10000.0 ** torch.linspace(0.0, 1.0, 10)) * positions[:, None]
+        position = self.position(torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1))
+        return F.mse_loss(time + position, target)
+
+
+def sinusoid():
+    torch.manual_seed(0)
+    g = _generator()
+    t = torch.tensor([999.0, 731.0, 250.0, 17.0])
+    positions = torch.tensor([10.0, 7.0, 3.0, 1.0])
+    return SinusoidEmbedding(), (t, positions, torch.randn(4, 16, generator=g))
