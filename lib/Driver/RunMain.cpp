@@ -456,10 +456,9 @@ static int runTraining(ModuleOp module, train::StepOp step,
     forwardEvaluator = createReferenceEvaluator(forward.step);
     forward.evaluator = forwardEvaluator.get();
   }
-  llvm::Expected<int> status =
-      trainStep(module, step, program, std::move(arguments), trainer,
-                std::move(batches), evaluator, forward, communicator,
-                flags.gpuHostKernels.get());
+  llvm::Expected<int> status = trainStep(
+      module, step, program, std::move(arguments), trainer, std::move(batches),
+      evaluator, forward, communicator, flags.gpuHostKernels.get());
   if (!status)
     return reportError(flags.modelPath + ": " +
                        llvm::toString(status.takeError()));

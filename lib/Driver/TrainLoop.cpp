@@ -235,8 +235,9 @@ private:
 llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
     SmallVector<reference::Tensor> arguments, const rt::TrainerOptions &options,
-    std::unique_ptr<rt::BatchSource> batches, StepEvaluator &evaluator, const ForwardStep &forward,
-    rt::Communicator &communicator, const GpuHostKernels &gpuHostKernels) {
+    std::unique_ptr<rt::BatchSource> batches, StepEvaluator &evaluator,
+    const ForwardStep &forward, rt::Communicator &communicator,
+    const GpuHostKernels &gpuHostKernels) {
   llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
   if (!spec)
     return spec.takeError();

@@ -317,8 +317,7 @@ std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
   if (onCpu) {
     std::unique_ptr<BatchSource> batches;
     if (!options.data.paths.empty() &&
-        !(batches =
-              openBatchSource(cpuProgram->arguments(), options, error)))
+        !(batches = openBatchSource(cpuProgram->arguments(), options, error)))
       return nullptr;
     return CpuStepGradients::create(std::move(cpuProgram), std::move(arguments),
                                     std::move(batches), error,

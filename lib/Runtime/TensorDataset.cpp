@@ -130,11 +130,10 @@ TensorColumns::~TensorColumns() {
 
 const TensorColumns::Column::Piece &
 TensorColumns::Column::pieceOf(int64_t sample) const {
-  auto after = std::upper_bound(
-      pieces.begin(), pieces.end(), sample,
-      [](int64_t value, const Piece &piece) {
-        return value < piece.firstSample;
-      });
+  auto after = std::upper_bound(pieces.begin(), pieces.end(), sample,
+                                [](int64_t value, const Piece &piece) {
+                                  return value < piece.firstSample;
+                                });
   return *(after - 1);
 }
 
@@ -190,9 +189,8 @@ TensorColumns::open(const std::vector<std::string> &paths,
     // The header alone: the data is used in place, through the mapping.
     if (!SafeTensorsFile::read(
             path, header, error,
-            [](const std::string &, const std::map<std::string, std::string> &) {
-              return false;
-            }))
+            [](const std::string &,
+               const std::map<std::string, std::string> &) { return false; }))
       return fail(error);
     if (header.size() == 0)
       return fail(path + ": holds no tensors");
@@ -206,13 +204,12 @@ TensorColumns::open(const std::vector<std::string> &paths,
         for (const std::string &name : held)
           if (!expected->count(name))
             extra.push_back(name);
-        return fail(path + ": does not hold what the index " + indexOf[f] +
-                    " says (" +
-                    (missing.empty() ? "" : "missing " + nameList(missing)) +
-                    (missing.empty() || extra.empty() ? "" : "; ") +
-                    (extra.empty() ? "" : "not in its weight_map " +
-                                              nameList(extra)) +
-                    ")");
+        return fail(
+            path + ": does not hold what the index " + indexOf[f] + " says (" +
+            (missing.empty() ? "" : "missing " + nameList(missing)) +
+            (missing.empty() || extra.empty() ? "" : "; ") +
+            (extra.empty() ? "" : "not in its weight_map " + nameList(extra)) +
+            ")");
       }
     }
     // One sample count per file: the first dimension of every tensor.
@@ -284,8 +281,7 @@ TensorColumns::open(const std::vector<std::string> &paths,
                                        tensor.shape.end());
       int64_t sampleBytes =
           *checkedNumElements(sampleShape) * int64_t(elementSize(tensor.dtype));
-      if (header.dataOffset(t) + uint64_t(samples * sampleBytes) >
-          mapping.size)
+      if (header.dataOffset(t) + uint64_t(samples * sampleBytes) > mapping.size)
         return fail(path + ": tensor '" + tensor.name +
                     "' ends past the end of the file (did it change while "
                     "it was read?)");
@@ -346,10 +342,10 @@ bool checkValues(const TensorColumns::Column &column, const StepTensor &input,
   if (input.indexBound.bound >= 1) {
     lower = 0;
     upper = input.indexBound.bound - 1;
-    range = "outside [0, " + std::to_string(input.indexBound.bound) + ")" +
-            (input.indexBound.what.empty()
-                 ? std::string()
-                 : " (" + input.indexBound.what + ")");
+    range =
+        "outside [0, " + std::to_string(input.indexBound.bound) + ")" +
+        (input.indexBound.what.empty() ? std::string()
+                                       : " (" + input.indexBound.what + ")");
   } else if (input.dtype == DType::I32) {
     lower = INT32_MIN;
     upper = INT32_MAX;
@@ -452,18 +448,16 @@ TensorDataset::open(const std::vector<StepTensor> &arguments,
       if (column->dtype != input.dtype &&
           !(isId(column->dtype) && isId(input.dtype))) {
         error = flag + ": " + file + ": tensor '" + column->name + "' is " +
-                dtypeName(column->dtype) +
-                ", the step's user input '" + input.name + "' takes " +
-                dtypeName(input.dtype);
+                dtypeName(column->dtype) + ", the step's user input '" +
+                input.name + "' takes " + dtypeName(input.dtype);
         return false;
       }
       if (column->sampleShape != sampleShape) {
         error = flag + ": " + file + ": tensor '" + column->name +
                 "' holds samples of " + shapeText(column->sampleShape) +
                 ", the step's user input '" + input.name + "' takes " +
-                shapeText(input.shape) + ": " +
-                std::to_string(input.shape[0]) + " samples of " +
-                shapeText(sampleShape);
+                shapeText(input.shape) + ": " + std::to_string(input.shape[0]) +
+                " samples of " + shapeText(sampleShape);
         return false;
       }
       if (!checkValues(*column, input, flag, error))

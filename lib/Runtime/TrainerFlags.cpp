@@ -180,9 +180,9 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
                 (tensors ? "--data or --val-data (token data)"
                          : "--dataset or --val-dataset (a tensor dataset)");
       options.data.tensors = tensors;
-      (flag == "--data" || flag == "--dataset"
-           ? options.data.paths
-           : options.data.validationPaths) = paths;
+      (flag == "--data" || flag == "--dataset" ? options.data.paths
+                                               : options.data.validationPaths) =
+          paths;
     }
     return true;
   }
@@ -372,7 +372,8 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
     return false;
   }
   if (!options.data.paths.empty() && !options.model.gradsPath.empty()) {
-    error = std::string(options.data.flag()) + " and --grads cannot be combined";
+    error =
+        std::string(options.data.flag()) + " and --grads cannot be combined";
     return false;
   }
   return validateTrainerOptions(options, error);
