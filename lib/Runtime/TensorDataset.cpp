@@ -573,6 +573,10 @@ openBatchSource(const std::vector<StepTensor> &arguments,
   data.shuffleSeed = options.data.shuffleSeed;
   data.tensorOfInput = options.data.tensorOfInput;
   data.evalBatches = options.eval.batches;
+  // The hook for random state made inside the step (issue 40, item 2): the
+  // user inputs it fills go into data.generatedInputs here, and the
+  // gradient sources, which store every user input from the micro-batch
+  // (storeStepInput), skip them.
   return TensorDataset::open(arguments, data, error);
 }
 
