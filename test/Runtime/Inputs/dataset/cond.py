@@ -1,3 +1,6 @@
+# The model of test/Runtime/dataset*.test. cond.pt2, cond.init.safetensors and
+# cond.inputs.safetensors are what the exporter wrote (torch 2.11):
+#   PYTHONPATH=python .venv/bin/python3 -m mantissa.export test/Runtime/Inputs/dataset/cond.py:cond OUT cond
 import torch, torch.nn as nn, torch.nn.functional as F
 
 class CondMLP(nn.Module):
