@@ -30,6 +30,7 @@
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/TensorDataset.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -229,8 +230,10 @@ static LogicalResult parseCommandLine(int argc, char **argv,
       int(compilerArgs.size()), compilerArgs.data(),
       "Mantissa runner: trains a compiled step\n\n"
       "Training flags (docs/training.md): --steps N, --data PATH[,PATH...] "
-      "[--data-format llmc|raw-u16] [--shuffle SEED] [--grad-accum K], "
-      "--val-data PATH --eval-every N --eval-batches M, --lr LR "
+      "[--data-format llmc|raw-u16] or --dataset PATH[,PATH...] "
+      "[--dataset-map INPUT=TENSOR,...] [--shuffle SEED] [--grad-accum K], "
+      "--val-data PATH (or --val-dataset PATH) --eval-every N "
+      "--eval-batches M, --lr LR "
       "[--lr-schedule constant|cosine|linear|wsd --warmup-steps W "
       "--min-lr-ratio R --decay-steps D], --betas B1,B2, --eps E, "
       "--weight-decay WD, --clip-grad-norm C, --max-skips N, --losses "
@@ -268,14 +271,16 @@ static LogicalResult validateOptions(const RunFlags &flags,
   trainer.model.inputsPath = flags.inputsPath;
   bool onData = !trainer.data.paths.empty();
 
+  const char *dataFlag = trainer.data.flag();
   if (flags.inputsPath.empty() && !onData)
-    return fail("--inputs BATCH.safetensors or --data TOKENS.bin is "
-                "required");
+    return fail("--inputs BATCH.safetensors, --data TOKENS.bin or --dataset "
+                "SAMPLES.safetensors is required");
   if (!flags.inputsPath.empty() && onData)
-    return fail("--inputs and --data cannot be combined: --inputs "
-                "trains on one fixed batch, --data on token data");
+    return fail(llvm::Twine("--inputs and ") + dataFlag +
+                " cannot be combined: --inputs trains on one fixed batch, " +
+                dataFlag + " on data");
   if (onData && trainer.schedule.steps <= 0)
-    return fail("--data needs --steps N (training)");
+    return fail(llvm::Twine(dataFlag) + " needs --steps N (training)");
   if (trainer.schedule.steps > 0) {
     std::string optionsError;
     if (!rt::validateTrainerOptions(trainer, optionsError))
@@ -411,11 +416,27 @@ createEvaluator(train::StepOp step, const RunFlags &flags,
   return std::move(*evaluator);
 }
 
+/// Opens the run's data (--data or --dataset) and checks it against the
+/// step: before the step is compiled, so that data that does not fit costs
+/// nothing and writes nothing. Null without data (a fixed batch).
+static FailureOr<std::unique_ptr<rt::BatchSource>>
+openRunData(train::StepOp step, const rt::TrainerOptions &trainer) {
+  if (trainer.data.paths.empty())
+    return std::unique_ptr<rt::BatchSource>();
+  std::string error;
+  std::unique_ptr<rt::BatchSource> batches =
+      rt::openBatchSource(describeStepArguments(step), trainer, error);
+  if (!batches)
+    return fail(error);
+  return std::move(batches);
+}
+
 /// Trains `trainer.schedule.steps` steps (TrainLoop.h); returns the exit code.
 static int runTraining(ModuleOp module, train::StepOp step,
                        const pt2::Program &program,
                        SmallVector<reference::Tensor> arguments,
                        const RunFlags &flags, const rt::TrainerOptions &trainer,
+                       std::unique_ptr<rt::BatchSource> batches,
                        StepEvaluator &evaluator,
                        rt::Communicator &communicator) {
   // Evaluation runs the step's forward pass alone (mantissa-forward-only
@@ -435,9 +456,9 @@ static int runTraining(ModuleOp module, train::StepOp step,
     forwardEvaluator = createReferenceEvaluator(forward.step);
     forward.evaluator = forwardEvaluator.get();
   }
-  llvm::Expected<int> status =
-      trainStep(module, step, program, std::move(arguments), trainer, evaluator,
-                forward, communicator, flags.gpuHostKernels.get());
+  llvm::Expected<int> status = trainStep(
+      module, step, program, std::move(arguments), trainer, std::move(batches),
+      evaluator, forward, communicator, flags.gpuHostKernels.get());
   if (!status)
     return reportError(flags.modelPath + ": " +
                        llvm::toString(status.takeError()));
@@ -506,6 +527,10 @@ int mlir::mantissa::runMain(int argc, char **argv,
       readStepArguments(context, step, *program, flags, trainer);
   if (failed(arguments) || failed(validateRunMode(flags, trainer)))
     return 1;
+  FailureOr<std::unique_ptr<rt::BatchSource>> batches =
+      openRunData(step, trainer);
+  if (failed(batches))
+    return 1;
 
   // Ranks of an mpirun launch (else one).
   std::unique_ptr<rt::Communicator> communicator;
@@ -523,6 +548,7 @@ int mlir::mantissa::runMain(int argc, char **argv,
 
   if (trainer.schedule.steps > 0)
     return runTraining(**module, step, *program, std::move(*arguments), flags,
-                       trainer, **evaluator, *communicator);
+                       trainer, std::move(*batches), **evaluator,
+                       *communicator);
   return evaluateOnce(step, **evaluator, *arguments, flags);
 }

@@ -43,10 +43,8 @@ static reference::Tensor convertTo(const reference::Tensor &value, Type type) {
                                        value.toFloats());
 }
 
-/// The step's arguments as the runtime describes them (name, role, dtype,
-/// shape, bytes, the bounds of token ids), for opening its token data and
-/// storing micro-batches into the interpreter's arguments.
-static std::vector<rt::StepTensor> describeArguments(train::StepOp step) {
+std::vector<rt::StepTensor>
+mlir::mantissa::describeStepArguments(train::StepOp step) {
   std::vector<rt::StepTensor> arguments;
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
@@ -81,7 +79,7 @@ public:
                      const ForwardStep &forward)
       : step(step), arguments(std::move(arguments)), evaluator(evaluator),
         batches(std::move(batches)), forward(forward),
-        signature(describeArguments(step)) {
+        signature(describeStepArguments(step)) {
     for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
       if (step.getTensorInfo(index).getKind() == train::TensorKind::user_input)
         inputs.push_back(index);
@@ -232,26 +230,14 @@ private:
   double loss = std::nan("");
 };
 
-/// The token data of a reference run over `step`, opened as for the CPU
-/// step (CpuStepGradients::openTokenData) from its arguments' description.
-llvm::Expected<std::unique_ptr<rt::TokenBatches>>
-openReferenceTokenData(train::StepOp step, const rt::TrainerOptions &options) {
-  std::string error;
-  std::unique_ptr<rt::TokenBatches> batches =
-      rt::CpuStepGradients::openTokenData(describeArguments(step), options,
-                                          error);
-  if (!batches)
-    return llvm::createStringError(error);
-  return batches;
-}
-
 } // namespace
 
 llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
     SmallVector<reference::Tensor> arguments, const rt::TrainerOptions &options,
-    StepEvaluator &evaluator, const ForwardStep &forward,
-    rt::Communicator &communicator, const GpuHostKernels &gpuHostKernels) {
+    std::unique_ptr<rt::BatchSource> batches, StepEvaluator &evaluator,
+    const ForwardStep &forward, rt::Communicator &communicator,
+    const GpuHostKernels &gpuHostKernels) {
   llvm::Expected<ArtifactSpec> spec = collectArtifactSpec(module, program);
   if (!spec)
     return spec.takeError();
@@ -323,11 +309,6 @@ llvm::Expected<int> mlir::mantissa::trainStep(
         rt::CpuStep::load(std::string(programPath), error);
     if (!program)
       return llvm::createStringError(error);
-    std::unique_ptr<rt::TokenBatches> batches;
-    if (!options.data.paths.empty() &&
-        !(batches =
-              rt::CpuStepGradients::openTokenData(*program, options, error)))
-      return llvm::createStringError(error);
     if (!options.data.validationPaths.empty() && program->forward() &&
         communicator.rank() == 0)
       llvm::errs() << "mantissa-run: evaluation runs the forward-only step ("
@@ -340,14 +321,6 @@ llvm::Expected<int> mlir::mantissa::trainStep(
     if (!source)
       return llvm::createStringError(error);
   } else if (!onGpu) {
-    std::unique_ptr<rt::TokenBatches> batches;
-    if (!options.data.paths.empty()) {
-      llvm::Expected<std::unique_ptr<rt::TokenBatches>> opened =
-          openReferenceTokenData(step, options);
-      if (!opened)
-        return opened.takeError();
-      batches = std::move(*opened);
-    }
     source = std::make_unique<ReferenceGradients>(
         step, std::move(arguments), evaluator, std::move(batches), forward);
   }
@@ -392,16 +365,8 @@ llvm::Expected<int> mlir::mantissa::trainStep(
 
   if (gpuGradients) {
     gpuGradients->setTokensPerMicroBatch(tokens);
-    if (!options.data.paths.empty()) {
-      std::string error;
-      const rt::GpuStep &program = gpuGradients->program();
-      std::unique_ptr<rt::TokenBatches> batches =
-          rt::CpuStepGradients::openTokenData(program.arguments(), options,
-                                              error);
-      if (!batches)
-        return llvm::createStringError(error);
+    if (batches)
       gpuGradients->setBatchSource(std::move(batches));
-    }
   }
   rt::TrainerOptions update = options;
   update.model.artifactDir = std::string(artifactDir);

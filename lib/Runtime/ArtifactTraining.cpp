@@ -27,6 +27,7 @@
 #include "mantissa/Runtime/CpuStep.h"
 #include "mantissa/Runtime/GpuStep.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/TensorDataset.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
 #include <nlohmann/json.hpp>
@@ -314,10 +315,9 @@ std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
                         tokensPerStep, error))
     return nullptr;
   if (onCpu) {
-    std::unique_ptr<TokenBatches> batches;
+    std::unique_ptr<BatchSource> batches;
     if (!options.data.paths.empty() &&
-        !(batches =
-              CpuStepGradients::openTokenData(*cpuProgram, options, error)))
+        !(batches = openBatchSource(cpuProgram->arguments(), options, error)))
       return nullptr;
     return CpuStepGradients::create(std::move(cpuProgram), std::move(arguments),
                                     std::move(batches), error,
@@ -331,8 +331,8 @@ std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
   source->setTimeOps(!options.device.opTimesPath.empty());
   source->setTokensPerMicroBatch(tokensPerStep);
   if (!options.data.paths.empty()) {
-    std::unique_ptr<TokenBatches> batches = CpuStepGradients::openTokenData(
-        source->program().arguments(), options, error);
+    std::unique_ptr<BatchSource> batches =
+        openBatchSource(source->program().arguments(), options, error);
     if (!batches)
       return nullptr;
     source->setBatchSource(std::move(batches));

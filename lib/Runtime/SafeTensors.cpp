@@ -638,6 +638,7 @@ private:
         return false;
       }
       out.indexByName.emplace(entry.name, out.tensorList.size());
+      out.dataOffsetList.push_back(dataStart + entry.begin);
       out.tensorNames.push_back(std::move(entry.name));
       out.tensorList.push_back(std::move(tensor));
     }
@@ -648,6 +649,7 @@ private:
 void SafeTensorsFile::clear() {
   tensorList.clear();
   tensorNames.clear();
+  dataOffsetList.clear();
   indexByName.clear();
   metadataMap.clear();
 }

@@ -164,14 +164,47 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     return real(options.optimizer.minLrRatio);
   if (flag == "--clip-grad-norm")
     return real(options.optimizer.clipGradNorm);
-  if (flag == "--data" || flag == "--val-data") {
+  if (flag == "--data" || flag == "--val-data" || flag == "--dataset" ||
+      flag == "--val-dataset") {
     if (take()) {
       std::vector<std::string> paths = splitPaths(value);
       if (paths.empty())
         error = flag + ": expected PATH[,PATH...]";
-      (flag == "--data" ? options.data.paths : options.data.validationPaths) =
+      // Token files and a tensor dataset are two kinds of data, not two
+      // halves of one.
+      bool tensors = flag == "--dataset" || flag == "--val-dataset";
+      if ((!options.data.paths.empty() ||
+           !options.data.validationPaths.empty()) &&
+          options.data.tensors != tensors)
+        error = flag + " cannot be combined with " +
+                (tensors ? "--data or --val-data (token data)"
+                         : "--dataset or --val-dataset (a tensor dataset)");
+      options.data.tensors = tensors;
+      (flag == "--data" || flag == "--dataset" ? options.data.paths
+                                               : options.data.validationPaths) =
           paths;
     }
+    return true;
+  }
+  if (flag == "--dataset-map") {
+    if (take())
+      for (const std::string &pair : splitPaths(value)) {
+        size_t equals = pair.find('=');
+        if (equals == std::string::npos || equals == 0 ||
+            equals + 1 == pair.size()) {
+          error = "--dataset-map: expected INPUT=TENSOR[,INPUT=TENSOR...], "
+                  "got '" +
+                  value + "'";
+          break;
+        }
+        if (!options.data.tensorOfInput
+                 .emplace(pair.substr(0, equals), pair.substr(equals + 1))
+                 .second) {
+          error = "--dataset-map: input '" + pair.substr(0, equals) +
+                  "' is mapped twice";
+          break;
+        }
+      }
     return true;
   }
   if (flag == "--shuffle") {
@@ -242,20 +275,29 @@ bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
   if (options.schedule.gradAccum < 1)
     return bad("--grad-accum: expected K >= 1");
   if (options.schedule.gradAccum > 1 && options.data.paths.empty())
-    return bad("--grad-accum needs --data: a fixed batch has one micro-batch");
+    return bad("--grad-accum needs --data or --dataset: a fixed batch has one "
+               "micro-batch");
   if (options.optimizer.maxSkips < 1)
     return bad("--max-skips: expected N >= 1");
   if (options.data.format != "llmc" && options.data.format != "raw-u16")
     return bad("--data-format: expected llmc or raw-u16, got '" +
                options.data.format + "'");
   if (options.data.shuffleSeed && options.data.paths.empty())
-    return bad("--shuffle needs --data");
+    return bad("--shuffle needs --data or --dataset");
+  if (!options.data.tensorOfInput.empty() && !options.data.tensors)
+    return bad("--dataset-map needs --dataset");
+  if (options.data.tensors && options.data.paths.empty())
+    return bad("--val-dataset needs --dataset (the training data)");
+  if (options.data.tensors && options.data.format != "llmc")
+    return bad("--data-format is the format of token data (--data); a "
+               "tensor dataset's files are safetensors");
   bool evaluating = options.eval.every > 0 || options.eval.batches > 0 ||
                     !options.data.validationPaths.empty();
   if (evaluating && (options.eval.every <= 0 || options.eval.batches <= 0 ||
                      options.data.validationPaths.empty()))
-    return bad("evaluation needs all of --val-data PATH, --eval-every N and "
-               "--eval-batches M (N, M > 0)");
+    return bad(std::string("evaluation needs all of ") +
+               options.data.validationFlag() +
+               " PATH, --eval-every N and --eval-batches M (N, M > 0)");
   if (!options.checkpoints.saveDir.empty() &&
       options.checkpoints.saveEvery <= 0)
     return bad("--save-checkpoint needs --save-every K (K > 0)");
@@ -324,12 +366,14 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
     return false;
   }
   if (!options.model.inputsPath.empty() && !options.data.paths.empty()) {
-    error = "--inputs and --data cannot be combined: --inputs trains on one "
-            "fixed batch, --data on token data";
+    error = std::string("--inputs and ") + options.data.flag() +
+            " cannot be combined: --inputs trains on one fixed batch, " +
+            options.data.flag() + " on data";
     return false;
   }
   if (!options.data.paths.empty() && !options.model.gradsPath.empty()) {
-    error = "--data and --grads cannot be combined";
+    error =
+        std::string(options.data.flag()) + " and --grads cannot be combined";
     return false;
   }
   return validateTrainerOptions(options, error);
@@ -402,9 +446,9 @@ bool mlir::mantissa::rt::checkOutputLocations(
       {"--grads", options.model.gradsPath},
       {"the artifact", options.model.artifactDir}};
   for (const std::string &path : options.data.paths)
-    inputs.push_back({"--data", path});
+    inputs.push_back({options.data.flag(), path});
   for (const std::string &path : options.data.validationPaths)
-    inputs.push_back({"--val-data", path});
+    inputs.push_back({options.data.validationFlag(), path});
   for (const std::string &path : otherInputs)
     inputs.push_back({"the model", path});
   // Resolved path -> what claims it, and whether that is an input.

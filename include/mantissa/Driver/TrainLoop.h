@@ -13,13 +13,17 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/GpuStepWriter.h"
 #include "mantissa/Driver/StepEvaluator.h"
+#include "mantissa/Format/StepTensor.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mantissa/Reference/Tensor.h"
+#include "mantissa/Runtime/BatchSource.h"
 #include "mantissa/Runtime/Communicator.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace mlir::mantissa {
 
@@ -31,10 +35,17 @@ struct ForwardStep {
   StepEvaluator *evaluator = nullptr;
 };
 
+/// The step's arguments as the runtime describes them (name, role, dtype,
+/// shape, bytes, the bounds of integer ids): what its data is checked
+/// against (rt::openBatchSource) before the step is compiled.
+std::vector<rt::StepTensor> describeStepArguments(train::StepOp step);
+
 /// Trains `step` up to step `options.schedule.steps` starting from `arguments`
 /// (one reference tensor per step argument, parameters in their master dtype),
-/// with `evaluator` computing forward and backward (on every rank for token
-/// data, `options.data.paths`; on rank 0 for the fixed batch in `arguments`)
+/// with `evaluator` computing forward and backward (on every rank for the
+/// run's data, `batches`, opened by rt::openBatchSource from
+/// `options.data`; on rank 0 for the fixed batch in `arguments` when
+/// `batches` is null)
 /// and the runtime's trainer doing the rest: exact gradient combination,
 /// schedule, clipping, the sharded update, checkpoints, metrics and
 /// progress. On the GPU, `gpuHostKernels` (when not empty) is where the
@@ -44,7 +55,8 @@ struct ForwardStep {
 llvm::Expected<int>
 trainStep(ModuleOp module, train::StepOp step, const pt2::Program &program,
           SmallVector<reference::Tensor> arguments,
-          const rt::TrainerOptions &options, StepEvaluator &evaluator,
+          const rt::TrainerOptions &options,
+          std::unique_ptr<rt::BatchSource> batches, StepEvaluator &evaluator,
           const ForwardStep &forward, rt::Communicator &communicator,
           const GpuHostKernels &gpuHostKernels = {});
 

@@ -15,9 +15,10 @@
 // 40's random state, keyed by the global sample index) can be derived from
 // that same index.
 //
-// Token data (TokenData.h: TokenBatches, tokens and targets of [B, T]) is
-// the source today; tensor datasets (safetensors files with one leading
-// sample dimension, named after the step's inputs) fit the same interface.
+// Two sources implement it: token data (TokenData.h: TokenBatches, tokens
+// and targets of [B, T]) and tensor datasets (TensorDataset.h: safetensors
+// files with one leading sample dimension, named after the step's inputs);
+// openBatchSource (TensorDataset.h) opens the one a run's flags name.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //

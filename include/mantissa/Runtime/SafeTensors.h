@@ -107,12 +107,18 @@ public:
 
   size_t size() const { return tensorList.size(); }
 
+  /// Where tensor `index` (of tensors()) starts in the file, in bytes from
+  /// its beginning: what a reader that maps the file (TensorDataset.h) needs
+  /// to use the data in place, without read() loading it.
+  uint64_t dataOffset(size_t index) const { return dataOffsetList[index]; }
+
 private:
   friend class SafeTensorsReader;
   void clear();
 
   std::vector<HostTensor> tensorList;
   std::vector<std::string> tensorNames;
+  std::vector<uint64_t> dataOffsetList;
   /// Index into tensorList; std::less<> allows lookup by string_view.
   std::map<std::string, size_t, std::less<>> indexByName;
   std::map<std::string, std::string> metadataMap;

@@ -26,6 +26,7 @@
 #include "mantissa/Runtime/LearningRate.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,11 +57,23 @@ struct ModelOptions {
 };
 
 /// `--data`, `--data-format`, `--val-data`, `--shuffle`: the training and
-/// validation data a batch source reads (TokenData.h, docs/data.md).
+/// validation data a batch source reads (TokenData.h, docs/data.md); or,
+/// with `--dataset`, `--val-dataset` and `--dataset-map`, a tensor dataset
+/// (TensorDataset.h).
 struct DataOptions {
   std::vector<std::string> paths, validationPaths;
   std::string format = "llmc";
   std::optional<uint64_t> shuffleSeed;
+  /// The paths are a tensor dataset's safetensors files (--dataset,
+  /// --val-dataset), not token files.
+  bool tensors = false;
+  /// `--dataset-map INPUT=TENSOR,...`.
+  std::map<std::string, std::string> tensorOfInput;
+  /// The flag that gave the training data, for messages.
+  const char *flag() const { return tensors ? "--dataset" : "--data"; }
+  const char *validationFlag() const {
+    return tensors ? "--val-dataset" : "--val-data";
+  }
 };
 
 /// How long the run is and how each step is cut into micro-batches
