@@ -216,9 +216,10 @@ static LogicalResult parseCommandLine(int argc, char **argv,
   // -1: no --steps; the step is evaluated once instead of trained.
   trainer.schedule.steps = -1;
   std::vector<char *> compilerArgs = {argv[0]};
+  std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     std::string flagError;
-    if (rt::parseTrainerFlag(argc, argv, i, trainer, flagError)) {
+    if (rt::parseTrainerFlag(argc, argv, i, trainer, given, flagError)) {
       if (!flagError.empty())
         return fail(flagError);
       continue;
@@ -227,16 +228,9 @@ static LogicalResult parseCommandLine(int argc, char **argv,
   }
   cl::ParseCommandLineOptions(
       int(compilerArgs.size()), compilerArgs.data(),
-      "Mantissa runner: trains a compiled step\n\n"
-      "Training flags (docs/training.md): --steps N, --data PATH[,PATH...] "
-      "[--data-format llmc|raw-u16] [--shuffle SEED] [--grad-accum K], "
-      "--val-data PATH --eval-every N --eval-batches M, --lr LR "
-      "[--lr-schedule constant|cosine|linear|wsd --warmup-steps W "
-      "--min-lr-ratio R --decay-steps D], --betas B1,B2, --eps E, "
-      "--weight-decay WD, --clip-grad-norm C, --max-skips N, --losses "
-      "L.json, --metrics M.jsonl, --final-params F.safetensors, "
-      "--save-checkpoint DIR --save-every K, --resume DIR, --device "
-      "cpu|cuda [--tf32] [--op-times T.json], --no-memory-report\n");
+      (std::string("Mantissa runner: trains a compiled step\n\n") +
+       rt::trainerFlagsHelp())
+          .c_str());
   return success();
 }
 

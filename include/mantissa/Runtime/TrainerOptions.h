@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -169,9 +170,14 @@ bool parseUpdateOptions(int argc, char **argv, TrainerOptions &options,
 /// Parses one of the trainer's flags (the definition both `mantissa-run
 /// DIR` and `mantissa-run MODEL.pt2` use): at argv[i] (advancing `i` past
 /// its value). Returns false without touching `error` when argv[i] is not a
-/// trainer flag; sets `error` when it is one with a bad value.
+/// trainer flag; sets `error` when it is one with a bad value, or one already
+/// in `given` (a repeated flag is refused rather than the last one silently
+/// winning), which collects the flags seen so far.
 bool parseTrainerFlag(int argc, char **argv, int &i, TrainerOptions &options,
-                      std::string &error);
+                      std::set<std::string> &given, std::string &error);
+
+/// The trainer's flags as `--help` lists them (both forms of mantissa-run).
+const char *trainerFlagsHelp();
 
 /// Checks the trainer's options against each other and their ranges, naming
 /// the flag: run before any work starts.
