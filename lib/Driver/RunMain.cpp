@@ -29,6 +29,7 @@
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Runtime/OpenMPEnvironment.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
@@ -472,6 +473,10 @@ static int evaluateOnce(train::StepOp step, StepEvaluator &evaluator,
 
 int mlir::mantissa::runMain(int argc, char **argv,
                             const GpuHostEmulator *emulator) {
+  // First: nothing may start an OpenMP thread team before it is checked.
+  std::string environmentError;
+  if (!rt::checkOpenMPEnvironment(environmentError))
+    return reportError(environmentError);
   // `mantissa-run DIR ...`: a compiled artifact runs in the runtime alone.
   for (int i = 1; i < argc; ++i)
     if (argv[i][0] != '-') {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Runtime/OpenMPEnvironment.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
 #ifdef MANTISSA_HAVE_MPI
@@ -39,6 +40,11 @@ mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
   TrainerOptions options;
   std::string error;
+  // First: nothing may start an OpenMP thread team before it is checked.
+  if (!checkOpenMPEnvironment(error)) {
+    std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
+    return 1;
+  }
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0 ||
         std::strcmp(argv[i], "-help") == 0 || std::strcmp(argv[i], "-h") == 0) {
