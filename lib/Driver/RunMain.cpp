@@ -342,6 +342,10 @@ readStepArguments(MLIRContext &context, train::StepOp step,
                                 trainer.model.allowPartialWeights, error,
                                 getTiedAliases(program)))
       return fail(error);
+    // A NaN or Inf would be noticed only after --max-skips skipped steps.
+    for (const rt::HostTensor &tensor : weights.tensors())
+      if (!rt::checkFiniteTensor(tensor, weightsPath, error))
+        return fail(error);
   }
 
   auto arguments = collectArguments(

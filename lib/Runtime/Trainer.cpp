@@ -121,6 +121,8 @@ private:
 
   // What the run has done and reports.
   int64_t startStep = 0, tokensPerStep = 0;
+  /// The step of the last checkpoint this run saved (0: none yet).
+  int64_t lastSavedStep = 0;
   bool evaluating = false;
   Clock::time_point runStart;
   StepTimes times;
@@ -221,6 +223,10 @@ bool Trainer::initialiseState() {
                             options.model.allowPartialWeights, loadError))
       return stop(fail(loadError));
   }
+  // A NaN or Inf would be noticed only after --max-skips skipped steps.
+  for (const HostTensor &tensor : given.tensors())
+    if (!checkFiniteTensor(tensor, weightsPath, loadError))
+      return stop(fail(loadError));
   std::map<std::string, const HostTensor *> initial;
   for (const ArtifactGroup &group : state.artifact.groups())
     for (const ArtifactMember &member : group.members) {
@@ -238,6 +244,8 @@ bool Trainer::initialiseState() {
                          " and shape " + shapeText(tensor->shape) +
                          ", expected a floating-point tensor of shape " +
                          shapeText(member.shape)));
+      if (!checkFiniteTensor(*tensor, file, loadError))
+        return stop(fail(loadError));
       initial[member.fqn] = tensor;
     }
   state.initialiseFromWeights(initial);
@@ -339,12 +347,19 @@ bool Trainer::trainStep(int64_t stepNumber) {
       return stop(fail(writeError));
   }
   if (counters.consecutiveSkips >= options.optimizer.maxSkips)
-    return stop(fail("step " + std::to_string(stepNumber) + ": " +
-                     std::to_string(counters.consecutiveSkips) +
-                     " consecutive steps had a non-finite loss or gradient "
-                     "norm (--max-skips " +
-                     std::to_string(options.optimizer.maxSkips) +
-                     "); stopping with the last checkpoint intact"));
+    return stop(
+        fail("step " + std::to_string(stepNumber) + ": " +
+             std::to_string(counters.consecutiveSkips) +
+             " consecutive steps had a non-finite loss or gradient norm "
+             "(--max-skips " +
+             std::to_string(options.optimizer.maxSkips) + "); stopping " +
+             (options.checkpoints.saveDir.empty()
+                  ? std::string("(no --save-checkpoint: nothing was saved)")
+              : lastSavedStep ? "with the last checkpoint, step " +
+                                    std::to_string(lastSavedStep) + " in " +
+                                    options.checkpoints.saveDir + ", intact"
+                              : "before the first checkpoint of " +
+                                    options.checkpoints.saveDir + " was due")));
   // Every rank stops at the same step: the first rank's signal counts.
   int64_t signal = comm.allMax(int64_t(StopSignals::pending()));
   const CheckpointOptions &saving = options.checkpoints;
@@ -356,6 +371,7 @@ bool Trainer::trainStep(int64_t stepNumber) {
       return stop(errors.empty());
     if (!checkpoints.save(stepNumber, trainerJson()))
       return stop(false);
+    lastSavedStep = stepNumber;
   }
   if (signal) {
     exitCode = stopAfterSignal(signal, stepNumber);
