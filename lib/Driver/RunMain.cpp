@@ -518,6 +518,12 @@ int mlir::mantissa::runMain(int argc, char **argv,
     if (!communicator)
       return reportError(error);
   }
+  // Every check of the data, the sizes and the schedule comes before the
+  // step is compiled (which takes seconds to minutes).
+  if (trainer.schedule.steps > 0)
+    if (llvm::Error error =
+            checkTrainingData(step, trainer, communicator->worldSize()))
+      return reportError(llvm::toString(std::move(error)));
   bool reporting = !communicator || communicator->rank() == 0;
   FailureOr<std::unique_ptr<StepEvaluator>> evaluator =
       createEvaluator(step, flags, trainer, reporting);

@@ -247,6 +247,22 @@ openReferenceTokenData(train::StepOp step, const rt::TrainerOptions &options) {
 
 } // namespace
 
+llvm::Error mlir::mantissa::checkTrainingData(train::StepOp step,
+                                              const rt::TrainerOptions &options,
+                                              int worldSize) {
+  if (options.data.paths.empty())
+    return llvm::Error::success();
+  llvm::Expected<std::unique_ptr<rt::TokenBatches>> batches =
+      openReferenceTokenData(step, options);
+  if (!batches)
+    return batches.takeError();
+  std::string error;
+  if (!rt::checkDataPositions(options, worldSize,
+                              (*batches)->samplesPerMicroBatch(), error))
+    return llvm::createStringError(error);
+  return llvm::Error::success();
+}
+
 llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
     SmallVector<reference::Tensor> arguments, const rt::TrainerOptions &options,

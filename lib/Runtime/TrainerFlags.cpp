@@ -364,6 +364,25 @@ bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
   return true;
 }
 
+bool mlir::mantissa::rt::checkDataPositions(const TrainerOptions &options,
+                                            int worldSize,
+                                            int64_t samplesPerMicroBatch,
+                                            std::string &error) {
+  int64_t samples = 0;
+  if (!__builtin_mul_overflow(options.schedule.steps,
+                              options.schedule.gradAccum, &samples) &&
+      !__builtin_mul_overflow(samples, int64_t(worldSize), &samples) &&
+      !__builtin_mul_overflow(samples, samplesPerMicroBatch, &samples))
+    return true;
+  error = "--steps " + std::to_string(options.schedule.steps) +
+          " with --grad-accum " + std::to_string(options.schedule.gradAccum) +
+          " on " + std::to_string(worldSize) + " rank(s) of " +
+          std::to_string(samplesPerMicroBatch) +
+          "-sample micro-batches: the run would read past global sample "
+          "2^63 - 1, which no data position can count";
+  return false;
+}
+
 bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
                                             TrainerOptions &options,
                                             std::string &error) {

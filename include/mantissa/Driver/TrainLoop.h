@@ -31,6 +31,14 @@ struct ForwardStep {
   StepEvaluator *evaluator = nullptr;
 };
 
+/// Opens the run's token data (--data, --val-data) as `step` will read it
+/// and checks it against the step's batch and the schedule: files, formats,
+/// at least one sample, enough validation micro-batches, data positions of
+/// `worldSize` ranks. Cheap (the files are mapped, not read), so that every
+/// such mistake is reported before the step is compiled.
+llvm::Error checkTrainingData(train::StepOp step,
+                              const rt::TrainerOptions &options, int worldSize);
+
 /// Trains `step` up to step `options.schedule.steps` starting from `arguments`
 /// (one reference tensor per step argument, parameters in their master dtype),
 /// with `evaluator` computing forward and backward (on every rank for token

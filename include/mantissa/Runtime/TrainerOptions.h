@@ -183,6 +183,13 @@ const char *trainerFlagsHelp();
 /// the flag: run before any work starts.
 bool validateTrainerOptions(const TrainerOptions &options, std::string &error);
 
+/// Checks that the run's data positions fit in int64_t: `steps` steps of
+/// --grad-accum K micro-batches on each of `worldSize` ranks, each of
+/// `samplesPerMicroBatch` samples, read global samples up to N * K * W * B
+/// (MicroBatchSchedule.h). Run before compiling, once B is known.
+bool checkDataPositions(const TrainerOptions &options, int worldSize,
+                        int64_t samplesPerMicroBatch, std::string &error);
+
 /// Checks, before any work, that every output of the run (--losses and its
 /// .svg, --metrics, --final-params, --save-checkpoint) can be written where
 /// it is asked for and is none of its inputs (--inputs, --weights, --data,
