@@ -116,6 +116,8 @@ private:
   MicroBatchSchedule schedule;
   /// Per group, the tree sum of this rank's micro-batch gradients.
   std::vector<TreeSum> sums;
+  /// The step's micro-batch losses, summed in the same tree.
+  ValueTreeSum stepLosses;
   TrainerCounters counters;
   int exitCode = 0;
 
@@ -185,6 +187,18 @@ bool Trainer::loadModel() {
   if (!Artifact::load(options.model.artifactDir, state.artifact, loadError))
     return stop(fail(loadError));
   if (!comm.allAgree(state.setUp()))
+    return stop(errors.empty());
+  // The one per-step memory that grows with --grad-accum, checked before
+  // the first step allocates it.
+  int64_t gradientBytes = 0;
+  for (const GroupState &group : state.groups)
+    gradientBytes += group.fullGrad.size();
+  std::string memoryError;
+  if (!comm.allAgree(!source || !source->splitsSteps() ||
+                     checkGradAccumMemory(options.schedule.gradAccum,
+                                          gradientBytes, availableMemoryBytes(),
+                                          memoryError) ||
+                     fail(memoryError)))
     return stop(errors.empty());
   for (GroupState &group : state.groups) {
     GroupState *target = &group;
@@ -452,7 +466,9 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
   std::vector<SumNode> ranges = schedule.stepRanges();
   SumNode mine = ranges[size_t(rank)];
   int64_t total = schedule.microBatchesPerStep();
-  std::vector<double> stepLosses(size_t(total), std::nan(""));
+  // The losses are summed in the gradients' tree: O(log K) doubles, where a
+  // vector of the step's M losses grew with --grad-accum (8 GB at 10^9).
+  stepLosses.reset(total);
   for (TreeSum &sum : sums)
     sum.reset(total);
   std::vector<GroupState> &groups = state.groups;
@@ -465,7 +481,10 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
            fail(sourceError);
       ok =
           ok && computeGradients(stepNumber) && backend->fetchGradients(source);
-      stepLosses[size_t(m)] = source->lastLoss();
+      stepLosses.push(m, ok ? source->lastLoss() : std::nan(""));
+    } else {
+      // Given gradients (--grads) come without a loss.
+      stepLosses.push(m, std::nan(""));
     }
     // Otherwise (--grads) fullGrad holds the file's gradient. A rank's one
     // micro-batch is combined from there; several are summed first.
@@ -478,11 +497,9 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
   schedule.finishStep();
 
   std::string collectiveError;
-  if (!allGatherValues(comm, stepLosses, ranges, collectiveError))
-    return fail("losses: " + collectiveError);
   double lossSum = 0;
-  for (double value : stepLosses)
-    lossSum += value;
+  if (!stepLosses.finish(comm, ranges, lossSum, collectiveError))
+    return fail("losses: " + collectiveError);
   loss = lossSum / double(total);
   return true;
 }
