@@ -123,57 +123,12 @@ const char *mlir::mantissa::rt::trainerFlagsHelp() {
 }
 
 namespace {
-/// Every flag parseTrainerFlag knows, so that a repeated one is refused.
-bool isTrainerFlag(const std::string &flag) {
-  static const std::set<std::string> flags = {"--losses",
-                                              "--final-params",
-                                              "--save-checkpoint",
-                                              "--resume",
-                                              "--device",
-                                              "--metrics",
-                                              "--op-times",
-                                              "--data-format",
-                                              "--no-memory-report",
-                                              "--allow-partial-weights",
-                                              "--tf32",
-                                              "--steps",
-                                              "--save-every",
-                                              "--warmup-steps",
-                                              "--decay-steps",
-                                              "--grad-accum",
-                                              "--max-skips",
-                                              "--keep-checkpoints",
-                                              "--eval-every",
-                                              "--eval-batches",
-                                              "--lr",
-                                              "--weight-decay",
-                                              "--eps",
-                                              "--min-lr-ratio",
-                                              "--clip-grad-norm",
-                                              "--data",
-                                              "--val-data",
-                                              "--shuffle",
-                                              "--lr-schedule",
-                                              "--betas"};
-  return flags.count(flag) != 0;
-}
-} // namespace
 
-bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
-                                          TrainerOptions &options,
-                                          std::set<std::string> &given,
-                                          std::string &error) {
+/// parseTrainerFlag without the check for repeats.
+bool parseOneTrainerFlag(int argc, char **argv, int &i, TrainerOptions &options,
+                         std::string &error) {
   std::string arg = argv[i];
   std::string flag = arg.substr(0, arg.find('='));
-  if (!isTrainerFlag(flag))
-    return false;
-  if (!given.insert(flag).second) {
-    error = flag + " is given more than once; give it once" +
-            (flag == "--data" || flag == "--val-data"
-                 ? " (several files: " + flag + " A,B)"
-                 : std::string());
-    return true;
-  }
   std::string value;
   auto take = [&]() { return flagValue(argc, argv, i, flag, value, error); };
   auto path = [&](std::string &out) {
@@ -291,6 +246,24 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     return true;
   }
   return false;
+}
+
+} // namespace
+
+bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
+                                          TrainerOptions &options,
+                                          std::set<std::string> &given,
+                                          std::string &error) {
+  std::string arg = argv[i];
+  std::string flag = arg.substr(0, arg.find('='));
+  if (!parseOneTrainerFlag(argc, argv, i, options, error))
+    return false;
+  if (error.empty() && !given.insert(flag).second)
+    error = flag + " is given more than once; give it once" +
+            (flag == "--data" || flag == "--val-data"
+                 ? " (several files: " + flag + " A,B)"
+                 : std::string());
+  return true;
 }
 
 bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
