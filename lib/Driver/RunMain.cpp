@@ -29,6 +29,7 @@
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Runtime/OpenMPEnvironment.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/TensorDataset.h"
 #include "mantissa/Runtime/UpdateRunner.h"
@@ -217,9 +218,10 @@ static LogicalResult parseCommandLine(int argc, char **argv,
   // -1: no --steps; the step is evaluated once instead of trained.
   trainer.schedule.steps = -1;
   std::vector<char *> compilerArgs = {argv[0]};
+  std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     std::string flagError;
-    if (rt::parseTrainerFlag(argc, argv, i, trainer, flagError)) {
+    if (rt::parseTrainerFlag(argc, argv, i, trainer, given, flagError)) {
       if (!flagError.empty())
         return fail(flagError);
       continue;
@@ -228,18 +230,9 @@ static LogicalResult parseCommandLine(int argc, char **argv,
   }
   cl::ParseCommandLineOptions(
       int(compilerArgs.size()), compilerArgs.data(),
-      "Mantissa runner: trains a compiled step\n\n"
-      "Training flags (docs/training.md): --steps N, --data PATH[,PATH...] "
-      "[--data-format llmc|raw-u16] or --dataset PATH[,PATH...] "
-      "[--dataset-map INPUT=TENSOR,...] [--shuffle SEED] [--grad-accum K], "
-      "--val-data PATH (or --val-dataset PATH) --eval-every N "
-      "--eval-batches M, --lr LR "
-      "[--lr-schedule constant|cosine|linear|wsd --warmup-steps W "
-      "--min-lr-ratio R --decay-steps D], --betas B1,B2, --eps E, "
-      "--weight-decay WD, --clip-grad-norm C, --max-skips N, --losses "
-      "L.json, --metrics M.jsonl, --final-params F.safetensors, "
-      "--save-checkpoint DIR --save-every K, --resume DIR, --device "
-      "cpu|cuda [--tf32] [--op-times T.json], --no-memory-report\n");
+      (std::string("Mantissa runner: trains a compiled step\n\n") +
+       rt::trainerFlagsHelp())
+          .c_str());
   return success();
 }
 
@@ -352,6 +345,10 @@ readStepArguments(MLIRContext &context, train::StepOp step,
                                 trainer.model.allowPartialWeights, error,
                                 getTiedAliases(program)))
       return fail(error);
+    // A NaN or Inf would be noticed only after --max-skips skipped steps.
+    for (const rt::HostTensor &tensor : weights.tensors())
+      if (!rt::checkFiniteTensor(tensor, weightsPath, error))
+        return fail(error);
   }
 
   auto arguments = collectArguments(
@@ -499,6 +496,10 @@ static int evaluateOnce(train::StepOp step, StepEvaluator &evaluator,
 
 int mlir::mantissa::runMain(int argc, char **argv,
                             const GpuHostEmulator *emulator) {
+  // First: nothing may start an OpenMP thread team before it is checked.
+  std::string environmentError;
+  if (!rt::checkOpenMPEnvironment(environmentError))
+    return reportError(environmentError);
   // `mantissa-run DIR ...`: a compiled artifact runs in the runtime alone.
   for (int i = 1; i < argc; ++i)
     if (argv[i][0] != '-') {
@@ -540,6 +541,12 @@ int mlir::mantissa::runMain(int argc, char **argv,
     if (!communicator)
       return reportError(error);
   }
+  // Every check of the data, the sizes and the schedule comes before the
+  // step is compiled (which takes seconds to minutes).
+  if (trainer.schedule.steps > 0)
+    if (llvm::Error error = checkTrainingData(batches->get(), trainer,
+                                              communicator->worldSize()))
+      return reportError(llvm::toString(std::move(error)));
   bool reporting = !communicator || communicator->rank() == 0;
   FailureOr<std::unique_ptr<StepEvaluator>> evaluator =
       createEvaluator(step, flags, trainer, reporting);

@@ -232,6 +232,18 @@ private:
 
 } // namespace
 
+llvm::Error mlir::mantissa::checkTrainingData(const rt::BatchSource *batches,
+                                              const rt::TrainerOptions &options,
+                                              int worldSize) {
+  if (!batches)
+    return llvm::Error::success();
+  std::string error;
+  if (!rt::checkDataPositions(options, worldSize,
+                              batches->samplesPerMicroBatch(), error))
+    return llvm::createStringError(error);
+  return llvm::Error::success();
+}
+
 llvm::Expected<int> mlir::mantissa::trainStep(
     ModuleOp module, train::StepOp step, const pt2::Program &program,
     SmallVector<reference::Tensor> arguments, const rt::TrainerOptions &options,

@@ -582,6 +582,11 @@ bool CheckpointStore::load(const std::string &given,
       if (begin < 0 || end < begin || end - begin != tensor.numElements())
         return fail(path + ": tensor '" + tensor.name +
                     "' does not match its element range");
+      // Masters and moments a run cannot continue from, found here rather
+      // than after --max-skips skipped steps.
+      if (std::string finiteError;
+          !checkFiniteTensor(tensor, path, finiteError, begin))
+        return fail(finiteError);
       pieces[tensor.name].push_back({&tensor, begin, end, path});
     }
   }

@@ -161,3 +161,69 @@ bool mlir::mantissa::rt::combineAcrossRanks(
     std::memcpy(out, slice.value(0), size_t(mine));
   return true;
 }
+
+namespace {
+void addDoubles(uint8_t *accumulate, const uint8_t *value) {
+  double a, b;
+  std::memcpy(&a, accumulate, sizeof(double));
+  std::memcpy(&b, value, sizeof(double));
+  a += b;
+  std::memcpy(accumulate, &a, sizeof(double));
+}
+} // namespace
+
+ValueTreeSum::ValueTreeSum() : local(1, sizeof(double), addDoubles) {}
+
+void ValueTreeSum::reset(int64_t newTotal) {
+  total = newTotal;
+  local.reset(newTotal);
+}
+
+void ValueTreeSum::push(int64_t index, double value) {
+  uint8_t bytes[sizeof(double)];
+  std::memcpy(bytes, &value, sizeof(double));
+  local.push({index, index + 1}, bytes);
+}
+
+bool ValueTreeSum::finish(Communicator &comm,
+                          const std::vector<SumNode> &ranges, double &sum,
+                          std::string &error) {
+  int world = comm.worldSize(), me = comm.rank();
+  // Every rank's maximal nodes, in rank order: at most floor(log2 K) + 2
+  // doubles a rank.
+  std::vector<std::vector<SumNode>> nodesOf(static_cast<size_t>(world));
+  std::vector<int64_t> displacements, counts;
+  int64_t held = 0;
+  for (int r = 0; r < world; ++r) {
+    nodesOf[size_t(r)] = maximalNodes(ranges[size_t(r)], total);
+    displacements.push_back(held * int64_t(sizeof(double)));
+    counts.push_back(int64_t(nodesOf[size_t(r)].size() * sizeof(double)));
+    held += int64_t(nodesOf[size_t(r)].size());
+  }
+  if (nodesOf[size_t(me)].size() != local.size()) {
+    error = "this rank holds " + std::to_string(local.size()) +
+            " partial sums of its values, its micro-batches make " +
+            std::to_string(nodesOf[size_t(me)].size());
+    return false;
+  }
+  std::vector<uint8_t> values(size_t(std::max<int64_t>(held, 1)) *
+                              sizeof(double));
+  for (size_t n = 0; n < local.size(); ++n)
+    std::memcpy(values.data() + displacements[size_t(me)] +
+                    int64_t(n * sizeof(double)),
+                local.value(n), sizeof(double));
+  if (world > 1 && !comm.allGather(values.data(), displacements, counts, error))
+    return false;
+  TreeSum all(total, sizeof(double), addDoubles);
+  for (int r = 0; r < world; ++r)
+    for (size_t n = 0; n < nodesOf[size_t(r)].size(); ++n)
+      all.push(nodesOf[size_t(r)][n], values.data() + displacements[size_t(r)] +
+                                          int64_t(n * sizeof(double)));
+  if (all.size() != 1 || !(all.node(0) == SumNode{0, total})) {
+    error = "the micro-batch values do not cover the step's " +
+            std::to_string(total) + " micro-batches";
+    return false;
+  }
+  std::memcpy(&sum, all.value(0), sizeof(double));
+  return true;
+}

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Runtime/OpenMPEnvironment.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
 #ifdef MANTISSA_HAVE_MPI
@@ -13,6 +14,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 using namespace mlir::mantissa::rt;
 
@@ -38,6 +40,24 @@ mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
   TrainerOptions options;
   std::string error;
+  // First: nothing may start an OpenMP thread team before it is checked.
+  if (!checkOpenMPEnvironment(error)) {
+    std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
+    return 1;
+  }
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf(
+          "usage: mantissa-run DIR (--data TOKENS.bin | --inputs "
+          "INPUTS.safetensors | --grads GRADS.safetensors) [--weights "
+          "W.safetensors] [flags]\n"
+          "       mantissa-run DIR --verify-checkpoint CHECKPOINT\n\n"
+          "Trains with the artifact DIR that mantissa-compile -o DIR wrote, "
+          "in the runtime alone.\n\n%s",
+          trainerFlagsHelp());
+      return 0;
+    }
   if (!parseUpdateOptions(argc, argv, options, error)) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;

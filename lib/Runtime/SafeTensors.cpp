@@ -654,6 +654,56 @@ void SafeTensorsFile::clear() {
   metadataMap.clear();
 }
 
+/// Element `index` of a floating-point tensor as a double (F64 exactly).
+static double floatElement(const HostTensor &tensor, int64_t index) {
+  if (tensor.dtype != DType::F64)
+    return loadFloatElement(tensor.bytes.data(), index, tensor.dtype);
+  double value;
+  std::memcpy(&value, tensor.bytes.data() + 8 * index, 8);
+  return value;
+}
+
+int64_t firstNonFiniteElement(const HostTensor &tensor) {
+  if (!isFloatingPoint(tensor.dtype))
+    return -1;
+  int64_t count = int64_t(tensor.bytes.size() / elementSize(tensor.dtype));
+  for (int64_t i = 0; i < count; ++i)
+    if (!std::isfinite(floatElement(tensor, i)))
+      return i;
+  return -1;
+}
+
+bool checkFiniteTensor(const HostTensor &tensor, const std::string &source,
+                       std::string &error, int64_t firstElement) {
+  int64_t bad = firstNonFiniteElement(tensor);
+  if (bad < 0)
+    return true;
+  double value = floatElement(tensor, bad);
+  int64_t flat = firstElement + bad;
+  // The index of the flat element in the tensor's shape (row-major), when
+  // the shape covers it (a checkpoint piece is flat).
+  std::string where = "element " + std::to_string(flat);
+  std::optional<int64_t> total = checkedNumElements(tensor.shape);
+  if (tensor.shape.size() > 1 && total && flat < *total) {
+    std::vector<int64_t> index(tensor.shape.size());
+    int64_t rest = flat;
+    for (size_t d = tensor.shape.size(); d-- > 0;) {
+      index[d] = rest % tensor.shape[d];
+      rest /= tensor.shape[d];
+    }
+    where += " (index [";
+    for (size_t d = 0; d < index.size(); ++d)
+      where += (d ? ", " : "") + std::to_string(index[d]);
+    where += "])";
+  }
+  error = source + ": tensor '" + tensor.name + "' holds " +
+          (std::isnan(value) ? "nan"
+           : value > 0       ? "inf"
+                             : "-inf") +
+          " at " + where + "; training cannot start from a non-finite value";
+  return false;
+}
+
 bool checkStateCoverage(const SafeTensorsFile &file, const std::string &path,
                         const std::vector<std::string> &parameters,
                         const std::vector<std::string> &buffers,

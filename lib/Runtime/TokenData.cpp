@@ -89,8 +89,8 @@ bool parseLlmCHeader(const uint8_t *image, uint64_t fileSize, int &width,
     error = "not an llm.c token shard: magic number " + std::to_string(magic) +
             " (expected " + std::to_string(kLlmCMagicU16) +
             " for uint16 tokens or " + std::to_string(kLlmCMagicU32) +
-            " for uint32 tokens; a headerless uint16 file needs the raw-u16 "
-            "format)";
+            " for uint32 tokens; a headerless file of uint16 tokens needs "
+            "--data-format raw-u16)";
     return false;
   }
   if (version != kLlmCVersion) {

@@ -116,11 +116,15 @@ private:
   MicroBatchSchedule schedule;
   /// Per group, the tree sum of this rank's micro-batch gradients.
   std::vector<TreeSum> sums;
+  /// The step's micro-batch losses, summed in the same tree.
+  ValueTreeSum stepLosses;
   TrainerCounters counters;
   int exitCode = 0;
 
   // What the run has done and reports.
   int64_t startStep = 0, tokensPerStep = 0;
+  /// The step of the last checkpoint this run saved (0: none yet).
+  int64_t lastSavedStep = 0;
   bool evaluating = false;
   Clock::time_point runStart;
   StepTimes times;
@@ -184,6 +188,18 @@ bool Trainer::loadModel() {
     return stop(fail(loadError));
   if (!comm.allAgree(state.setUp()))
     return stop(errors.empty());
+  // The one per-step memory that grows with --grad-accum, checked before
+  // the first step allocates it.
+  int64_t gradientBytes = 0;
+  for (const GroupState &group : state.groups)
+    gradientBytes += group.fullGrad.size();
+  std::string memoryError;
+  if (!comm.allAgree(!source || !source->splitsSteps() ||
+                     checkGradAccumMemory(options.schedule.gradAccum,
+                                          gradientBytes, availableMemoryBytes(),
+                                          memoryError) ||
+                     fail(memoryError)))
+    return stop(errors.empty());
   for (GroupState &group : state.groups) {
     GroupState *target = &group;
     sums.emplace_back(1, group.fullGrad.size(),
@@ -221,6 +237,10 @@ bool Trainer::initialiseState() {
                             options.model.allowPartialWeights, loadError))
       return stop(fail(loadError));
   }
+  // A NaN or Inf would be noticed only after --max-skips skipped steps.
+  for (const HostTensor &tensor : given.tensors())
+    if (!checkFiniteTensor(tensor, weightsPath, loadError))
+      return stop(fail(loadError));
   std::map<std::string, const HostTensor *> initial;
   for (const ArtifactGroup &group : state.artifact.groups())
     for (const ArtifactMember &member : group.members) {
@@ -238,6 +258,8 @@ bool Trainer::initialiseState() {
                          " and shape " + shapeText(tensor->shape) +
                          ", expected a floating-point tensor of shape " +
                          shapeText(member.shape)));
+      if (!checkFiniteTensor(*tensor, file, loadError))
+        return stop(fail(loadError));
       initial[member.fqn] = tensor;
     }
   state.initialiseFromWeights(initial);
@@ -339,12 +361,19 @@ bool Trainer::trainStep(int64_t stepNumber) {
       return stop(fail(writeError));
   }
   if (counters.consecutiveSkips >= options.optimizer.maxSkips)
-    return stop(fail("step " + std::to_string(stepNumber) + ": " +
-                     std::to_string(counters.consecutiveSkips) +
-                     " consecutive steps had a non-finite loss or gradient "
-                     "norm (--max-skips " +
-                     std::to_string(options.optimizer.maxSkips) +
-                     "); stopping with the last checkpoint intact"));
+    return stop(
+        fail("step " + std::to_string(stepNumber) + ": " +
+             std::to_string(counters.consecutiveSkips) +
+             " consecutive steps had a non-finite loss or gradient norm "
+             "(--max-skips " +
+             std::to_string(options.optimizer.maxSkips) + "); stopping " +
+             (options.checkpoints.saveDir.empty()
+                  ? std::string("(no --save-checkpoint: nothing was saved)")
+              : lastSavedStep ? "with the last checkpoint, step " +
+                                    std::to_string(lastSavedStep) + " in " +
+                                    options.checkpoints.saveDir + ", intact"
+                              : "before the first checkpoint of " +
+                                    options.checkpoints.saveDir + " was due")));
   // Every rank stops at the same step: the first rank's signal counts.
   int64_t signal = comm.allMax(int64_t(StopSignals::pending()));
   const CheckpointOptions &saving = options.checkpoints;
@@ -356,6 +385,7 @@ bool Trainer::trainStep(int64_t stepNumber) {
       return stop(errors.empty());
     if (!checkpoints.save(stepNumber, trainerJson()))
       return stop(false);
+    lastSavedStep = stepNumber;
   }
   if (signal) {
     exitCode = stopAfterSignal(signal, stepNumber);
@@ -436,7 +466,9 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
   std::vector<SumNode> ranges = schedule.stepRanges();
   SumNode mine = ranges[size_t(rank)];
   int64_t total = schedule.microBatchesPerStep();
-  std::vector<double> stepLosses(size_t(total), std::nan(""));
+  // The losses are summed in the gradients' tree: O(log K) doubles, where a
+  // vector of the step's M losses grew with --grad-accum (8 GB at 10^9).
+  stepLosses.reset(total);
   for (TreeSum &sum : sums)
     sum.reset(total);
   std::vector<GroupState> &groups = state.groups;
@@ -449,7 +481,10 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
            fail(sourceError);
       ok =
           ok && computeGradients(stepNumber) && backend->fetchGradients(source);
-      stepLosses[size_t(m)] = source->lastLoss();
+      stepLosses.push(m, ok ? source->lastLoss() : std::nan(""));
+    } else {
+      // Given gradients (--grads) come without a loss.
+      stepLosses.push(m, std::nan(""));
     }
     // Otherwise (--grads) fullGrad holds the file's gradient. A rank's one
     // micro-batch is combined from there; several are summed first.
@@ -462,11 +497,9 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
   schedule.finishStep();
 
   std::string collectiveError;
-  if (!allGatherValues(comm, stepLosses, ranges, collectiveError))
-    return fail("losses: " + collectiveError);
   double lossSum = 0;
-  for (double value : stepLosses)
-    lossSum += value;
+  if (!stepLosses.finish(comm, ranges, lossSum, collectiveError))
+    return fail("losses: " + collectiveError);
   loss = lossSum / double(total);
   return true;
 }

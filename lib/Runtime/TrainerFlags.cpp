@@ -20,9 +20,11 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,16 +57,39 @@ bool parseNumber(const std::string &text, double &out) {
   return end && *end == 0 && !text.empty();
 }
 
+/// A decimal integer of digits alone (no sign, blanks or exponent), exactly:
+/// strtod would round 2^63 - 1 and strtoull saturate past 2^64 - 1.
+/// `tooLarge`: the text is such a number, but above `max`.
+bool parseDigits(const std::string &text, uint64_t max, uint64_t &out,
+                 bool &tooLarge) {
+  tooLarge = false;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  out = 0;
+  for (char c : text) {
+    uint64_t digit = uint64_t(c - '0');
+    if (out > (max - digit) / 10) {
+      tooLarge = true;
+      return false;
+    }
+    out = out * 10 + digit;
+  }
+  return true;
+}
+
 bool parseCount(const std::string &flag, const std::string &text, int64_t &out,
                 std::string &error) {
-  double parsed = 0;
-  if (!parseNumber(text, parsed) || parsed < 0 ||
-      parsed != std::floor(parsed) || parsed > 9.0e15) {
-    error = flag + ": expected a non-negative integer, got '" + text + "'";
-    return false;
+  uint64_t parsed = 0;
+  bool tooLarge = false;
+  if (parseDigits(text, uint64_t(INT64_MAX), parsed, tooLarge)) {
+    out = int64_t(parsed);
+    return true;
   }
-  out = int64_t(parsed);
-  return true;
+  error = tooLarge
+              ? flag + ": " + text + " is too large (at most " +
+                    std::to_string(INT64_MAX) + ")"
+              : flag + ": expected a non-negative integer, got '" + text + "'";
+  return false;
 }
 
 std::vector<std::string> splitPaths(const std::string &text) {
@@ -83,9 +108,27 @@ std::vector<std::string> splitPaths(const std::string &text) {
 
 } // namespace
 
-bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
-                                          TrainerOptions &options,
-                                          std::string &error) {
+const char *mlir::mantissa::rt::trainerFlagsHelp() {
+  return "Training flags (docs/training.md): --steps N, --data PATH[,PATH...] "
+         "[--data-format llmc|raw-u16] or --dataset PATH[,PATH...] "
+         "[--dataset-map INPUT=TENSOR,...] [--shuffle SEED] [--grad-accum K], "
+         "--val-data PATH (or --val-dataset PATH) --eval-every N "
+         "--eval-batches M, --lr LR "
+         "[--lr-schedule constant|cosine|linear|wsd --warmup-steps W "
+         "--min-lr-ratio R --decay-steps D], --betas B1,B2, --eps E, "
+         "--weight-decay WD, --clip-grad-norm C, --max-skips N, --losses "
+         "L.json, --metrics M.jsonl, --final-params F.safetensors, "
+         "--save-checkpoint DIR --save-every K [--keep-checkpoints N], "
+         "--resume DIR, --device cpu|cuda [--tf32] [--op-times T.json], "
+         "--allow-partial-weights, --no-memory-report. Each flag is given "
+         "once.\n";
+}
+
+namespace {
+
+/// parseTrainerFlag without the check for repeats.
+bool parseOneTrainerFlag(int argc, char **argv, int &i, TrainerOptions &options,
+                         std::string &error) {
   std::string arg = argv[i];
   std::string flag = arg.substr(0, arg.find('='));
   std::string value;
@@ -209,13 +252,16 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
   }
   if (flag == "--shuffle") {
     if (take()) {
-      char *end = nullptr;
-      unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
-      if (value.empty() || !end || *end || value[0] == '-')
+      uint64_t seed = 0;
+      bool tooLarge = false;
+      if (parseDigits(value, UINT64_MAX, seed, tooLarge))
+        options.data.shuffleSeed = seed;
+      else if (tooLarge)
+        error = "--shuffle: " + value + " is too large (a seed is at most " +
+                std::to_string(UINT64_MAX) + ")";
+      else
         error = "--shuffle: expected a seed (a non-negative integer), got '" +
                 value + "'";
-      else
-        options.data.shuffleSeed = uint64_t(seed);
     }
     return true;
   }
@@ -235,6 +281,24 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     return true;
   }
   return false;
+}
+
+} // namespace
+
+bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
+                                          TrainerOptions &options,
+                                          std::set<std::string> &given,
+                                          std::string &error) {
+  std::string arg = argv[i];
+  std::string flag = arg.substr(0, arg.find('='));
+  if (!parseOneTrainerFlag(argc, argv, i, options, error))
+    return false;
+  if (error.empty() && !given.insert(flag).second)
+    error = flag + " is given more than once; give it once" +
+            (flag == "--data" || flag == "--val-data"
+                 ? " (several files: " + flag + " A,B)"
+                 : std::string());
+  return true;
 }
 
 bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
@@ -274,6 +338,15 @@ bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
                std::to_string(options.optimizer.clipGradNorm));
   if (options.schedule.gradAccum < 1)
     return bad("--grad-accum: expected K >= 1");
+  // The data position counts micro-batches from the start of the run
+  // (MicroBatchSchedule.h): N * K of them per rank must be a position.
+  if (int64_t total = 0; __builtin_mul_overflow(
+          options.schedule.steps, options.schedule.gradAccum, &total))
+    return bad("--steps " + std::to_string(options.schedule.steps) +
+               " with --grad-accum " +
+               std::to_string(options.schedule.gradAccum) +
+               ": the run's N * K micro-batches are past 2^63 - 1, which no "
+               "data position can count");
   if (options.schedule.gradAccum > 1 && options.data.paths.empty())
     return bad("--grad-accum needs --data or --dataset: a fixed batch has one "
                "micro-batch");
@@ -308,14 +381,34 @@ bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
   return true;
 }
 
+bool mlir::mantissa::rt::checkDataPositions(const TrainerOptions &options,
+                                            int worldSize,
+                                            int64_t samplesPerMicroBatch,
+                                            std::string &error) {
+  int64_t samples = 0;
+  if (!__builtin_mul_overflow(options.schedule.steps,
+                              options.schedule.gradAccum, &samples) &&
+      !__builtin_mul_overflow(samples, int64_t(worldSize), &samples) &&
+      !__builtin_mul_overflow(samples, samplesPerMicroBatch, &samples))
+    return true;
+  error = "--steps " + std::to_string(options.schedule.steps) +
+          " with --grad-accum " + std::to_string(options.schedule.gradAccum) +
+          " on " + std::to_string(worldSize) + " rank(s) of " +
+          std::to_string(samplesPerMicroBatch) +
+          "-sample micro-batches: the run would read past global sample "
+          "2^63 - 1, which no data position can count";
+  return false;
+}
+
 bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
                                             TrainerOptions &options,
                                             std::string &error) {
+  std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string flag = arg.substr(0, arg.find('='));
     std::string value;
-    if (parseTrainerFlag(argc, argv, i, options, error)) {
+    if (parseTrainerFlag(argc, argv, i, options, given, error)) {
       if (!error.empty())
         return false;
       continue;
@@ -324,6 +417,10 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
       return false;
     if (flag == "--grads" || flag == "--weights" || flag == "--inputs" ||
         flag == "--verify-checkpoint") {
+      if (!given.insert(flag).second) {
+        error = flag + " is given more than once; give it once";
+        return false;
+      }
       if (!flagValue(argc, argv, i, flag, value, error))
         return false;
       (flag == "--grads"     ? options.model.gradsPath

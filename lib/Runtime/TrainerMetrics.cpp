@@ -62,11 +62,48 @@ std::string mlir::mantissa::rt::lossesJson(const std::vector<double> &losses) {
   return text + (losses.empty() ? "]\n}\n" : "\n  ]\n}\n");
 }
 
+std::vector<double> mlir::mantissa::rt::niceTicks(double low, double high,
+                                                  int target, bool integers) {
+  if (!(high > low))
+    high = low + (integers ? 1 : std::max(std::fabs(low) * 0.1, 1e-3));
+  double rough = (high - low) / std::max(1, target - 1);
+  double magnitude = std::pow(10.0, std::floor(std::log10(rough)));
+  double fraction = rough / magnitude;
+  double step = (fraction < 1.5 ? 1
+                 : fraction < 3 ? 2
+                 : fraction < 7 ? 5
+                                : 10) *
+                magnitude;
+  if (integers)
+    step = std::max(1.0, std::round(step));
+  // Ends within a millionth of a step count as on the tick (rounding).
+  double first = std::floor(low / step + 1e-6),
+         last = std::ceil(high / step - 1e-6);
+  std::vector<double> ticks;
+  for (double k = first; k <= last; ++k)
+    ticks.push_back(k * step == 0 ? 0.0 : k * step);
+  if (ticks.size() < 2)
+    ticks.push_back(ticks.back() + step);
+  return ticks;
+}
+
+namespace {
+
+/// A tick's label with as many decimals as the ticks' step needs.
+std::string tickLabel(double value, double step) {
+  int decimals = std::max(0, int(-std::floor(std::log10(step) + 1e-9)));
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*f", decimals, value);
+  return text;
+}
+
+} // namespace
+
 std::string mlir::mantissa::rt::lossPlotSvg(
     const std::vector<double> &losses,
     const std::vector<std::pair<int64_t, double>> &evals) {
-  constexpr double kWidth = 640, kHeight = 400, kLeft = 70, kRight = 20,
-                   kTop = 40, kBottom = 50;
+  constexpr double kWidth = 640, kHeight = 400, kLeft = 80, kRight = 20,
+                   kTop = 40, kBottom = 55;
   double low = 0, high = 1;
   bool any = false;
   auto widen = [&](double loss) {
@@ -80,8 +117,13 @@ std::string mlir::mantissa::rt::lossPlotSvg(
     widen(loss);
   for (const auto &eval : evals)
     widen(eval.second);
-  if (high - low < 1e-12)
-    high = low + 1;
+  // The y axis runs between round values around the losses; the x axis
+  // from step 1 to the last step, ticked at round step numbers inside it.
+  std::vector<double> yTicks = niceTicks(low, high, 6);
+  low = yTicks.front();
+  high = yTicks.back();
+  double steps = double(std::max<size_t>(losses.size(), 1));
+  std::vector<double> xTicks = niceTicks(1, std::max(steps, 2.0), 7, true);
   // Step k (1-based) sits at x(k - 1).
   auto x = [&](double index) {
     return kLeft + (kWidth - kLeft - kRight) * index /
@@ -110,27 +152,40 @@ std::string mlir::mantissa::rt::lossPlotSvg(
                                   : " (blue) and validation loss "
                                     "(orange)",
                     losses.size()));
+  double yStep = yTicks.size() > 1 ? yTicks[1] - yTicks[0] : 1;
+  for (double tick : yTicks) {
+    add(std::snprintf(line, sizeof(line),
+                      "<path d=\"M%g,%.1f H%g\" stroke=\"#dddddd\"/>\n", kLeft,
+                      y(tick), kWidth - kRight));
+    add(std::snprintf(line, sizeof(line),
+                      "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%s"
+                      "</text>\n",
+                      kLeft - 6, y(tick) + 4, tickLabel(tick, yStep).c_str()));
+  }
+  for (double tick : xTicks) {
+    if (tick < 1 || tick > steps)
+      continue;
+    add(std::snprintf(line, sizeof(line),
+                      "<path d=\"M%.1f,%g V%g\" stroke=\"#dddddd\"/>\n",
+                      x(tick - 1), kTop, kHeight - kBottom));
+    add(std::snprintf(line, sizeof(line),
+                      "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%.0f"
+                      "</text>\n",
+                      x(tick - 1), kHeight - kBottom + 18, tick));
+  }
   add(std::snprintf(line, sizeof(line),
                     "<path d=\"M%g,%g V%g H%g\" stroke=\"black\" "
                     "fill=\"none\"/>\n",
                     kLeft, kTop, kHeight - kBottom, kWidth - kRight));
   add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
-                    "</text>\n",
-                    kLeft - 6, y(high) + 4, high));
-  add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4f"
-                    "</text>\n",
-                    kLeft - 6, y(low) + 4, low));
-  add(std::snprintf(line, sizeof(line), "<text x=\"%g\" y=\"%g\">1</text>\n",
-                    kLeft, kHeight - kBottom + 18));
-  add(std::snprintf(line, sizeof(line),
-                    "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%zu</text>\n",
-                    kWidth - kRight, kHeight - kBottom + 18, losses.size()));
-  add(std::snprintf(line, sizeof(line),
                     "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step"
                     "</text>\n",
                     (kWidth + kLeft) / 2, kHeight - 12));
+  add(std::snprintf(line, sizeof(line),
+                    "<text x=\"18\" y=\"%g\" text-anchor=\"middle\" "
+                    "transform=\"rotate(-90 18 %g)\">loss</text>\n",
+                    (kTop + kHeight - kBottom) / 2,
+                    (kTop + kHeight - kBottom) / 2));
   svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
          "points=\"";
   for (size_t index = 0; index < losses.size(); ++index)

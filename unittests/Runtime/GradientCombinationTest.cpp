@@ -125,4 +125,36 @@ TEST(GradientCombinationTest, OneRankCombinesItsOwnSlices) {
   EXPECT_EQ(out, (std::vector<float>{111, 222, 333}));
 }
 
+/// The tree's sum of doubles by its definition.
+double treeSumDoubles(const std::vector<double> &values, int64_t lo,
+                      int64_t hi) {
+  if (hi - lo == 1)
+    return values[lo];
+  int64_t p = 1;
+  while (p * 2 < hi - lo)
+    p *= 2;
+  return treeSumDoubles(values, lo, lo + p) +
+         treeSumDoubles(values, lo + p, hi);
+}
+
+TEST(GradientCombinationTest, LossesSumInTheTreeInLogarithmicMemory) {
+  std::unique_ptr<Communicator> comm = createSingleRankCommunicator();
+  std::mt19937 random(5);
+  std::uniform_real_distribution<double> uniform(0, 10);
+  ValueTreeSum sum;
+  // The same object over steps of different sizes, as the trainer uses it.
+  for (int64_t total : {int64_t(1), int64_t(7), int64_t(1000), int64_t(4099)}) {
+    std::vector<double> values(static_cast<size_t>(total));
+    for (double &value : values)
+      value = uniform(random);
+    sum.reset(total);
+    for (int64_t m = 0; m < total; ++m)
+      sum.push(m, values[size_t(m)]);
+    double got = 0, want = treeSumDoubles(values, 0, total);
+    std::string error;
+    ASSERT_TRUE(sum.finish(*comm, {{0, total}}, got, error)) << error;
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof(double)), 0) << "M=" << total;
+  }
+}
+
 } // namespace

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 using namespace mlir::mantissa::rt;
 
 namespace {
@@ -84,6 +86,29 @@ TEST(MicroBatchScheduleTest, ResumeRestoresTheDataPosition) {
   EXPECT_EQ(schedule.microBatch(11, 2).global, 42);
   schedule.finishStep();
   EXPECT_EQ(schedule.microBatchesDone(), 44);
+}
+
+TEST(MicroBatchSchedule, GradAccumMemoryGrowsWithLogK) {
+  EXPECT_EQ(gradientPartialSums(1), 0);
+  EXPECT_EQ(gradientPartialSums(2), 3);
+  EXPECT_EQ(gradientPartialSums(4), 4);
+  EXPECT_EQ(gradientPartialSums(1000000000), 31);
+  EXPECT_EQ(gradientPartialSums(INT64_MAX), 64);
+  std::string error;
+  // A 1 GiB gradient: K = 4 fits in 16 GiB, K = 10^9 (31 partial sums) not.
+  const int64_t gib = int64_t(1) << 30;
+  EXPECT_TRUE(checkGradAccumMemory(4, gib, uint64_t(16) * gib, error));
+  EXPECT_FALSE(
+      checkGradAccumMemory(1000000000, gib, uint64_t(16) * gib, error));
+  EXPECT_NE(error.find("--grad-accum 1000000000: summing this rank's "
+                       "micro-batch gradients exactly holds up to 31 partial "
+                       "sums of its 1073741824-byte gradient (33285996544 "
+                       "bytes), more than the 17179869184 bytes"),
+            std::string::npos)
+      << error;
+  // A gradient whose partial sums overflow 64 bits is refused too.
+  EXPECT_FALSE(checkGradAccumMemory(INT64_MAX, INT64_MAX, UINT64_MAX, error));
+  EXPECT_GT(availableMemoryBytes(), uint64_t(0));
 }
 
 } // namespace

@@ -40,6 +40,12 @@ struct ForwardStep {
 /// against (rt::openBatchSource) before the step is compiled.
 std::vector<rt::StepTensor> describeStepArguments(train::StepOp step);
 
+/// Checks the run's data (opened as `batches`, null for a fixed batch)
+/// against the schedule: the data positions of `worldSize` ranks. Cheap, so
+/// that every such mistake is reported before the step is compiled.
+llvm::Error checkTrainingData(const rt::BatchSource *batches,
+                              const rt::TrainerOptions &options, int worldSize);
+
 /// Trains `step` up to step `options.schedule.steps` starting from `arguments`
 /// (one reference tensor per step argument, parameters in their master dtype),
 /// with `evaluator` computing forward and backward (on every rank for the

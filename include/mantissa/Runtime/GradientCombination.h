@@ -114,6 +114,29 @@ bool combineAcrossRanks(Communicator &comm,
                                                  int64_t, int64_t)> &add,
                         uint8_t *out, std::string &error);
 
+/// One double per micro-batch (a micro-batch's loss), summed in double over
+/// every rank in the same tree as the gradients, so that its memory is
+/// O(log M) whatever the micro-batch count M and the sum is the same bits
+/// for any split (W, K) of one M: push each of this rank's values as the
+/// node {m, m + 1}, then finish() all-gathers every rank's maximal nodes
+/// and adds them in the tree's order.
+class ValueTreeSum {
+public:
+  ValueTreeSum();
+  /// Forgets every value; sums over `total` micro-batches from now on.
+  void reset(int64_t total);
+  /// Adds the value of micro-batch `index`, in order of index.
+  void push(int64_t index, double value);
+  /// The sum of every rank's values (rank r's are micro-batches
+  /// `ranges[r]`), the same on every rank.
+  bool finish(Communicator &comm, const std::vector<SumNode> &ranges,
+              double &sum, std::string &error);
+
+private:
+  int64_t total = 1;
+  TreeSum local;
+};
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_GRADIENTCOMBINATION_H

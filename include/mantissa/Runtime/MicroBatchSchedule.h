@@ -77,6 +77,22 @@ private:
   int64_t done = 0;
 };
 
+/// The most partial sums of the gradient a rank holds at once while it sums
+/// its K micro-batches in the tree and sends them (GradientCombination.h):
+/// floor(log2 K) + 2 for K > 1, none for K = 1 (the one gradient is combined
+/// where it was computed). The only per-step memory that grows with K.
+int64_t gradientPartialSums(int64_t gradAccum);
+
+/// Refuses --grad-accum K when its partial sums of this rank's
+/// `gradientBytes`-byte gradient cannot fit in `availableBytes` (the
+/// machine's memory or the process's limit), before anything is allocated.
+bool checkGradAccumMemory(int64_t gradAccum, int64_t gradientBytes,
+                          uint64_t availableBytes, std::string &error);
+
+/// The bytes this process can allocate at most: physical memory, or less
+/// under an address-space or data limit (setrlimit).
+uint64_t availableMemoryBytes();
+
 /// All-gathers one double per item in place (a micro-batch's loss, a tile's
 /// sum of squares): rank r contributes values [ranges[r].begin,
 /// ranges[r].end).

@@ -139,6 +139,19 @@ bool checkStateCoverage(const SafeTensorsFile &file, const std::string &path,
                         bool allowPartial, std::string &error,
                         const std::map<std::string, std::string> &tiedTo = {});
 
+/// The flat index of the first NaN or infinite element of `tensor`, or -1
+/// when every element is finite or the tensor is not floating-point. F64 is
+/// read as double (a large finite double is finite here).
+int64_t firstNonFiniteElement(const HostTensor &tensor);
+
+/// Refuses a floating-point tensor with a NaN or infinite element, which no
+/// step could train from (every step would be skipped): `error` says
+/// "SOURCE: tensor 'NAME' holds nan at element I (index [..] of shape [..])"
+/// with `firstElement` added to the flat index (a checkpoint piece's first
+/// element of the whole tensor).
+bool checkFiniteTensor(const HostTensor &tensor, const std::string &source,
+                       std::string &error, int64_t firstElement = 0);
+
 /// Writes `tensors` and `metadata` to `path` as a safetensors file, tensors in
 /// name order, header padded with spaces to an 8-byte boundary.
 ///

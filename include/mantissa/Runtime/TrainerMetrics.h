@@ -58,8 +58,18 @@ std::string metricsLine(const StepRecord &record);
 /// `{"losses": [...]}` of every step, as `--losses` has always written it.
 std::string lossesJson(const std::vector<double> &losses);
 
+/// Tick values for an axis over [low, high]: multiples of one step of 1, 2
+/// or 5 times a power of ten, chosen so that about `target` of them cover
+/// the range, from the last multiple at or below `low` to the first at or
+/// above `high` (the axis's ends). At least two values; `integers` keeps
+/// the step >= 1 (step numbers).
+std::vector<double> niceTicks(double low, double high, int target,
+                              bool integers = false);
+
 /// The training loss curve (and the validation losses, as points joined by
-/// a line, when there are any) as a self-contained SVG.
+/// a line, when there are any) as a self-contained SVG, with ticks at round
+/// values (niceTicks) and grid lines on both axes, and the axes titled
+/// "step" and "loss".
 std::string lossPlotSvg(const std::vector<double> &losses,
                         const std::vector<std::pair<int64_t, double>> &evals);
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -182,13 +183,25 @@ bool parseUpdateOptions(int argc, char **argv, TrainerOptions &options,
 /// Parses one of the trainer's flags (the definition both `mantissa-run
 /// DIR` and `mantissa-run MODEL.pt2` use): at argv[i] (advancing `i` past
 /// its value). Returns false without touching `error` when argv[i] is not a
-/// trainer flag; sets `error` when it is one with a bad value.
+/// trainer flag; sets `error` when it is one with a bad value, or one already
+/// in `given` (a repeated flag is refused rather than the last one silently
+/// winning), which collects the flags seen so far.
 bool parseTrainerFlag(int argc, char **argv, int &i, TrainerOptions &options,
-                      std::string &error);
+                      std::set<std::string> &given, std::string &error);
+
+/// The trainer's flags as `--help` lists them (both forms of mantissa-run).
+const char *trainerFlagsHelp();
 
 /// Checks the trainer's options against each other and their ranges, naming
 /// the flag: run before any work starts.
 bool validateTrainerOptions(const TrainerOptions &options, std::string &error);
+
+/// Checks that the run's data positions fit in int64_t: `steps` steps of
+/// --grad-accum K micro-batches on each of `worldSize` ranks, each of
+/// `samplesPerMicroBatch` samples, read global samples up to N * K * W * B
+/// (MicroBatchSchedule.h). Run before compiling, once B is known.
+bool checkDataPositions(const TrainerOptions &options, int worldSize,
+                        int64_t samplesPerMicroBatch, std::string &error);
 
 /// Checks, before any work, that every output of the run (--losses and its
 /// .svg, --metrics, --final-params, --save-checkpoint) can be written where

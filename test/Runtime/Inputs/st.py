@@ -17,6 +17,12 @@
                                       RTOL * |b| + 1e-7 of each other
   st.py set-int SRC OUT NAME I V      copy SRC to OUT with element I of the
                                       I64/I32 tensor NAME set to V
+  st.py set-float SRC OUT NAME I V    copy SRC to OUT with element I of the
+                                      F32/BF16 tensor NAME set to V (nan, inf)
+  st.py ckpt-set-float CKPT NAME I V  set element I of tensor NAME in CKPT's
+                                      rank-0 file to V, checksums and index
+                                      sizes refreshed (a state that is valid
+                                      but not finite)
   st.py manifest-refresh ART FILE     record FILE's new size and checksum in
                                       ART's manifest (after editing FILE)
   st.py ties SRC OUT NAME             copy SRC to OUT with every other element
@@ -101,6 +107,28 @@ def main():
         struct.pack_into(code, raw, index * struct.calcsize(code), value)
         src[name] = (dtype, shape, bytes(raw))
         write(sys.argv[3], src, meta)
+    elif cmd in ("set-float", "ckpt-set-float"):
+        if cmd == "set-float":
+            path, out = sys.argv[2], sys.argv[3]
+            name, index, value = sys.argv[4], int(sys.argv[5]), float(sys.argv[6])
+        else:
+            path = out = glob.glob(os.path.join(sys.argv[2], "step-*rank-0*.safetensors"))[0]
+            name, index, value = sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+        src, meta = read(path)
+        dtype, shape, raw = src[name]
+        raw = bytearray(raw)
+        if dtype == "F32":
+            struct.pack_into("<f", raw, index * 4, value)
+        else:
+            bits = struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+            struct.pack_into("<H", raw, index * 2, bits | (0x40 if value != value else 0))
+        src[name] = (dtype, shape, bytes(raw))
+        if cmd == "ckpt-set-float" and "checksums" in meta:
+            meta["checksums"] = json.dumps(
+                {k: "%016x" % fnv1a64(r) for k, (_, _, r) in src.items()})
+        write(out, src, meta)
+        if cmd == "ckpt-set-float":
+            fix_index(sys.argv[2])
     elif cmd == "ties":
         src, meta = read(sys.argv[2])
         dtype, shape, raw = src[sys.argv[4]]

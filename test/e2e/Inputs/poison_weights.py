@@ -1,7 +1,9 @@
-"""Copies a safetensors state dict with one tensor's first element set to NaN.
+"""Copies a safetensors state dict with one tensor set to the largest float.
 
 Usage: poison_weights.py IN.safetensors TENSOR OUT.safetensors
-(the trainer's skip test: a NaN weight makes every loss NaN).
+(the trainer's skip test: every element of TENSOR at 3.4e38, which is
+finite, so the weights load, but makes every loss NaN; a NaN weight itself
+is refused when it loads).
 """
 import json
 import struct
@@ -14,5 +16,6 @@ header = json.loads(data[8:8 + length])
 entry = header[name]
 assert entry["dtype"] == "F32", entry
 body = bytearray(data[8 + length:])
-body[entry["data_offsets"][0]:entry["data_offsets"][0] + 4] = struct.pack("<f", float("nan"))
+begin, end = entry["data_offsets"]
+body[begin:end] = struct.pack("<f", 3.4028234663852886e38) * ((end - begin) // 4)
 open(target, "wb").write(data[:8 + length] + bytes(body))
