@@ -21,6 +21,7 @@
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Format/DType.h"
 #include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mantissa/Transforms/PrecisionReport.h"
 #include "mlir/IR/Diagnostics.h"
@@ -392,6 +393,7 @@ static int writeArtifactDirectory(ModuleOp module, const pt2::Program &program,
 int mlir::mantissa::compileMain(int argc, char **argv,
                                 const GpuHostEmulator *emulator) {
   llvm::InitLLVM initLLVM(argc, argv);
+  rt::ignoreFileSizeSignal();
   CompileFlags flags(emulator);
   cl::ParseCommandLineOptions(
       argc, argv,

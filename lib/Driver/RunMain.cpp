@@ -30,6 +30,7 @@
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -486,6 +487,7 @@ int mlir::mantissa::runMain(int argc, char **argv,
       break;
     }
   llvm::InitLLVM initLLVM(argc, argv);
+  rt::ignoreFileSizeSignal();
   RunFlags flags(emulator);
   rt::TrainerOptions trainer;
   if (failed(parseCommandLine(argc, argv, trainer)) ||

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
 #ifdef MANTISSA_HAVE_MPI
@@ -36,6 +37,7 @@ mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
 }
 
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
+  ignoreFileSizeSignal();
   TrainerOptions options;
   std::string error;
   if (!parseUpdateOptions(argc, argv, options, error)) {
