@@ -10,6 +10,7 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
+#include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Format/ArtifactManifest.h"
 #include "mantissa/Runtime/HostCpu.h"
 #include "mlir/IR/Diagnostics.h"
@@ -346,9 +347,14 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   llvm::SmallString<256> temporary(target);
   temporary += std::string(
       llvm::formatv(".tmp.{0}", llvm::sys::Process::getProcessId()));
+  // What a killed writer of this artifact left (DIR.tmp.PID, its process
+  // gone and its folder unlocked) goes first.
+  removeAbandonedTemporaries(llvm::sys::path::parent_path(target),
+                             llvm::sys::path::filename(target));
   llvm::sys::fs::remove_directories(temporary);
   if (std::error_code ec = llvm::sys::fs::create_directories(temporary))
     return makeError(temporary + ": " + ec.message());
+  TemporaryFolderLock writing(temporary);
   auto cleanup = [&](llvm::Error error) {
     llvm::sys::fs::remove_directories(temporary);
     return error;
