@@ -154,8 +154,12 @@ static llvm::Error writeFile(llvm::StringRef path, llvm::StringRef contents) {
     return makeError(path + ": " + ec.message());
   os << contents;
   os.close();
-  if (os.has_error())
-    return makeError(path + ": write failed");
+  if (os.has_error()) {
+    // Cleared, or the stream's destructor would end the process.
+    std::string reason = os.error().message();
+    os.clear_error();
+    return makeError(path + ": write failed: " + reason);
+  }
   return llvm::Error::success();
 }
 

@@ -7,6 +7,7 @@
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/CpuGemm.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -246,12 +247,9 @@ void mlir::mantissa::sealCacheFile(llvm::StringRef path) {
   std::string sum = cacheFileSum(path);
   if (sum.empty())
     return;
-  // Failing to seal only costs the next run a compilation.
-  llvm::consumeError(
-      llvm::writeToOutput((path + ".sum").str(), [&](llvm::raw_ostream &os) {
-        os << sum;
-        return llvm::Error::success();
-      }));
+  // Failing to seal (a full disk) only costs the next run a compilation.
+  std::string error;
+  rt::writeFileAtomically((path + ".sum").str(), sum, error);
 }
 
 bool mlir::mantissa::isIntactCacheFile(llvm::StringRef path) {
