@@ -738,7 +738,7 @@ bool CheckpointStore::load(const std::string &given,
                            const json &hyperparameters, int64_t &stepOut,
                            TrainerCounters &counters,
                            std::vector<std::string> &warnings) {
-  std::string dir = resolveCheckpoint(given, &warnings);
+  std::string dir = resolveCheckpoint(given, rank == 0 ? &warnings : nullptr);
   std::string indexPath = dir + "/index.json";
   std::ifstream in(indexPath);
   if (!in)

@@ -81,7 +81,7 @@ private:
   std::string runId;
   /// The folder's lock, held while the run lives (-1: none).
   int lockDescriptor = -1;
-  /// Whether claimFolder created the folder (removed again if the run
+  /// Whether lockFolder created the folder (removed again if the run
   /// writes no checkpoint into it).
   bool createdFolder = false;
   Communicator &comm;
