@@ -67,6 +67,23 @@ if shutil.which("mpirun"):
             config.environment.get("ASAN_OPTIONS", ""), mpirun)
     config.substitutions.append(("%mpirun", mpirun))
 
+# A small full disk for a test, in a mount namespace of its own (`unshare
+# -rm`, where unprivileged user namespaces are allowed): a tmpfs of a few KiB.
+def _can_mount_tmpfs():
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            return subprocess.call(
+                ["unshare", "-rm", "sh", "-c",
+                 'mount -t tmpfs -o size=16k tmpfs "$0"', folder],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+        except OSError:
+            return False
+
+if shutil.which("unshare") and _can_mount_tmpfs():
+    config.available_features.add("tmpfs-namespace")
+
 if os.path.isdir(config.mantissa_corpus_dir):
     config.available_features.add("corpus")
 else:

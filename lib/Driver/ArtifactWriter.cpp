@@ -10,6 +10,7 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
+#include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Format/ArtifactManifest.h"
 #include "mantissa/Runtime/HostCpu.h"
 #include "mlir/IR/Diagnostics.h"
@@ -153,8 +154,12 @@ static llvm::Error writeFile(llvm::StringRef path, llvm::StringRef contents) {
     return makeError(path + ": " + ec.message());
   os << contents;
   os.close();
-  if (os.has_error())
-    return makeError(path + ": write failed");
+  if (os.has_error()) {
+    // Cleared, or the stream's destructor would end the process.
+    std::string reason = os.error().message();
+    os.clear_error();
+    return makeError(path + ": write failed: " + reason);
+  }
   return llvm::Error::success();
 }
 
@@ -346,9 +351,14 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   llvm::SmallString<256> temporary(target);
   temporary += std::string(
       llvm::formatv(".tmp.{0}", llvm::sys::Process::getProcessId()));
+  // What a killed writer of this artifact left (DIR.tmp.PID, its process
+  // gone and its folder unlocked) goes first.
+  removeAbandonedTemporaries(llvm::sys::path::parent_path(target),
+                             llvm::sys::path::filename(target));
   llvm::sys::fs::remove_directories(temporary);
   if (std::error_code ec = llvm::sys::fs::create_directories(temporary))
     return makeError(temporary + ": " + ec.message());
+  TemporaryFolderLock writing(temporary);
   auto cleanup = [&](llvm::Error error) {
     llvm::sys::fs::remove_directories(temporary);
     return error;

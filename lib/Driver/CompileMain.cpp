@@ -21,6 +21,8 @@
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Format/DType.h"
 #include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Runtime/StopSignals.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mantissa/Transforms/PrecisionReport.h"
 #include "mlir/IR/Diagnostics.h"
@@ -72,14 +74,12 @@ static int writeOutputs(llvm::StringRef text, llvm::StringRef outputPath,
   std::string weightsPath = weightsPathFor(outputPath);
   if (llvm::Error error = writeWeightsFile(program, weightsPath))
     return reportError(llvm::toString(std::move(error)));
-  // writeToOutput writes a temporary file and renames it into place.
-  if (llvm::Error error = llvm::writeToOutput(
-          outputPath, [&](llvm::raw_ostream &os) -> llvm::Error {
-            os << text;
-            return llvm::Error::success();
-          })) {
+  // Written under a temporary name and renamed into place; a write error
+  // is reported with the path (llvm::writeToOutput ends the process on one).
+  std::string writeError;
+  if (!rt::writeFileAtomically(outputPath.str(), text.str(), writeError)) {
     llvm::sys::fs::remove(weightsPath);
-    return reportError(outputPath + ": " + llvm::toString(std::move(error)));
+    return reportError(writeError);
   }
   return 0;
 }
@@ -392,6 +392,7 @@ static int writeArtifactDirectory(ModuleOp module, const pt2::Program &program,
 int mlir::mantissa::compileMain(int argc, char **argv,
                                 const GpuHostEmulator *emulator) {
   llvm::InitLLVM initLLVM(argc, argv);
+  rt::ignoreFileSizeSignal();
   CompileFlags flags(emulator);
   cl::ParseCommandLineOptions(
       argc, argv,

@@ -11,6 +11,7 @@
 #include "mantissa/Format/CpuGemmAbi.h"
 #include "mantissa/Format/CpuProgram.h"
 #include "mantissa/Reference/Tensor.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -173,11 +174,10 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
     files.push_back("step.cpu.forward.so");
   }
   std::string text = rt::writeCpuProgram(program);
-  if (llvm::Error error = llvm::writeToOutput(pathOf("step.cpu.json"),
-                                              [&](llvm::raw_ostream &os) {
-                                                os << text;
-                                                return llvm::Error::success();
-                                              }))
-    return std::move(error);
+  // A write error is returned with the path (llvm::writeToOutput would end
+  // the process on one).
+  std::string writeError;
+  if (!rt::writeFileAtomically(pathOf("step.cpu.json"), text, writeError))
+    return llvm::createStringError(writeError);
   return files;
 }

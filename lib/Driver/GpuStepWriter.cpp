@@ -7,6 +7,7 @@
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/DiagnosticCollector.h"
 #include "mantissa/Driver/StepEvaluator.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
@@ -39,12 +40,14 @@ GpuHostKernels GpuHostKernelsFlag::get() const {
   return {path->getValue(), emulator};
 }
 
-/// Writes `bytes` to `path`.
+/// Writes `bytes` to `path` (atomically; a write error, such as a full disk
+/// or a file-size limit, is returned with the path and nothing half-written
+/// stays; llvm::writeToOutput ends the process on one).
 static llvm::Error writeBytes(llvm::StringRef path, llvm::StringRef bytes) {
-  return llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
-    os << bytes;
-    return llvm::Error::success();
-  });
+  std::string error;
+  if (!rt::writeFileAtomically(path.str(), bytes.str(), error))
+    return llvm::createStringError(error);
+  return llvm::Error::success();
 }
 
 /// The update kernels of `groups` (group i's PTX entry is

@@ -32,6 +32,7 @@
 #include "mantissa/Runtime/OpenMPEnvironment.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/TensorDataset.h"
+#include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -508,6 +509,7 @@ int mlir::mantissa::runMain(int argc, char **argv,
       break;
     }
   llvm::InitLLVM initLLVM(argc, argv);
+  rt::ignoreFileSizeSignal();
   RunFlags flags(emulator);
   rt::TrainerOptions trainer;
   if (failed(parseCommandLine(argc, argv, trainer)) ||

@@ -7,6 +7,7 @@
 #include "mantissa/Reference/Interpreter.h"
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/CpuGemm.h"
+#include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -23,7 +24,9 @@
 #include "llvm/TargetParser/Host.h"
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <optional>
@@ -137,23 +140,92 @@ std::string mlir::mantissa::getCompileCacheDirectory() {
   return std::string(path);
 }
 
+void mlir::mantissa::warnCacheUnusable(StringRef directory, StringRef reason) {
+  static bool warned = false;
+  if (!warned)
+    llvm::errs() << "mantissa: warning: the compile cache " << directory
+                 << " cannot be written (" << reason
+                 << "); compiling into a temporary folder (set "
+                    "MANTISSA_CACHE_DIR to cache elsewhere)\n";
+  warned = true;
+}
+
 std::string mlir::mantissa::getUsableCompileCacheDirectory() {
   std::string directory = getCompileCacheDirectory();
   if (directory.empty())
     return directory;
   std::error_code ec = llvm::sys::fs::create_directories(directory);
+  // create_directories accepts a path that exists as a file.
+  if (!ec && !llvm::sys::fs::is_directory(directory))
+    ec = std::make_error_code(std::errc::not_a_directory);
   if (!ec && access(directory.c_str(), W_OK) != 0)
     ec = std::error_code(errno, std::generic_category());
-  if (!ec)
-    return directory;
-  static bool warned = false;
-  if (!warned)
-    llvm::errs() << "mantissa: warning: the compile cache " << directory
-                 << " cannot be written (" << ec.message()
-                 << "); compiling into a temporary folder (set "
-                    "MANTISSA_CACHE_DIR to cache elsewhere)\n";
-  warned = true;
-  return "";
+  if (ec) {
+    warnCacheUnusable(directory, ec.message());
+    return "";
+  }
+  static bool cleaned = false;
+  if (!cleaned)
+    removeAbandonedTemporaries(directory);
+  cleaned = true;
+  return directory;
+}
+
+/// Whether an exclusive flock on `path` could be taken now: no live writer
+/// holds it. A path that cannot be opened has no holder.
+static bool lockIsFree(const std::string &path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return true;
+  bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  close(fd);
+  return free;
+}
+
+void mlir::mantissa::removeAbandonedTemporaries(StringRef folder,
+                                                StringRef stem) {
+  std::error_code ec;
+  std::vector<std::string> doomed;
+  for (llvm::sys::fs::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    size_t marker = name.rfind(".tmp.");
+    if (marker == StringRef::npos ||
+        (!stem.empty() && name.take_front(marker) != stem))
+      continue;
+    unsigned long long pid = 0;
+    if (name.drop_front(marker + 5).getAsInteger(10, pid) || pid == 0 ||
+        pid == unsigned(getpid()))
+      continue;
+    // A process of that number is alive (its writer, or another that took
+    // the number): its files are left alone.
+    if (kill(pid_t(pid), 0) == 0 || errno != ESRCH)
+      continue;
+    SmallString<256> lock(folder);
+    llvm::sys::path::append(lock, name.take_front(marker) + ".lock");
+    if (!lockIsFree(llvm::sys::fs::exists(lock) ? std::string(lock)
+                                                : it->path()))
+      continue;
+    doomed.push_back(it->path());
+  }
+  for (const std::string &path : doomed)
+    if (llvm::sys::fs::is_directory(path))
+      llvm::sys::fs::remove_directories(path);
+    else
+      llvm::sys::fs::remove(path);
+}
+
+mlir::mantissa::TemporaryFolderLock::TemporaryFolderLock(StringRef path) {
+  descriptor = open(path.str().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (descriptor >= 0 && flock(descriptor, LOCK_EX | LOCK_NB) != 0) {
+    close(descriptor);
+    descriptor = -1;
+  }
+}
+
+mlir::mantissa::TemporaryFolderLock::~TemporaryFolderLock() {
+  if (descriptor >= 0)
+    close(descriptor);
 }
 
 /// The text of `<path>.sum`: size and FNV-1a 64 of the file, or empty when
@@ -175,12 +247,9 @@ void mlir::mantissa::sealCacheFile(llvm::StringRef path) {
   std::string sum = cacheFileSum(path);
   if (sum.empty())
     return;
-  // Failing to seal only costs the next run a compilation.
-  llvm::consumeError(
-      llvm::writeToOutput((path + ".sum").str(), [&](llvm::raw_ostream &os) {
-        os << sum;
-        return llvm::Error::success();
-      }));
+  // Failing to seal (a full disk) only costs the next run a compilation.
+  std::string error;
+  rt::writeFileAtomically((path + ".sum").str(), sum, error);
 }
 
 bool mlir::mantissa::isIntactCacheFile(llvm::StringRef path) {
@@ -238,7 +307,8 @@ std::string mlir::mantissa::getStepLibraryEntry(train::StepOp step) {
 /// `libraryPath` (written under a temporary name and renamed, so that
 /// concurrent ranks and interrupted runs never see half a library).
 llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
-                                               StringRef libraryPath) {
+                                               StringRef libraryPath,
+                                               std::string *fellBackTo) {
   MLIRContext *context = step.getContext();
   DialectRegistry registry;
   registerTrainToLLVMDialects(registry);
@@ -260,25 +330,55 @@ llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
   if (failed(llvmIR))
     return llvm::createStringError("translating the step to LLVM IR failed: " +
                                    diagnostics.str());
-  SmallString<256> temporary(libraryPath);
-  temporary +=
-      llvm::formatv(".tmp.{0}", llvm::sys::Process::getProcessId()).str();
-  std::string error;
-  // -O2 vectorises as well as -O3 here, and -O3's unrolling makes blocks
-  // that LLVM's instruction scheduler takes minutes over (llama: 68 s at
-  // -O3, 6 s at -O2, for the same step time).
-  // -fopenmp links LLVM's OpenMP runtime, which runs the ops' parallel
-  // outer loops.
-  if (failed(compileLLVMIRToSharedLibrary(*llvmIR, temporary, error,
-                                          /*optLevel=*/2, {"-fopenmp"}))) {
+  auto compileTo = [&](StringRef path) -> llvm::Error {
+    SmallString<256> temporary(path);
+    temporary +=
+        llvm::formatv(".tmp.{0}", llvm::sys::Process::getProcessId()).str();
+    std::string error;
+    // -O2 vectorises as well as -O3 here, and -O3's unrolling makes blocks
+    // that LLVM's instruction scheduler takes minutes over (llama: 68 s at
+    // -O3, 6 s at -O2, for the same step time).
+    // -fopenmp links LLVM's OpenMP runtime, which runs the ops' parallel
+    // outer loops.
+    if (failed(compileLLVMIRToSharedLibrary(*llvmIR, temporary, error,
+                                            /*optLevel=*/2, {"-fopenmp"}))) {
+      llvm::sys::fs::remove(temporary);
+      return llvm::createStringError("compiling the step failed: " + error);
+    }
+    if (std::error_code ec = llvm::sys::fs::rename(temporary, path)) {
+      llvm::sys::fs::remove(temporary);
+      return llvm::createStringError("cannot move the compiled step to " +
+                                     path + ": " + ec.message());
+    }
+    return llvm::Error::success();
+  };
+  llvm::Error error = compileTo(libraryPath);
+  if (!error || !fellBackTo)
+    return error;
+  // The cache could not take the library (a full disk): compiled again into
+  // a temporary file, as when the cache cannot be written at all. A step
+  // that does not compile fails there too, with that error.
+  std::string reason = llvm::toString(std::move(error));
+  SmallString<256> temporary;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("mantissa-step", "so", temporary))
+    return llvm::createStringError(reason);
+  if (llvm::Error retry = compileTo(temporary)) {
     llvm::sys::fs::remove(temporary);
-    return llvm::createStringError("compiling the step failed: " + error);
+    return retry;
   }
-  if (std::error_code ec = llvm::sys::fs::rename(temporary, libraryPath)) {
-    llvm::sys::fs::remove(temporary);
-    return llvm::createStringError("cannot move the compiled step to " +
-                                   libraryPath + ": " + ec.message());
-  }
+  // The line of the compiler's output that says why (a full disk, a quota,
+  // a file-size limit), else its first.
+  StringRef why = StringRef(reason).split('\n').first;
+  SmallVector<StringRef> lines;
+  StringRef(reason).split(lines, '\n');
+  for (int code : {ENOSPC, EDQUOT, EFBIG})
+    for (StringRef line : lines)
+      if (line.contains(std::strerror(code)) && why == lines.front())
+        why = line.trim();
+  warnCacheUnusable(llvm::sys::path::parent_path(libraryPath),
+                    why.take_front(300));
+  *fellBackTo = std::string(temporary);
   return llvm::Error::success();
 }
 
@@ -313,8 +413,15 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
   }
   auto started = std::chrono::steady_clock::now();
   if (!cached) {
-    if (llvm::Error error = compileStepLibrary(step, libraryPath))
+    std::string fellBackTo;
+    if (llvm::Error error = compileStepLibrary(
+            step, libraryPath, cacheDirectory.empty() ? nullptr : &fellBackTo))
       return std::move(error);
+    if (!fellBackTo.empty()) {
+      // The cache could not take it: a temporary library, as without one.
+      cacheDirectory.clear();
+      libraryPath = fellBackTo;
+    }
     if (!cacheDirectory.empty())
       sealCacheFile(libraryPath);
   }

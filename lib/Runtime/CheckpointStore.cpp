@@ -33,6 +33,17 @@
 // `--resume CKPT/step-<K>` that one; a folder holding index.json itself (the
 // flat layout of earlier versions) is read as it is.
 //
+// A checkpoint folder belongs to one run. Every index names its run (`run`,
+// a random identity a new run draws and a resumed run continues), and the
+// run holds CKPT/run.lock (flock) while it lives: the kernel releases it
+// when the process ends, however it ends, so a killed run's lock is free
+// and the file alone means nothing. Holding it, a run removes what a dead
+// writer left (`step-K.tmp`, a `step-K.old` or `step-K.pruned` being
+// removed) and refuses the folder if it holds another run's checkpoints;
+// pruning removes only the run's own. A folder is removed by renaming it to
+// `step-K.pruned` first, so that a kill while removing it never leaves a
+// `step-K` without all its files.
+//
 // Loading keys state by FQN and element range, never by position, so a
 // checkpoint of any world size is resharded on load.
 //
@@ -55,8 +66,10 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -204,16 +217,312 @@ checkpointFolders(const std::string &dir) {
   return folders;
 }
 
+/// The index of the checkpoint folder `dir`, parsed (discarded when it
+/// cannot be read or parsed).
+static json readIndex(const std::string &dir) {
+  std::ifstream in(dir + "/index.json");
+  if (!in)
+    return json(json::value_t::discarded);
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str(), nullptr, false);
+}
+
+/// The run an index names: empty for checkpoints written before runs had an
+/// identity.
+static std::string runOf(const json &index) {
+  if (index.is_object() && index.contains("run") && index["run"].is_string())
+    return index["run"].get<std::string>();
+  return "";
+}
+
+/// How a run is named in messages.
+static std::string runText(const std::string &run) {
+  return run.empty() ? std::string("a run of an earlier version")
+                     : "run " + run;
+}
+
+/// A file the index of checkpoint folder `dir` lists that is missing (a
+/// folder a killed run was removing), or empty. Other damage is left to
+/// load(), which names it.
+static std::string missingCheckpointFile(const std::string &dir,
+                                         const json &index) {
+  if (!index.is_object() || !index.contains("files") ||
+      !index["files"].is_array())
+    return "";
+  for (const json &entry : index["files"]) {
+    if (!entry.is_object() || !entry.contains("file") ||
+        !entry["file"].is_string())
+      continue;
+    std::string name = entry["file"].get<std::string>();
+    struct stat info;
+    if (!name.empty() && name.find('/') == std::string::npos &&
+        stat((dir + "/" + name).c_str(), &info) != 0)
+      return name;
+  }
+  return "";
+}
+
 /// The checkpoint `--resume DIR` means: the newest complete `DIR/step-K`,
 /// else DIR itself (a step folder, or the flat layout of earlier versions).
-static std::string resolveCheckpoint(const std::string &dir) {
+/// A folder missing files its index lists (a kill while pruning, by an
+/// earlier version) is skipped with a warning.
+static std::string resolveCheckpoint(const std::string &dir,
+                                     std::vector<std::string> *warnings) {
   std::map<int64_t, std::string> folders = checkpointFolders(dir);
+  for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
+    std::string missing =
+        missingCheckpointFile(it->second, readIndex(it->second));
+    if (missing.empty())
+      return it->second;
+    if (warnings)
+      warnings->push_back("skipping " + it->second + ": its file " + missing +
+                          " is missing (a run was killed while removing it)");
+  }
   return folders.empty() ? dir : folders.rbegin()->second;
+}
+
+/// Removes the checkpoint folder `path` (a step-K): renamed to
+/// `path.pruned` first, so that a kill midway leaves no step-K without its
+/// files; what is left is removed by the next run that claims the folder.
+static void removeCheckpoint(const std::string &path) {
+  std::string doomed = path + ".pruned";
+  removeTree(doomed);
+  if (rename(path.c_str(), doomed.c_str()) == 0)
+    removeTree(doomed);
+}
+
+/// What a writer of ours leaves in a checkpoint folder while it works, named
+/// `step-K<suffix>`: a checkpoint being written, one being replaced and one
+/// being removed.
+static bool isCheckpointLeftover(const std::string &name) {
+  for (const char *suffix : {".tmp", ".old", ".pruned"}) {
+    size_t length = std::strlen(suffix);
+    if (name.size() > length &&
+        name.compare(name.size() - length, length, suffix) == 0 &&
+        checkpointFolderStep(name.substr(0, name.size() - length)) >= 0)
+      return true;
+  }
+  return false;
+}
+
+/// Whether a folder `step-K` without an index holds only files a writer of
+/// ours names (rank files, index.json being written): what a kill leaves
+/// while an earlier version removed it.
+static bool holdsOnlyCheckpointFiles(const std::string &dir) {
+  DIR *handle = opendir(dir.c_str());
+  if (!handle)
+    return false;
+  bool ours = true;
+  while (dirent *entry = readdir(handle)) {
+    std::string name = entry->d_name;
+    if (name == "." || name == "..")
+      continue;
+    std::string base = name.substr(0, name.find(".tmp."));
+    if (base != "index.json" &&
+        !(base.rfind("step-", 0) == 0 &&
+          base.find(".rank-") != std::string::npos && base.size() > 12 &&
+          base.compare(base.size() - 12, 12, ".safetensors") == 0))
+      ours = false;
+  }
+  closedir(handle);
+  return ours;
+}
+
+std::string CheckpointStore::newRunId() {
+  std::random_device device;
+  char text[17];
+  std::snprintf(text, sizeof(text), "%08x%08x", unsigned(device()),
+                unsigned(device()));
+  return text;
+}
+
+CheckpointStore::~CheckpointStore() {
+  if (lockDescriptor < 0)
+    return;
+  // A folder this run created and wrote no checkpoint into is not left
+  // behind (a run that stops before its first save writes nothing).
+  const std::string &root = options.saveDir;
+  bool empty = createdFolder;
+  if (DIR *handle = empty ? opendir(root.c_str()) : nullptr) {
+    while (dirent *entry = readdir(handle)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != ".." && name != "run.lock")
+        empty = false;
+    }
+    closedir(handle);
+  }
+  if (empty) {
+    unlink((root + "/run.lock").c_str());
+    rmdir(root.c_str());
+  }
+  // Closing the descriptor releases the lock (as the process's end does).
+  close(lockDescriptor);
+}
+
+/// The message for a --save-checkpoint folder holding `folder`, a checkpoint
+/// of `run`, that the starting run does not continue.
+static std::string foreignCheckpointMessage(const std::string &root,
+                                            const std::string &folder,
+                                            const std::string &run,
+                                            bool resuming) {
+  return "--save-checkpoint " + root + " holds checkpoints of another run (" +
+         folder + ", of " + runText(run) + ")" +
+         (resuming ? ", not of the run --resume continues" : "") +
+         "; saving there would replace or prune them. --resume " + root +
+         " continues that run, another --save-checkpoint folder starts a new "
+         "one beside it, and --overwrite-checkpoints removes that run's "
+         "checkpoints (nothing else in the folder) and starts over there";
+}
+
+bool mlir::mantissa::rt::checkCheckpointFolderOwner(
+    const CheckpointOptions &options, std::string &error) {
+  const std::string &root = options.saveDir;
+  if (root.empty() || options.overwrite)
+    return true;
+  std::map<int64_t, std::string> folders = checkpointFolders(root);
+  if (folders.empty())
+    return true;
+  bool resuming = !options.resumeDir.empty();
+  std::string run;
+  if (resuming) {
+    json resumed = readIndex(resolveCheckpoint(options.resumeDir, nullptr));
+    // An index that cannot be read is refused by the resume, naming it.
+    if (!resumed.is_object())
+      return true;
+    run = runOf(resumed);
+  }
+  for (const auto &[step, folder] : folders) {
+    json index = readIndex(folder);
+    if (!index.is_object())
+      continue; // refused or skipped when the run claims the folder
+    if (!resuming || runOf(index) != run) {
+      error = foreignCheckpointMessage(root, folder, runOf(index), resuming);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool CheckpointStore::lockFolder() {
+  const std::string &root = options.saveDir;
+  if (root.empty() || rank != 0)
+    return true;
+  createdFolder = mkdir(root.c_str(), 0755) == 0;
+  if (!createdFolder && errno != EEXIST)
+    return fail(root + ": cannot create the checkpoint folder: " +
+                std::strerror(errno));
+  std::string lockPath = root + "/run.lock";
+  int fd = open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return fail(lockPath + ": cannot open the checkpoint folder's lock: " +
+                std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int error = errno;
+    char holder[128] = {0};
+    ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
+    std::string who = n > 0 ? std::string(holder, size_t(n)) : "";
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+      who.pop_back();
+    close(fd);
+    if (error == EWOULDBLOCK)
+      return fail("--save-checkpoint " + root + " is in use by another run" +
+                  (who.empty() ? "" : " (" + who + ")") + ", which holds " +
+                  lockPath +
+                  ": two runs writing one folder would replace each other's "
+                  "checkpoints; wait for it to end, or choose another folder");
+    return fail(lockPath +
+                ": cannot lock the checkpoint folder: " + std::strerror(error));
+  }
+  lockDescriptor = fd;
+  return true;
+}
+
+bool CheckpointStore::claimFolder(const std::string &id,
+                                  std::vector<std::string> &warnings) {
+  runId = id;
+  const std::string &root = options.saveDir;
+  if (root.empty() || rank != 0)
+    return true;
+  // Who holds the folder, for the message of a run it refuses.
+  std::string holder = "pid " + std::to_string(getpid()) + ", " + runText(id);
+  if (ftruncate(lockDescriptor, 0) != 0 ||
+      pwrite(lockDescriptor, holder.data(), holder.size(), 0) !=
+          ssize_t(holder.size()))
+    return fail(root +
+                "/run.lock: cannot write the checkpoint folder's lock: " +
+                std::strerror(errno));
+
+  // The lock is ours, so no writer of ours is alive in the folder: what a
+  // writer left there is a dead one's.
+  std::vector<std::string> leftovers, foreign;
+  if (DIR *handle = opendir(root.c_str())) {
+    while (dirent *entry = readdir(handle)) {
+      std::string name = entry->d_name, path = root + "/" + name;
+      struct stat info;
+      if (isCheckpointLeftover(name) ||
+          (checkpointFolderStep(name) >= 0 &&
+           stat((path + "/index.json").c_str(), &info) != 0 &&
+           holdsOnlyCheckpointFiles(path)))
+        leftovers.push_back(path);
+    }
+    closedir(handle);
+  }
+  for (const std::string &path : leftovers) {
+    // A checkpoint moved aside to be replaced by one of the same step, the
+    // kill before the new one took its place: it is put back.
+    std::string step = path.substr(0, path.size() - 4);
+    struct stat info;
+    if (path.size() > 4 && path.compare(path.size() - 4, 4, ".old") == 0 &&
+        stat(step.c_str(), &info) != 0 &&
+        stat((path + "/index.json").c_str(), &info) == 0 &&
+        rename(path.c_str(), step.c_str()) == 0) {
+      warnings.push_back("put back " + step +
+                         ", which a killed run had moved "
+                         "aside to replace it");
+      continue;
+    }
+    removeTree(path);
+    warnings.push_back("removed " + path + ", which a killed run left");
+  }
+  bool resuming = !options.resumeDir.empty();
+  for (const auto &[step, folder] : checkpointFolders(root)) {
+    json index = readIndex(folder);
+    std::string run = runOf(index);
+    if (!index.is_object())
+      return fail(folder + "/index.json: cannot be read, so whose checkpoint " +
+                  folder +
+                  " is cannot be told; move it away or choose "
+                  "another --save-checkpoint folder");
+    if (run == runId) {
+      // Its own checkpoint, which a kill while pruning left without files.
+      std::string missing = missingCheckpointFile(folder, index);
+      if (!missing.empty()) {
+        removeCheckpoint(folder);
+        warnings.push_back("removed " + folder + ": its file " + missing +
+                           " is missing (a run was killed while removing it)");
+      }
+      continue;
+    }
+    if (!options.overwrite)
+      return fail(foreignCheckpointMessage(root, folder, run, resuming));
+    foreign.push_back(folder);
+  }
+  for (const std::string &folder : foreign)
+    removeCheckpoint(folder);
+  if (!foreign.empty())
+    warnings.push_back("--overwrite-checkpoints: removed " +
+                       std::to_string(foreign.size()) +
+                       " checkpoint(s) of another run from " + root);
+  fsyncDirectory(root);
+  return true;
 }
 
 bool CheckpointStore::checkFolder() {
   const std::string &root = options.saveDir;
-  if (root.empty())
+  // --overwrite-checkpoints removes the other run's checkpoints, whatever
+  // model they are of.
+  if (root.empty() || options.overwrite)
     return true;
   std::map<int64_t, std::string> folders = checkpointFolders(root);
   if (folders.empty())
@@ -349,10 +658,14 @@ bool CheckpointStore::save(int64_t stepNumber, const json &trainer) {
   std::string writeError;
   bool ok =
       writeSafeTensors(dir + "/" + fileName, tensors, metadata, writeError);
-  if (!comm.allAgree(ok))
+  if (!comm.allAgree(ok)) {
+    // Nothing half-written stays (each rank removed its own temporary file).
+    if (rank == 0)
+      removeTree(dir);
     return fail(ok ? "checkpoint at step " + std::to_string(stepNumber) +
                          ": another rank failed to write its file"
                    : writeError);
+  }
   if (rank != 0)
     return comm.allAgree(true);
 
@@ -360,6 +673,7 @@ bool CheckpointStore::save(int64_t stepNumber, const json &trainer) {
                 {"version", kCheckpointVersion},
                 {"step", stepNumber},
                 {"world_size", world},
+                {"run", runId},
                 {"plan", planJson(artifact)},
                 {"trainer", trainer}};
   json shapes = json::object();
@@ -393,19 +707,27 @@ bool CheckpointStore::save(int64_t stepNumber, const json &trainer) {
         ok = fail(finalDir + ": cannot move the older checkpoint aside: " +
                   std::strerror(errno));
     }
-    if (ok && rename(dir.c_str(), finalDir.c_str()) != 0)
+    if (ok && rename(dir.c_str(), finalDir.c_str()) != 0) {
       ok = fail(finalDir +
                 ": cannot commit the checkpoint: " + std::strerror(errno));
+      if (replacing)
+        rename(aside.c_str(), finalDir.c_str()); // the older one stays
+    }
     fsyncDirectory(root);
     if (ok && replacing)
       removeTree(aside);
   }
+  if (!ok)
+    removeTree(dir); // a checkpoint not committed (a full disk, a limit)
   if (ok && options.keep > 0) {
-    std::map<int64_t, std::string> folders = checkpointFolders(root);
-    int64_t excess = int64_t(folders.size()) - options.keep;
-    for (auto it = folders.begin(); excess > 0 && it != folders.end();
-         ++it, --excess)
-      removeTree(it->second);
+    // Only this run's checkpoints (claimFolder refused or removed others).
+    std::vector<std::string> own;
+    for (const auto &[step, folder] : checkpointFolders(root))
+      if (runOf(readIndex(folder)) == runId)
+        own.push_back(folder);
+    int64_t excess = int64_t(own.size()) - options.keep;
+    for (auto it = own.begin(); excess > 0 && it != own.end(); ++it, --excess)
+      removeCheckpoint(*it);
   }
   return comm.allAgree(ok);
 }
@@ -416,7 +738,7 @@ bool CheckpointStore::load(const std::string &given,
                            const json &hyperparameters, int64_t &stepOut,
                            TrainerCounters &counters,
                            std::vector<std::string> &warnings) {
-  std::string dir = resolveCheckpoint(given);
+  std::string dir = resolveCheckpoint(given, rank == 0 ? &warnings : nullptr);
   std::string indexPath = dir + "/index.json";
   std::ifstream in(indexPath);
   if (!in)
@@ -441,6 +763,88 @@ bool CheckpointStore::load(const std::string &given,
       !index.contains("files") || !index["files"].is_array())
     return fail(indexPath + ": damaged checkpoint index (no step or files)");
   stepOut = index["step"].get<int64_t>();
+  // Every field against what the checkpoint implies, before any file is
+  // read: a counter out of range would train on silently (an AdamW step
+  // count of 0 or 2^62 changes every update, a negative one makes NaNs).
+  auto badField = [&](const std::string &field, const std::string &value,
+                      const std::string &why) {
+    return fail(indexPath + ": '" + field + "' is " + value + ": " + why);
+  };
+  if (stepOut < 1)
+    return badField("step", std::to_string(stepOut),
+                    "a checkpoint is written after a step, the first is 1");
+  std::string folderName = dir.substr(dir.find_last_of('/') + 1);
+  int64_t named = checkpointFolderStep(folderName);
+  if (named >= 0 && named != stepOut)
+    return badField("step", std::to_string(stepOut),
+                    "the folder is " + folderName +
+                        "; the index belongs to another checkpoint");
+  json worldValue = index.value("world_size", json());
+  if (!worldValue.is_number_integer() || worldValue.get<int64_t>() < 1 ||
+      worldValue.get<int64_t>() != int64_t(index["files"].size()))
+    return badField("world_size", worldValue.dump(),
+                    "expected the number of rank files 'files' lists (" +
+                        std::to_string(index["files"].size()) + ")");
+  if (index.contains("run") && !index["run"].is_string())
+    return badField("run", index["run"].dump(),
+                    "expected the run's identity, a string");
+  // The trainer's state: checkpoints written before it was saved resume as
+  // runs without skips whose steps each had one micro-batch.
+  if (index.contains("trainer") && !index["trainer"].is_object())
+    return badField("trainer", index["trainer"].dump().substr(0, 40),
+                    "expected an object");
+  const json trainer =
+      index.contains("trainer") ? index["trainer"] : json::object();
+  std::optional<int64_t> trainerState[4];
+  const std::pair<const char *, int64_t> trainerFields[4] = {
+      {"optimizer_step", stepOut},
+      {"consecutive_skips", 0},
+      {"skipped_steps", 0},
+      {"micro_batches_done", stepOut}};
+  for (int i = 0; i < 4; ++i) {
+    trainerState[i] =
+        integerField(trainer, trainerFields[i].first, trainerFields[i].second);
+    if (!trainerState[i])
+      return badField(std::string("trainer.") + trainerFields[i].first,
+                      trainer[trainerFields[i].first].dump(),
+                      "expected an integer");
+  }
+  TrainerCounters loaded;
+  loaded.optimizerStep = *trainerState[0];
+  loaded.consecutiveSkips = *trainerState[1];
+  loaded.skippedSteps = *trainerState[2];
+  loaded.microBatchesDone = *trainerState[3];
+  loaded.runId = runOf(index);
+  std::string steps = "the checkpoint is at step " + std::to_string(stepOut);
+  if (loaded.optimizerStep < 0 || loaded.optimizerStep > stepOut)
+    return badField("trainer.optimizer_step",
+                    std::to_string(loaded.optimizerStep),
+                    "expected 0 to " + std::to_string(stepOut) + " (" + steps +
+                        ", and each step applies at most one update)");
+  if (loaded.skippedSteps < 0 ||
+      loaded.skippedSteps != stepOut - loaded.optimizerStep)
+    return badField(
+        "trainer.skipped_steps", std::to_string(loaded.skippedSteps),
+        "expected " + std::to_string(stepOut - loaded.optimizerStep) + " (" +
+            steps + " and 'trainer.optimizer_step' is " +
+            std::to_string(loaded.optimizerStep) +
+            ": each step either applies an update or is skipped)");
+  if (loaded.consecutiveSkips < 0 ||
+      loaded.consecutiveSkips > loaded.skippedSteps)
+    return badField("trainer.consecutive_skips",
+                    std::to_string(loaded.consecutiveSkips),
+                    "expected 0 to 'trainer.skipped_steps' (" +
+                        std::to_string(loaded.skippedSteps) + ")");
+  // At least one micro-batch a step; the bound keeps every sample index the
+  // data position implies far from overflowing.
+  constexpr int64_t kMaxMicroBatches = int64_t(1) << 40;
+  if (loaded.microBatchesDone < stepOut ||
+      loaded.microBatchesDone > kMaxMicroBatches)
+    return badField(
+        "trainer.micro_batches_done", std::to_string(loaded.microBatchesDone),
+        "expected " + std::to_string(stepOut) + " to 2^40 (" + steps +
+            ", and each step takes at least one "
+            "micro-batch)");
 
   // This rank's slice of every member, [begin, end) elements.
   std::map<std::string, std::pair<int64_t, int64_t>> sliceOf;
@@ -771,31 +1175,9 @@ bool CheckpointStore::load(const std::string &given,
         staged.push_back(std::move(moment));
       }
     }
-  // The trainer's state: checkpoints written before it was saved resume as
-  // runs without skips whose steps each had one micro-batch. Read before
-  // anything is installed, since a damaged field refuses the checkpoint.
-  const json trainer = index.contains("trainer") && index["trainer"].is_object()
-                           ? index["trainer"]
-                           : json::object();
-  std::optional<int64_t> trainerState[4];
-  const std::pair<const char *, int64_t> trainerFields[4] = {
-      {"optimizer_step", stepOut},
-      {"consecutive_skips", 0},
-      {"skipped_steps", 0},
-      {"micro_batches_done", stepOut}};
-  for (int i = 0; i < 4; ++i) {
-    trainerState[i] =
-        integerField(trainer, trainerFields[i].first, trainerFields[i].second);
-    if (!trainerState[i])
-      return fail(indexPath + ": damaged checkpoint index ('trainer' '" +
-                  trainerFields[i].first + "' is not an integer)");
-  }
   for (Staged &entry : staged)
     std::memcpy(entry.target, entry.bytes.data(), entry.bytes.size());
-  counters.optimizerStep = *trainerState[0];
-  counters.consecutiveSkips = *trainerState[1];
-  counters.skippedSteps = *trainerState[2];
-  counters.microBatchesDone = *trainerState[3];
+  counters = loaded;
   if (rank == 0 && trainer.contains("hyperparameters") &&
       trainer["hyperparameters"].is_object()) {
     const json &now = hyperparameters;

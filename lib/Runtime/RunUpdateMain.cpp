@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/OpenMPEnvironment.h"
+#include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
 #ifdef MANTISSA_HAVE_MPI
@@ -38,6 +39,7 @@ mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
 }
 
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
+  ignoreFileSizeSignal();
   TrainerOptions options;
   std::string error;
   // First: nothing may start an OpenMP thread team before it is checked.

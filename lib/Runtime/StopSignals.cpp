@@ -40,3 +40,10 @@ StopSignals::~StopSignals() {
 }
 
 int StopSignals::pending() { return stopSignal; }
+
+void mlir::mantissa::rt::ignoreFileSizeSignal() {
+  struct sigaction action {};
+  action.sa_handler = SIG_IGN;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGXFSZ, &action, nullptr);
+}

@@ -71,6 +71,7 @@ private:
   bool loadModel();
   bool initialiseState();
   bool resume();
+  bool claimCheckpointFolder();
   bool prepareGradients();
   bool openMetrics();
   bool trainStep(int64_t stepNumber);
@@ -136,7 +137,7 @@ private:
 
 int Trainer::run() {
   if (!openBackend() || !loadModel() || !initialiseState() || !resume() ||
-      !prepareGradients() || !openMetrics())
+      !claimCheckpointFolder() || !prepareGradients() || !openMetrics())
     return exitCode;
   // From here a SIGINT or SIGTERM ends the run after the step in progress,
   // with what it has written so far (stopAfterSignal).
@@ -208,7 +209,8 @@ bool Trainer::loadModel() {
                                                    0, target->fullGrad.size());
                       });
   }
-  if (!comm.allAgree(checkpoints.checkFolder()))
+  // The folder is locked before any checkpoint in it is read.
+  if (!comm.allAgree(checkpoints.lockFolder() && checkpoints.checkFolder()))
     return stop(errors.empty());
   return true;
 }
@@ -292,6 +294,22 @@ bool Trainer::resume() {
     return stop(fail(dir + ": the checkpoint is at step " +
                      std::to_string(startStep) + ", past --steps " +
                      std::to_string(options.schedule.steps)));
+  return true;
+}
+
+/// The --save-checkpoint folder becomes this run's (CheckpointStore.h): a
+/// new run draws an identity, a resumed one continues the checkpoint's.
+bool Trainer::claimCheckpointFolder() {
+  if (options.checkpoints.saveDir.empty())
+    return true;
+  if (options.checkpoints.resumeDir.empty())
+    counters.runId = CheckpointStore::newRunId();
+  std::vector<std::string> warnings;
+  bool ok = checkpoints.claimFolder(counters.runId, warnings);
+  for (const std::string &warning : warnings)
+    std::fprintf(stderr, "mantissa-run: warning: %s\n", warning.c_str());
+  if (!comm.allAgree(ok))
+    return stop(ok);
   return true;
 }
 

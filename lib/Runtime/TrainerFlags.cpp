@@ -169,6 +169,10 @@ bool parseOneTrainerFlag(int argc, char **argv, int &i, TrainerOptions &options,
     options.outputs.memoryReport = false;
     return true;
   }
+  if (flag == "--overwrite-checkpoints") {
+    options.checkpoints.overwrite = true;
+    return true;
+  }
   if (flag == "--allow-partial-weights") {
     options.model.allowPartialWeights = true;
     return true;
@@ -378,6 +382,8 @@ bool mlir::mantissa::rt::validateTrainerOptions(const TrainerOptions &options,
     return bad("--save-every needs --save-checkpoint DIR");
   if (options.checkpoints.keep > 0 && options.checkpoints.saveDir.empty())
     return bad("--keep-checkpoints needs --save-checkpoint DIR");
+  if (options.checkpoints.overwrite && options.checkpoints.saveDir.empty())
+    return bad("--overwrite-checkpoints needs --save-checkpoint DIR");
   return true;
 }
 
@@ -593,6 +599,7 @@ bool mlir::mantissa::rt::checkOutputLocations(
                 "; checkpoints would be written among them";
         return false;
       }
+    return checkCheckpointFolderOwner(options.checkpoints, error);
   }
   return true;
 }

@@ -67,17 +67,50 @@ std::string getStepLibraryEntry(train::StepOp step);
 /// Lowers a copy of `step` and compiles it (clang -O2 -march=native
 /// -fopenmp) into a shared library at `libraryPath` with the entry
 /// getStepLibraryEntry(step); written under a temporary name and renamed.
-llvm::Error compileStepLibrary(train::StepOp step, llvm::StringRef libraryPath);
+/// When `fellBackTo` is given (`libraryPath` is in the compile cache) and the
+/// library cannot be written there (a full disk), it is compiled into a
+/// temporary file instead, with one warning, and `*fellBackTo` names it.
+llvm::Error compileStepLibrary(train::StepOp step, llvm::StringRef libraryPath,
+                               std::string *fellBackTo = nullptr);
 
 /// The directory compiled steps are cached in: `$MANTISSA_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/mantissa`, else `~/.cache/mantissa`; empty when none can
 /// be named.
 std::string getCompileCacheDirectory();
 
-/// getCompileCacheDirectory(), created, when it can be written; otherwise
-/// warns once on stderr (naming the folder and why) and returns empty, so
-/// that the caller compiles into a temporary folder instead.
+/// getCompileCacheDirectory(), created, when it is a folder that can be
+/// written; otherwise warns once on stderr (naming the folder and why) and
+/// returns empty, so that the caller compiles into a temporary folder
+/// instead. The first call in a process removes what dead writers left in
+/// it (removeAbandonedTemporaries).
 std::string getUsableCompileCacheDirectory();
+
+/// Warns once (as getUsableCompileCacheDirectory does) that the cache
+/// `directory` could not take a compiled file, for `reason` (a full disk),
+/// and that the caller compiles into a temporary folder instead.
+void warnCacheUnusable(llvm::StringRef directory, llvm::StringRef reason);
+
+/// Removes what a writer of ours that is gone left in `folder`: entries
+/// `<name>.tmp.<pid>` (files or folders; only those of `<name>` == `stem`
+/// when it is given) whose process no longer exists and whose lock is free:
+/// `<folder>/<name>.lock` where the writer held one (cache entries,
+/// CompileCacheLock), else the entry itself (a folder its writer keeps
+/// flock'ed, lockTemporaryFolder). Entries of live processes are left alone.
+void removeAbandonedTemporaries(llvm::StringRef folder,
+                                llvm::StringRef stem = "");
+
+/// Holds an exclusive flock on the folder `path` while it lives, marking it
+/// as being written (removeAbandonedTemporaries leaves it alone).
+class TemporaryFolderLock {
+public:
+  explicit TemporaryFolderLock(llvm::StringRef path);
+  ~TemporaryFolderLock();
+  TemporaryFolderLock(const TemporaryFolderLock &) = delete;
+  TemporaryFolderLock &operator=(const TemporaryFolderLock &) = delete;
+
+private:
+  int descriptor = -1;
+};
 
 /// Records `path`'s size and checksum beside it (`<path>.sum`), once the
 /// cache file is complete.

@@ -9,7 +9,8 @@
 // progress, write what it has and exit cleanly; a second one ends the
 // process at once with the signal's default action (a checkpoint being
 // written is a .tmp folder, so the previous one stays intact). The previous
-// handlers come back when the object goes.
+// handlers come back when the object goes. SIGXFSZ is ignored for good
+// (ignoreFileSizeSignal).
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
@@ -36,6 +37,13 @@ private:
   struct sigaction previousInt {
   }, previousTerm{};
 };
+
+/// Ignores SIGXFSZ for the process, so that a write past the file-size
+/// limit (`ulimit -f`) fails with EFBIG, which every writer reports with its
+/// path and cleans up after, instead of killing the process and leaving its
+/// temporary files. Called by the tools' mains (after llvm::InitLLVM, whose
+/// crash handlers would otherwise take the signal).
+void ignoreFileSizeSignal();
 
 } // namespace mlir::mantissa::rt
 

@@ -129,6 +129,11 @@ struct CheckpointOptions {
   /// `--verify-checkpoint DIR`: load and validate a checkpoint, print its
   /// step, and stop.
   std::string verifyDir;
+  /// `--overwrite-checkpoints`: a run that does not resume the run whose
+  /// checkpoints --save-checkpoint DIR holds takes the folder over, removing
+  /// that run's checkpoint folders (and nothing else) before training;
+  /// without it such a run is refused.
+  bool overwrite = false;
 };
 
 /// `--eval-every N --eval-batches M`: the validation loss every N steps,
@@ -212,6 +217,14 @@ bool checkDataPositions(const TrainerOptions &options, int worldSize,
 bool checkOutputLocations(const TrainerOptions &options,
                           const std::vector<std::string> &otherInputs,
                           std::string &error);
+
+/// Checks, before any work, that `--save-checkpoint DIR` holds no other
+/// run's checkpoints: every checkpoint there must be of the run `--resume`
+/// continues (a run without --resume is a new run, which owns none), unless
+/// `--overwrite-checkpoints`. On failure `error` names the folder, the
+/// checkpoint and how to go on (CheckpointStore.cpp).
+bool checkCheckpointFolderOwner(const CheckpointOptions &options,
+                                std::string &error);
 
 } // namespace mlir::mantissa::rt
 

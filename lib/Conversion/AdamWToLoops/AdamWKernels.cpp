@@ -270,6 +270,15 @@ LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
       return failure();
     }
     os << llvmIR;
+    // A write error (a full disk, a file-size limit) is reported here: left
+    // in the stream, it would end the process in its destructor.
+    os.close();
+    if (os.has_error()) {
+      error =
+          "cannot write " + irPath.str().str() + ": " + os.error().message();
+      os.clear_error();
+      return failure();
+    }
   }
   std::string clang = findClang();
   std::string optFlag = "-O" + std::to_string(optLevel);
