@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Transforms/PrecisionSpec.h"
+#include "mantissa/Format/InputFile.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -565,24 +566,23 @@ bool precision::buildSpec(const SpecOptions &options, Spec &spec,
                           std::vector<Problem> &problems) {
   size_t problemsBefore = problems.size();
   if (!options.specPath.empty()) {
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-        llvm::MemoryBuffer::getFile(options.specPath, /*IsText=*/true);
-    if (!buffer) {
-      problems.push_back(
-          {llvm::formatv("cannot read precision spec '{0}': {1}",
-                         options.specPath, buffer.getError().message())
-               .str(),
-           "the spec is a YAML file given by path",
-           {},
-           {}});
+    std::vector<uint8_t> bytes;
+    std::string readError;
+    if (!rt::readRegularFile(options.specPath, bytes, readError)) {
+      problems.push_back({llvm::formatv("cannot read precision spec '{0}': {1}",
+                                        options.specPath, readError)
+                              .str(),
+                          "the spec is a YAML file given by path",
+                          {},
+                          {}});
       return false;
     }
     size_t rulesBefore = spec.rules.size(),
            unitsBefore = spec.shardUnits.size();
     bool hadDefault = spec.defaultDtype.has_value(),
          hadCompute = spec.compute.has_value();
-    if (parseSpecYaml((*buffer)->getBuffer(), options.specPath, spec,
-                      problems) &&
+    StringRef text(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    if (parseSpecYaml(text, options.specPath, spec, problems) &&
         spec.rules.size() == rulesBefore &&
         spec.shardUnits.size() == unitsBefore &&
         spec.defaultDtype.has_value() == hadDefault &&
