@@ -99,7 +99,10 @@ mlir::mantissa::pt2::readPt2ArchiveFromBuffer(llvm::StringRef bytes,
 
   std::string text;
   bool found = false;
-  if (llvm::Error error = archive.read("archive_format", text, found))
+  // The two markers are a word each ("pt2", "little").
+  const uint64_t kMaxMarkerBytes = 64;
+  if (llvm::Error error = archive.read("archive_format", text, found,
+                                       kMaxMarkerBytes, "a marker may hold"))
     return std::move(error);
   if (!found)
     return makeError(displayName +
@@ -108,14 +111,15 @@ mlir::mantissa::pt2::readPt2ArchiveFromBuffer(llvm::StringRef bytes,
   if (StringRef(text).trim() != "pt2")
     return makeError(displayName + ": archive_format is '" +
                      StringRef(text).trim() + "', expected 'pt2'");
-  if (llvm::Error error = archive.read("byteorder", text, found))
+  if (llvm::Error error = archive.read("byteorder", text, found,
+                                       kMaxMarkerBytes, "a marker may hold"))
     return std::move(error);
   if (found && StringRef(text).trim() != "little")
     return makeError(displayName + ": the archive's byte order is '" +
                      StringRef(text).trim() +
                      "'; only little-endian archives are supported");
 
-  if (llvm::Error error = archive.read(kModelJsonEntry, text, found))
+  if (llvm::Error error = archive.readJson(kModelJsonEntry, text, found))
     return std::move(error);
   if (!found)
     return makeError(displayName + ": " + kModelJsonEntry +
