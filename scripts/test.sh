@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: sets up, builds and runs the unit and lit tests; then the same
-# under AddressSanitizer + UndefinedBehaviorSanitizer; then builds the
+# under AddressSanitizer + UndefinedBehaviorSanitizer, with every reader's
+# fuzzer run for a bounded time (scripts/fuzz.sh); then builds the
 # runtime alone and checks that it links no LLVM or MLIR library.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +20,9 @@ echo "== build and test with ASan + UBSan (unit tests and mantissa-opt's lit tes
 BUILD_DIR=$root/build-sanitize "$root/scripts/build.sh" \
   -DCMAKE_BUILD_TYPE=Debug -DMANTISSA_ENABLE_SANITIZERS=ON -DMANTISSA_ENABLE_FUZZERS=ON
 ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs"
+
+echo "== fuzz every reader, 20 s each (about 3 minutes)"
+"$root/scripts/fuzz.sh" "$root/build-sanitize" 20
 
 echo "== runtime alone, without LLVM/MLIR"
 BUILD_DIR=$root/build-runtime "$root/scripts/build.sh" -DMANTISSA_BUILD_COMPILER=OFF

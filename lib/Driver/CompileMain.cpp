@@ -20,6 +20,7 @@
 #include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Format/DType.h"
+#include "mantissa/Format/InputFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/UpdateRunner.h"
@@ -127,13 +128,13 @@ static UpdateTraffic getUpdateTraffic(train::StepOp step) {
 static int printGpuCost(llvm::StringRef path, llvm::StringRef what,
                         const GpuDeviceModel &device,
                         const UpdateTraffic &update, ReportKind kind) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer)
-    return reportError(what + ": " + buffer.getError().message());
-  rt::GpuProgram program;
+  std::vector<uint8_t> bytes;
   std::string error;
-  if (!rt::parseGpuProgram((*buffer)->getBuffer().str(), program, error))
+  if (!rt::readRegularFile(path.str(), bytes, error))
+    return reportError(what + ": " + error);
+  rt::GpuProgram program;
+  if (!rt::parseGpuProgram(std::string(bytes.begin(), bytes.end()), program,
+                           error))
     return reportError(what + ": " + error);
   StepCost cost = predictGpuStep(program, device, update);
   if (kind == ReportKind::Json)

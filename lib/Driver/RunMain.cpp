@@ -329,10 +329,10 @@ readStepArguments(MLIRContext &context, train::StepOp step,
   rt::SafeTensorsFile inputs, weights;
   std::string error;
   if (!onData && !rt::SafeTensorsFile::read(flags.inputsPath, inputs, error))
-    return fail(error);
+    return fail("--inputs: " + error);
   if (!weightsPath.empty() &&
       !rt::SafeTensorsFile::read(weightsPath, weights, error))
-    return fail(error);
+    return fail("--weights: " + error);
   if (!weightsPath.empty()) {
     std::vector<std::string> parameters, buffers;
     for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Import/Pt2Archive.h"
+#include "mantissa/Format/InputFile.h"
 
 #include "Pt2ArchiveLayout.h"
 #include "Pt2Json.h"
@@ -28,6 +29,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <unistd.h>
 
 using namespace mlir::mantissa::pt2;
 using namespace mlir::mantissa::pt2::detail;
@@ -97,7 +99,10 @@ mlir::mantissa::pt2::readPt2ArchiveFromBuffer(llvm::StringRef bytes,
 
   std::string text;
   bool found = false;
-  if (llvm::Error error = archive.read("archive_format", text, found))
+  // The two markers are a word each ("pt2", "little").
+  const uint64_t kMaxMarkerBytes = 64;
+  if (llvm::Error error = archive.read("archive_format", text, found,
+                                       kMaxMarkerBytes, "a marker may hold"))
     return std::move(error);
   if (!found)
     return makeError(displayName +
@@ -106,14 +111,15 @@ mlir::mantissa::pt2::readPt2ArchiveFromBuffer(llvm::StringRef bytes,
   if (StringRef(text).trim() != "pt2")
     return makeError(displayName + ": archive_format is '" +
                      StringRef(text).trim() + "', expected 'pt2'");
-  if (llvm::Error error = archive.read("byteorder", text, found))
+  if (llvm::Error error = archive.read("byteorder", text, found,
+                                       kMaxMarkerBytes, "a marker may hold"))
     return std::move(error);
   if (found && StringRef(text).trim() != "little")
     return makeError(displayName + ": the archive's byte order is '" +
                      StringRef(text).trim() +
                      "'; only little-endian archives are supported");
 
-  if (llvm::Error error = archive.read(kModelJsonEntry, text, found))
+  if (llvm::Error error = archive.readJson(kModelJsonEntry, text, found))
     return std::move(error);
   if (!found)
     return makeError(displayName + ": " + kModelJsonEntry +
@@ -145,11 +151,18 @@ mlir::mantissa::pt2::readPt2ArchiveFromBuffer(llvm::StringRef bytes,
 llvm::Expected<Program>
 mlir::mantissa::pt2::readPt2Archive(llvm::StringRef path,
                                     const ReadOptions &options) {
+  // Opened through openRegularFile, so that a FIFO or a device is refused
+  // instead of blocking the open or never ending the read.
+  std::string openError;
+  int fd = rt::openRegularFile(path.str(), openError);
+  if (fd < 0)
+    return makeError(path + ": " + openError);
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
+      llvm::MemoryBuffer::getOpenFile(fd, path, /*FileSize=*/-1,
+                                      /*RequiresNullTerminator=*/false);
+  ::close(fd);
   if (!buffer)
-    return makeError(path + ": cannot open: " + buffer.getError().message());
+    return makeError(path + ": cannot read: " + buffer.getError().message());
   return readPt2ArchiveFromBuffer((*buffer)->getBuffer(), path, options);
 }
 

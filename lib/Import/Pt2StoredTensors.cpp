@@ -4,7 +4,9 @@
 // (schema.py's PayloadConfig) gives, per tensor, the blob that holds its
 // storage and the strided view of that storage the tensor is; the view is
 // copied out of the blob into contiguous bytes, with every offset checked
-// against the blob's size. Tied tensors share one read of their blob.
+// against the blob's size. Tied tensors share one read of their blob. Each
+// blob's declared size is checked against the views of it before it is read,
+// and contiguous views are streamed from it straight into their tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,8 +24,10 @@
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/JSON.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 
 using namespace mlir::mantissa::pt2;
 using namespace mlir::mantissa::pt2::detail;
@@ -51,7 +55,7 @@ public:
   llvm::Error read(std::vector<StoredTensor> &tensors) {
     std::string text;
     bool found = false;
-    if (llvm::Error error = archive.read(configEntry, text, found))
+    if (llvm::Error error = archive.readJson(configEntry, text, found))
       return error;
     if (!found)
       return makeError(displayName + ": " + configEntry +
@@ -70,24 +74,38 @@ public:
     if (!config)
       return reader.takeError();
 
+    // The metadata of every tensor first, so that each blob is bounded by
+    // the views of it before a byte of it is read.
+    size_t first = tensors.size();
+    std::map<std::string, std::vector<size_t>> viewsOfBlob;
     for (const auto &[fqn, payload] : *config) {
       StoredTensor tensor;
       tensor.fqn = fqn.str();
       if (llvm::Error error =
               readTensor(payload, configPath.field(fqn), tensor))
         return error;
+      viewsOfBlob[tensor.blobName].push_back(tensors.size());
       tensors.push_back(std::move(tensor));
     }
-    llvm::sort(tensors, [](const StoredTensor &lhs, const StoredTensor &rhs) {
-      return lhs.fqn < rhs.fqn;
-    });
+    for (const auto &[name, views] : viewsOfBlob)
+      if (llvm::Error error = readBlob(name, views, tensors))
+        return error;
+    std::sort(tensors.begin() + first, tensors.end(),
+              [](const StoredTensor &lhs, const StoredTensor &rhs) {
+                return lhs.fqn < rhs.fqn;
+              });
     return llvm::Error::success();
   }
 
 private:
+  std::string labelOf(const StoredTensor &tensor) const {
+    return kindName + " '" + tensor.fqn + "'";
+  }
+
+  /// Reads a tensor's payload entry: its blob's name and its metadata.
   llvm::Error readTensor(const json::Value &value, const JsonPath &path,
                          StoredTensor &tensor) {
-    std::string label = kindName + " '" + tensor.fqn + "'";
+    std::string label = labelOf(tensor);
     const json::Object *payload = reader.getObject(value, path);
     bool usePickle = false;
     if (!payload ||
@@ -114,50 +132,16 @@ private:
     if (tensor.meta.layout != Layout::Strided)
       return makeError(displayName + ": " + label +
                        " has a non-strided layout, which is not supported");
-
-    const std::string *blob = nullptr;
-    if (llvm::Error error = getBlob(tensor.blobName, label, blob))
-      return error;
-    return materialize(*blob, label, tensor);
-  }
-
-  /// Reads blob `name` once; tied tensors share it.
-  llvm::Error getBlob(StringRef name, StringRef label,
-                      const std::string *&blob) {
-    auto it = blobs.find(name);
-    if (it != blobs.end()) {
-      blob = &it->second;
-      return llvm::Error::success();
-    }
-    std::string entryName = (directory + name).str();
-    std::string contents;
-    bool found = false;
-    if (name.empty() || name.contains('/'))
-      found = false;
-    else if (llvm::Error error = archive.read(entryName, contents, found))
-      return error;
-    if (!found)
-      return makeError(displayName + ": " + label + " refers to blob " +
-                       entryName + ", which is not in the archive");
-    blob = &blobs.try_emplace(name, std::move(contents)).first->second;
     return llvm::Error::success();
   }
 
-  /// Copies the strided view that `tensor.meta` describes out of `blob` into
-  /// row-major order.
-  llvm::Error materialize(StringRef blob, StringRef label,
-                          StoredTensor &tensor) {
+  /// Checks that the view `tensor.meta` describes lies within a blob of
+  /// `blobBytes`, and returns the byte just past its last element and its
+  /// size once materialised.
+  llvm::Error measureView(const StoredTensor &tensor, uint64_t blobBytes,
+                          uint64_t &viewEnd, uint64_t &totalBytes) {
     const TensorMeta &meta = tensor.meta;
-    int64_t elementCount = meta.getNumElements();
-    if (elementCount == 0)
-      return llvm::Error::success();
-    // torch writes no bytes for a fake tensor; an empty tensor (handled
-    // above) has none either.
-    if (blob.empty()) {
-      tensor.isFake = true;
-      return llvm::Error::success();
-    }
-
+    std::string label = labelOf(tensor);
     auto tooLarge = [&]() {
       return makeError(displayName + ": " + label +
                        " is a view too large to address");
@@ -167,32 +151,136 @@ private:
     for (size_t dim = 0, e = meta.sizes.size(); dim < e && lastElement; ++dim)
       lastElement = llvm::checkedMulAdd(meta.sizes[dim] - 1, meta.strides[dim],
                                         *lastElement);
-    std::optional<int64_t> viewEnd;
+    std::optional<int64_t> end;
     if (lastElement && *lastElement < std::numeric_limits<int64_t>::max())
-      viewEnd = llvm::checkedMul(*lastElement + 1, elementBytes);
-    if (!viewEnd)
+      end = llvm::checkedMul(*lastElement + 1, elementBytes);
+    if (!end)
       return tooLarge();
-    if (static_cast<uint64_t>(*viewEnd) > blob.size())
+    if (static_cast<uint64_t>(*end) > blobBytes)
       return makeError(displayName + ": " + label + " views bytes up to " +
-                       Twine(*viewEnd) + " of blob " + tensor.blobName +
-                       ", which holds only " + Twine(blob.size()) + " bytes");
-    std::optional<int64_t> totalBytes =
-        llvm::checkedMul(elementCount, elementBytes);
-    if (!totalBytes)
+                       Twine(*end) + " of blob " + tensor.blobName +
+                       ", which holds only " + Twine(blobBytes) + " bytes");
+    std::optional<int64_t> total =
+        llvm::checkedMul(meta.getNumElements(), elementBytes);
+    if (!total)
       return tooLarge();
-    if (static_cast<uint64_t>(*totalBytes) > options.maxTensorBytes)
-      return makeError(displayName + ": " + label + " is " +
-                       Twine(*totalBytes) + " bytes, more than the limit of " +
+    if (static_cast<uint64_t>(*total) > options.maxTensorBytes)
+      return makeError(displayName + ": " + label + " is " + Twine(*total) +
+                       " bytes, more than the limit of " +
                        Twine(options.maxTensorBytes));
+    viewEnd = static_cast<uint64_t>(*end);
+    totalBytes = static_cast<uint64_t>(*total);
+    return llvm::Error::success();
+  }
 
-    tensor.contiguousBytes.resize(static_cast<size_t>(*totalBytes));
+  /// True if the view is one run of bytes in the blob, in row-major order.
+  static bool isContiguous(const TensorMeta &meta) {
+    int64_t expected = 1;
+    for (size_t dim = meta.sizes.size(); dim-- > 0;) {
+      if (meta.sizes[dim] != 1 && meta.strides[dim] != expected)
+        return false;
+      expected *= meta.sizes[dim];
+    }
+    return true;
+  }
+
+  /// Materialises the tensors `views` (indices into `tensors`) of blob
+  /// `name`. The blob's declared size is checked against the views before it
+  /// is read: it must hold every view, and a deflated blob no more than they
+  /// need (a stored one may hold more: torch saves a view's whole storage,
+  /// and its bytes are in the file). Contiguous views, the usual case, are
+  /// streamed from the entry straight into the tensors, so that reading
+  /// costs the tensors' memory and one chunk; strided ones need the blob in
+  /// memory.
+  llvm::Error readBlob(StringRef name, llvm::ArrayRef<size_t> views,
+                       std::vector<StoredTensor> &tensors) {
+    std::string entryName = (directory + name).str();
+    ZipArchive::EntryStat entry;
+    bool found = false;
+    if (!name.empty() && !name.contains('/'))
+      if (llvm::Error error = archive.stat(entryName, entry, found))
+        return error;
+    if (!found)
+      return makeError(displayName + ": " + labelOf(tensors[views.front()]) +
+                       " refers to blob " + entryName +
+                       ", which is not in the archive");
+
+    uint64_t needed = 0;
+    bool allContiguous = true;
+    llvm::SmallVector<size_t, 4> materialized;
+    llvm::SmallVector<uint64_t, 4> totals;
+    for (size_t index : views) {
+      StoredTensor &tensor = tensors[index];
+      if (tensor.meta.getNumElements() == 0)
+        continue;
+      // torch writes no bytes for a fake tensor; an empty tensor (handled
+      // above) has none either.
+      if (entry.size == 0) {
+        tensor.isFake = true;
+        continue;
+      }
+      uint64_t viewEnd = 0, totalBytes = 0;
+      if (llvm::Error error =
+              measureView(tensor, entry.size, viewEnd, totalBytes))
+        return error;
+      needed = std::max(needed, viewEnd);
+      allContiguous &= isContiguous(tensor.meta);
+      materialized.push_back(index);
+      totals.push_back(totalBytes);
+    }
+    if (entry.compressed && entry.size > needed)
+      return makeError(displayName + ": blob " + entryName + " declares " +
+                       Twine(entry.size) + " bytes, but its " + kindName +
+                       "s view only " + Twine(needed) +
+                       " of them (a deflated blob may hold no more)");
+    if (materialized.empty())
+      return llvm::Error::success();
+    for (auto [index, totalBytes] : llvm::zip(materialized, totals))
+      tensors[index].contiguousBytes.resize(static_cast<size_t>(totalBytes));
+
+    if (allContiguous)
+      return archive.readChunks(
+          entryName, entry, [&](uint64_t offset, StringRef chunk) {
+            uint64_t chunkEnd = offset + chunk.size();
+            for (size_t index : materialized) {
+              StoredTensor &tensor = tensors[index];
+              uint64_t begin =
+                  static_cast<uint64_t>(tensor.meta.storageOffset) *
+                  getScalarTypeByteWidth(tensor.meta.dtype);
+              uint64_t end = begin + tensor.contiguousBytes.size();
+              uint64_t from = std::max(begin, offset);
+              uint64_t to = std::min(end, chunkEnd);
+              if (from < to)
+                std::memcpy(tensor.contiguousBytes.data() + (from - begin),
+                            chunk.data() + (from - offset),
+                            static_cast<size_t>(to - from));
+            }
+          });
+
+    std::string blob;
+    if (llvm::Error error =
+            archive.read(entryName, blob, found, entry.size, "it declares"))
+      return error;
+    for (size_t index : materialized)
+      copyView(blob, tensors[index]);
+    return llvm::Error::success();
+  }
+
+  /// Copies the strided view that `tensor.meta` describes out of `blob` into
+  /// `tensor.contiguousBytes` (sized already) in row-major order. measureView
+  /// has checked the view against the blob.
+  static void copyView(StringRef blob, StoredTensor &tensor) {
+    const TensorMeta &meta = tensor.meta;
+    int64_t elementCount = meta.getNumElements();
+    int64_t elementBytes = getScalarTypeByteWidth(meta.dtype);
     uint8_t *destination = tensor.contiguousBytes.data();
     const uint8_t *source = reinterpret_cast<const uint8_t *>(blob.data());
     size_t rank = meta.sizes.size();
 
     // Walk the view row by row (the innermost dimension), keeping the
     // element offset of the current row up to date like an odometer. Every
-    // offset visited is at most `lastElement`, which was bounds-checked.
+    // offset visited is at most the view's last element, which was
+    // bounds-checked.
     int64_t rowLength = rank ? meta.sizes.back() : 1;
     int64_t rowStride = rank ? meta.strides.back() : 1;
     int64_t rowCount = elementCount / rowLength;
@@ -220,7 +308,6 @@ private:
         position[dim] = 0;
       }
     }
-    return llvm::Error::success();
   }
 
   ZipArchive &archive;
@@ -230,7 +317,6 @@ private:
   std::string configEntry;
   const ReadOptions &options;
   JsonReader reader;
-  llvm::StringMap<std::string> blobs;
 };
 
 } // namespace

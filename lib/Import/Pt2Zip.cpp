@@ -11,6 +11,10 @@
 
 #include "Pt2Json.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 using namespace mlir::mantissa::pt2;
 using namespace mlir::mantissa::pt2::detail;
 using llvm::StringRef;
@@ -62,31 +66,97 @@ ZipArchive::open(StringRef bytes, StringRef displayName,
 
 ZipArchive::~ZipArchive() { zip_discard(handle); }
 
-llvm::Error ZipArchive::read(StringRef name, std::string &contents,
-                             bool &found) {
+/// Deflate's largest expansion: a 258-byte match in about two bits.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
+llvm::Error ZipArchive::stat(StringRef name, EntryStat &out, bool &found) {
   auto it = entries.find(name);
   found = it != entries.end();
   if (!found)
     return llvm::Error::success();
-  zip_uint64_t index = it->second;
-
   zip_stat_t stat;
   zip_stat_init(&stat);
-  if (zip_stat_index(handle, index, 0, &stat) != 0 ||
-      !(stat.valid & ZIP_STAT_SIZE))
+  const zip_uint64_t needed =
+      ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+  if (zip_stat_index(handle, it->second, 0, &stat) != 0 ||
+      (stat.valid & needed) != needed)
     return corrupt("cannot stat " + name + ": " + zip_strerror(handle));
+  out.index = it->second;
+  out.size = stat.size;
+  out.compressedSize = stat.comp_size;
+  out.compressed = stat.comp_method != ZIP_CM_STORE;
+  if (stat.comp_method == ZIP_CM_STORE && stat.size != stat.comp_size)
+    return corrupt("entry " + name + " is stored uncompressed in " +
+                   Twine(stat.comp_size) + " bytes but declares " +
+                   Twine(stat.size) + " bytes");
+  if (stat.comp_method == ZIP_CM_DEFLATE &&
+      (stat.comp_size > UINT64_MAX / kMaxDeflateRatio ||
+       stat.size > stat.comp_size * kMaxDeflateRatio + 1024))
+    return corrupt("entry " + name + " declares " + Twine(stat.size) +
+                   " bytes, more than its " + Twine(stat.comp_size) +
+                   " deflated bytes can hold");
+  if (stat.comp_method != ZIP_CM_STORE && stat.comp_method != ZIP_CM_DEFLATE)
+    return makeError(
+        displayName + ": entry " + name + " is compressed with zip method " +
+        Twine(stat.comp_method) + "; .pt2 entries are stored or deflated");
   if (stat.size > options.maxEntryBytes)
     return makeError(displayName + ": entry " + name + " is " +
                      Twine(stat.size) + " bytes, more than the limit of " +
                      Twine(options.maxEntryBytes));
+  return llvm::Error::success();
+}
 
-  zip_file_t *file = zip_fopen_index(handle, index, 0);
+llvm::Error ZipArchive::read(StringRef name, std::string &contents, bool &found,
+                             uint64_t maxBytes, const Twine &bound) {
+  EntryStat entry;
+  if (llvm::Error error = stat(name, entry, found))
+    return error;
+  if (!found)
+    return llvm::Error::success();
+  if (entry.size > maxBytes)
+    return makeError(displayName + ": entry " + name + " declares " +
+                     Twine(entry.size) + " bytes, more than the " +
+                     Twine(maxBytes) + " bytes that " + bound);
+  contents.assign(static_cast<size_t>(entry.size), '\0');
+  return readChunks(name, entry, [&](uint64_t offset, StringRef chunk) {
+    std::memcpy(contents.data() + offset, chunk.data(), chunk.size());
+  });
+}
+
+llvm::Error ZipArchive::readJson(StringRef name, std::string &contents,
+                                 bool &found) {
+  EntryStat entry;
+  if (llvm::Error error = stat(name, entry, found))
+    return error;
+  if (!found)
+    return llvm::Error::success();
+  if (!entry.compressed)
+    return read(name, contents, found, entry.size, "it stores");
+  uint64_t limit = std::max<uint64_t>(
+      uint64_t(1) << 20,
+      entry.compressedSize > UINT64_MAX / options.maxJsonInflation
+          ? UINT64_MAX
+          : entry.compressedSize * options.maxJsonInflation);
+  return read(name, contents, found, limit,
+              "a JSON entry of " + Twine(entry.compressedSize) +
+                  " deflated bytes may inflate to (" +
+                  Twine(options.maxJsonInflation) +
+                  ":1; JSON deflates about 20:1)");
+}
+
+llvm::Error ZipArchive::readChunks(
+    StringRef name, const EntryStat &entry,
+    llvm::function_ref<void(uint64_t offset, StringRef chunk)> consume) {
+  zip_file_t *file = zip_fopen_index(handle, entry.index, 0);
   if (!file)
     return corrupt("cannot open " + name + ": " + zip_strerror(handle));
-  contents.assign(static_cast<size_t>(stat.size), '\0');
+  std::vector<char> buffer(
+      static_cast<size_t>(std::min<uint64_t>(entry.size, kChunkBytes)) + 1);
   zip_uint64_t done = 0;
-  while (done < stat.size) {
-    zip_int64_t got = zip_fread(file, contents.data() + done, stat.size - done);
+  while (done < entry.size) {
+    zip_uint64_t want =
+        std::min<zip_uint64_t>(entry.size - done, buffer.size() - 1);
+    zip_int64_t got = zip_fread(file, buffer.data(), want);
     if (got < 0) {
       std::string why = zip_file_strerror(file);
       zip_fclose(file);
@@ -94,9 +164,10 @@ llvm::Error ZipArchive::read(StringRef name, std::string &contents,
     }
     if (got == 0)
       break;
+    consume(done, StringRef(buffer.data(), static_cast<size_t>(got)));
     done += static_cast<zip_uint64_t>(got);
   }
-  if (done != stat.size) {
+  if (done != entry.size) {
     zip_fclose(file);
     return corrupt(name + " is shorter than its header says");
   }

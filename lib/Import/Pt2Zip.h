@@ -12,6 +12,7 @@
 
 #include "mantissa/Import/Pt2Archive.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
@@ -38,9 +39,47 @@ public:
 
   bool contains(llvm::StringRef name) const { return entries.count(name); }
 
-  /// Reads entry `name` (relative to the root folder). `found` is set to
-  /// false, without an error, when there is no such entry.
-  llvm::Error read(llvm::StringRef name, std::string &contents, bool &found);
+  /// What an entry's headers declare, checked against what its compressed
+  /// bytes can hold before anything is read.
+  struct EntryStat {
+    zip_uint64_t index = 0;
+    /// Uncompressed bytes.
+    uint64_t size = 0;
+    uint64_t compressedSize = 0;
+    /// Deflated rather than stored (torch stores every entry).
+    bool compressed = false;
+  };
+
+  /// The declared size of entry `name` (relative to the root folder).
+  /// `found` is set to false, without an error, when there is no such entry.
+  /// A size that the entry's compressed bytes cannot hold (a stored entry's
+  /// sizes differ, a deflated one's exceed deflate's 1032:1), a compression
+  /// method other than store and deflate, or a size over
+  /// ReadOptions::maxEntryBytes is an error.
+  llvm::Error stat(llvm::StringRef name, EntryStat &stat, bool &found);
+
+  /// Reads entry `name` whole. Its declared size must be at most `maxBytes`,
+  /// which `bound` describes in the error ("a marker may hold"): the
+  /// check comes before anything is allocated. `found` as for stat.
+  llvm::Error read(llvm::StringRef name, std::string &contents, bool &found,
+                   uint64_t maxBytes, const llvm::Twine &bound);
+
+  /// Reads JSON entry `name` whole. Stored, it is its own bytes in the
+  /// archive; deflated, it may inflate at most ReadOptions::maxJsonInflation
+  /// times (1 MiB at least), so that a deflate bomb is refused before it is
+  /// inflated.
+  llvm::Error readJson(llvm::StringRef name, std::string &contents,
+                       bool &found);
+
+  /// Streams entry `name` (already stat'ed) through a buffer of
+  /// kChunkBytes: `consume` gets each chunk and its offset in the entry.
+  /// Memory stays one chunk however large the entry. The entry must hold
+  /// exactly its declared size, and its CRC is verified.
+  llvm::Error readChunks(
+      llvm::StringRef name, const EntryStat &stat,
+      llvm::function_ref<void(uint64_t offset, llvm::StringRef chunk)> consume);
+
+  static constexpr size_t kChunkBytes = size_t(1) << 20;
 
 private:
   ZipArchive(zip_t *handle, llvm::StringRef displayName,

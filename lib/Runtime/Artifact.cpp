@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/Artifact.h"
+#include "mantissa/Format/InputFile.h"
 #include "mantissa/Runtime/HostCpu.h"
 
 #include <cstdio>
@@ -33,13 +34,13 @@ const ArtifactTensor *Artifact::findTensor(const std::string &fqn) const {
 }
 
 bool mlir::mantissa::rt::readWholeFile(const std::string &path,
-                                       std::vector<uint8_t> &bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  bytes.assign(std::istreambuf_iterator<char>(in),
-               std::istreambuf_iterator<char>());
-  return !in.bad();
+                                       std::vector<uint8_t> &bytes,
+                                       std::string *why) {
+  std::string error;
+  bool read = readRegularFile(path, bytes, error);
+  if (!read && why)
+    *why = error;
+  return read;
 }
 
 bool Artifact::load(const std::string &directory, Artifact &out,
@@ -47,9 +48,10 @@ bool Artifact::load(const std::string &directory, Artifact &out,
   out.dir = directory;
   std::string manifestPath = directory + "/manifest.json";
   std::vector<uint8_t> manifestBytes;
-  if (!readWholeFile(manifestPath, manifestBytes)) {
-    error = manifestPath + ": cannot read the manifest (is " + directory +
-            " a Mantissa artifact?)";
+  std::string why;
+  if (!readWholeFile(manifestPath, manifestBytes, &why)) {
+    error = manifestPath + ": cannot read the manifest (" + why + "; is " +
+            directory + " a Mantissa artifact?)";
     return false;
   }
   ArtifactManifest manifest;
@@ -75,8 +77,9 @@ bool Artifact::load(const std::string &directory, Artifact &out,
   for (const ManifestFile &file : manifest.files) {
     std::string path = directory + "/" + file.name;
     std::vector<uint8_t> bytes;
-    if (!readWholeFile(path, bytes)) {
-      error = path + ": missing piece of the artifact";
+    std::string why;
+    if (!readWholeFile(path, bytes, &why)) {
+      error = path + ": missing piece of the artifact (" + why + ")";
       return false;
     }
     std::string actual =

@@ -286,12 +286,18 @@ std::unique_ptr<GradientSource> prepare(const TrainerOptions &options,
   SafeTensorsFile inputs, weights, given;
   bool haveInputs = !options.model.inputsPath.empty();
   std::string weightsPath = dir + "/weights.safetensors";
-  if ((haveInputs &&
-       !SafeTensorsFile::read(options.model.inputsPath, inputs, error)) ||
-      !SafeTensorsFile::read(weightsPath, weights, error) ||
-      (!options.model.weightsPath.empty() &&
-       !SafeTensorsFile::read(options.model.weightsPath, given, error)))
+  if (haveInputs &&
+      !SafeTensorsFile::read(options.model.inputsPath, inputs, error)) {
+    error = "--inputs: " + error;
     return nullptr;
+  }
+  if (!SafeTensorsFile::read(weightsPath, weights, error))
+    return nullptr;
+  if (!options.model.weightsPath.empty() &&
+      !SafeTensorsFile::read(options.model.weightsPath, given, error)) {
+    error = "--weights: " + error;
+    return nullptr;
+  }
   if (!options.model.weightsPath.empty()) {
     std::vector<std::string> parameters, buffers;
     for (const StepTensor &argument : list)

@@ -53,6 +53,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CheckpointStore.h"
+#include "mantissa/Format/InputFile.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 
 #include <cerrno>
@@ -530,10 +531,10 @@ bool CheckpointStore::checkFolder() {
   // The newest checkpoint there must be of this model: the same parameters
   // with the same shapes (what a resume would need).
   const std::string &newest = folders.rbegin()->second;
-  std::ifstream in(newest + "/index.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  json index = json::parse(text.str(), nullptr, false);
+  std::vector<uint8_t> text;
+  std::string readError;
+  readRegularFile(newest + "/index.json", text, readError);
+  json index = json::parse(text, nullptr, false);
   json shapes = index.is_object() ? index.value("shapes", json()) : json();
   std::string problem;
   if (!shapes.is_object())
@@ -740,13 +741,13 @@ bool CheckpointStore::load(const std::string &given,
                            std::vector<std::string> &warnings) {
   std::string dir = resolveCheckpoint(given, rank == 0 ? &warnings : nullptr);
   std::string indexPath = dir + "/index.json";
-  std::ifstream in(indexPath);
-  if (!in)
-    return fail(indexPath + ": cannot read the checkpoint index (and " + given +
+  std::vector<uint8_t> text;
+  std::string readError;
+  if (!readRegularFile(indexPath, text, readError))
+    return fail(indexPath + ": cannot read the checkpoint index (" + readError +
+                "; and " + given +
                 " holds no complete step-K checkpoint folder)");
-  std::stringstream text;
-  text << in.rdbuf();
-  json index = json::parse(text.str(), nullptr, false);
+  json index = json::parse(text, nullptr, false);
   // Every field is read by its type: the index is a file, and any may be
   // missing or of another type (json's typed reads would throw).
   if (index.is_discarded() || !index.is_object() ||

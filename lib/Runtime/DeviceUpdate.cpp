@@ -14,6 +14,7 @@
 
 #include "UpdateBackend.h"
 #include "mantissa/Format/AdamWScalars.h"
+#include "mantissa/Format/InputFile.h"
 #include "mantissa/Runtime/CommunicatorNCCL.h"
 #include "mantissa/Runtime/CudaDriver.h"
 
@@ -246,12 +247,12 @@ bool DeviceUpdate::prepareDevice() {
     DeviceGroup device;
     std::string path = sharded.artifact.directory() + "/kernels." +
                        std::to_string(index) + ".ptx";
-    std::ifstream in(path);
-    if (!in)
-      return fail(path + ": missing GPU kernel of group '" + group.name + "'");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string ptx = text.str();
+    std::vector<uint8_t> text;
+    std::string readError;
+    if (!readRegularFile(path, text, readError))
+      return fail(path + ": missing GPU kernel of group '" + group.name +
+                  "' (" + readError + ")");
+    std::string ptx(text.begin(), text.end());
     device.block = ptxBlockSize(ptx);
     if (device.block == 0 || device.block > 1024)
       return fail(path + ": no block size (.reqntid) in the PTX");

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Format/InputFile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -799,9 +800,9 @@ bool SafeTensorsFile::read(const std::string &path, SafeTensorsFile &out,
 bool SafeTensorsFile::read(const std::string &path, SafeTensorsFile &out,
                            std::string &error, const TensorFilter &select) {
   out.clear();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = openRegularFile(path, error);
   if (fd < 0) {
-    error = path + ": cannot open: " + errnoText();
+    error = path + ": " + error;
     return false;
   }
   bool ok = false;
@@ -809,8 +810,6 @@ bool SafeTensorsFile::read(const std::string &path, SafeTensorsFile &out,
     struct stat status;
     if (::fstat(fd, &status) != 0) {
       error = path + ": cannot stat: " + errnoText();
-    } else if (!S_ISREG(status.st_mode)) {
-      error = path + ": not a regular file";
     } else {
       ReadAt readAt = [fd](uint64_t offset, size_t length,
                            uint8_t *destination) {

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/TokenData.h"
+#include "mantissa/Format/InputFile.h"
 
 #include <algorithm>
 #include <cassert>
@@ -158,19 +159,12 @@ const char *tokenFormatName(TokenFormat format) {
 
 bool TokenStream::Shard::map(const std::string &path, TokenFormat format,
                              std::string &error) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot open: " + errnoText();
+  int fd = openRegularFile(path, error);
+  if (fd < 0)
     return false;
-  }
   struct stat status;
   if (::fstat(fd, &status) != 0) {
     error = "cannot stat: " + errnoText();
-    ::close(fd);
-    return false;
-  }
-  if (!S_ISREG(status.st_mode)) {
-    error = "not a regular file";
     ::close(fd);
     return false;
   }

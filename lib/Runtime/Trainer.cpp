@@ -227,7 +227,7 @@ bool Trainer::initialiseState() {
     return stop(fail(loadError));
   if (!weightsPath.empty() &&
       !SafeTensorsFile::read(weightsPath, given, loadError))
-    return stop(fail(loadError));
+    return stop(fail("--weights: " + loadError));
   if (!weightsPath.empty() && !source) {
     // With a step, its source checked the file against the step's
     // parameters and buffers; with --grads the state is the members.

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Transforms/PrecisionSpec.h"
+#include "mantissa/Format/InputFile.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -305,6 +306,86 @@ static std::string formatRuleText(const YamlRule &rule) {
   return text + "}";
 }
 
+/// Deepest nesting of collections a spec file may have. A real spec nests
+/// three (the document's mapping, `rules`, a rule); LLVM's YAML parser
+/// recurses once per level and overflows the stack at tens of thousands.
+constexpr unsigned kMaxSpecNesting = 32;
+
+/// The first line of `text` at which collections nest deeper than `limit`,
+/// or 0. Counted before parsing, without recursion, as an upper bound of what
+/// the parser will see: every flow collection (`[`, `{`, outside quotes and
+/// comments) is a level, and every block indentation that is deeper than the
+/// enclosing one, as is each `- ` or `? ` that opens a collection on the same
+/// line. A block collection nested at its parent's indentation
+/// (`key:\n- item`) is not counted, so the parser sees at most twice the
+/// count.
+static unsigned findTooDeeplyNestedLine(StringRef text, unsigned limit) {
+  llvm::SmallVector<size_t, 8> blockIndents;
+  unsigned flowDepth = 0;
+  char quote = 0;
+  unsigned lineNumber = 0;
+  while (!text.empty()) {
+    auto [line, rest] = text.split('\n');
+    text = rest;
+    ++lineNumber;
+    size_t column = 0;
+    // Indentation opens block collections only outside flow collections and
+    // quoted scalars.
+    if (flowDepth == 0 && !quote) {
+      column = line.find_first_not_of(' ');
+      if (column == StringRef::npos || line[column] == '#')
+        continue;
+      while (!blockIndents.empty() && blockIndents.back() > column)
+        blockIndents.pop_back();
+      if (blockIndents.empty() || blockIndents.back() < column)
+        blockIndents.push_back(column);
+      while (column < line.size() &&
+             (line[column] == '-' || line[column] == '?') &&
+             (column + 1 == line.size() || line[column + 1] == ' ')) {
+        column = line.find_first_not_of(' ', column + 1);
+        if (column == StringRef::npos)
+          break;
+        blockIndents.push_back(column);
+      }
+      if (column == StringRef::npos)
+        column = line.size();
+    }
+    if (blockIndents.size() + flowDepth > limit)
+      return lineNumber;
+    for (size_t index = column; index < line.size(); ++index) {
+      char c = line[index];
+      if (quote == '\'') {
+        if (c == '\'' && index + 1 < line.size() && line[index + 1] == '\'')
+          ++index;
+        else if (c == '\'')
+          quote = 0;
+        continue;
+      }
+      if (quote == '"') {
+        if (c == '\\')
+          ++index;
+        else if (c == '"')
+          quote = 0;
+        continue;
+      }
+      char before = index ? line[index - 1] : ' ';
+      bool startsToken = before == ' ' || before == '\t' ||
+                         StringRef(",[{:-?").contains(before);
+      if (c == '#' && (before == ' ' || before == '\t' || index == 0))
+        break;
+      if ((c == '\'' || c == '"') && startsToken) {
+        quote = c;
+      } else if (c == '[' || c == '{') {
+        if (blockIndents.size() + ++flowDepth > limit)
+          return lineNumber;
+      } else if ((c == ']' || c == '}') && flowDepth) {
+        --flowDepth;
+      }
+    }
+  }
+  return 0;
+}
+
 std::optional<DType> precision::parseComputeDType(StringRef name) {
   return train::parseDTypeName(name);
 }
@@ -312,6 +393,17 @@ std::optional<DType> precision::parseComputeDType(StringRef name) {
 bool precision::parseSpecYaml(StringRef text, StringRef displayName, Spec &spec,
                               std::vector<Problem> &problems) {
   size_t problemsBefore = problems.size();
+  if (unsigned line = findTooDeeplyNestedLine(text, kMaxSpecNesting)) {
+    problems.push_back(
+        {llvm::formatv("{0}:{1}: the spec nests deeper than {2} levels",
+                       displayName, line, kMaxSpecNesting)
+             .str(),
+         "a precision spec nests three levels (the document, rules, a rule); "
+         "a deeper one is refused before parsing",
+         {},
+         {}});
+    return false;
+  }
   YamlContext context{text};
   YamlErrors errors{displayName.str(), &problems};
   YamlSpec parsed;
@@ -565,24 +657,23 @@ bool precision::buildSpec(const SpecOptions &options, Spec &spec,
                           std::vector<Problem> &problems) {
   size_t problemsBefore = problems.size();
   if (!options.specPath.empty()) {
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-        llvm::MemoryBuffer::getFile(options.specPath, /*IsText=*/true);
-    if (!buffer) {
-      problems.push_back(
-          {llvm::formatv("cannot read precision spec '{0}': {1}",
-                         options.specPath, buffer.getError().message())
-               .str(),
-           "the spec is a YAML file given by path",
-           {},
-           {}});
+    std::vector<uint8_t> bytes;
+    std::string readError;
+    if (!rt::readRegularFile(options.specPath, bytes, readError)) {
+      problems.push_back({llvm::formatv("cannot read precision spec '{0}': {1}",
+                                        options.specPath, readError)
+                              .str(),
+                          "the spec is a YAML file given by path",
+                          {},
+                          {}});
       return false;
     }
     size_t rulesBefore = spec.rules.size(),
            unitsBefore = spec.shardUnits.size();
     bool hadDefault = spec.defaultDtype.has_value(),
          hadCompute = spec.compute.has_value();
-    if (parseSpecYaml((*buffer)->getBuffer(), options.specPath, spec,
-                      problems) &&
+    StringRef text(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    if (parseSpecYaml(text, options.specPath, spec, problems) &&
         spec.rules.size() == rulesBefore &&
         spec.shardUnits.size() == unitsBefore &&
         spec.defaultDtype.has_value() == hadDefault &&

@@ -504,7 +504,7 @@ TEST(TokenDataTest, MissingFile) {
 TEST(TokenDataTest, NotARegularFileOrNoFiles) {
   ScratchDir dir;
   std::string error = openError({dir.path}, TokenFormat::RawU16);
-  EXPECT_EQ(error, dir.path + ": not a regular file");
+  EXPECT_EQ(error, dir.path + ": is a directory, not a regular file");
   error = openError({}, TokenFormat::RawU16);
   EXPECT_EQ(error, "no token files given");
 }

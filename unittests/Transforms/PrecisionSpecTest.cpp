@@ -149,6 +149,57 @@ TEST(PrecisionSpecYaml, RejectsBadShapesAndKeys) {
   }
 }
 
+/// LLVM's YAML parser recurses once per nesting level, and 50,000 levels
+/// overflowed the stack (a segfault of both tools): deep specs are refused
+/// before parsing, naming the line, however the nesting is written.
+TEST(PrecisionSpecYaml, RefusesNestingDeeperThanAnySpecBeforeParsing) {
+  std::string flow = "default_dtype: bf16\nrules: " + std::string(50000, '[') +
+                     std::string(50000, ']') + "\n";
+  std::string mappings = "rules:\n  - match: x\n    m: ";
+  for (int level = 0; level < 50000; ++level)
+    mappings += "{a: ";
+  mappings += "b" + std::string(50000, '}') + "\n";
+  std::string dashes = "\n\nrules:\n";
+  for (int level = 0; level < 50000; ++level)
+    dashes += "- ";
+  dashes += "x\n";
+  std::string indents = "rules:\n";
+  for (int level = 0; level < 40; ++level)
+    indents += std::string(level, ' ') + "a" + std::to_string(level) + ":\n";
+  indents += std::string(40, ' ') + "x\n";
+  for (auto [yaml, line] : {std::pair<std::string, unsigned>{flow, 2},
+                            {mappings, 3},
+                            {dashes, 4},
+                            {indents, 34}}) {
+    Spec spec;
+    std::vector<Problem> problems;
+    EXPECT_FALSE(parseSpecYaml(yaml, "deep.yaml", spec, problems));
+    ASSERT_EQ(problems.size(), 1u) << joinMessages(problems);
+    EXPECT_EQ(problems[0].message,
+              "deep.yaml:" + std::to_string(line) +
+                  ": the spec nests deeper than 32 levels");
+  }
+}
+
+/// The depth count ignores brackets in quoted scalars and comments, so real
+/// specs (globs are full of brackets) parse as before.
+TEST(PrecisionSpecYaml, BracketsInQuotesAndCommentsAreNotNesting) {
+  std::string yaml = "# " + std::string(100, '[') + "\n" +
+                     "rules:\n"
+                     "  - match: \"" +
+                     std::string(100, '[') +
+                     "*\"\n"
+                     "    master: fp32\n"
+                     "  - {match: '*.it''s" +
+                     std::string(100, '{') + "', gather: bf16}\n";
+  Spec spec;
+  std::vector<Problem> problems;
+  parseSpecYaml(yaml, "spec.yaml", spec, problems);
+  for (const Problem &problem : problems)
+    EXPECT_EQ(problem.message.find("nests deeper"), std::string::npos)
+        << problem.message;
+}
+
 TEST(PrecisionSpecFlags, ParsesRulesAfterTheFile) {
   SpecOptions options;
   options.flagRules = {"*norm*:master=fp32,gather=bf16",

@@ -471,8 +471,15 @@ struct Program {
 /// stack. The defaults admit any realistic model; the fuzzers lower them.
 struct ReadOptions {
   /// Largest uncompressed archive entry that is read (zip headers can claim
-  /// any size).
+  /// any size; every entry is also bounded by what it can hold: a stored
+  /// entry by its bytes in the archive, a JSON one by maxJsonInflation, a
+  /// weight blob by the views of it that the payload config declares).
   uint64_t maxEntryBytes = uint64_t(64) << 30;
+  /// Most a deflated JSON entry (model.json, the payload configs) may
+  /// inflate, as a multiple of its compressed size (at least 1 MiB is
+  /// allowed). torch stores its JSON uncompressed; model.json deflates about
+  /// 20:1, and a deflate bomb (up to 1032:1) is refused before inflating.
+  uint64_t maxJsonInflation = 64;
   /// Largest materialised tensor (a stride-0 view of a small blob can
   /// describe an arbitrarily large tensor).
   uint64_t maxTensorBytes = uint64_t(64) << 30;

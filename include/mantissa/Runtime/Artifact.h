@@ -75,8 +75,11 @@ private:
 /// A checksum as a checkpoint's metadata spells it: 16 lowercase hex digits.
 std::string checkpointChecksumText(uint64_t checksum);
 
-/// Reads the whole file at `path` into `bytes`; false if it cannot.
-bool readWholeFile(const std::string &path, std::vector<uint8_t> &bytes);
+/// Reads the whole regular file at `path` into `bytes`; false if it cannot,
+/// with the reason (without the path) in `why` when given. A FIFO or a
+/// device is refused rather than read (mantissa/Format/InputFile.h).
+bool readWholeFile(const std::string &path, std::vector<uint8_t> &bytes,
+                   std::string *why = nullptr);
 
 } // namespace mlir::mantissa::rt
 
