@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/RunMain.h"
+#include "mantissa/Dialect/Train/IR/RandomDraws.h"
 #include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
@@ -30,6 +31,7 @@
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/SafeTensors.h"
+#include "mantissa/Runtime/StepInputs.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -87,6 +89,18 @@ collectArguments(MLIRContext &context, train::StepOp step,
     train::TensorInfoAttr info = step.getTensorInfo(index);
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
     llvm::StringRef fqn = info.getFqn().getValue();
+    // A random draw is filled before every micro-batch (RandomDraw.h).
+    if (info.getKind() == TensorKind::random) {
+      std::vector<uint8_t> zeros(
+          type.getNumElements() *
+          reference::Tensor::getStorageByteWidth(type.getElementType()));
+      auto value = reference::Tensor::fromBytes(type.getElementType(),
+                                                type.getShape(), zeros);
+      if (!value)
+        return value.takeError();
+      arguments.push_back(std::move(*value));
+      continue;
+    }
     if (info.getKind() == TensorKind::user_input) {
       std::string positional = llvm::formatv("input.{0}", userInputIndex++);
       if (!inputs) {
@@ -229,7 +243,8 @@ static LogicalResult parseCommandLine(int argc, char **argv,
       int(compilerArgs.size()), compilerArgs.data(),
       "Mantissa runner: trains a compiled step\n\n"
       "Training flags (docs/training.md): --steps N, --data PATH[,PATH...] "
-      "[--data-format llmc|raw-u16] [--shuffle SEED] [--grad-accum K], "
+      "[--data-format llmc|raw-u16] [--shuffle SEED] [--seed S] [--grad-accum "
+      "K], "
       "--val-data PATH --eval-every N --eval-batches M, --lr LR "
       "[--lr-schedule constant|cosine|linear|wsd --warmup-steps W "
       "--min-lr-ratio R --decay-steps D], --betas B1,B2, --eps E, "
@@ -340,7 +355,8 @@ readStepArguments(MLIRContext &context, train::StepOp step,
       train::TensorInfoAttr info = step.getTensorInfo(index);
       if (info.getKind() == TensorKind::parameter)
         parameters.push_back(info.getFqn().str());
-      else if (info.getKind() != TensorKind::user_input)
+      else if (info.getKind() != TensorKind::user_input &&
+               info.getKind() != TensorKind::random)
         buffers.push_back(info.getFqn().str());
     }
     if (!rt::checkStateCoverage(weights, weightsPath, parameters, buffers,
@@ -444,6 +460,39 @@ static int runTraining(ModuleOp module, train::StepOp step,
   return *status;
 }
 
+/// The random arguments of a single evaluation: micro-batch 0 of step 1
+/// (docs/randomness.md), as training's first micro-batch draws them.
+static llvm::Error storeRandomArguments(train::StepOp step,
+                                        MutableArrayRef<reference::Tensor> args,
+                                        uint64_t seed) {
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    if (step.getTensorInfo(index).getKind() != TensorKind::random)
+      continue;
+    reference::Tensor &slot = args[index];
+    rt::StepTensor tensor;
+    tensor.name = step.getTensorInfo(index).getFqn().str();
+    tensor.role = rt::StepTensor::Role::Random;
+    std::string error;
+    tensor.random = train::getRandomDraw(step, index, error);
+    std::optional<rt::DType> dtype =
+        train::getStoredDType(slot.getElementType());
+    if (!tensor.random || !dtype)
+      return llvm::createStringError("random argument '" + tensor.name +
+                                     "': " + error);
+    tensor.dtype = *dtype;
+    tensor.shape.assign(slot.getShape().begin(), slot.getShape().end());
+    tensor.bytes = tensor.numElements() * int64_t(rt::elementSize(*dtype));
+    std::vector<uint8_t> bytes(size_t(std::max<int64_t>(tensor.bytes, 1)));
+    rt::storeRandomInput(tensor, seed, 0, 1, bytes.data());
+    llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+        slot.getElementType(), slot.getShape(), bytes);
+    if (!value)
+      return value.takeError();
+    slot = std::move(*value);
+  }
+  return llvm::Error::success();
+}
+
 /// Evaluates the step once: prints its loss and with --dump-grads writes
 /// the loss and every parameter's gradient (fp32). Returns the exit code.
 static int evaluateOnce(train::StepOp step, StepEvaluator &evaluator,
@@ -524,5 +573,9 @@ int mlir::mantissa::runMain(int argc, char **argv,
   if (trainer.schedule.steps > 0)
     return runTraining(**module, step, *program, std::move(*arguments), flags,
                        trainer, **evaluator, *communicator);
+  if (llvm::Error error =
+          storeRandomArguments(step, *arguments, trainer.random.seed))
+    return reportError(flags.modelPath + ": " +
+                       llvm::toString(std::move(error)));
   return evaluateOnce(step, **evaluator, *arguments, flags);
 }

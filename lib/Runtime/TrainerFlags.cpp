@@ -186,6 +186,22 @@ bool mlir::mantissa::rt::parseTrainerFlag(int argc, char **argv, int &i,
     }
     return true;
   }
+  if (flag == "--seed") {
+    if (take()) {
+      // strtoull wraps a negative number and clamps one above 2^64 - 1
+      // (ERANGE); both are refused.
+      errno = 0;
+      char *end = nullptr;
+      unsigned long long seed = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || !end || *end || value[0] == '-' || value[0] == '+' ||
+          value[0] == ' ' || errno == ERANGE)
+        error =
+            "--seed: expected an integer in [0, 2^64 - 1], got '" + value + "'";
+      else
+        options.random.seed = uint64_t(seed);
+    }
+    return true;
+  }
   if (flag == "--lr-schedule") {
     if (take())
       parseLrScheduleKind(value, options.optimizer.lrScheduleKind, error);
