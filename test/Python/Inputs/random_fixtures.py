@@ -92,3 +92,9 @@ def int16_draw():
     """randint in int16, which the generator does not draw in."""
     torch.manual_seed(0)
     return Int16Draw(), (torch.randn(4, 8, generator=torch.Generator().manual_seed(1)),)
+
+
+def dropout_only():
+    """Dropout (p = 0.25) without noise: evaluation runs it off."""
+    torch.manual_seed(0)
+    return NoisyTokenModel(0.25, None), _batch()
