@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/RunMain.h"
+#include "mantissa/Dialect/Train/IR/RandomDraws.h"
 #include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
@@ -31,8 +32,9 @@
 #include "mantissa/Import/TorchImporter.h"
 #include "mantissa/Runtime/OpenMPEnvironment.h"
 #include "mantissa/Runtime/SafeTensors.h"
-#include "mantissa/Runtime/TensorDataset.h"
+#include "mantissa/Runtime/StepInputs.h"
 #include "mantissa/Runtime/StopSignals.h"
+#include "mantissa/Runtime/TensorDataset.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -90,6 +92,18 @@ collectArguments(MLIRContext &context, train::StepOp step,
     train::TensorInfoAttr info = step.getTensorInfo(index);
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
     llvm::StringRef fqn = info.getFqn().getValue();
+    // A random draw is filled before every micro-batch (RandomDraw.h).
+    if (info.getKind() == TensorKind::random) {
+      std::vector<uint8_t> zeros(
+          type.getNumElements() *
+          reference::Tensor::getStorageByteWidth(type.getElementType()));
+      auto value = reference::Tensor::fromBytes(type.getElementType(),
+                                                type.getShape(), zeros);
+      if (!value)
+        return value.takeError();
+      arguments.push_back(std::move(*value));
+      continue;
+    }
     if (info.getKind() == TensorKind::user_input) {
       std::string positional = llvm::formatv("input.{0}", userInputIndex++);
       if (!inputs) {
@@ -339,7 +353,8 @@ readStepArguments(MLIRContext &context, train::StepOp step,
       train::TensorInfoAttr info = step.getTensorInfo(index);
       if (info.getKind() == TensorKind::parameter)
         parameters.push_back(info.getFqn().str());
-      else if (info.getKind() != TensorKind::user_input)
+      else if (info.getKind() != TensorKind::user_input &&
+               info.getKind() != TensorKind::random)
         buffers.push_back(info.getFqn().str());
     }
     if (!rt::checkStateCoverage(weights, weightsPath, parameters, buffers,
@@ -463,6 +478,39 @@ static int runTraining(ModuleOp module, train::StepOp step,
   return *status;
 }
 
+/// The random arguments of a single evaluation: micro-batch 0 of step 1
+/// (docs/randomness.md), as training's first micro-batch draws them.
+static llvm::Error storeRandomArguments(train::StepOp step,
+                                        MutableArrayRef<reference::Tensor> args,
+                                        uint64_t seed) {
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    if (step.getTensorInfo(index).getKind() != TensorKind::random)
+      continue;
+    reference::Tensor &slot = args[index];
+    rt::StepTensor tensor;
+    tensor.name = step.getTensorInfo(index).getFqn().str();
+    tensor.role = rt::StepTensor::Role::Random;
+    std::string error;
+    tensor.random = train::getRandomDraw(step, index, error);
+    std::optional<rt::DType> dtype =
+        train::getStoredDType(slot.getElementType());
+    if (!tensor.random || !dtype)
+      return llvm::createStringError("random argument '" + tensor.name +
+                                     "': " + error);
+    tensor.dtype = *dtype;
+    tensor.shape.assign(slot.getShape().begin(), slot.getShape().end());
+    tensor.bytes = tensor.numElements() * int64_t(rt::elementSize(*dtype));
+    std::vector<uint8_t> bytes(size_t(std::max<int64_t>(tensor.bytes, 1)));
+    rt::storeRandomInput(tensor, seed, 0, 1, bytes.data());
+    llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+        slot.getElementType(), slot.getShape(), bytes);
+    if (!value)
+      return value.takeError();
+    slot = std::move(*value);
+  }
+  return llvm::Error::success();
+}
+
 /// Evaluates the step once: prints its loss and with --dump-grads writes
 /// the loss and every parameter's gradient (fp32). Returns the exit code.
 static int evaluateOnce(train::StepOp step, StepEvaluator &evaluator,
@@ -559,5 +607,9 @@ int mlir::mantissa::runMain(int argc, char **argv,
     return runTraining(**module, step, *program, std::move(*arguments), flags,
                        trainer, std::move(*batches), **evaluator,
                        *communicator);
+  if (llvm::Error error =
+          storeRandomArguments(step, *arguments, trainer.random.seed))
+    return reportError(flags.modelPath + ": " +
+                       llvm::toString(std::move(error)));
   return evaluateOnce(step, **evaluator, *arguments, flags);
 }

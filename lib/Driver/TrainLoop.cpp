@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/TrainLoop.h"
+#include "mantissa/Dialect/Train/IR/RandomDraws.h"
 #include "mantissa/Dialect/Train/IR/StoredDTypes.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/CpuStepWriter.h"
@@ -50,10 +51,16 @@ mlir::mantissa::describeStepArguments(train::StepOp step) {
     auto type = cast<RankedTensorType>(step.getArgument(index).getType());
     rt::StepTensor argument;
     argument.name = step.getTensorInfo(index).getFqn().str();
-    bool input =
-        step.getTensorInfo(index).getKind() == train::TensorKind::user_input;
+    train::TensorKind kind = step.getTensorInfo(index).getKind();
+    bool input = kind == train::TensorKind::user_input;
     argument.role =
         input ? rt::StepTensor::Role::UserInput : rt::StepTensor::Role::Buffer;
+    if (kind == train::TensorKind::random) {
+      // The step verified the draw.
+      std::string error;
+      argument.role = rt::StepTensor::Role::Random;
+      argument.random = train::getRandomDraw(step, index, error);
+    }
     argument.dtype =
         train::getStoredDType(type.getElementType()).value_or(rt::DType::F32);
     argument.shape.assign(type.getShape().begin(), type.getShape().end());
@@ -99,14 +106,16 @@ public:
 
   bool selectMicroBatch(const MicroBatch &microBatch,
                         std::string &error) override {
-    return !batches ||
-           loadInputs(rt::DataSplit::Training, microBatch.global, error);
+    if (batches &&
+        !loadInputs(rt::DataSplit::Training, microBatch.global, error))
+      return false;
+    return storeRandomInputs(microBatch.global, microBatch.step, error);
   }
 
   bool evaluateValidation(int64_t index, const std::vector<Member> &members,
                           double &value, std::string &error) override {
     if (!loadInputs(rt::DataSplit::Validation, index, error) ||
-        !loadParameters(members, error))
+        !storeRandomInputs(index, 0, error) || !loadParameters(members, error))
       return false;
     llvm::Expected<SmallVector<reference::Tensor>> results =
         forward.evaluator->evaluate(arguments);
@@ -205,6 +214,28 @@ private:
       if (!rt::storeStepInput(batchTensors, signature[argument], bytes.data(),
                               error))
         return false;
+      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+          slot.getElementType(), slot.getShape(), bytes);
+      if (!value) {
+        error = llvm::toString(value.takeError());
+        return false;
+      }
+      slot = std::move(*value);
+    }
+    return true;
+  }
+
+  /// Fills the random arguments (rt::storeRandomInput), as the CPU and GPU
+  /// steps do.
+  bool storeRandomInputs(int64_t globalMicroBatch, int64_t stepNumber,
+                         std::string &error) {
+    for (auto [index, argument] : llvm::enumerate(signature)) {
+      if (argument.role != rt::StepTensor::Role::Random)
+        continue;
+      reference::Tensor &slot = arguments[index];
+      std::vector<uint8_t> bytes(size_t(argument.bytes));
+      rt::storeRandomInput(argument, randomSeed, globalMicroBatch, stepNumber,
+                           bytes.data());
       llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
           slot.getElementType(), slot.getShape(), bytes);
       if (!value) {

@@ -32,6 +32,7 @@ const struct {
 } kRoles[] = {{"parameter", StepTensor::Role::Parameter, true},
               {"buffer", StepTensor::Role::Buffer, true},
               {"user_input", StepTensor::Role::UserInput, true},
+              {"random", StepTensor::Role::Random, true},
               {"loss", StepTensor::Role::Loss, false},
               {"gradient", StepTensor::Role::Gradient, false},
               {"buffer_mutation", StepTensor::Role::BufferMutation, false},
@@ -58,6 +59,36 @@ IndexBound parseIndexBound(const json &entry, size_t index) {
   return bound;
 }
 
+/// A `random` argument's draw: {"distribution", "low", "high", "node",
+/// "per_sample"}, checked as the runtime will generate it.
+RandomDraw parseRandomDraw(const json &entry, const StepTensor &tensor,
+                           const std::string &what) {
+  if (!entry.contains("random") || !entry["random"].is_object())
+    throw ProgramError{what + ": a random argument without its 'random' draw"};
+  const json &object = entry["random"];
+  RandomDraw draw;
+  std::string name = string(object, "distribution", what);
+  std::optional<RandomDraw::Distribution> distribution =
+      parseRandomDistribution(name);
+  if (!distribution)
+    throw ProgramError{what + ": unknown distribution '" + name + "'"};
+  draw.distribution = *distribution;
+  for (const char *key : {"low", "high"})
+    if (!object.contains(key) || !object[key].is_number())
+      throw ProgramError{what + ": 'random." + key +
+                         "' is missing or not a number"};
+  draw.low = object["low"].get<double>();
+  draw.high = object["high"].get<double>();
+  draw.node = string(object, "node", what);
+  if (!object.contains("per_sample") || !object["per_sample"].is_boolean())
+    throw ProgramError{what + ": 'random.per_sample' is missing or not a bool"};
+  draw.perSample = object["per_sample"].get<bool>();
+  std::string problem = checkRandomDraw(draw, tensor.dtype, tensor.shape);
+  if (!problem.empty())
+    throw ProgramError{what + ": " + problem};
+  return draw;
+}
+
 } // namespace
 
 const char *mlir::mantissa::rt::stepTensorRoleName(StepTensor::Role role) {
@@ -79,6 +110,13 @@ json detail::stepTensorJson(const StepTensor &tensor) {
     if (tensor.indexBound.ignored)
       entry["index_ignored"] = *tensor.indexBound.ignored;
   }
+  if (tensor.random)
+    entry["random"] = {
+        {"distribution", randomDistributionName(tensor.random->distribution)},
+        {"low", tensor.random->low},
+        {"high", tensor.random->high},
+        {"node", tensor.random->node},
+        {"per_sample", tensor.random->perSample}};
   return entry;
 }
 
@@ -121,6 +159,8 @@ StepTensor detail::parseStepTensor(const json &entry, bool isArgument,
                        ", its shape and dtype take " + std::to_string(dense)};
   if (isArgument)
     tensor.indexBound = parseIndexBound(entry, index);
+  if (tensor.role == StepTensor::Role::Random)
+    tensor.random = parseRandomDraw(entry, tensor, what);
   return tensor;
 }
 

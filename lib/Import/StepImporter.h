@@ -18,6 +18,7 @@
 #ifndef MANTISSA_LIB_IMPORT_STEPIMPORTER_H
 #define MANTISSA_LIB_IMPORT_STEPIMPORTER_H
 
+#include "mantissa/Format/RandomDraw.h"
 #include "mantissa/Import/Pt2Archive.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -62,6 +63,7 @@ void addAttentionHandlers(HandlerTable &table);
 void addLossHandlers(HandlerTable &table);
 void addPoolingHandlers(HandlerTable &table);
 void addNormalizationHandlers(HandlerTable &table);
+void addRandomHandlers(HandlerTable &table);
 
 /// Imports one program. Problems are collected rather than returned one at a
 /// time, so that a user sees every unsupported operator in one run.
@@ -167,6 +169,16 @@ public:
     return setOutput(0, op.getResult());
   }
 
+  /// A new `random` step argument of `type` holding `draw` for the current
+  /// node (ImportRandom.cpp; the runtime fills it before each micro-batch,
+  /// mantissa/Format/RandomDraw.h), named after the node; null after
+  /// failing the node when the draw cannot be generated in that type.
+  Value addRandomArgument(RankedTensorType type, rt::RandomDraw draw);
+  /// B: the leading dimension every user input shares (the micro-batch's
+  /// samples), or 0 when they do not share one. A draw whose leading
+  /// dimension is B is drawn per sample.
+  int64_t microBatchSamples() const { return samples; }
+
   /// Every handler, by overload: the one table the families' files
   /// (Import<Family>.cpp) fill, built on first use.
   static const HandlerTable &handlers();
@@ -179,6 +191,12 @@ public:
   Location location = UnknownLoc::get(&context);
 
 private:
+  /// The step's body, and the random arguments added to it after the
+  /// signature's (their types and attributes), in order.
+  Block *body = nullptr;
+  SmallVector<Type> randomTypes;
+  SmallVector<DictionaryAttr> randomAttrs;
+  int64_t samples = 0;
   /// The SSA value of each torch tensor name imported so far.
   llvm::StringMap<Value> values;
   const pt2::Node *currentNode = nullptr;

@@ -65,6 +65,7 @@ const HandlerTable &StepImporter::handlers() {
     addAttentionHandlers(map);
     addPoolingHandlers(map);
     addNormalizationHandlers(map);
+    addRandomHandlers(map);
     return map;
   }();
   return table;
@@ -222,7 +223,19 @@ llvm::Expected<OwningOpRef<ModuleOp>> StepImporter::run() {
           SmallVector<Attribute>(argumentAttrs.begin(), argumentAttrs.end())),
       builder.getArrayAttr(
           SmallVector<Attribute>(resultAttrs.begin(), resultAttrs.end())));
-  Block *body = builder.createBlock(&step.getBody());
+  body = builder.createBlock(&step.getBody());
+  // B: the leading dimension all user inputs share (RandomDraw.h's sample
+  // dimension rule).
+  samples = -1;
+  for (auto [attr, type] : llvm::zip(argumentAttrs, argumentTypes)) {
+    auto info = attr.getAs<TensorInfoAttr>(StepOp::kTensorInfoAttrName);
+    auto shaped = cast<RankedTensorType>(type);
+    if (!info || info.getKind() != TensorKind::user_input)
+      continue;
+    int64_t leading = shaped.getRank() ? shaped.getDimSize(0) : 0;
+    samples = samples == -1 || samples == leading ? leading : 0;
+  }
+  samples = std::max<int64_t>(samples, 0);
   for (auto [spec, type] :
        llvm::zip(program.signature.inputSpecs, argumentTypes)) {
     Location argumentLocation = NameLoc::get(
@@ -237,6 +250,16 @@ llvm::Expected<OwningOpRef<ModuleOp>> StepImporter::run() {
 
   if (!problems.empty() || !nodeFailures.empty())
     return llvm::createStringError(describeProblems());
+
+  // Random draws are arguments after the signature's.
+  if (!randomTypes.empty()) {
+    argumentTypes.append(randomTypes.begin(), randomTypes.end());
+    argumentAttrs.append(randomAttrs.begin(), randomAttrs.end());
+    step.setFunctionTypeAttr(
+        TypeAttr::get(builder.getFunctionType(argumentTypes, resultTypes)));
+    step.setArgAttrsAttr(builder.getArrayAttr(
+        SmallVector<Attribute>(argumentAttrs.begin(), argumentAttrs.end())));
+  }
 
   SmallVector<Value> results;
   for (const pt2::OutputSpec &spec : program.signature.outputSpecs) {

@@ -185,6 +185,10 @@ bool collectArguments(
       }
       continue;
     }
+    case StepTensor::Role::Random:
+      // Filled before every micro-batch (StepInputs.h's storeRandomInput).
+      arguments.back().assign(size_t(argument.bytes), 0);
+      continue;
     case StepTensor::Role::UserInput: {
       // torch's reference files store the batch positionally.
       std::string positional = "input." + std::to_string(userInput++);

@@ -215,7 +215,19 @@ CpuStepGradients::create(std::unique_ptr<CpuStep> step,
 
 bool CpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
                                         std::string &error) {
-  return !batches || loadInputs(DataSplit::Training, microBatch.global, error);
+  if (batches && !loadInputs(DataSplit::Training, microBatch.global, error))
+    return false;
+  storeRandomInputs(microBatch.global, microBatch.step);
+  return true;
+}
+
+void CpuStepGradients::storeRandomInputs(int64_t globalMicroBatch,
+                                         int64_t stepNumber) {
+  const std::vector<StepTensor> &list = step->arguments();
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].role == TensorRole::Random)
+      storeRandomInput(list[i], randomSeed, globalMicroBatch, stepNumber,
+                       argumentBytes[i].data());
 }
 
 bool CpuStepGradients::loadInputs(DataSplit split, int64_t index,
@@ -333,6 +345,7 @@ bool CpuStepGradients::evaluateValidation(int64_t index,
   }
   if (!loadInputs(DataSplit::Validation, index, error))
     return false;
+  storeRandomInputs(index, 0);
   std::vector<void *> pointers;
   if (!bindArguments(members, pointers, error))
     return false;

@@ -870,8 +870,33 @@ bool GpuStepGradients::uploadInputs(DataSplit split, int64_t index,
 
 bool GpuStepGradients::selectMicroBatch(const MicroBatch &microBatch,
                                         std::string &error) {
-  return !batches ||
-         uploadInputs(DataSplit::Training, microBatch.global, error);
+  return (!batches ||
+          uploadInputs(DataSplit::Training, microBatch.global, error)) &&
+         uploadRandomInputs(microBatch.global, microBatch.step, error);
+}
+
+bool GpuStepGradients::uploadRandomInputs(int64_t globalMicroBatch,
+                                          int64_t stepNumber,
+                                          std::string &error) {
+  std::string deviceError;
+  for (size_t argument = 0; argument < step->arguments().size(); ++argument) {
+    const StepTensor &tensor = step->arguments()[argument];
+    if (tensor.role != StepTensor::Role::Random)
+      continue;
+    if (!device) {
+      error = step->path() + ": the step runs on a GPU; it needs --device cuda";
+      return false;
+    }
+    inputBytes.assign(size_t(tensor.bytes), 0);
+    storeRandomInput(tensor, randomSeed, globalMicroBatch, stepNumber,
+                     inputBytes.data());
+    if (!device->upload(argumentStorage[argument], inputBytes.data(),
+                        tensor.bytes, deviceError)) {
+      error = step->path() + ": argument '" + tensor.name + "': " + deviceError;
+      return false;
+    }
+  }
+  return true;
 }
 
 int64_t GpuStepGradients::validationMicroBatches() const {
@@ -885,7 +910,8 @@ bool GpuStepGradients::evaluateValidation(int64_t index,
     error = "no validation data (--val-data)";
     return false;
   }
-  if (!uploadInputs(DataSplit::Validation, index, error))
+  if (!uploadInputs(DataSplit::Validation, index, error) ||
+      !uploadRandomInputs(index, 0, error))
     return false;
   ++validationRuns;
   if (!forward)

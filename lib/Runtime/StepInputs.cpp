@@ -58,4 +58,15 @@ bool storeStepInput(const std::vector<HostTensor> &microBatch,
   return false;
 }
 
+void storeRandomInput(const StepTensor &argument, uint64_t seed,
+                      int64_t globalMicroBatch, int64_t step, uint8_t *out) {
+  RandomPosition position;
+  position.seed = seed;
+  position.step = step;
+  position.firstSample =
+      argument.random->perSample ? globalMicroBatch * argument.shape[0] : 0;
+  fillRandomDraw(*argument.random, argument.dtype, argument.shape, position,
+                 out);
+}
+
 } // namespace mlir::mantissa::rt

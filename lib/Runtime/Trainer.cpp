@@ -62,7 +62,10 @@ public:
         rank(comm.rank()), world(comm.worldSize()), state(rank, world, errors),
         checkpoints(options.checkpoints, state, comm, errors),
         schedule(rank, world, options.schedule.gradAccum,
-                 source && source->splitsSteps()) {}
+                 source && source->splitsSteps()) {
+    if (source)
+      source->setRandomSeed(options.random.seed);
+  }
   int run();
 
 private:
@@ -450,6 +453,7 @@ bool Trainer::computeGradients(int64_t stepNumber) {
 
 bool Trainer::step(int64_t stepNumber, StepRecord &record) {
   record.step = stepNumber;
+  record.seed = options.random.seed;
   record.lr = learningRate(options.lrSchedule(), stepNumber - 1);
   record.gradNorm = std::nan("");
   if (!microBatchGradients(stepNumber, record.loss) || !combineGradients() ||
@@ -568,7 +572,8 @@ json Trainer::hyperparametersJson() const {
       {"micro_batches_per_step", schedule.microBatchesPerStep()},
       {"data", options.data.paths},
       {"shuffle",
-       options.data.shuffleSeed ? json(*options.data.shuffleSeed) : json()}};
+       options.data.shuffleSeed ? json(*options.data.shuffleSeed) : json()},
+      {"seed", options.random.seed}};
   // The total only shapes a decaying schedule.
   if (optimizer.lrScheduleKind != LrScheduleKind::Constant)
     hyperparameters["steps"] = options.schedule.steps;

@@ -269,6 +269,18 @@ bool parseOneTrainerFlag(int argc, char **argv, int &i, TrainerOptions &options,
     }
     return true;
   }
+  if (flag == "--seed") {
+    if (take()) {
+      uint64_t seed = 0;
+      bool tooLarge = false;
+      if (parseDigits(value, UINT64_MAX, seed, tooLarge))
+        options.random.seed = seed;
+      else
+        error = "--seed: expected an integer in [0, 2^64 - 1], got '" + value +
+                "'" + (tooLarge ? " (too large)" : "");
+    }
+    return true;
+  }
   if (flag == "--lr-schedule") {
     if (take())
       parseLrScheduleKind(value, options.optimizer.lrScheduleKind, error);

@@ -43,6 +43,7 @@ void addNumber(std::string &line, const char *key, double value) {
 
 std::string mlir::mantissa::rt::metricsLine(const StepRecord &record) {
   std::string line = "{\"step\":" + std::to_string(record.step);
+  line += ",\"seed\":" + std::to_string(record.seed);
   addNumber(line, "loss", record.loss);
   addNumber(line, "lr", record.lr);
   addNumber(line, "grad_norm", record.gradNorm);

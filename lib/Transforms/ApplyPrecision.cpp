@@ -46,7 +46,8 @@ public:
   explicit ProblemEmitter(StepOp step) : step(step) {
     for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index)
       if (TensorInfoAttr info = step.getTensorInfo(index))
-        if (info.getKind() != TensorKind::user_input)
+        if (info.getKind() != TensorKind::user_input &&
+            info.getKind() != TensorKind::random)
           argumentByFqn[info.getFqn().getValue()] = index;
   }
 

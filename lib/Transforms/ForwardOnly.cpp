@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Dialect/Train/IR/RandomDraws.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Transforms/Passes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -20,6 +21,36 @@ using namespace mlir;
 using namespace mlir::mantissa;
 
 namespace {
+
+/// Evaluation runs dropout off, as torch's eval mode does: the importer's
+/// native_dropout (lib/Import/ImportRandom.cpp) is mul_scalar(mul(x, mask),
+/// 1 / (1 - p)) over a bernoulli random argument, whose output here becomes
+/// x. The argument stays in the signature (the runtime binds arguments by
+/// position) but nothing reads it.
+void switchDropoutOff(train::StepOp step) {
+  Block &body = step.getBody().front();
+  for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
+    if (step.getTensorInfo(index).getKind() != train::TensorKind::random)
+      continue;
+    std::string error;
+    std::optional<rt::RandomDraw> draw =
+        train::getRandomDraw(step, index, error);
+    // torch names the nodes native_dropout, native_dropout_1, ...
+    if (!draw ||
+        draw->distribution != rt::RandomDraw::Distribution::Bernoulli ||
+        !llvm::StringRef(draw->node).starts_with("native_dropout"))
+      continue;
+    for (Operation *user :
+         llvm::make_early_inc_range(body.getArgument(index).getUsers())) {
+      auto mul = dyn_cast<train::MulOp>(user);
+      if (!mul || mul.getRhs() != body.getArgument(index) || !mul->hasOneUse())
+        continue;
+      auto scaled = dyn_cast<train::MulScalarOp>(*mul->getUsers().begin());
+      if (scaled && scaled.getType() == mul.getLhs().getType())
+        scaled.getResult().replaceAllUsesWith(mul.getLhs());
+    }
+  }
+}
 
 /// Keeps the loss and user outputs of `step`, then erases every operation
 /// whose results nothing uses any more (in reverse order, so that a chain
@@ -63,8 +94,10 @@ class ForwardOnlyPass
     : public mantissa::impl::ForwardOnlyPassBase<ForwardOnlyPass> {
 public:
   void runOnOperation() override {
-    for (train::StepOp step : getOperation().getOps<train::StepOp>())
+    for (train::StepOp step : getOperation().getOps<train::StepOp>()) {
+      switchDropoutOff(step);
       reduceToForward(step);
+    }
   }
 };
 

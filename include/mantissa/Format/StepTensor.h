@@ -21,8 +21,10 @@
 
 #include "mantissa/Format/DType.h"
 #include "mantissa/Format/IndexBound.h"
+#include "mantissa/Format/RandomDraw.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,8 @@ struct StepTensor {
   enum class Role {
     Parameter,
     Buffer,
-    UserInput, // arguments
+    UserInput,
+    Random, // arguments
     Loss,
     Gradient,
     BufferMutation,
@@ -48,6 +51,9 @@ struct StepTensor {
   /// For an integer user input that indexes a table: the bound of its ids
   /// (`index_bound`, `index_bound_what`, `index_ignored`; bound 0: none).
   IndexBound indexBound;
+  /// For a `random` argument: what it draws (RandomDraw.h); the runtime
+  /// fills it before each micro-batch (`random` in the JSON entry).
+  std::optional<RandomDraw> random;
   int64_t numElements() const;
 };
 

@@ -121,6 +121,8 @@ private:
   /// Loads micro-batch `index` of `split` (a global micro-batch count for
   /// training) into the user inputs.
   bool loadInputs(DataSplit split, int64_t index, std::string &error);
+  /// Fills the random arguments (StepInputs.h's storeRandomInput).
+  void storeRandomInputs(int64_t globalMicroBatch, int64_t stepNumber);
 
   std::unique_ptr<CpuStep> step;
   std::vector<std::vector<uint8_t>> argumentBytes, resultBytes, forwardBytes;

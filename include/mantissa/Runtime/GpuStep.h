@@ -283,6 +283,10 @@ private:
   /// Uploads micro-batch `index` of `split` (a global micro-batch count for
   /// training) into the user inputs.
   bool uploadInputs(DataSplit split, int64_t index, std::string &error);
+  /// Computes the random arguments on the host (StepInputs.h's
+  /// storeRandomInput) and uploads them.
+  bool uploadRandomInputs(int64_t globalMicroBatch, int64_t stepNumber,
+                          std::string &error);
 
   std::unique_ptr<GpuStep> step;
   /// The forward-only program for evaluation (null: the joint one runs),

@@ -105,6 +105,12 @@ public:
   }
   /// Called before the device attached to closes: release what is on it.
   virtual void detachDevice() {}
+  /// The run's --seed, which the step's random arguments derive from
+  /// (RandomDraw.h); the trainer sets it before step 1.
+  void setRandomSeed(uint64_t seed) { randomSeed = seed; }
+
+protected:
+  uint64_t randomSeed = 0;
 };
 
 } // namespace mlir::mantissa::rt

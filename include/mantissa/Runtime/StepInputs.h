@@ -35,6 +35,15 @@ bool storeStepInput(const std::vector<HostTensor> &microBatch,
                     const StepTensor &argument, uint8_t *out,
                     std::string &error);
 
+/// Fills random argument `argument` (role Random, RandomDraw.h) for
+/// global micro-batch `globalMicroBatch` of step `step` under `seed`: a
+/// per-sample draw's B samples are global samples [globalMicroBatch * B,
+/// (globalMicroBatch + 1) * B), B its leading dimension (the micro-batch's
+/// sample count, as BatchSource::firstSample counts them). Validation
+/// micro-batches pass their index and step 0.
+void storeRandomInput(const StepTensor &argument, uint64_t seed,
+                      int64_t globalMicroBatch, int64_t step, uint8_t *out);
+
 } // namespace mlir::mantissa::rt
 
 #endif // MANTISSA_RUNTIME_STEPINPUTS_H

@@ -29,6 +29,8 @@ namespace mlir::mantissa::rt {
 struct StepRecord {
   /// 1-based: the record of step 1 is made after the first update.
   int64_t step = 0;
+  /// The run's --seed, which every random number of the step derives from.
+  uint64_t seed = 0;
   /// The mean of the step's micro-batch losses.
   double loss = 0;
   /// The learning rate the step's update used.

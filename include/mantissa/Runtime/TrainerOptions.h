@@ -154,6 +154,13 @@ struct OutputOptions {
   bool memoryReport = true;
 };
 
+/// `--seed S`: the seed of every random number the step draws
+/// (mantissa/Format/RandomDraw.h, docs/randomness.md); recorded in
+/// checkpoints and metrics.
+struct RandomOptions {
+  uint64_t seed = 0;
+};
+
 /// Everything a run is asked to do, by part.
 struct TrainerOptions {
   ModelOptions model;
@@ -164,6 +171,7 @@ struct TrainerOptions {
   CheckpointOptions checkpoints;
   EvalOptions eval;
   OutputOptions outputs;
+  RandomOptions random;
 
   /// Where gradients come from instead of `model.gradsPath` (not owned).
   GradientSource *gradientSource = nullptr;

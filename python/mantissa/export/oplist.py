@@ -154,15 +154,33 @@ def draws_random_numbers(node: torch.fx.Node) -> bool:
     return True
 
 
-def check_random(graph: torch.fx.Graph, model_name: str) -> None:
-    drawing = [node for node in graph.nodes if draws_random_numbers(node)]
+# Random operators of the forward program that the joint program spells as
+# another the importer supports (F.dropout becomes native_dropout, in-place
+# draws their functional forms).
+_JOINT_SPELLING = {
+    "torch.ops.aten.dropout.default": "torch.ops.aten.native_dropout.default",
+    "torch.ops.aten.normal_.default": "torch.ops.aten.normal_functional.default",
+    "torch.ops.aten.uniform_.default": "torch.ops.aten.uniform.default",
+    "torch.ops.aten.bernoulli_.float": "torch.ops.aten.bernoulli.p",
+}
+
+
+def check_random(graph: torch.fx.Graph, model_name: str, supported: set[str]) -> None:
+    """Refuses the random operators mantissa-compile does not import
+    (docs/randomness.md lists those it does: their draws are made inside the
+    step from the run's --seed)."""
+    drawing = [node for node in graph.nodes if draws_random_numbers(node)
+               and _JOINT_SPELLING.get(target_name(node.target), target_name(node.target))
+               not in supported]
     if drawing:
         where = ", ".join(describe(node) for node in drawing)
         raise ExportError(
             f"model {model_name} draws random numbers in {len(drawing)} node"
-            f"{'s' if len(drawing) != 1 else ''}: {where}; random numbers come with issue 40 "
-            "- set dropout to 0 or put the model in eval mode for now (in Hugging Face and "
-            "diffusers configs: the *dropout* and *dropout_prob* entries, class_dropout_prob)")
+            f"{'s' if len(drawing) != 1 else ''} of an operator Mantissa does not import: "
+            f"{where}; the random operators it imports are randn, rand, randint, normal, "
+            "uniform, bernoulli and dropout (docs/randomness.md) - for the others set the "
+            "probability to 0 or put the model in eval mode (in Hugging Face and diffusers "
+            "configs: the *dropout* and *dropout_prob* entries, class_dropout_prob)")
 
 
 @dataclass

@@ -214,7 +214,7 @@ def _forward_backward(forward: "torch.export.ExportedProgram"):
 
 def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
                    supported: set[str]):
-    """torch.export, then the joint program; refuses random numbers and
+    """torch.export, then the joint program; refuses random operators and
     operators mantissa-compile does not import, naming node and module.
     Returns the joint program, its operator counts, the tied names (alias
     -> the name the graph reads) and how many nodes have a module path."""
@@ -223,7 +223,7 @@ def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
     except Exception as error:
         raise ExportError(f"model {model_name}: torch.export could not trace it: "
                           f"{_first_line(error)}") from error
-    check_random(forward.graph, model_name)
+    check_random(forward.graph, model_name, supported)
     tied = _untrain_unread_aliases(forward, module)
     fold_constants(forward)
     # Module paths come from the forward program with torch's decompositions
@@ -247,7 +247,7 @@ def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
         module_paths["with_module"] = restore_module_stacks(joint, decomposed)
     else:
         module_paths["not_restored"] = f"run_decompositions failed: {decomposition_error}"
-    check_random(joint.graph, model_name)
+    check_random(joint.graph, model_name, supported)
     checked = check_operators(joint.graph, supported)
     if checked.unsupported:
         sites = OperatorSites.of(joint.graph, modules)

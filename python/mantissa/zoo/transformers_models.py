@@ -77,7 +77,7 @@ def llama() -> tuple[torch.nn.Module, Batch]:
     return _finish(transformers.LlamaForCausalLM(config)), _lm_batch(gen)
 
 
-def gpt2() -> tuple[torch.nn.Module, Batch]:
+def gpt2(dropout: float = 0.0) -> tuple[torch.nn.Module, Batch]:
     """GPT2LMHeadModel: learned positions, LayerNorm, Conv1D projections, tanh-GELU, tied LM head."""
     gen = _seeded()
     config = transformers.GPT2Config(
@@ -86,9 +86,9 @@ def gpt2() -> tuple[torch.nn.Module, Batch]:
         n_embd=128,
         n_layer=2,
         n_head=4,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
         bos_token_id=0,
         eos_token_id=0,
         use_cache=False,
@@ -99,6 +99,14 @@ def gpt2() -> tuple[torch.nn.Module, Batch]:
         attn_implementation="eager",
     )
     return _finish(transformers.GPT2LMHeadModel(config)), _lm_batch(gen)
+
+
+def gpt2_dropout() -> tuple[torch.nn.Module, Batch]:
+    """gpt2 with dropout 0.1 on the embeddings, the attention probabilities
+    and the residual branches, drawn inside the step (docs/randomness.md);
+    evaluation runs it off. Not in MODELS: the zoo's checks compare with
+    torch's own draws, which differ."""
+    return gpt2(dropout=0.1)
 
 
 def bert() -> tuple[torch.nn.Module, Batch]:

@@ -187,6 +187,28 @@ def dropout():
     return WithDropout(), (torch.randn(3, 8, generator=_generator()),)
 
 
+class PoissonNoise(nn.Module):
+    def forward(self, h):
+        return torch.poisson(h.abs())
+
+
+class WithPoissonNoise(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.noise = PoissonNoise()
+
+    def forward(self, x):
+        h = self.fc(x)
+        return (h + self.noise(h)).pow(2).mean()
+
+
+def poisson_noise():
+    """A random operator Mantissa does not import (poisson)."""
+    torch.manual_seed(0)
+    return WithPoissonNoise(), (torch.randn(3, 8, generator=_generator()),)
+
+
 def dropout_eval():
     """The same model in eval mode draws nothing and exports."""
     model, batch = dropout()

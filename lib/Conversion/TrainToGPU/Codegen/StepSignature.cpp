@@ -9,6 +9,7 @@
 #include "mantissa/Conversion/StepSignature.h"
 #include "mantissa/Conversion/TrainToGPU/Buffers/BufferAccesses.h"
 #include "mantissa/Conversion/TrainToGPU/Buffers/GemmMatching.h"
+#include "mantissa/Dialect/Train/IR/RandomDraws.h"
 
 #include <algorithm>
 
@@ -48,8 +49,17 @@ StepTensor mlir::mantissa::getStepArgumentTensor(train::StepOp step,
   case train::TensorKind::user_input:
     role = Role::UserInput;
     break;
+  case train::TensorKind::random:
+    role = Role::Random;
+    break;
   }
-  return makeStepTensor(step.getArgumentTypes()[index], info.getFqn(), role);
+  StepTensor tensor =
+      makeStepTensor(step.getArgumentTypes()[index], info.getFqn(), role);
+  // The step verified the draw.
+  std::string error;
+  if (role == Role::Random)
+    tensor.random = train::getRandomDraw(step, index, error);
+  return tensor;
 }
 
 StepTensor mlir::mantissa::getStepResultTensor(train::StepOp step,

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
+#include "mantissa/Dialect/Train/IR/RandomDraws.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionImplementation.h"
@@ -70,7 +71,7 @@ BlockArgument StepOp::lookupArgument(StringRef fqn) {
   for (unsigned index = 0, e = getNumArguments(); index < e; ++index) {
     TensorInfoAttr info = getTensorInfo(index);
     if (info && info.getKind() != TensorKind::user_input &&
-        info.getFqn().getValue() == fqn)
+        info.getKind() != TensorKind::random && info.getFqn().getValue() == fqn)
       return getArgument(index);
   }
   return {};
@@ -97,8 +98,17 @@ LogicalResult StepOp::verify() {
                            << formatShape(tensorType.getShape())
                            << " but its metadata says "
                            << formatShape(info.getShape().asArrayRef());
-    auto &seen =
-        info.getKind() == TensorKind::user_input ? userInputByName : stateByFqn;
+    // Random draws are named after their torch node, in the namespace of
+    // the user inputs (torch's node names are unique across both).
+    bool isInput = info.getKind() == TensorKind::user_input ||
+                   info.getKind() == TensorKind::random;
+    if (info.getKind() == TensorKind::random) {
+      std::string problem;
+      if (!getRandomDraw(*this, index, problem))
+        return emitOpError() << "random argument #" << index << " ('" << fqn
+                             << "'): " << problem;
+    }
+    auto &seen = isInput ? userInputByName : stateByFqn;
     auto [it, inserted] = seen.try_emplace(fqn, index);
     if (!inserted)
       return emitOpError() << "tensor '" << fqn

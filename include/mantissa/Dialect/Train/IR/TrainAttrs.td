@@ -32,12 +32,16 @@ def Train_DTypeAttr : EnumAttr<Train_Dialect, Train_DType, "dtype"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
-/// What a step argument is, as torch.export's signature says.
+/// What a step argument is, as torch.export's signature says; `random` is
+/// a random operator's draw, which the runtime fills before each micro-batch
+/// (its `train.random` argument attribute says what it draws,
+/// RandomDraws.h, docs/randomness.md).
 def Train_TensorKind : I32EnumAttr<"TensorKind", "role of a step input", [
     I32EnumAttrCase<"parameter", 0>,
     I32EnumAttrCase<"buffer", 1>,
     I32EnumAttrCase<"constant", 2>,
-    I32EnumAttrCase<"user_input", 3>]> {
+    I32EnumAttrCase<"user_input", 3>,
+    I32EnumAttrCase<"random", 4>]> {
   let cppNamespace = "::mlir::mantissa::train";
   let genSpecializedAttr = 0;
 }
