@@ -41,6 +41,22 @@ class Batch:
             raise ExportError(f"model {model_name}: the batch is empty")
         for label, key, value in labelled:
             _check_tensor(model_name, label, key, value)
+        self._unalias()
+
+    def _unalias(self) -> None:
+        """Entries that are one tensor (HF's `labels=input_ids`) become
+        copies: torch.export traces aliased inputs as one, and the step
+        would read `input_ids` where the user's data gives `labels`."""
+        seen: set[int] = set()
+
+        def distinct(value: torch.Tensor) -> torch.Tensor:
+            storage = value.untyped_storage().data_ptr()
+            if storage in seen and value.numel():
+                return value.clone()
+            seen.add(storage)
+            return value
+        self.args = tuple(distinct(value) for value in self.args)
+        self.kwargs = {key: distinct(value) for key, value in self.kwargs.items()}
 
     def call(self, module: torch.nn.Module) -> Any:
         return module(*self.args, **self.kwargs)
