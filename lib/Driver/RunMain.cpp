@@ -528,6 +528,7 @@ int mlir::mantissa::runMain(int argc, char **argv,
   if (failed(evaluator))
     return 1;
 
+  trainer.schedule.microBatch = program->batch.size;
   if (trainer.schedule.steps > 0)
     return runTraining(**module, step, *program, std::move(*arguments), flags,
                        trainer, **evaluator, *communicator);
