@@ -105,8 +105,15 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         if not eager.gradients:
             raise ExportError(f"model {model_name}: no parameter receives a gradient from the loss")
 
-        joint, operators, tied, module_paths, dynamic = _joint_program(
-            module, checked_batch, model_name, supported)
+        try:
+            joint, operators, tied, module_paths, dynamic = _joint_program(
+                module, checked_batch, model_name, supported, dynamic=True)
+        except ExportError as error:
+            # torch traced the dynamic batch but a later step (the joint
+            # program, a decomposition) could not keep it: the static export.
+            joint, operators, tied, module_paths, dynamic = _joint_program(
+                module, checked_batch, model_name, supported, dynamic=False)
+            dynamic["static_reason"] = str(error)
         signature = joint.graph_signature
         user_inputs = [spec.arg.name for spec in signature.input_specs
                        if spec.kind == InputKind.USER_INPUT]
@@ -219,12 +226,12 @@ def _forward_backward(forward: "torch.export.ExportedProgram"):
 
 
 def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
-                   supported: set[str]):
+                   supported: set[str], dynamic: bool):
     """torch.export, then the joint program; refuses random numbers and
     operators mantissa-compile does not import, naming node and module.
     Returns the joint program, its operator counts, the tied names (alias
     -> the name the graph reads) and how many nodes have a module path."""
-    forward, dynamic = _export_forward(module, batch, model_name)
+    forward, dynamic = _export_forward(module, batch, model_name, dynamic)
     check_random(forward.graph, model_name)
     tied = _untrain_unread_aliases(forward, module)
     fold_constants(forward)
@@ -271,26 +278,27 @@ def _batch_dynamic_shapes(module: torch.nn.Module, batch: Batch):
     size = torch.export.Dim("batch", min=1)
     spec = {key: ({dim: size} if dim is not None else None) for key, dim in dims.items()}
     bound = inspect.signature(module.forward).bind(*batch.args, **batch.kwargs)
-    shapes = {}
+    shapes, position = {}, 0
     for name, value in bound.arguments.items():
         kind = bound.signature.parameters[name].kind
         if kind is inspect.Parameter.VAR_POSITIONAL:
-            first = list(bound.args).index(value[0]) if value else 0
-            shapes[name] = tuple(spec[str(first + i)] for i in range(len(value)))
+            shapes[name] = tuple(spec[str(position + i)] for i in range(len(value)))
+            position += len(value)
         elif kind is inspect.Parameter.VAR_KEYWORD:
             shapes[name] = {key: spec[key] for key in value}
         elif name in batch.kwargs:
             shapes[name] = spec[name]
         else:
-            shapes[name] = spec[str(list(bound.signature.parameters).index(name))]
+            shapes[name] = spec[str(position)]
+            position += 1
     return shapes
 
 
-def _export_forward(module: torch.nn.Module, batch: Batch, model_name: str):
+def _export_forward(module: torch.nn.Module, batch: Batch, model_name: str, dynamic: bool):
     """torch.export with a dynamic batch dimension, or the static export
     where torch refuses it (a model that specialises on the batch size).
     Returns the program and mantissa.json's "dynamic_batch" record."""
-    shapes = _batch_dynamic_shapes(module, batch)
+    shapes = _batch_dynamic_shapes(module, batch) if dynamic else None
     if shapes is not None:
         try:
             forward = torch.export.export(module, batch.args, batch.kwargs, strict=False,
@@ -299,7 +307,7 @@ def _export_forward(module: torch.nn.Module, batch: Batch, model_name: str):
         except Exception as error:
             reason = _first_line(error)
     else:
-        reason = "no input has a batch dimension"
+        reason = "no input has a batch dimension" if dynamic else "static export asked for"
     try:
         forward = torch.export.export(module, batch.args, batch.kwargs, strict=False)
     except Exception as error:
