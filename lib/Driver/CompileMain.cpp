@@ -16,6 +16,7 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
+#include "mantissa/Driver/MicroBatchFlag.h"
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/WeightsFile.h"
@@ -209,6 +210,7 @@ struct CompileFlags {
 
   GpuHostKernelsFlag gpuHostKernels;
   PrecisionFlags precision{precisionCategory, PrecisionFlagsHelp::Detailed};
+  MicroBatchFlag microBatch{category};
   cl::opt<double> learningRate{
       "lr", cl::desc("Learning rate the stall lint assumes (default 1e-3)"),
       cl::init(1e-3), cl::cat(precisionCategory)};
@@ -426,7 +428,12 @@ int mlir::mantissa::compileMain(int argc, char **argv,
   if (request->emit == EmitKind::Artifact)
     if (llvm::Error error = checkArtifactTarget(flags.outputPath))
       return reportError(llvm::toString(std::move(error)));
-  llvm::Expected<pt2::Program> program = pt2::readPt2Archive(flags.inputPath);
+  llvm::Expected<pt2::ReadOptions> readOptions =
+      flags.microBatch.getReadOptions();
+  if (!readOptions)
+    return reportError(llvm::toString(readOptions.takeError()));
+  llvm::Expected<pt2::Program> program =
+      pt2::readPt2Archive(flags.inputPath, *readOptions);
   if (!program)
     return reportError(llvm::toString(program.takeError()));
 

@@ -24,6 +24,7 @@
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/CpuStepWriter.h"
 #include "mantissa/Driver/GpuStepWriter.h"
+#include "mantissa/Driver/MicroBatchFlag.h"
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/PrecisionFlags.h"
 #include "mantissa/Driver/StepEvaluator.h"
@@ -203,6 +204,7 @@ struct RunFlags {
   GpuHostKernelsFlag gpuHostKernels;
   cl::OptionCategory trainCategory{"training options"};
   PrecisionFlags precision{trainCategory, PrecisionFlagsHelp::Brief};
+  MicroBatchFlag microBatch{trainCategory};
 };
 } // namespace
 
@@ -564,7 +566,12 @@ int mlir::mantissa::runMain(int argc, char **argv,
       failed(validateOptions(flags, trainer)))
     return 1;
 
-  llvm::Expected<pt2::Program> program = pt2::readPt2Archive(flags.modelPath);
+  llvm::Expected<pt2::ReadOptions> readOptions =
+      flags.microBatch.getReadOptions();
+  if (!readOptions)
+    return reportError(llvm::toString(readOptions.takeError()));
+  llvm::Expected<pt2::Program> program =
+      pt2::readPt2Archive(flags.modelPath, *readOptions);
   if (!program)
     return reportError(llvm::toString(program.takeError()));
   MLIRContext context;
@@ -603,6 +610,7 @@ int mlir::mantissa::runMain(int argc, char **argv,
   if (failed(evaluator))
     return 1;
 
+  trainer.schedule.microBatch = program->batch.size;
   if (trainer.schedule.steps > 0)
     return runTraining(**module, step, *program, std::move(*arguments), flags,
                        trainer, std::move(*batches), **evaluator,

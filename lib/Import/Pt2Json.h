@@ -19,6 +19,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -150,6 +151,11 @@ public:
 
   llvm::StringRef getDisplayName() const { return displayName; }
   const ReadOptions &getOptions() const { return options; }
+
+  /// The shape symbols' values (the batch symbol bound to the micro-batch,
+  /// Pt2Specialization.cpp), with which symbolic sizes are evaluated; empty
+  /// for a static program, whose symbolic sizes are errors.
+  std::map<std::string, int64_t> symbols;
 
 private:
   std::string displayName;

@@ -17,6 +17,7 @@
 #include "Pt2ArchiveLayout.h"
 #include "Pt2Json.h"
 
+#include "mantissa/Import/SymbolicExpression.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -164,8 +165,20 @@ static bool readStaticSymInt(JsonReader &reader, const json::Value &value,
       if (const json::Value *exprText = expr->get("expr_str"))
         if (std::optional<StringRef> text = exprText->getAsString())
           expression = text->str();
-    return reader.failPlain(what + " (" + expression +
-                            "); only static shapes are supported");
+    if (reader.symbols.empty())
+      return reader.failPlain(what + " (" + expression +
+                              ") but the program declares no batch symbol; "
+                              "only a dynamic batch dimension is supported");
+    // A dynamic batch: the size at the bound micro-batch.
+    llvm::Expected<SymbolicNumber> number =
+        evaluateSymbolicExpression(expression, reader.symbols);
+    if (!number)
+      return reader.failPlain(what + ": " + toString(number.takeError()));
+    if (number->isFloat)
+      return reader.failPlain(what + " (" + expression +
+                              ") that is not an integer");
+    out = number->integer;
+    return true;
   }
   return reader.fail(path, "unknown SymInt member '" + member + "'");
 }
@@ -305,7 +318,8 @@ public:
       : reader(displayName, kModelJsonEntry, options) {}
 
   llvm::Error parse(StringRef text, Program &program) {
-    if (!parseProgram(text, program) || !checkProgram(program))
+    if (!parseProgram(text, program) || !checkProgram(program) ||
+        !specializeProgram(reader, program))
       return reader.takeError();
     return llvm::Error::success();
   }
@@ -1003,6 +1017,10 @@ private:
     JsonPath modulePath = root.field("graph_module");
     const json::Object *module = reader.getObject(*moduleValue, modulePath);
     if (!module)
+      return false;
+    // The batch symbol is bound before the graph is read, whose sizes are
+    // evaluated as they are read.
+    if (!bindBatchSymbol(reader, *top, *module, program.batch))
       return false;
     const json::Value *graphValue =
         reader.getField(*module, "graph", modulePath);

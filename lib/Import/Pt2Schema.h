@@ -25,6 +25,21 @@ bool readTensorMeta(JsonReader &reader, const llvm::json::Value &value,
                     const JsonPath &path, const llvm::Twine &label,
                     TensorMeta &meta);
 
+/// Reads the program's range_constraints (`top`) and binds its batch symbol
+/// in `reader.symbols` to the micro-batch (ReadOptions::microBatch, else
+/// the size the program was exported with, found among the user inputs'
+/// sizes in `module`). Refuses a program with other shape symbols and a
+/// micro-batch outside the symbol's range. Pt2Specialization.cpp.
+bool bindBatchSymbol(JsonReader &reader, const llvm::json::Object &top,
+                     const llvm::json::Object &module, BatchBinding &batch);
+
+/// After the graph is read with the symbol bound: evaluates the graph's
+/// symbolic values, replaces every argument naming one by its value,
+/// checks the graph's assertions and drops the nodes that only compute
+/// sizes (getSymbolicShapeOperators()). For a static program, refuses a
+/// ReadOptions::microBatch other than the exported batch.
+bool specializeProgram(JsonReader &reader, Program &program);
+
 } // namespace mlir::mantissa::pt2::detail
 
 #endif // MANTISSA_LIB_IMPORT_PT2SCHEMA_H

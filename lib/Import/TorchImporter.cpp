@@ -413,6 +413,9 @@ std::vector<std::string> mlir::mantissa::getSupportedOperators() {
   std::vector<std::string> names;
   for (const auto &entry : StepImporter::handlers())
     names.push_back(entry.getKey().str());
+  // Evaluated by the reader at the bound micro-batch (Pt2Specialization).
+  for (StringRef name : pt2::getSymbolicShapeOperators())
+    names.push_back(name.str());
   llvm::sort(names);
   return names;
 }

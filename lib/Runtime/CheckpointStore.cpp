@@ -1179,14 +1179,38 @@ bool CheckpointStore::load(const std::string &given,
   for (Staged &entry : staged)
     std::memcpy(entry.target, entry.bytes.data(), entry.bytes.size());
   counters = loaded;
+  // The data position counts micro-batches of B samples: resumed at another
+  // B (mantissa-run --micro-batch), the same samples are as many of the new
+  // size, or the resume is refused.
+  const json &savedParameters = trainer.contains("hyperparameters")
+                                    ? trainer["hyperparameters"]
+                                    : json::object();
+  std::optional<int64_t> savedBatch =
+      integerField(savedParameters, "micro_batch", 0);
+  std::optional<int64_t> batch =
+      integerField(hyperparameters, "micro_batch", 0);
+  if (savedBatch && batch && *savedBatch > 0 && *batch > 0 &&
+      *savedBatch != *batch) {
+    int64_t samples = 0;
+    if (__builtin_mul_overflow(counters.microBatchesDone, *savedBatch,
+                               &samples) ||
+        samples % *batch != 0)
+      return fail(indexPath + ": the checkpoint has trained on " +
+                  std::to_string(counters.microBatchesDone) +
+                  " micro-batches of " + std::to_string(*savedBatch) +
+                  " samples, not a whole number of micro-batches of " +
+                  std::to_string(*batch) + " (--micro-batch)");
+    counters.microBatchesDone = samples / *batch;
+  }
   if (rank == 0 && trainer.contains("hyperparameters") &&
       trainer["hyperparameters"].is_object()) {
     const json &now = hyperparameters;
-    for (auto &[key, saved] : trainer["hyperparameters"].items())
+    for (auto &[key, saved] : trainer["hyperparameters"].items()) {
       if (now.contains(key) && now[key] != saved)
         warnings.push_back("resuming with " + key + " " + now[key].dump() +
                            " (the checkpoint was trained with " + saved.dump() +
                            ")");
+    }
   }
   return true;
 }

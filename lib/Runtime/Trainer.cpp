@@ -341,6 +341,13 @@ bool Trainer::openMetrics() {
   if (source)
     tokensPerStep =
         source->tokensPerMicroBatch() * schedule.microBatchesPerStep();
+  if (source && rank == 0 && options.schedule.microBatch > 0)
+    std::printf("batch: micro-batch %lld x grad-accum %lld x world %d = "
+                "global batch %lld\n",
+                (long long)options.schedule.microBatch,
+                (long long)options.schedule.gradAccum, world,
+                (long long)(options.schedule.microBatch *
+                            schedule.microBatchesPerStep()));
   evaluating =
       options.eval.every > 0 && source && source->validationMicroBatches() > 0;
   return true;
@@ -574,6 +581,12 @@ json Trainer::hyperparametersJson() const {
       {"shuffle",
        options.data.shuffleSeed ? json(*options.data.shuffleSeed) : json()},
       {"seed", options.random.seed}};
+  // A resume says when the global batch changes (CheckpointStore).
+  if (options.schedule.microBatch > 0) {
+    hyperparameters["micro_batch"] = options.schedule.microBatch;
+    hyperparameters["global_batch"] =
+        options.schedule.microBatch * schedule.microBatchesPerStep();
+  }
   // The total only shapes a decaying schedule.
   if (optimizer.lrScheduleKind != LrScheduleKind::Constant)
     hyperparameters["steps"] = options.schedule.steps;

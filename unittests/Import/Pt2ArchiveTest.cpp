@@ -744,8 +744,87 @@ TEST(Pt2ArchiveTest, RejectsSymbolicSizes) {
         json::Object{{"as_expr", json::Object{{"expr_str", "s0"}}}};
   });
   std::string path = copy.finish();
-  EXPECT_EQ(getReadError(path), path + ": tensor 'x' has a symbolic size (s0); "
-                                       "only static shapes are supported");
+  EXPECT_EQ(getReadError(path),
+            path + ": tensor 'x' has a symbolic size (s0) but the program "
+                   "declares no batch symbol; only a dynamic batch dimension "
+                   "is supported");
+}
+
+/// mlp.pt2 with x's batch dimension made the symbol s0 (exported at 4)
+/// and `constraints` as its range_constraints.
+static std::string makeDynamicMlp(ArchiveCopy &copy, json::Object constraints,
+                                  llvm::StringRef expression = "s0") {
+  std::string text = expression.str();
+  copy.editJsonEntry(kModelJson, [&](json::Object &model) {
+    json::Object &x = getObjectAt(getGraph(model), {"tensor_values", "x"});
+    (*x.getArray("sizes"))[0] = json::Object{
+        {"as_expr", json::Object{{"expr_str", text},
+                                 {"hint", json::Object{{"as_int", 4}}}}}};
+    model["range_constraints"] = std::move(constraints);
+  });
+  return copy.finish();
+}
+
+static json::Object batchRange(llvm::StringRef name, int64_t low,
+                               std::optional<int64_t> high) {
+  json::Object range{{"min_val", low}};
+  range["max_val"] = high ? json::Value(*high) : json::Value(nullptr);
+  return json::Object{{name, std::move(range)}};
+}
+
+TEST(Pt2ArchiveTest, BindsTheBatchSymbol) {
+  ArchiveCopy copy("mlp.pt2");
+  std::string path =
+      makeDynamicMlp(copy, batchRange("s0", 1, std::nullopt),
+                     "Symbol('s0', positive=True, integer=True)");
+  // Without a micro-batch, the exported one.
+  llvm::Expected<Program> exported = readPt2Archive(path);
+  ASSERT_TRUE(bool(exported)) << llvm::toString(exported.takeError());
+  EXPECT_EQ(exported->batch.symbol, "s0");
+  EXPECT_EQ(exported->batch.size, 4);
+  EXPECT_EQ(exported->graph.findTensor("x")->sizes[0], 4);
+  ReadOptions options;
+  options.microBatch = 6;
+  llvm::Expected<Program> six = readPt2Archive(path, options);
+  ASSERT_TRUE(bool(six)) << llvm::toString(six.takeError());
+  EXPECT_EQ(six->batch.size, 6);
+  EXPECT_EQ(six->batch.exportedSize, 4);
+  EXPECT_EQ(six->graph.findTensor("x")->sizes[0], 6);
+}
+
+TEST(Pt2ArchiveTest, RejectsMicroBatchOutsideTheRange) {
+  ArchiveCopy copy("mlp.pt2");
+  std::string path = makeDynamicMlp(copy, batchRange("s0", 2, 8));
+  ReadOptions options;
+  options.microBatch = 9;
+  llvm::Expected<Program> program = readPt2Archive(path, options);
+  ASSERT_FALSE(bool(program));
+  EXPECT_EQ(llvm::toString(program.takeError()),
+            path + ": --micro-batch 9 is outside the range [2, 8] the "
+                   "graph's batch size (s0) was exported for");
+}
+
+TEST(Pt2ArchiveTest, RejectsSymbolsOtherThanTheBatch) {
+  ArchiveCopy copy("mlp.pt2");
+  json::Object constraints = batchRange("s0", 1, std::nullopt);
+  constraints["s1"] = json::Object{{"min_val", 1}, {"max_val", nullptr}};
+  std::string path = makeDynamicMlp(copy, std::move(constraints));
+  EXPECT_EQ(getReadError(path),
+            path + ": the program has 2 shape symbols (s0, s1); Mantissa "
+                   "binds one, the batch size: export with one shared batch "
+                   "Dim (mantissa.export does)");
+}
+
+TEST(Pt2ArchiveTest, RejectsAnotherMicroBatchForAStaticProgram) {
+  ReadOptions options;
+  options.microBatch = 6;
+  std::string path = getCorpusPath("mlp.pt2");
+  llvm::Expected<Program> program = readPt2Archive(path, options);
+  ASSERT_FALSE(bool(program));
+  EXPECT_NE(llvm::toString(program.takeError())
+                .find("--micro-batch 6: the graph was exported for "
+                      "micro-batch 4 only; re-export it with a dynamic batch"),
+            std::string::npos);
 }
 
 TEST(Pt2ArchiveTest, RejectsParameterWithoutStoredData) {

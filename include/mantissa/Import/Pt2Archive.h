@@ -445,6 +445,25 @@ struct StoredTensor {
   bool isTiedTo(const StoredTensor &other) const;
 };
 
+/// The batch size a program was specialised for. torch.export names a
+/// dynamic batch dimension with one shape symbol ("s17", listed in the
+/// program's range_constraints); the reader binds it and evaluates every
+/// size, stride and symbolic scalar, so the Program it returns is static.
+struct BatchBinding {
+  /// The batch symbol; empty for a program exported with a static batch.
+  std::string symbol;
+  /// The micro-batch the program's sizes now hold.
+  int64_t size = 0;
+  /// The size of the batch it was exported with (torch's example, the
+  /// symbol's hint); equal to `size` for a static program.
+  int64_t exportedSize = 0;
+  /// The range torch.export allows the symbol; no `maxSize` when unbounded.
+  int64_t minSize = 0;
+  std::optional<int64_t> maxSize;
+
+  bool isDynamic() const { return !symbol.empty(); }
+};
+
 /// An exported program as read from a .pt2 archive.
 struct Program {
   int64_t schemaMajorVersion = 0;
@@ -454,6 +473,9 @@ struct Program {
   std::map<std::string, int64_t> opsetVersions;
   Graph graph;
   GraphSignature signature;
+  /// The micro-batch the program holds; size 0 when no user input has a
+  /// batch dimension.
+  BatchBinding batch;
   /// From data/weights/, sorted by FQN.
   std::vector<StoredTensor> weights;
   /// From data/constants/, sorted by FQN.
@@ -487,6 +509,10 @@ struct ReadOptions {
   unsigned maxJsonDepth = 512;
   /// Deepest nesting of subgraphs (as_graph arguments of higher-order ops).
   unsigned maxSubgraphDepth = 16;
+  /// The micro-batch to specialise a program with a dynamic batch for
+  /// (--micro-batch); unset, the size it was exported with. A static
+  /// program given another size is refused.
+  std::optional<int64_t> microBatch;
 };
 
 /// Reads the .pt2 archive at `path`. Errors are single-line StringErrors that
@@ -506,6 +532,12 @@ readPt2ArchiveFromBuffer(llvm::StringRef bytes, llvm::StringRef displayName,
 llvm::Expected<Program> parseModelJson(llvm::StringRef json,
                                        llvm::StringRef displayName,
                                        const ReadOptions &options = {});
+
+/// The operators that compute only sizes and check them (sym_size, the
+/// Python operators on SymInts, torch.sym_float, _assert_scalar, ...): the
+/// reader evaluates them at the bound micro-batch and removes them from
+/// the graph, so mantissa-compile --list-ops lists them too.
+llvm::ArrayRef<llvm::StringRef> getSymbolicShapeOperators();
 
 /// Prints a human-readable summary (signature, stored tensors, node counts
 /// per operator) for debug dumps.

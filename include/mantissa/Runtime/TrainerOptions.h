@@ -84,6 +84,9 @@ struct ScheduleOptions {
   int64_t steps = 1;
   /// `--grad-accum K`: micro-batches per rank and step (data only).
   int64_t gradAccum = 1;
+  /// The samples of one micro-batch, B (`mantissa-run --micro-batch`, the
+  /// step's batch size); 0 where unknown (a run on --grads).
+  int64_t microBatch = 0;
 };
 
 /// AdamW's hyperparameters, the learning-rate schedule and what the trainer

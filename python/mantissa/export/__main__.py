@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{nodes} nodes of {len(result.operators)} operators, loss {result.loss:.6g}")
     print("user inputs: " + ", ".join(
         f"{name} (batch dim {dim})" for name, dim in result.batch_dims.items()))
+    if result.dynamic_batch.get("dynamic_batch"):
+        print("batch: dynamic (mantissa-run --micro-batch B compiles the step for B)")
+    else:
+        print(f"batch: static, {result.dynamic_batch.get('static_reason')} "
+              "(the step takes this batch size only)")
     for fqn, why in result.non_trainable.items():
         print(f"non-trainable: {fqn} ({why})")
     for path in result.files:

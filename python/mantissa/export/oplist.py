@@ -54,7 +54,11 @@ def target_name(target) -> str:
     """The operator as torch.export's serializer and mantissa-compile spell it."""
     if isinstance(target, torch._ops.OpOverload):
         return f"torch.ops.{target}"
-    return getattr(target, "__name__", str(target))
+    # Python functions on sizes (operator.mul, torch.sym_float), as the
+    # serializer writes them: "_operator.mul", "torch.sym_float".
+    name = getattr(target, "__name__", None)
+    module = getattr(target, "__module__", None)
+    return f"{module}.{name}" if name and module else str(target)
 
 
 def module_path(node: torch.fx.Node) -> str | None:

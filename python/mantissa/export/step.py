@@ -6,6 +6,7 @@ torch.export's modules do not exist in older torch.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import warnings
@@ -47,6 +48,9 @@ class ExportResult:
     module_paths: dict[str, Any] = field(default_factory=dict)
     parameter_count: int = 0
     loss: float | None = None
+    #: mantissa.json's record: {"dynamic_batch": True}, or False and the
+    #: "static_reason" torch refused a dynamic batch for.
+    dynamic_batch: dict[str, Any] = field(default_factory=dict)
 
 
 def _first_line(error: BaseException) -> str:
@@ -101,7 +105,15 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         if not eager.gradients:
             raise ExportError(f"model {model_name}: no parameter receives a gradient from the loss")
 
-        joint, operators, tied, module_paths = _joint_program(module, checked_batch, model_name, supported)
+        try:
+            joint, operators, tied, module_paths, dynamic = _joint_program(
+                module, checked_batch, model_name, supported, dynamic=True)
+        except ExportError as error:
+            # torch traced the dynamic batch but a later step (the joint
+            # program, a decomposition) could not keep it: the static export.
+            joint, operators, tied, module_paths, dynamic = _joint_program(
+                module, checked_batch, model_name, supported, dynamic=False)
+            dynamic["static_reason"] = str(error)
         signature = joint.graph_signature
         user_inputs = [spec.arg.name for spec in signature.input_specs
                        if spec.kind == InputKind.USER_INPUT]
@@ -142,6 +154,7 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         "non_trainable": non_trainable,
         "tied": tied,
         "module_paths": module_paths,
+        **dynamic,
     }
     replaces = [name + suffix for suffix in _REFERENCE_SUFFIXES]
     with Staging(out_dir, name, replaces) as staging:
@@ -166,7 +179,7 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         files = staging.commit()
     return ExportResult(files=files, user_inputs=user_inputs, batch_dims=dims,
                         operators=operators, non_trainable=non_trainable, tied=tied,
-                        module_paths=module_paths,
+                        module_paths=module_paths, dynamic_batch=dynamic,
                         parameter_count=sum(p.numel() for p in model.parameters()),
                         loss=float(eager.loss))
 
@@ -213,16 +226,12 @@ def _forward_backward(forward: "torch.export.ExportedProgram"):
 
 
 def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
-                   supported: set[str]):
+                   supported: set[str], dynamic: bool):
     """torch.export, then the joint program; refuses random operators and
     operators mantissa-compile does not import, naming node and module.
     Returns the joint program, its operator counts, the tied names (alias
     -> the name the graph reads) and how many nodes have a module path."""
-    try:
-        forward = torch.export.export(module, batch.args, batch.kwargs, strict=False)
-    except Exception as error:
-        raise ExportError(f"model {model_name}: torch.export could not trace it: "
-                          f"{_first_line(error)}") from error
+    forward, dynamic = _export_forward(module, batch, model_name, dynamic)
     check_random(forward.graph, model_name, supported)
     tied = _untrain_unread_aliases(forward, module)
     fold_constants(forward)
@@ -252,7 +261,59 @@ def _joint_program(module: torch.nn.Module, batch: Batch, model_name: str,
     if checked.unsupported:
         sites = OperatorSites.of(joint.graph, modules)
         raise ExportError(unsupported_message(model_name, checked.unsupported, sites))
-    return joint, checked.counts, tied, module_paths
+    return joint, checked.counts, tied, module_paths, dynamic
+
+
+def _batch_dynamic_shapes(module: torch.nn.Module, batch: Batch):
+    """torch.export's dynamic_shapes for `batch`: one shared Dim on the
+    batch dimension of every batched tensor (batch.batch_dims decides which),
+    so the program has one symbol, the micro-batch, that mantissa-compile
+    binds (--micro-batch). Keyed by the forward's parameter names, as
+    torch.export matches them. None where no tensor has a batch dimension."""
+    tensors = batch.tensors()
+    keys = [str(i) for i in range(len(batch.args))] + list(batch.kwargs)
+    dims = batch_dims(keys, tensors)
+    if all(dim is None for dim in dims.values()):
+        return None
+    size = torch.export.Dim("batch", min=1)
+    spec = {key: ({dim: size} if dim is not None else None) for key, dim in dims.items()}
+    bound = inspect.signature(module.forward).bind(*batch.args, **batch.kwargs)
+    shapes, position = {}, 0
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            shapes[name] = tuple(spec[str(position + i)] for i in range(len(value)))
+            position += len(value)
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            shapes[name] = {key: spec[key] for key in value}
+        elif name in batch.kwargs:
+            shapes[name] = spec[name]
+        else:
+            shapes[name] = spec[str(position)]
+            position += 1
+    return shapes
+
+
+def _export_forward(module: torch.nn.Module, batch: Batch, model_name: str, dynamic: bool):
+    """torch.export with a dynamic batch dimension, or the static export
+    where torch refuses it (a model that specialises on the batch size).
+    Returns the program and mantissa.json's "dynamic_batch" record."""
+    shapes = _batch_dynamic_shapes(module, batch) if dynamic else None
+    if shapes is not None:
+        try:
+            forward = torch.export.export(module, batch.args, batch.kwargs, strict=False,
+                                          dynamic_shapes=shapes)
+            return forward, {"dynamic_batch": True}
+        except Exception as error:
+            reason = _first_line(error)
+    else:
+        reason = "no input has a batch dimension" if dynamic else "static export asked for"
+    try:
+        forward = torch.export.export(module, batch.args, batch.kwargs, strict=False)
+    except Exception as error:
+        raise ExportError(f"model {model_name}: torch.export could not trace it: "
+                          f"{_first_line(error)}") from error
+    return forward, {"dynamic_batch": False, "static_reason": reason}
 
 
 def _untrain_unread_aliases(forward, module: torch.nn.Module) -> dict[str, str]:

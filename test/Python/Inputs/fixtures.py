@@ -305,3 +305,46 @@ def sinusoid():
     t = torch.tensor([999.0, 731.0, 250.0, 17.0])
     positions = torch.tensor([10.0, 7.0, 3.0, 1.0])
     return SinusoidEmbedding(), (t, positions, torch.randn(4, 16, generator=g))
+
+
+class FixedBatch(nn.Module):
+    """Reshapes with the batch size written in: torch.export cannot keep the
+    batch dynamic, so the exporter falls back to the static batch of 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fc(x).reshape(4, 2, 4).pow(2).mean()
+
+
+def fixed_batch():
+    torch.manual_seed(0)
+    return FixedBatch(), (torch.randn(4, 8, generator=_generator()),)
+
+
+class TokenLM(nn.Module):
+    """A language model on token data's two inputs (tokens, targets):
+    embedding, causal self-attention, LayerNorm, a head and the cross
+    entropy over every position; `view(-1, ...)` makes its sizes B * T."""
+
+    def __init__(self, vocab=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, 16)
+        self.attn = SelfAttention()
+        self.norm = nn.LayerNorm(16)
+        self.head = nn.Linear(16, vocab)
+
+    def forward(self, tokens, targets):
+        hidden = self.embed(tokens)
+        hidden = hidden + self.attn(hidden)
+        logits = self.head(self.norm(hidden))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def token_lm():
+    torch.manual_seed(0)
+    g = _generator()
+    tokens = torch.randint(0, 32, (4, 8), generator=g)
+    return TokenLM(), (tokens, torch.randint(0, 32, (4, 8), generator=g))
