@@ -522,14 +522,12 @@ TEST(CheckpointFuzzRegression, IndexFieldsOfTheWrongTypeAreErrors) {
                       "bytes, the index says \"many\"");
   files.expectRefused(
       CheckpointFiles::index(1, entry, R"({"optimizer_step": "1"})"),
-      "damaged checkpoint index ('trainer' 'optimizer_step' is not an "
-      "integer)");
+      "'trainer.optimizer_step' is \"1\": expected an integer");
   // A float beyond int64_t's range used to be converted to one (undefined
   // behaviour).
   files.expectRefused(
       CheckpointFiles::index(1, entry, R"({"skipped_steps": 1e300})"),
-      "damaged checkpoint index ('trainer' 'skipped_steps' is not an "
-      "integer)");
+      "'trainer.skipped_steps' is 1e+300: expected an integer");
   files.expectRefused(R"({"format": "mantissa-checkpoint", "version": 1e300})",
                       "unknown checkpoint version 1e+300");
 }
