@@ -30,12 +30,32 @@ MAX_FOLDED_ELEMENTS = 1 << 20
 FOLDED_PREFIX = "_mantissa_folded_"
 
 
+def _written(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """Nodes an in-place operator writes (`torch.empty(8).uniform_()`): not
+    constants, whatever computes them."""
+    written = set()
+    for node in graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        for index, argument in enumerate(target._schema.arguments):
+            if argument.alias_info is None or not argument.alias_info.is_write:
+                continue
+            value = node.args[index] if index < len(node.args) else node.kwargs.get(argument.name)
+            if isinstance(value, torch.fx.Node):
+                written.add(value)
+    return written
+
+
 def _foldable(node: torch.fx.Node) -> bool:
     target = node.target
     if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return False
     schema = target._schema
     if schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
+        return False
+    # Uninitialised memory: its values are whatever torch's allocator holds.
+    if target._opname.startswith(("empty", "new_empty")):
         return False
     return all(isinstance(r.type, torch.TensorType) for r in schema.returns) and len(schema.returns) == 1
 
@@ -54,12 +74,13 @@ def fold_constants(program: "torch.export.ExportedProgram") -> list[str]:
     constant_inputs = {spec.arg.name: spec.target for spec in signature.input_specs
                        if spec.kind == InputKind.CONSTANT_TENSOR}
     values: dict[torch.fx.Node, torch.Tensor] = {}
+    written = _written(graph)
     for node in graph.nodes:
         if node.op == "placeholder":
             if node.name in constant_inputs:
                 values[node] = program.constants[constant_inputs[node.name]]
             continue
-        if not _foldable(node) or not _concrete(node.meta.get("val")):
+        if node in written or not _foldable(node) or not _concrete(node.meta.get("val")):
             continue
         if any(input_node not in values for input_node in node.all_input_nodes):
             continue
