@@ -79,6 +79,16 @@ toReferenceTensor(MLIRContext &context, const rt::HostTensor &stored,
       rt::safeTensorsDTypeName(stored.dtype), wanted));
 }
 
+/// A zero tensor of `type`: the place of an argument the runtime fills before
+/// every micro-batch (token data, a random draw).
+static llvm::Expected<reference::Tensor> zeroTensor(RankedTensorType type) {
+  std::vector<uint8_t> zeros(
+      type.getNumElements() *
+      reference::Tensor::getStorageByteWidth(type.getElementType()));
+  return reference::Tensor::fromBytes(type.getElementType(), type.getShape(),
+                                      zeros);
+}
+
 /// The interpreter's arguments for `step`: model state from `weights` when
 /// it has the tensor, else from the archive; the batch from `inputs`, by the
 /// input's name or, as torch's reference files store it, as `input.<k>`.
@@ -95,11 +105,7 @@ collectArguments(MLIRContext &context, train::StepOp step,
     llvm::StringRef fqn = info.getFqn().getValue();
     // A random draw is filled before every micro-batch (RandomDraw.h).
     if (info.getKind() == TensorKind::random) {
-      std::vector<uint8_t> zeros(
-          type.getNumElements() *
-          reference::Tensor::getStorageByteWidth(type.getElementType()));
-      auto value = reference::Tensor::fromBytes(type.getElementType(),
-                                                type.getShape(), zeros);
+      auto value = zeroTensor(type);
       if (!value)
         return value.takeError();
       arguments.push_back(std::move(*value));
@@ -109,11 +115,7 @@ collectArguments(MLIRContext &context, train::StepOp step,
       std::string positional = llvm::formatv("input.{0}", userInputIndex++);
       if (!inputs) {
         // Token data (--data) fills the batch before every micro-batch.
-        std::vector<uint8_t> zeros(
-            type.getNumElements() *
-            reference::Tensor::getStorageByteWidth(type.getElementType()));
-        auto value = reference::Tensor::fromBytes(type.getElementType(),
-                                                  type.getShape(), zeros);
+        auto value = zeroTensor(type);
         if (!value)
           return value.takeError();
         arguments.push_back(std::move(*value));

@@ -212,16 +212,24 @@ private:
       reference::Tensor &slot = arguments[argument];
       std::vector<uint8_t> bytes(size_t(signature[argument].bytes));
       if (!rt::storeStepInput(batchTensors, signature[argument], bytes.data(),
-                              error))
+                              error) ||
+          !replaceBytes(slot, bytes, error))
         return false;
-      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
-          slot.getElementType(), slot.getShape(), bytes);
-      if (!value) {
-        error = llvm::toString(value.takeError());
-        return false;
-      }
-      slot = std::move(*value);
     }
+    return true;
+  }
+
+  /// Makes `slot` hold `bytes`, in its element type and shape.
+  static bool replaceBytes(reference::Tensor &slot,
+                           const std::vector<uint8_t> &bytes,
+                           std::string &error) {
+    llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
+        slot.getElementType(), slot.getShape(), bytes);
+    if (!value) {
+      error = llvm::toString(value.takeError());
+      return false;
+    }
+    slot = std::move(*value);
     return true;
   }
 
@@ -236,13 +244,8 @@ private:
       std::vector<uint8_t> bytes(size_t(argument.bytes));
       rt::storeRandomInput(argument, randomSeed, globalMicroBatch, stepNumber,
                            bytes.data());
-      llvm::Expected<reference::Tensor> value = reference::Tensor::fromBytes(
-          slot.getElementType(), slot.getShape(), bytes);
-      if (!value) {
-        error = llvm::toString(value.takeError());
+      if (!replaceBytes(slot, bytes, error))
         return false;
-      }
-      slot = std::move(*value);
     }
     return true;
   }
