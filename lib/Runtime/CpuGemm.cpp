@@ -6,6 +6,19 @@
 // fp32, avx512_core_bf16 or avx512_core_amx for bf16 operands, fp32
 // accumulation either way), cached by shape.
 //
+// bf16 operands on a CPU where oneDNN has no bf16 matmul (AVX2 machines, or
+// ONEDNN_MAX_CPU_ISA=AVX2; oneDNN 2.6 refuses the primitive there) are
+// widened: each tile copies its operands into fp32 scratch buffers of the
+// thread (exact: every bf16 value is an fp32 value) and runs oneDNN's fp32
+// matmul on them. A product of bf16 values is exact in fp32, and the sums
+// accumulate in fp32 either way, so a widened product is bit for bit the
+// fp32 library product of the widened operands (the same fp32 kernel, the
+// same tiles); like every library product it differs from the generated
+// loops by fp32 accumulation order only (MANTISSA_CPU_GEMM=loops keeps the
+// loops' order). The choice is made per product shape when the step first
+// calls it, from the running oneDNN's answer (cpuGemmPath), and a run says
+// once that it widens (describeWidenedProducts).
+//
 // Determinism: oneDNN splits the reduction across threads when a product's
 // output is small, so its sums would depend on the thread count, and the
 // trainer promises the same bits whatever the split into ranks (and so
@@ -62,7 +75,89 @@ struct Kernel {
   std::unique_ptr<dnnl::matmul> primitive;
   dnnl::memory::desc a, b, c, scratchpad;
   size_t scratchpadBytes = 0;
+  /// Whether the primitive is an fp32 one that reads the tile's bf16
+  /// operands widened, laid out as `packed` says.
+  bool widened = false;
+  Descriptor packed{};
+  CpuGemmPath path() const {
+    return !primitive ? CpuGemmPath::Loops
+           : widened  ? CpuGemmPath::Widened
+                      : CpuGemmPath::Library;
+  }
 };
+
+/// The fp32 tile that `d`'s widened operands make: each operand dense, in
+/// the orientation it has in `d` (contiguous along the same dimension, so
+/// that oneDNN picks the kernel it would for fp32 operands of that layout).
+Descriptor widenedDescriptor(const Descriptor &d) {
+  Descriptor w = d;
+  int64_t m = d[kGemmM], n = d[kGemmN], k = d[kGemmK];
+  w[kGemmTypeA] = w[kGemmTypeB] = kGemmF32;
+  bool aAlongK = d[kGemmStrideAK] == 1;
+  w[kGemmStrideABatch] = m * k;
+  w[kGemmStrideAM] = aAlongK ? k : 1;
+  w[kGemmStrideAK] = aAlongK ? 1 : m;
+  bool bAlongN = d[kGemmStrideBN] == 1;
+  w[kGemmStrideBBatch] = k * n;
+  w[kGemmStrideBK] = bAlongN ? n : 1;
+  w[kGemmStrideBN] = bAlongN ? 1 : k;
+  return w;
+}
+
+/// Copies `batch` bf16 matrices of rows x columns into `target` as fp32:
+/// element [b][r][c] from source[b * from[0] + r * from[1] + c * from[2]]
+/// to target[b * to[0] + r * to[1] + c * to[2]], walking the target's
+/// contiguous dimension innermost.
+void widenOperand(const uint16_t *source, float *target, int64_t batch,
+                  int64_t rows, int64_t columns, const int64_t from[3],
+                  const int64_t to[3]) {
+  // Inner: the dimension the target is contiguous along.
+  bool columnsInner = to[2] == 1;
+  int64_t outer = columnsInner ? rows : columns;
+  int64_t inner = columnsInner ? columns : rows;
+  int64_t fromOuter = columnsInner ? from[1] : from[2];
+  int64_t fromInner = columnsInner ? from[2] : from[1];
+  int64_t toOuter = columnsInner ? to[1] : to[2];
+  for (int64_t item = 0; item < batch; ++item)
+    for (int64_t o = 0; o < outer; ++o) {
+      const uint16_t *in = source + item * from[0] + o * fromOuter;
+      float *out = target + item * to[0] + o * toOuter;
+      if (fromInner == 1) {
+        for (int64_t i = 0; i < inner; ++i) {
+          uint32_t bits = uint32_t(in[i]) << 16;
+          std::memcpy(&out[i], &bits, sizeof(bits));
+        }
+      } else {
+        for (int64_t i = 0; i < inner; ++i) {
+          uint32_t bits = uint32_t(in[i * fromInner]) << 16;
+          std::memcpy(&out[i], &bits, sizeof(bits));
+        }
+      }
+    }
+}
+
+const char *effectiveIsaName() {
+  switch (dnnl::get_effective_cpu_isa()) {
+  case dnnl::cpu_isa::avx512_core_amx:
+    return "avx512_core_amx";
+  case dnnl::cpu_isa::avx512_core_bf16:
+    return "avx512_core_bf16";
+  case dnnl::cpu_isa::avx512_core_vnni:
+    return "avx512_core_vnni";
+  case dnnl::cpu_isa::avx512_core:
+    return "avx512_core";
+  case dnnl::cpu_isa::avx2_vnni:
+    return "avx2_vnni";
+  case dnnl::cpu_isa::avx2:
+    return "avx2";
+  case dnnl::cpu_isa::avx:
+    return "avx";
+  case dnnl::cpu_isa::sse41:
+    return "sse41";
+  default:
+    return "?";
+  }
+}
 
 dnnl::memory::data_type dataType(int64_t type) {
   return type == kGemmBF16 ? dnnl::memory::data_type::bf16
@@ -143,16 +238,6 @@ public:
     if (slot)
       return *slot;
     slot = std::make_unique<Kernel>();
-    using dims = dnnl::memory::dims;
-    slot->a = dnnl::memory::desc(
-        dims{d[kGemmBatch], d[kGemmM], d[kGemmK]}, dataType(d[kGemmTypeA]),
-        dims{d[kGemmStrideABatch], d[kGemmStrideAM], d[kGemmStrideAK]});
-    slot->b = dnnl::memory::desc(
-        dims{d[kGemmBatch], d[kGemmK], d[kGemmN]}, dataType(d[kGemmTypeB]),
-        dims{d[kGemmStrideBBatch], d[kGemmStrideBK], d[kGemmStrideBN]});
-    slot->c = dnnl::memory::desc(
-        dims{d[kGemmBatch], d[kGemmM], d[kGemmN]}, dataType(d[kGemmTypeC]),
-        dims{d[kGemmStrideCBatch], d[kGemmStrideCM], d[kGemmStrideCN]});
     dnnl::post_ops accumulate;
     accumulate.append_sum(1.0f);
     dnnl::primitive_attr attributes;
@@ -160,22 +245,47 @@ public:
     // Each tile runs concurrently with others on one primitive: each
     // thread brings its own scratchpad.
     attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    withOneThread([&] {
+    std::string problem;
+    auto create = [&](const Descriptor &t) {
+      using dims = dnnl::memory::dims;
+      dnnl::memory::desc a(
+          dims{t[kGemmBatch], t[kGemmM], t[kGemmK]}, dataType(t[kGemmTypeA]),
+          dims{t[kGemmStrideABatch], t[kGemmStrideAM], t[kGemmStrideAK]});
+      dnnl::memory::desc b(
+          dims{t[kGemmBatch], t[kGemmK], t[kGemmN]}, dataType(t[kGemmTypeB]),
+          dims{t[kGemmStrideBBatch], t[kGemmStrideBK], t[kGemmStrideBN]});
+      dnnl::memory::desc c(
+          dims{t[kGemmBatch], t[kGemmM], t[kGemmN]}, dataType(t[kGemmTypeC]),
+          dims{t[kGemmStrideCBatch], t[kGemmStrideCM], t[kGemmStrideCN]});
       try {
-        dnnl::matmul::primitive_desc pd(
-            dnnl::matmul::desc(slot->a, slot->b, slot->c), attributes, engine);
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attributes,
+                                        engine);
+        slot->a = a;
+        slot->b = b;
+        slot->c = c;
         slot->scratchpad = pd.scratchpad_desc();
         slot->scratchpadBytes = slot->scratchpad.get_size();
         slot->primitive = std::make_unique<dnnl::matmul>(pd);
-      } catch (const dnnl::error &problem) {
-        std::fprintf(stderr,
-                     "mantissa: warning: oneDNN has no matmul for a %lldx%lld"
-                     "x%lldx%lld product of this layout (%s); computing it in "
-                     "plain loops\n",
-                     (long long)d[kGemmBatch], (long long)d[kGemmM],
-                     (long long)d[kGemmN], (long long)d[kGemmK],
-                     problem.what());
+        return true;
+      } catch (const dnnl::error &error) {
+        problem = error.what();
+        return false;
       }
+    };
+    withOneThread([&] {
+      if (create(d))
+        return;
+      if (d[kGemmTypeA] == kGemmBF16 && d[kGemmTypeB] == kGemmBF16) {
+        slot->packed = widenedDescriptor(d);
+        if ((slot->widened = create(slot->packed)))
+          return;
+      }
+      std::fprintf(stderr,
+                   "mantissa: warning: oneDNN has no matmul for a %lldx%lld"
+                   "x%lldx%lld product of this layout (%s); computing it in "
+                   "plain loops\n",
+                   (long long)d[kGemmBatch], (long long)d[kGemmM],
+                   (long long)d[kGemmN], (long long)d[kGemmK], problem.c_str());
     });
     return *slot;
   }
@@ -189,10 +299,36 @@ public:
     }
     thread_local std::vector<uint8_t> scratchpad;
     thread_local std::unique_ptr<dnnl::stream> stream;
+    // The widened operands of this thread's tile: grown to the largest
+    // tile, then reused.
+    thread_local std::vector<float> wideA, wideB;
     if (!stream)
       stream = std::make_unique<dnnl::stream>(engine);
     if (scratchpad.size() < kernel.scratchpadBytes)
       scratchpad.resize(kernel.scratchpadBytes);
+    if (kernel.widened) {
+      const Descriptor &w = kernel.packed;
+      int64_t batch = d[kGemmBatch], m = d[kGemmM], n = d[kGemmN],
+              k = d[kGemmK];
+      if (wideA.size() < size_t(batch * m * k))
+        wideA.resize(batch * m * k);
+      if (wideB.size() < size_t(batch * k * n))
+        wideB.resize(batch * k * n);
+      const int64_t fromA[3] = {d[kGemmStrideABatch], d[kGemmStrideAM],
+                                d[kGemmStrideAK]};
+      const int64_t toA[3] = {w[kGemmStrideABatch], w[kGemmStrideAM],
+                              w[kGemmStrideAK]};
+      widenOperand(static_cast<const uint16_t *>(a), wideA.data(), batch, m, k,
+                   fromA, toA);
+      const int64_t fromB[3] = {d[kGemmStrideBBatch], d[kGemmStrideBK],
+                                d[kGemmStrideBN]};
+      const int64_t toB[3] = {w[kGemmStrideBBatch], w[kGemmStrideBK],
+                              w[kGemmStrideBN]};
+      widenOperand(static_cast<const uint16_t *>(b), wideB.data(), batch, k, n,
+                   fromB, toB);
+      a = wideA.data();
+      b = wideB.data();
+    }
     dnnl::memory aMemory(kernel.a, engine, const_cast<void *>(a));
     dnnl::memory bMemory(kernel.b, engine, const_cast<void *>(b));
     dnnl::memory cMemory(kernel.c, engine, c);
@@ -222,6 +358,71 @@ int64_t loneBatchStride(int64_t rows, int64_t rowStride, int64_t columns,
   return std::max<int64_t>({1, rows * rowStride, columns * columnStride});
 }
 
+/// A product cut into tiles: from the shape alone, never from the thread
+/// count. At most four tile kinds: full or last along each of batch and rows.
+struct Tiling {
+  int64_t rows, rowTiles, items, batchTiles;
+  Descriptor kinds[2][2];
+  const Kernel *kernels[2][2];
+
+  explicit Tiling(const Descriptor &d) {
+    int64_t batch = d[kGemmBatch], m = d[kGemmM], n = d[kGemmN], k = d[kGemmK];
+    rows = std::min(m, kTileRows);
+    rowTiles = (m + rows - 1) / rows;
+    int64_t itemFlops = 2 * rows * n * k;
+    items = rowTiles > 1
+                ? 1
+                : std::min(batch, std::max<int64_t>(
+                                      1, (kMinimumTileFlops + itemFlops - 1) /
+                                             itemFlops));
+    batchTiles = (batch + items - 1) / items;
+    auto tileDescriptor = [&](int64_t tileItems, int64_t tileRows) {
+      Descriptor t = d;
+      t[kGemmBatch] = tileItems;
+      t[kGemmM] = tileRows;
+      if (tileItems == 1) {
+        t[kGemmStrideABatch] =
+            loneBatchStride(tileRows, d[kGemmStrideAM], k, d[kGemmStrideAK]);
+        t[kGemmStrideBBatch] =
+            loneBatchStride(k, d[kGemmStrideBK], n, d[kGemmStrideBN]);
+        t[kGemmStrideCBatch] =
+            loneBatchStride(tileRows, d[kGemmStrideCM], n, d[kGemmStrideCN]);
+      }
+      return t;
+    };
+    GemmLibrary &library = GemmLibrary::get();
+    for (int lastItems = 0; lastItems < 2; ++lastItems)
+      for (int lastRows = 0; lastRows < 2; ++lastRows) {
+        int64_t tileItems =
+            lastItems ? batch - (batchTiles - 1) * items : items;
+        int64_t tileRows = lastRows ? m - (rowTiles - 1) * rows : rows;
+        kinds[lastItems][lastRows] = tileDescriptor(tileItems, tileRows);
+        kernels[lastItems][lastRows] =
+            &library.kernel(kinds[lastItems][lastRows]);
+      }
+  }
+
+  int64_t tiles() const { return batchTiles * rowTiles; }
+
+  /// The product's path: the least direct of its tiles'.
+  CpuGemmPath path() const {
+    CpuGemmPath path = CpuGemmPath::Library;
+    for (auto &row : kernels)
+      for (const Kernel *kernel : row)
+        path = std::max(path, kernel->path());
+    return path;
+  }
+};
+
+/// Prints describeWidenedProducts() the first time a run widens.
+void warnOfWideningOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::fprintf(stderr, "mantissa: warning: %s\n",
+                 describeWidenedProducts().c_str());
+  });
+}
+
 } // namespace
 
 extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
@@ -241,50 +442,17 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     return;
   if (k <= 0)
     return; // C += an empty sum
-  // The tiles: from the shape alone, never from the thread count.
-  int64_t rows = std::min(m, kTileRows);
-  int64_t rowTiles = (m + rows - 1) / rows;
-  int64_t itemFlops = 2 * rows * n * k;
-  int64_t items =
-      rowTiles > 1
-          ? 1
-          : std::min(batch,
-                     std::max<int64_t>(1, (kMinimumTileFlops + itemFlops - 1) /
-                                              itemFlops));
-  int64_t batchTiles = (batch + items - 1) / items;
-  int64_t tiles = batchTiles * rowTiles;
-
-  auto tileDescriptor = [&](int64_t tileItems, int64_t tileRows) {
-    Descriptor t = d;
-    t[kGemmBatch] = tileItems;
-    t[kGemmM] = tileRows;
-    if (tileItems == 1) {
-      t[kGemmStrideABatch] =
-          loneBatchStride(tileRows, d[kGemmStrideAM], k, d[kGemmStrideAK]);
-      t[kGemmStrideBBatch] =
-          loneBatchStride(k, d[kGemmStrideBK], n, d[kGemmStrideBN]);
-      t[kGemmStrideCBatch] =
-          loneBatchStride(tileRows, d[kGemmStrideCM], n, d[kGemmStrideCN]);
-    }
-    return t;
-  };
+  Tiling tiling(d);
+  if (tiling.path() == CpuGemmPath::Widened)
+    warnOfWideningOnce();
   GemmLibrary &library = GemmLibrary::get();
-  // At most four tile kinds: full or last along each of batch and rows.
-  Descriptor kinds[2][2];
-  const Kernel *kernels[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
-  for (int lastItems = 0; lastItems < 2; ++lastItems)
-    for (int lastRows = 0; lastRows < 2; ++lastRows) {
-      int64_t tileItems = lastItems ? batch - (batchTiles - 1) * items : items;
-      int64_t tileRows = lastRows ? m - (rowTiles - 1) * rows : rows;
-      kinds[lastItems][lastRows] = tileDescriptor(tileItems, tileRows);
-      kernels[lastItems][lastRows] =
-          &library.kernel(kinds[lastItems][lastRows]);
-    }
+  int64_t tiles = tiling.tiles();
   auto runTile = [&](int64_t tile) {
-    int64_t batchTile = tile / rowTiles, rowTile = tile % rowTiles;
-    int lastItems = batchTile == batchTiles - 1;
-    int lastRows = rowTile == rowTiles - 1;
-    int64_t item = batchTile * items, row = rowTile * rows;
+    int64_t batchTile = tile / tiling.rowTiles,
+            rowTile = tile % tiling.rowTiles;
+    int lastItems = batchTile == tiling.batchTiles - 1;
+    int lastRows = rowTile == tiling.rowTiles - 1;
+    int64_t item = batchTile * tiling.items, row = rowTile * tiling.rows;
     auto at = [&](uintptr_t base, int64_t type, int64_t batchStride,
                   int64_t rowStride, int64_t rowIndex) {
       return reinterpret_cast<void *>(
@@ -292,7 +460,7 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
           (item * batchStride + rowIndex * rowStride) * elementBytes(type));
     };
     library.run(
-        *kernels[lastItems][lastRows], kinds[lastItems][lastRows],
+        *tiling.kernels[lastItems][lastRows], tiling.kinds[lastItems][lastRows],
         at(a, d[kGemmTypeA], d[kGemmStrideABatch], d[kGemmStrideAM], row),
         at(b, d[kGemmTypeB], d[kGemmStrideBBatch], 0, 0),
         at(c, d[kGemmTypeC], d[kGemmStrideCBatch], d[kGemmStrideCM], row));
@@ -315,6 +483,28 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
   }
 }
 
+CpuGemmPath mlir::mantissa::rt::cpuGemmPath(const int64_t *descriptor) {
+  Descriptor d;
+  std::memcpy(d.data(), descriptor, sizeof(int64_t) * kGemmFieldCount);
+  if (d[kGemmBatch] <= 0 || d[kGemmM] <= 0 || d[kGemmN] <= 0 || d[kGemmK] <= 0)
+    return CpuGemmPath::Library; // nothing to compute
+  return Tiling(d).path();
+}
+
+std::string mlir::mantissa::rt::describeWidenedProducts() {
+  const dnnl_version_t *version = dnnl_version();
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                "bf16 products run as fp32 GEMMs on widened operands: oneDNN "
+                "%d.%d.%d has no bf16 matmul for this CPU (ISA %s); the "
+                "products are exact and accumulate in fp32 either way "
+                "(mantissa-compile --precision-report lists each product's "
+                "path)",
+                version->major, version->minor, version->patch,
+                effectiveIsaName());
+  return text;
+}
+
 bool mlir::mantissa::rt::cpuGemmAvailable() { return true; }
 
 std::string mlir::mantissa::rt::describeCpuGemmLibrary() {
@@ -324,26 +514,7 @@ std::string mlir::mantissa::rt::describeCpuGemmLibrary() {
   if (void *symbol = dlsym(RTLD_DEFAULT, "omp_in_parallel");
       symbol && dladdr(symbol, &info) && info.dli_fname)
     openmp = info.dli_fname;
-  const char *isa = "?";
-  switch (dnnl::get_effective_cpu_isa()) {
-  case dnnl::cpu_isa::avx512_core_amx:
-    isa = "avx512_core_amx";
-    break;
-  case dnnl::cpu_isa::avx512_core_bf16:
-    isa = "avx512_core_bf16";
-    break;
-  case dnnl::cpu_isa::avx512_core_vnni:
-    isa = "avx512_core_vnni";
-    break;
-  case dnnl::cpu_isa::avx512_core:
-    isa = "avx512_core";
-    break;
-  case dnnl::cpu_isa::avx2:
-    isa = "avx2";
-    break;
-  default:
-    break;
-  }
+  const char *isa = effectiveIsaName();
   char text[512];
   std::snprintf(text, sizeof(text), "oneDNN %d.%d.%d, ISA %s, OpenMP %s",
                 version->major, version->minor, version->patch, isa,

@@ -25,3 +25,10 @@ bool mlir::mantissa::rt::cpuGemmAvailable() { return false; }
 std::string mlir::mantissa::rt::describeCpuGemmLibrary() {
   return "none (this runtime was built without oneDNN)";
 }
+
+mlir::mantissa::rt::CpuGemmPath
+mlir::mantissa::rt::cpuGemmPath(const int64_t *) {
+  return CpuGemmPath::Loops; // refused at load (CpuStep.cpp)
+}
+
+std::string mlir::mantissa::rt::describeWidenedProducts() { return ""; }

@@ -41,6 +41,44 @@ bool bindCpuGemm(void *library);
 /// to), for benchmarks and logs.
 std::string describeCpuGemmLibrary();
 
+/// How the runtime computes a product (one descriptor, MantissaCpuGemmField).
+enum class CpuGemmPath {
+  /// A oneDNN matmul primitive on the operands as they are.
+  Library,
+  /// bf16 operands oneDNN has no matmul for on this CPU (or under
+  /// ONEDNN_MAX_CPU_ISA): each tile's operands are widened to fp32 in a
+  /// packing step (exact) and run through oneDNN's fp32 matmul.
+  Widened,
+  /// Plain loops: oneDNN has no matmul for the layout in either type.
+  Loops,
+};
+
+/// The path products of `descriptor` take on this CPU, as the runtime
+/// decides it when a step first calls such a product: asking oneDNN, on the
+/// running CPU and under its ISA limit, for a primitive. Decided when the
+/// step runs rather than when it is compiled because the answer is the
+/// running oneDNN's: the same artifact may run where oneDNN dispatches to
+/// another ISA. The compiler's precision report asks the same question.
+CpuGemmPath cpuGemmPath(const int64_t *descriptor);
+
+/// `oneDNN bf16`, `oneDNN fp32`, `fp32 GEMM on widened bf16` or `loops`:
+/// `path` for operands of descriptor type `type` (kGemmF32 or kGemmBF16).
+inline const char *describeCpuGemmPath(CpuGemmPath path, int64_t type) {
+  switch (path) {
+  case CpuGemmPath::Library:
+    return type == kGemmBF16 ? "oneDNN bf16" : "oneDNN fp32";
+  case CpuGemmPath::Widened:
+    return "fp32 GEMM on widened bf16";
+  case CpuGemmPath::Loops:
+    break;
+  }
+  return "loops";
+}
+
+/// The line a run prints (once, to stderr, prefixed `mantissa: warning: `)
+/// when its first bf16 product is widened.
+std::string describeWidenedProducts();
+
 /// Whether this runtime was built with oneDNN (CpuGemm.cpp) rather than
 /// without (CpuGemmUnavailable.cpp: a step whose products call the library
 /// is refused with kCpuGemmUnavailableMessage).
