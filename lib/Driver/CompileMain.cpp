@@ -12,6 +12,7 @@
 
 #include "mantissa/Driver/CompileMain.h"
 #include "mantissa/Analysis/GpuCostModel.h"
+#include "mantissa/Conversion/TrainToLLVM.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Driver/ArtifactWriter.h"
@@ -23,6 +24,7 @@
 #include "mantissa/Format/DType.h"
 #include "mantissa/Format/InputFile.h"
 #include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mantissa/Transforms/Passes.h"
@@ -39,6 +41,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -338,6 +341,58 @@ static std::string printModule(ModuleOp module) {
   return text;
 }
 
+/// Asks the runtime how the CPU step computes each product on this machine
+/// (mantissa/Runtime/CpuGemm.h), for the report. The runtime decides it
+/// again when the step runs, on the CPU it runs on, for the layout the
+/// compiler gives the product; here each product is asked about in the
+/// row-major layout of its shapes (whether oneDNN has a bf16 matmul depends
+/// on the ISA, not on the layout). Products of other operand types and dot
+/// products (M = N = 1) stay in the generated loops (CallGemmLibrary.cpp).
+static void askCpuGemmPaths(precision::StepPlan &plan) {
+  bool loops = getCpuGemmMode() == CpuGemmMode::Loops;
+  plan.cpuGemmLibrary =
+      loops ? "MANTISSA_CPU_GEMM=loops" : rt::describeCpuGemmLibrary();
+  for (precision::MatrixProduct &product : plan.matrixProducts) {
+    std::optional<int64_t> type;
+    if (product.operandType == "f32")
+      type = kGemmF32;
+    else if (product.operandType == "bf16")
+      type = kGemmBF16;
+    const std::vector<int64_t> &lhs = product.lhsShape, &rhs = product.rhsShape;
+    if (loops || !type || !rt::cpuGemmAvailable() || lhs.size() < 2 ||
+        rhs.size() < 2) {
+      product.cpuPath = "loops";
+      continue;
+    }
+    int64_t batch = 1;
+    for (size_t i = 0; i + 2 < lhs.size(); ++i)
+      batch *= lhs[i];
+    int64_t m = lhs[lhs.size() - 2], k = lhs.back(), n = rhs.back();
+    if (m == 1 && n == 1) {
+      product.cpuPath = "loops";
+      continue;
+    }
+    std::array<int64_t, kGemmFieldCount> d{};
+    d[kGemmAbi] = rt::kCpuGemmAbi;
+    d[kGemmTypeA] = d[kGemmTypeB] = *type;
+    d[kGemmTypeC] = kGemmF32;
+    d[kGemmBatch] = batch;
+    d[kGemmM] = m;
+    d[kGemmN] = n;
+    d[kGemmK] = k;
+    d[kGemmStrideABatch] = m * k;
+    d[kGemmStrideAM] = k;
+    d[kGemmStrideAK] = 1;
+    d[kGemmStrideBBatch] = k * n;
+    d[kGemmStrideBK] = n;
+    d[kGemmStrideBN] = 1;
+    d[kGemmStrideCBatch] = m * n;
+    d[kGemmStrideCM] = n;
+    d[kGemmStrideCN] = 1;
+    product.cpuPath = rt::describeCpuGemmPath(rt::cpuGemmPath(d.data()), *type);
+  }
+}
+
 /// Applies the precision flags' plan to the imported step and prints the
 /// plan when --precision-report asks for it.
 static LogicalResult applyPrecision(ModuleOp module,
@@ -354,6 +409,8 @@ static LogicalResult applyPrecision(ModuleOp module,
   if (failed(plan))
     return failure();
 
+  if (flags.report != ReportKind::None)
+    askCpuGemmPaths(*plan);
   if (flags.report == ReportKind::Table)
     precision::printReportTable(*plan, llvm::outs());
   else if (flags.report == ReportKind::Json)

@@ -61,6 +61,25 @@ countProductsByType(const StepPlan &plan) {
   return counts;
 }
 
+/// Products per CPU path, in first-seen order (`111 fp32 GEMM on widened
+/// bf16`), or nothing when the paths were not asked.
+static std::vector<std::pair<std::string, int64_t>>
+countProductsByCpuPath(const StepPlan &plan) {
+  std::vector<std::pair<std::string, int64_t>> counts;
+  for (const MatrixProduct &product : plan.matrixProducts) {
+    if (product.cpuPath.empty())
+      continue;
+    auto it = llvm::find_if(counts, [&](const auto &entry) {
+      return entry.first == product.cpuPath;
+    });
+    if (it == counts.end())
+      counts.emplace_back(product.cpuPath, 1);
+    else
+      ++it->second;
+  }
+  return counts;
+}
+
 static std::string formatProductCounts(const StepPlan &plan) {
   std::vector<std::string> parts;
   for (const auto &[type, count] : countProductsByType(plan))
@@ -109,14 +128,28 @@ void precision::printReportTable(const StepPlan &plan, llvm::raw_ostream &os) {
      << (plan.compute ? train::stringifyDType(*plan.compute)
                       : StringRef("as exported"))
      << "\n";
+  std::vector<std::pair<std::string, int64_t>> paths =
+      countProductsByCpuPath(plan);
   rows = {{"node", "op", "lhs", "rhs", "operands", "result", "MFLOP"}};
-  for (const MatrixProduct &product : plan.matrixProducts)
+  if (!paths.empty())
+    rows[0].push_back("on this CPU");
+  for (const MatrixProduct &product : plan.matrixProducts) {
     rows.push_back(
         {product.node, product.op, formatShape(product.lhsShape),
          formatShape(product.rhsShape), product.operandType, product.resultType,
          llvm::formatv("{0}", llvm::format("%.3f", product.flops / 1e6))
              .str()});
+    if (!paths.empty())
+      rows.back().push_back(product.cpuPath);
+  }
   printColumns(rows, os);
+  if (!paths.empty()) {
+    std::vector<std::string> parts;
+    for (const auto &[path, count] : paths)
+      parts.push_back(llvm::formatv("{0} {1}", count, path).str());
+    os << "On this CPU (" << plan.cpuGemmLibrary
+       << "): " << llvm::join(parts, ", ") << "\n";
+  }
 
   Totals totals = computeTotals(plan);
   os << "\nTotals (whole tensors; each of N ranks holds 1/N)\n";
@@ -219,8 +252,12 @@ void precision::printReportJson(const StepPlan &plan, llvm::raw_ostream &os) {
           json.attribute("operand_type", product.operandType);
           json.attribute("result_type", product.resultType);
           json.attribute("flops", product.flops);
+          if (!product.cpuPath.empty())
+            json.attribute("cpu_path", product.cpuPath);
         });
     });
+    if (!plan.cpuGemmLibrary.empty())
+      json.attribute("cpu_gemm_library", plan.cpuGemmLibrary);
     json.attributeObject("matrix_product_counts", [&] {
       for (const auto &[type, count] : countProductsByType(plan))
         json.attribute(type, count);

@@ -239,6 +239,10 @@ struct MatrixProduct {
   std::string resultType;
   /// 2 * M * N * K (times the batch).
   int64_t flops = 0;
+  /// How the CPU step computes it on this machine (`oneDNN bf16`, `fp32
+  /// GEMM on widened bf16`, `loops`, ...: mantissa/Runtime/CpuGemm.h), when
+  /// the driver asked the runtime; empty otherwise.
+  std::string cpuPath;
 };
 
 /// Everything the precision pass decided for one step.
@@ -256,6 +260,9 @@ struct StepPlan {
   std::optional<DType> compute;
   /// The step's matrix products after the plan (and autocast) applied.
   std::vector<MatrixProduct> matrixProducts;
+  /// The CPU GEMM library the products' `cpuPath` was asked of (`oneDNN
+  /// 2.6.3, ISA avx2, ...`), when the driver asked.
+  std::string cpuGemmLibrary;
 
   const TensorPlan *lookup(llvm::StringRef fqn) const;
 };

@@ -47,7 +47,8 @@ def main():
             failures.append(message)
 
     expect(set(report) == {"tensors", "groups", "totals", "warnings", "compute",
-                           "matrix_products", "matrix_product_counts"},
+                           "matrix_products", "matrix_product_counts",
+                           "cpu_gemm_library"},
            "top-level keys: %s" % sorted(report))
     # The spec sets no compute dtype: every product as exported (fp32), each
     # [.., M, K] x [.., K, N] counted as 2 M N K flops per batch element.
@@ -61,6 +62,9 @@ def main():
             batch *= size
         expect(p["flops"] == 2 * batch * lhs[-2] * lhs[-1] * rhs[-1], p["node"] + ": flops")
         expect(p["operand_type"] == "f32" and p["result_type"] == "f32", p["node"] + ": dtypes")
+        # fp32 products run in oneDNN on every CPU it supports.
+        expect(p["cpu_path"] == ("loops" if report["cpu_gemm_library"].startswith("MANTISSA_CPU_GEMM=loops")
+                                 else "oneDNN fp32"), p["node"] + ": cpu_path " + p["cpu_path"])
     expect(report["matrix_product_counts"] == {"f32": len(products)} and products,
            "counts: %s" % report["matrix_product_counts"])
     params = [t for t in report["tensors"] if t["kind"] == "parameter"]
