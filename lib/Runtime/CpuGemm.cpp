@@ -8,12 +8,13 @@
 //
 // bf16 operands on a CPU where oneDNN has no bf16 matmul (AVX2 machines, or
 // ONEDNN_MAX_CPU_ISA=AVX2; oneDNN 2.6 refuses the primitive there) are
-// widened: each tile copies its operands into fp32 scratch buffers of the
-// thread (exact: every bf16 value is an fp32 value) and runs oneDNN's fp32
-// matmul on them. A product of bf16 values is exact in fp32, and the sums
-// accumulate in fp32 either way, so a widened product is bit for bit the
-// fp32 library product of the widened operands (the same fp32 kernel, the
-// same tiles); like every library product it differs from the generated
+// widened: the product copies its operands into fp32 scratch buffers of the
+// calling thread (exact: every bf16 value is an fp32 value; the buffers grow
+// to the largest product and are reused) and runs as an fp32 product on
+// them. A product of bf16 values is exact in fp32, and the sums accumulate
+// in fp32 either way, so a widened product is bit for bit the fp32 library
+// product of the widened operands (the same entry, tiles and threads); like
+// every library product it differs from the generated
 // loops by fp32 accumulation order only (MANTISSA_CPU_GEMM=loops keeps the
 // loops' order). The choice is made per product shape when the step first
 // calls it, from the running oneDNN's answer (cpuGemmPath), and a run says
@@ -75,18 +76,16 @@ struct Kernel {
   std::unique_ptr<dnnl::matmul> primitive;
   dnnl::memory::desc a, b, c, scratchpad;
   size_t scratchpadBytes = 0;
-  /// Whether the primitive is an fp32 one that reads the tile's bf16
-  /// operands widened, laid out as `packed` says.
-  bool widened = false;
-  Descriptor packed{};
+  /// bf16 operands oneDNN has no matmul for: the product runs widened.
+  bool widen = false;
   CpuGemmPath path() const {
-    return !primitive ? CpuGemmPath::Loops
-           : widened  ? CpuGemmPath::Widened
-                      : CpuGemmPath::Library;
+    return widen        ? CpuGemmPath::Widened
+           : !primitive ? CpuGemmPath::Loops
+                        : CpuGemmPath::Library;
   }
 };
 
-/// The fp32 tile that `d`'s widened operands make: each operand dense, in
+/// The fp32 product that `d`'s widened operands make: each operand dense, in
 /// the orientation it has in `d` (contiguous along the same dimension, so
 /// that oneDNN picks the kernel it would for fp32 operands of that layout).
 Descriptor widenedDescriptor(const Descriptor &d) {
@@ -104,11 +103,25 @@ Descriptor widenedDescriptor(const Descriptor &d) {
   return w;
 }
 
+/// Widens `count` bf16 values `stride` apart into contiguous fp32 bits
+/// (a bf16 value is the high half of the fp32 one).
+void widenLine(const uint16_t *__restrict in, uint32_t *__restrict out,
+               int64_t count, int64_t stride) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < count; ++i) // vectorised
+      out[i] = uint32_t(in[i]) << 16;
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = uint32_t(in[i * stride]) << 16;
+}
+
 /// Copies `batch` bf16 matrices of rows x columns into `target` as fp32:
 /// element [b][r][c] from source[b * from[0] + r * from[1] + c * from[2]]
 /// to target[b * to[0] + r * to[1] + c * to[2]], walking the target's
-/// contiguous dimension innermost.
-void widenOperand(const uint16_t *source, float *target, int64_t batch,
+/// contiguous dimension innermost (a copy: the same bits at any thread
+/// count).
+void widenOperand(const uint16_t *source, uint32_t *target, int64_t batch,
                   int64_t rows, int64_t columns, const int64_t from[3],
                   const int64_t to[3]) {
   // Inner: the dimension the target is contiguous along.
@@ -118,22 +131,15 @@ void widenOperand(const uint16_t *source, float *target, int64_t batch,
   int64_t fromOuter = columnsInner ? from[1] : from[2];
   int64_t fromInner = columnsInner ? from[2] : from[1];
   int64_t toOuter = columnsInner ? to[1] : to[2];
-  for (int64_t item = 0; item < batch; ++item)
-    for (int64_t o = 0; o < outer; ++o) {
-      const uint16_t *in = source + item * from[0] + o * fromOuter;
-      float *out = target + item * to[0] + o * toOuter;
-      if (fromInner == 1) {
-        for (int64_t i = 0; i < inner; ++i) {
-          uint32_t bits = uint32_t(in[i]) << 16;
-          std::memcpy(&out[i], &bits, sizeof(bits));
-        }
-      } else {
-        for (int64_t i = 0; i < inner; ++i) {
-          uint32_t bits = uint32_t(in[i * fromInner]) << 16;
-          std::memcpy(&out[i], &bits, sizeof(bits));
-        }
-      }
-    }
+  int64_t fromItem = from[0], toItem = to[0];
+  int64_t lines = batch * outer;
+#pragma omp parallel for schedule(static) if (lines * inner >=                 \
+                                              (int64_t(1) << 16))
+  for (int64_t line = 0; line < lines; ++line) {
+    int64_t item = line / outer, o = line % outer;
+    widenLine(source + item * fromItem + o * fromOuter,
+              target + item * toItem + o * toOuter, inner, fromInner);
+  }
 }
 
 const char *effectiveIsaName() {
@@ -275,11 +281,10 @@ public:
     withOneThread([&] {
       if (create(d))
         return;
-      if (d[kGemmTypeA] == kGemmBF16 && d[kGemmTypeB] == kGemmBF16) {
-        slot->packed = widenedDescriptor(d);
-        if ((slot->widened = create(slot->packed)))
-          return;
-      }
+      // Run widened (mantissa_rt_cpu_gemm), of which a run warns once.
+      if ((slot->widen =
+               d[kGemmTypeA] == kGemmBF16 && d[kGemmTypeB] == kGemmBF16))
+        return;
       std::fprintf(stderr,
                    "mantissa: warning: oneDNN has no matmul for a %lldx%lld"
                    "x%lldx%lld product of this layout (%s); computing it in "
@@ -299,36 +304,10 @@ public:
     }
     thread_local std::vector<uint8_t> scratchpad;
     thread_local std::unique_ptr<dnnl::stream> stream;
-    // The widened operands of this thread's tile: grown to the largest
-    // tile, then reused.
-    thread_local std::vector<float> wideA, wideB;
     if (!stream)
       stream = std::make_unique<dnnl::stream>(engine);
     if (scratchpad.size() < kernel.scratchpadBytes)
       scratchpad.resize(kernel.scratchpadBytes);
-    if (kernel.widened) {
-      const Descriptor &w = kernel.packed;
-      int64_t batch = d[kGemmBatch], m = d[kGemmM], n = d[kGemmN],
-              k = d[kGemmK];
-      if (wideA.size() < size_t(batch * m * k))
-        wideA.resize(batch * m * k);
-      if (wideB.size() < size_t(batch * k * n))
-        wideB.resize(batch * k * n);
-      const int64_t fromA[3] = {d[kGemmStrideABatch], d[kGemmStrideAM],
-                                d[kGemmStrideAK]};
-      const int64_t toA[3] = {w[kGemmStrideABatch], w[kGemmStrideAM],
-                              w[kGemmStrideAK]};
-      widenOperand(static_cast<const uint16_t *>(a), wideA.data(), batch, m, k,
-                   fromA, toA);
-      const int64_t fromB[3] = {d[kGemmStrideBBatch], d[kGemmStrideBK],
-                                d[kGemmStrideBN]};
-      const int64_t toB[3] = {w[kGemmStrideBBatch], w[kGemmStrideBK],
-                              w[kGemmStrideBN]};
-      widenOperand(static_cast<const uint16_t *>(b), wideB.data(), batch, k, n,
-                   fromB, toB);
-      a = wideA.data();
-      b = wideB.data();
-    }
     dnnl::memory aMemory(kernel.a, engine, const_cast<void *>(a));
     dnnl::memory bMemory(kernel.b, engine, const_cast<void *>(b));
     dnnl::memory cMemory(kernel.c, engine, c);
@@ -442,9 +421,33 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     return;
   if (k <= 0)
     return; // C += an empty sum
-  Tiling tiling(d);
-  if (tiling.path() == CpuGemmPath::Widened)
+  if (d[kGemmTypeA] == kGemmBF16 && Tiling(d).path() == CpuGemmPath::Widened) {
     warnOfWideningOnce();
+    // The packing step: the operands widened into this thread's buffers,
+    // then the fp32 product of them.
+    thread_local std::vector<uint32_t> wideA, wideB; // fp32 bits
+    Descriptor w = widenedDescriptor(d);
+    if (wideA.size() < size_t(batch * m * k))
+      wideA.resize(batch * m * k);
+    if (wideB.size() < size_t(batch * k * n))
+      wideB.resize(batch * k * n);
+    const int64_t fromA[3] = {d[kGemmStrideABatch], d[kGemmStrideAM],
+                              d[kGemmStrideAK]};
+    const int64_t toA[3] = {w[kGemmStrideABatch], w[kGemmStrideAM],
+                            w[kGemmStrideAK]};
+    widenOperand(reinterpret_cast<const uint16_t *>(a), wideA.data(), batch, m,
+                 k, fromA, toA);
+    const int64_t fromB[3] = {d[kGemmStrideBBatch], d[kGemmStrideBK],
+                              d[kGemmStrideBN]};
+    const int64_t toB[3] = {w[kGemmStrideBBatch], w[kGemmStrideBK],
+                            w[kGemmStrideBN]};
+    widenOperand(reinterpret_cast<const uint16_t *>(b), wideB.data(), batch, k,
+                 n, fromB, toB);
+    d = w;
+    a = reinterpret_cast<uintptr_t>(wideA.data());
+    b = reinterpret_cast<uintptr_t>(wideB.data());
+  }
+  Tiling tiling(d);
   GemmLibrary &library = GemmLibrary::get();
   int64_t tiles = tiling.tiles();
   auto runTile = [&](int64_t tile) {
@@ -488,7 +491,12 @@ CpuGemmPath mlir::mantissa::rt::cpuGemmPath(const int64_t *descriptor) {
   std::memcpy(d.data(), descriptor, sizeof(int64_t) * kGemmFieldCount);
   if (d[kGemmBatch] <= 0 || d[kGemmM] <= 0 || d[kGemmN] <= 0 || d[kGemmK] <= 0)
     return CpuGemmPath::Library; // nothing to compute
-  return Tiling(d).path();
+  CpuGemmPath path = Tiling(d).path();
+  if (path != CpuGemmPath::Widened)
+    return path;
+  return Tiling(widenedDescriptor(d)).path() == CpuGemmPath::Library
+             ? CpuGemmPath::Widened
+             : CpuGemmPath::Loops;
 }
 
 std::string mlir::mantissa::rt::describeWidenedProducts() {
