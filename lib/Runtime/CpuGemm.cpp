@@ -14,11 +14,11 @@
 // them. A product of bf16 values is exact in fp32, and the sums accumulate
 // in fp32 either way, so a widened product is bit for bit the fp32 library
 // product of the widened operands (the same entry, tiles and threads); like
-// every library product it differs from the generated
-// loops by fp32 accumulation order only (MANTISSA_CPU_GEMM=loops keeps the
-// loops' order). The choice is made per product shape when the step first
-// calls it, from the running oneDNN's answer (cpuGemmPath), and a run says
-// once that it widens (describeWidenedProducts).
+// every library product it differs from the generated loops by fp32
+// accumulation order only (MANTISSA_CPU_GEMM=loops keeps the loops' order).
+// The choice is made per product shape when the step first calls it, from
+// the running oneDNN's answer (cpuGemmPath), and a run says once that it
+// widens (describeWidenedProducts).
 //
 // Determinism: oneDNN splits the reduction across threads when a product's
 // output is small, so its sums would depend on the thread count, and the
