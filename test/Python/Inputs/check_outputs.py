@@ -12,6 +12,9 @@
       writes the first B samples (dimension 0) of every tensor of IN.
   check_outputs.py same A.safetensors B.safetensors
       exits 1 unless A and B hold the same tensors bit for bit.
+  check_outputs.py close A.safetensors B.safetensors [--tol T]
+      exits 1 unless A and B hold the same names, dtypes and shapes, each
+      within max|a - b| / max|b| <= T (T = 1e-5).
 """
 
 import argparse
@@ -78,6 +81,25 @@ def same(first, second):
     return 1 if differ else 0
 
 
+def close(first, second, tol):
+    a, b = load_file(first), load_file(second)
+    if sorted(a) != sorted(b):
+        print(f"names differ: {sorted(a)} and {sorted(b)}")
+        return 1
+    failures = 0
+    for name in sorted(a):
+        if a[name].dtype != b[name].dtype or a[name].shape != b[name].shape:
+            print(f"{name}: {a[name].dtype} {list(a[name].shape)} and {b[name].dtype} "
+                  f"{list(b[name].shape)}")
+            failures += 1
+            continue
+        error = float((a[name].double() - b[name].double()).abs().max())
+        scale = float(b[name].double().abs().max()) or 1.0
+        failures += error / scale > tol
+        print(f"{name}: relative error {error / scale:.3g}")
+    return 1 if failures else 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
@@ -93,11 +115,17 @@ def main():
     equal = commands.add_parser("same")
     equal.add_argument("first")
     equal.add_argument("second")
+    near = commands.add_parser("close")
+    near.add_argument("first")
+    near.add_argument("second")
+    near.add_argument("--tol", type=float, default=1e-5)
     args = parser.parse_args()
     if args.command == "compare":
         return compare(args.factory, args.outputs, args.batch, args.tol)
     if args.command == "slice":
         return slice_batch(args.source, args.target, args.batch)
+    if args.command == "close":
+        return close(args.first, args.second, args.tol)
     return same(args.first, args.second)
 
 
