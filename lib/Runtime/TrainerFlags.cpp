@@ -445,6 +445,12 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
        : flag == "--weights" ? options.model.weightsPath
        : flag == "--inputs"  ? options.model.inputsPath
                              : options.checkpoints.verifyDir) = value;
+    } else if (flag == "--outputs") {
+      // The runtime alone runs the artifact's forward step for validation
+      // losses only; writing a step's user outputs is MODEL.pt2's.
+      error = "--outputs runs the forward-only step of a model: give "
+              "mantissa-run MODEL.pt2, not an artifact folder";
+      return false;
     } else if (arg.rfind("-", 0) == 0) {
       error = "unknown option '" + arg + "'";
       return false;
@@ -542,8 +548,10 @@ bool writableLocation(const std::string &flag, const std::string &path,
 
 bool mlir::mantissa::rt::checkOutputLocations(
     const TrainerOptions &options, const std::vector<std::string> &otherInputs,
-    std::string &error) {
-  std::vector<std::pair<std::string, std::string>> outputs; // flag, path
+    std::string &error,
+    const std::vector<std::pair<std::string, std::string>> &otherOutputs) {
+  // flag, path
+  std::vector<std::pair<std::string, std::string>> outputs = otherOutputs;
   if (!options.outputs.lossesPath.empty()) {
     outputs.push_back({"--losses", options.outputs.lossesPath});
     outputs.push_back({"--losses (its plot)",
