@@ -46,7 +46,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
+#include <cstdlib>
 #include <dlfcn.h>
 
 using namespace mlir;
@@ -240,6 +243,26 @@ FailureOr<std::string> mlir::mantissa::translateToLLVMIRText(ModuleOp module) {
   return text;
 }
 
+std::string mlir::mantissa::getCpuTarget() {
+  const char *text = std::getenv("MANTISSA_CPU_TARGET");
+  if (!text || !*text)
+    return "native";
+  StringRef name(text);
+  if (name == "native" ||
+      llvm::X86::parseArchX86(name, /*Only64Bit=*/true) != llvm::X86::CK_None)
+    return name.str();
+  llvm::errs() << "mantissa: error: MANTISSA_CPU_TARGET is '" << name
+               << "'; expected 'native' (the default) or an x86-64 CPU that "
+                  "clang's -march takes, such as znver3, x86-64-v3 or "
+                  "sapphirerapids\n";
+  std::exit(1);
+}
+
+std::string mlir::mantissa::getCpuTargetName() {
+  std::string target = getCpuTarget();
+  return target == "native" ? llvm::sys::getHostCPUName().str() : target;
+}
+
 /// clang-19 from PATH, else Debian's LLVM 19 installation.
 static std::string findClang() {
   for (StringRef name : {"clang-19", "clang"})
@@ -289,9 +312,10 @@ LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
   // and without it a step named `index` (or `exp`, `time`, ...) called from
   // its packed entry resolves to libc's function of that name first, and
   // trains on zeros without an error.
+  std::string marchFlag = "-march=" + getCpuTarget();
   SmallVector<StringRef> args = {clang,
                                  optFlag,
-                                 "-march=native",
+                                 marchFlag,
                                  "-fPIC",
                                  "-shared",
                                  "-Wl,-Bsymbolic",
