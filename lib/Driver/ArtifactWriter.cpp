@@ -239,6 +239,9 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
                                               const ArtifactOptions &options) {
   if (llvm::Error error = checkArtifactTarget(directory))
     return error;
+  // An unknown MANTISSA_CPU_TARGET is reported (and exits) here, before any
+  // file is written.
+  (void)getCpuTarget();
   std::map<std::string, const ArtifactTensorSpec *> byFqn;
   for (const ArtifactTensorSpec &tensor : spec.tensors)
     byFqn[tensor.fqn] = &tensor;
