@@ -831,7 +831,7 @@ public:
           Value vectorEnd = b.create<arith::AddIOp>(loc, begin, vectorLength);
           auto emitLoop = [&](Value from, Value to, int64_t step,
                               const ChunkAccess &access,
-                              const StepScalars &loopScalars) {
+                              const StepScalars &loopScalars, Value small) {
             auto loop = b.create<scf::ForOp>(loc, from, to,
                                              indexConstant(b, loc, step));
             OpBuilder::InsertionGuard guard(b);
@@ -839,32 +839,52 @@ public:
             SmallVector<Value> indices =
                 emitIndices(b, loc, kind, fields, loop.getInductionVar());
             emitChunkUpdate(b, loc, kind, access, indices, loopScalars,
-                            lerpCoeff, lerpSmall, op.getAmsgrad(),
-                            op.getMaximize(),
+                            lerpCoeff, small, op.getAmsgrad(), op.getMaximize(),
                             /*forGpu=*/gpuElementCode);
           };
-          // A bf16 gradient's multiply and rounding (clipping's in-place
-          // grad.mul_) are 8 of the vector loop's instructions on AVX2, and
-          // the scale is 1 whenever the norm is below the limit: a second
-          // version of the loop for that case (bit for bit the same).
+          // Versions of the vector loop for uniform conditions, each bit for
+          // bit the code it replaces; on AVX2 (16 vector registers) the loop
+          // is bound by its instructions, and these take 11 of them:
+          // - the lerp's branch (|1 - beta1| < 0.5), a blend whose mask,
+          //   spilled, is rebuilt in every iteration;
+          // - a gradient scale of 1 (whenever clipping's norm is below the
+          //   limit): a bf16 gradient's multiply and rounding leave it
+          //   unchanged but for NaN (StepScalars::unitGradScale).
+          auto emitIf = [&](Value condition,
+                            function_ref<void(bool)> emitVersion) {
+            auto version = b.create<scf::IfOp>(loc, condition,
+                                               /*withElseRegion=*/true);
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(version.thenBlock());
+            emitVersion(true);
+            b.setInsertionPointToStart(version.elseBlock());
+            emitVersion(false);
+          };
+          auto emitLerpVersions = [&](const StepScalars &loopScalars) {
+            if (gpuElementCode) {
+              emitLoop(begin, vectorEnd, vectorWidth, vectorAccess, loopScalars,
+                       lerpSmall);
+              return;
+            }
+            emitIf(lerpSmall, [&](bool small) {
+              emitLoop(begin, vectorEnd, vectorWidth, vectorAccess, loopScalars,
+                       b.create<arith::ConstantOp>(loc, b.getBoolAttr(small)));
+            });
+          };
           if (scalars.gradScale && !gpuElementCode &&
               getStorageType(b.getContext(), kind, GradRole).isBF16()) {
             Value isOne = b.create<arith::CmpFOp>(
                 loc, arith::CmpFPredicate::OEQ, scalars.gradScale,
                 b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(1.0)));
-            auto version = b.create<scf::IfOp>(loc, isOne,
-                                               /*withElseRegion=*/true);
-            OpBuilder::InsertionGuard guard(b);
-            b.setInsertionPointToStart(version.thenBlock());
-            StepScalars unitScalars = scalars;
-            unitScalars.unitGradScale = true;
-            emitLoop(begin, vectorEnd, vectorWidth, vectorAccess, unitScalars);
-            b.setInsertionPointToStart(version.elseBlock());
-            emitLoop(begin, vectorEnd, vectorWidth, vectorAccess, scalars);
+            emitIf(isOne, [&](bool unit) {
+              StepScalars loopScalars = scalars;
+              loopScalars.unitGradScale = unit;
+              emitLerpVersions(loopScalars);
+            });
           } else {
-            emitLoop(begin, vectorEnd, vectorWidth, vectorAccess, scalars);
+            emitLerpVersions(scalars);
           }
-          emitLoop(vectorEnd, end, 1, scalarAccess, scalars);
+          emitLoop(vectorEnd, end, 1, scalarAccess, scalars, lerpSmall);
         });
   }
 

@@ -1,4 +1,5 @@
 // RUN: mantissa-opt %s --mantissa-lower-adamw --canonicalize --cse | FileCheck %s
+// RUN: mantissa-opt %s --mantissa-lower-adamw --canonicalize --cse | FileCheck %s --check-prefix=LERP
 // RUN: mantissa-opt %s --mantissa-lower-adamw="vector-width=4 tile-size=64" | FileCheck %s --check-prefix=WIDTH
 // RUN: mantissa-opt %s --mantissa-lower-adamw=test-gpu-element-code | FileCheck %s --check-prefix=GPUCODE
 // RUN: not mantissa-opt %s --mantissa-lower-adamw=target=tpu 2>&1 | FileCheck %s --check-prefix=BADTARGET
@@ -130,6 +131,22 @@ func.func @remainder_slice(%g: memref<?xi8>, %p: memref<?xi8>, %m: memref<?xi8>,
 // The scalar tail has one version.
 // CHECK: scf.for %{{.+}} = %c96 to %c100
 // CHECK: arith.mulf %{{.+}}, %[[SCALE]] : f32
+// The lerp's branch (|1 - beta1| < 0.5) is uniform: each version of the
+// vector loop (scale 1 or not) is itself in two versions, neither with a
+// blend of f32 lanes (the scalar tail keeps its scalar select).
+// LERP-LABEL: func.func @scaled
+// LERP: %[[SMALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
+// LERP: scf.if
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: scf.if %[[SMALL]] {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: } else {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: } else {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: scf.if %[[SMALL]] {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: arith.select %[[SMALL]], %{{.+}}, %{{.+}} : f32
 func.func @scaled(%g: memref<?xi8>, %p: memref<?xi8>, %m: memref<?xi8>,
                   %m1: memref<?xi8>, %m2: memref<?xi8>, %s: f64,
                   %step: i64, %scale: f32) {
