@@ -444,6 +444,29 @@ TEST_F(AdamWGoldenTest, UnitGradScaleQuietsNaNGradients) {
     }
 }
 
+/// The CPU loop's vector width follows MANTISSA_CPU_TARGET: 16 lanes (two
+/// 256-bit registers) without AVX-512, 8 with it.
+TEST(AdamWCpuTargetTest, VectorWidthFollowsTheTarget) {
+  const char *previous = std::getenv("MANTISSA_CPU_TARGET");
+  std::string saved = previous ? previous : "";
+  AdamWGroup group;
+  appendAdamWMember(group, "w", 4099, DType::bf16, DType::bf16,
+                    AdamWMasterKind::Remainder, DType::fp32);
+  for (auto [target, width, other] :
+       {std::make_tuple("x86-64-v3", "<16 x float>", "<8 x float>"),
+        std::make_tuple("sapphirerapids", "<8 x float>", "<16 x float>")}) {
+    setenv("MANTISSA_CPU_TARGET", target, 1);
+    std::unique_ptr<AdamWCpuKernel> kernel = compileOrFail(group);
+    ASSERT_TRUE(kernel);
+    EXPECT_NE(kernel->getLLVMIR().find(width), std::string::npos) << target;
+    EXPECT_EQ(kernel->getLLVMIR().find(other), std::string::npos) << target;
+  }
+  if (previous)
+    setenv("MANTISSA_CPU_TARGET", saved.c_str(), 1);
+  else
+    unsetenv("MANTISSA_CPU_TARGET");
+}
+
 /// With amsgrad, maximize and the `hot` hyperparameters (no golden master
 /// vectors exist for them), an fp32 member fed the widened bf16 gradients,
 /// an fp32 master and a remainder master must produce the same fp32 bits.

@@ -71,7 +71,8 @@ OwningOpRef<ModuleOp> buildAdamWKernelModule(MLIRContext *context,
                                              StringRef name);
 
 /// Lowers a module of train.adamw_update ops for the CPU down to the LLVM
-/// dialect (vector width 8, bare-pointer calling convention). With
+/// dialect (vector width 16 for a target CPU without AVX-512, else 8;
+/// bare-pointer calling convention). With
 /// `gpuElementCode`, each chunk of 8 elements is updated with the GPU
 /// kernel's element code (for testing it without a GPU).
 LogicalResult lowerAdamWToLLVMDialect(ModuleOp module, int64_t tileSize = 4096,
