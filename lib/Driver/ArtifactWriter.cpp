@@ -23,6 +23,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
 #include <map>
 
@@ -177,8 +178,17 @@ static llvm::Expected<FileRecord> recordFile(llvm::StringRef dir,
                     rt::fnv1a64(data, (*buffer)->getBufferSize())};
 }
 
-std::vector<std::string> mlir::mantissa::getHostCpuFeatureFlags() {
-  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+std::vector<std::string> mlir::mantissa::getTargetCpuFeatureFlags() {
+  std::string target = getCpuTarget();
+  llvm::StringMap<bool> features;
+  if (target == "native") {
+    features = llvm::sys::getHostCPUFeatures();
+  } else {
+    SmallVector<StringRef> enabled;
+    llvm::X86::getFeaturesForCPU(target, enabled);
+    for (StringRef feature : enabled)
+      features[feature] = true;
+  }
   std::vector<std::string> flags;
   for (const std::string &flag : rt::checkedCpuFeatures()) {
     // LLVM's names: the cpuinfo name without '_' (avx512_bf16 ->
@@ -229,6 +239,9 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
                                               const ArtifactOptions &options) {
   if (llvm::Error error = checkArtifactTarget(directory))
     return error;
+  // An unknown MANTISSA_CPU_TARGET is reported (and exits) here, before any
+  // file is written.
+  (void)getCpuTarget();
   std::map<std::string, const ArtifactTensorSpec *> byFqn;
   for (const ArtifactTensorSpec &tensor : spec.tensors)
     byFqn[tensor.fqn] = &tensor;
@@ -452,8 +465,8 @@ llvm::Error mlir::mantissa::writeArtifactSpec(const ArtifactSpec &spec,
   rt::ManifestKernels &kernels = manifest.kernels.emplace();
   kernels.cpuLibrary = "kernels.so";
   kernels.tileSize = options.tileSize;
-  kernels.targetCpu = llvm::sys::getHostCPUName().str();
-  kernels.targetFeatures = getHostCpuFeatureFlags();
+  kernels.targetCpu = getCpuTargetName();
+  kernels.targetFeatures = getTargetCpuFeatureFlags();
   if (!ptxNote.empty() || !options.emitPtx)
     kernels.gpuNote = options.emitPtx ? ptxNote : "PTX not requested";
   else

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Driver/CpuStepWriter.h"
+#include "mantissa/Conversion/AdamWKernels.h"
 #include "mantissa/Conversion/StepSignature.h"
 #include "mantissa/Driver/ArtifactWriter.h"
 #include "mantissa/Driver/StepEvaluator.h"
@@ -18,7 +19,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
-#include "llvm/TargetParser/Host.h"
 
 using namespace mlir;
 using namespace mlir::mantissa;
@@ -158,8 +158,8 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
 
   rt::CpuProgram program;
   program.cpuGemmAbi = rt::kCpuGemmAbi;
-  program.targetCpu = llvm::sys::getHostCPUName().str();
-  program.targetFeatures = getHostCpuFeatureFlags();
+  program.targetCpu = getCpuTargetName();
+  program.targetFeatures = getTargetCpuFeatureFlags();
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     program.arguments.push_back(getStepArgumentTensor(step, index));
     if (program.arguments.back().role == rt::StepTensor::Role::UserInput)

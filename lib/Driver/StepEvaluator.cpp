@@ -21,7 +21,6 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/TargetParser/Host.h"
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -385,12 +384,12 @@ llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
 llvm::Expected<std::unique_ptr<StepEvaluator>>
 mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                         CompileCacheReport *report) {
-  // The host CPU the code is tuned for (-march=native) is part of the key.
-  // So is how its matrix products are computed (MANTISSA_CPU_GEMM).
-  std::string hash =
-      hashPlannedStep(step, (llvm::sys::getHostCPUName() +
-                             " gemm=" + stringifyCpuGemmMode(getCpuGemmMode()))
-                                .str());
+  // The CPU the code is compiled for (MANTISSA_CPU_TARGET, this machine's
+  // by default) is part of the key. So is how its matrix products are
+  // computed (MANTISSA_CPU_GEMM).
+  std::string hash = hashPlannedStep(
+      step, getCpuTarget() + " " + getCpuTargetName() +
+                " gemm=" + stringifyCpuGemmMode(getCpuGemmMode()).str());
   std::string cacheDirectory = getUsableCompileCacheDirectory();
   SmallString<256> libraryPath;
   bool cached = false;

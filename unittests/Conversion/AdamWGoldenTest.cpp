@@ -391,6 +391,82 @@ TEST_F(AdamWGoldenTest, GradScaleIsAnInPlaceMultiply) {
   }
 }
 
+/// With a gradient scale of exactly 1 the CPU loop skips the multiply and
+/// rounding of bf16 gradients (a second version of the loop), but a NaN
+/// gradient still becomes the quiet NaN 0x7FC0, as torch's bf16 mul_(1.0)
+/// rounds it: NaNs with other payloads or signs (which x86 arithmetic would
+/// carry into the moments) update exactly as 0x7FC0 does.
+TEST_F(AdamWGoldenTest, UnitGradScaleQuietsNaNGradients) {
+  AdamWGroup group;
+  std::vector<Arm> arms = {Arm::Master, Arm::Remainder, Arm::PureBf16};
+  for (size_t i = 0; i < arms.size(); ++i)
+    appendArm(group, arms[i], "member" + std::to_string(i));
+  std::unique_ptr<AdamWCpuKernel> kernel = compileOrFail(group);
+  ASSERT_TRUE(kernel);
+  // Negative quiet NaN with a payload, signalling NaN, negative signalling.
+  const std::vector<std::pair<int64_t, uint16_t>> nans = {
+      {3, 0xFFC1}, {17, 0x7F81}, {100, 0xFF85}, {1001, 0x7FC0}};
+  GroupBuffers payloads(group), quiet(group);
+  for (size_t i = 0; i < arms.size(); ++i) {
+    const AdamWMember &member = group.members[i];
+    for (GroupBuffers *buffers : {&payloads, &quiet}) {
+      initArm(*buffers, arms[i], member);
+      loadGrad(*buffers, arms[i], member, 0);
+    }
+    for (auto [index, bits] : nans) {
+      payloads.at<uint16_t>(AdamWBuffer::Grad, member.gradOffset)[index] = bits;
+      quiet.at<uint16_t>(AdamWBuffer::Grad, member.gradOffset)[index] = 0x7FC0;
+    }
+  }
+  const AdamWConfig &config = goldenConfigs().front();
+  payloads.step(*kernel, config, 1, /*parts=*/1, /*gradScale=*/1.0f);
+  quiet.step(*kernel, config, 1, /*parts=*/1, /*gradScale=*/1.0f);
+  for (unsigned buffer = 0; buffer < kNumAdamWBuffers; ++buffer)
+    if (buffer != unsigned(AdamWBuffer::Grad))
+      EXPECT_EQ(std::memcmp(payloads.data(AdamWBuffer(buffer)),
+                            quiet.data(AdamWBuffer(buffer)),
+                            group.getBufferBytes(AdamWBuffer(buffer))),
+                0)
+          << "buffer " << buffer;
+  // exp_avg is NaN there, the quiet NaN (x86 would keep another payload).
+  for (const AdamWMember &member : group.members)
+    for (auto [index, bits] : nans) {
+      if (member.moments == DType::fp32)
+        EXPECT_EQ(payloads.at<uint32_t>(AdamWBuffer::ExpAvg,
+                                        member.momentsOffset)[index],
+                  0x7FC00000u)
+            << member.name << " element " << index;
+      else
+        EXPECT_EQ(payloads.at<uint16_t>(AdamWBuffer::ExpAvg,
+                                        member.momentsOffset)[index],
+                  0x7FC0u)
+            << member.name << " element " << index;
+    }
+}
+
+/// The CPU loop's vector width follows MANTISSA_CPU_TARGET: 16 lanes (two
+/// 256-bit registers) without AVX-512, 8 with it.
+TEST(AdamWCpuTargetTest, VectorWidthFollowsTheTarget) {
+  const char *previous = std::getenv("MANTISSA_CPU_TARGET");
+  std::string saved = previous ? previous : "";
+  AdamWGroup group;
+  appendAdamWMember(group, "w", 4099, DType::bf16, DType::bf16,
+                    AdamWMasterKind::Remainder, DType::fp32);
+  for (auto [target, width, other] :
+       {std::make_tuple("x86-64-v3", "<16 x float>", "<8 x float>"),
+        std::make_tuple("sapphirerapids", "<8 x float>", "<16 x float>")}) {
+    setenv("MANTISSA_CPU_TARGET", target, 1);
+    std::unique_ptr<AdamWCpuKernel> kernel = compileOrFail(group);
+    ASSERT_TRUE(kernel);
+    EXPECT_NE(kernel->getLLVMIR().find(width), std::string::npos) << target;
+    EXPECT_EQ(kernel->getLLVMIR().find(other), std::string::npos) << target;
+  }
+  if (previous)
+    setenv("MANTISSA_CPU_TARGET", saved.c_str(), 1);
+  else
+    unsetenv("MANTISSA_CPU_TARGET");
+}
+
 /// With amsgrad, maximize and the `hot` hyperparameters (no golden master
 /// vectors exist for them), an fp32 member fed the widened bf16 gradients,
 /// an fp32 master and a remainder master must produce the same fp32 bits.

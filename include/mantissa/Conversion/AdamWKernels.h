@@ -71,7 +71,8 @@ OwningOpRef<ModuleOp> buildAdamWKernelModule(MLIRContext *context,
                                              StringRef name);
 
 /// Lowers a module of train.adamw_update ops for the CPU down to the LLVM
-/// dialect (vector width 8, bare-pointer calling convention). With
+/// dialect (vector width 16 for a target CPU without AVX-512, else 8;
+/// bare-pointer calling convention). With
 /// `gpuElementCode`, each chunk of 8 elements is updated with the GPU
 /// kernel's element code (for testing it without a GPU).
 LogicalResult lowerAdamWToLLVMDialect(ModuleOp module, int64_t tileSize = 4096,
@@ -80,9 +81,22 @@ LogicalResult lowerAdamWToLLVMDialect(ModuleOp module, int64_t tileSize = 4096,
 /// Translates an LLVM-dialect module to textual LLVM IR.
 FailureOr<std::string> translateToLLVMIRText(ModuleOp module);
 
+/// The CPU that generated host code is compiled for: the environment's
+/// MANTISSA_CPU_TARGET, an x86-64 CPU name LLVM knows (`znver3`,
+/// `x86-64-v3`, `sapphirerapids`, ...), or `native` (the compiling machine,
+/// the default when unset). It lets one machine build and test the code
+/// another CPU would run (e.g. AVX2 without AVX-512 on an AVX-512 host). Any
+/// other value is reported and exits 1.
+std::string getCpuTarget();
+
+/// The name of getCpuTarget()'s CPU: LLVM's name of this machine's CPU for
+/// `native`, else the target itself (artifacts record it; the compile
+/// cache's key includes it).
+std::string getCpuTargetName();
+
 /// Compiles textual LLVM IR into a shared library at `libraryPath` with
-/// clang-19 (-O`optLevel` -march=native -fPIC -shared -Wl,-Bsymbolic, then
-/// `extraArguments`). Reports failures in `error`.
+/// clang-19 (-O`optLevel` -march=<getCpuTarget()> -fPIC -shared
+/// -Wl,-Bsymbolic, then `extraArguments`). Reports failures in `error`.
 LogicalResult
 compileLLVMIRToSharedLibrary(StringRef llvmIR, StringRef libraryPath,
                              std::string &error, unsigned optLevel = 3,

@@ -60,10 +60,10 @@ struct ArtifactOptions {
   GpuHostKernels gpuHostKernels;
 };
 
-/// The instruction-set extensions of this CPU that code compiled with
-/// -march=native may use, by their /proc/cpuinfo names
+/// The instruction-set extensions that code compiled for getCpuTarget()
+/// (this CPU for `native`) may use, by their /proc/cpuinfo names
 /// (rt::checkedCpuFeatures), for the runtime to check before it loads it.
-std::vector<std::string> getHostCpuFeatureFlags();
+std::vector<std::string> getTargetCpuFeatureFlags();
 
 /// One parameter or buffer of an artifact, with its plan and initial value.
 struct ArtifactTensorSpec {

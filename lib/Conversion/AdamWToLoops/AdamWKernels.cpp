@@ -46,7 +46,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
 
+#include <cstdlib>
 #include <dlfcn.h>
 
 using namespace mlir;
@@ -198,6 +201,29 @@ OwningOpRef<ModuleOp> mlir::mantissa::buildAdamWKernelModule(
 // CPU: LLVM dialect, LLVM IR, shared library
 //===----------------------------------------------------------------------===//
 
+/// Whether getCpuTarget()'s CPU has AVX-512 (LLVM's feature name avx512f).
+static bool cpuTargetHasAvx512() {
+  std::string target = getCpuTarget();
+  if (target == "native") {
+    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+    return features.lookup("avx512f");
+  }
+  SmallVector<StringRef> features;
+  llvm::X86::getFeaturesForCPU(target, features);
+  return llvm::is_contained(features, "avx512f");
+}
+
+/// Lanes per vector operation of the CPU loop. Without AVX-512, 16: two
+/// 256-bit registers per operation, which gives the out-of-order core two
+/// independent chains between the divides and packs 16-bit results with one
+/// vpackusdw per 16 lanes (AVX2, remainder master: 12% more parameters per
+/// second in cache, bench/adamw/README.md). With AVX-512, 8: 16 lanes
+/// become a 512-bit register whose divides and square roots run at half the
+/// rate (10% fewer). A tile size that is no multiple of 16 keeps 8.
+static unsigned getCpuVectorWidth(int64_t tileSize) {
+  return tileSize % 16 == 0 && !cpuTargetHasAvx512() ? 16 : 8;
+}
+
 LogicalResult mlir::mantissa::lowerAdamWToLLVMDialect(ModuleOp module,
                                                       int64_t tileSize,
                                                       bool gpuElementCode) {
@@ -206,6 +232,9 @@ LogicalResult mlir::mantissa::lowerAdamWToLLVMDialect(ModuleOp module,
   lowerOptions.target = "cpu";
   lowerOptions.tileSize = tileSize;
   lowerOptions.testGpuElementCode = gpuElementCode;
+  // The GPU element code is written for chunks of 8.
+  if (!gpuElementCode)
+    lowerOptions.vectorWidth = getCpuVectorWidth(tileSize);
   pm.addPass(createLowerAdamWPass(lowerOptions));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -238,6 +267,26 @@ FailureOr<std::string> mlir::mantissa::translateToLLVMIRText(ModuleOp module) {
   llvm::raw_string_ostream os(text);
   llvmModule->print(os, nullptr);
   return text;
+}
+
+std::string mlir::mantissa::getCpuTarget() {
+  const char *text = std::getenv("MANTISSA_CPU_TARGET");
+  if (!text || !*text)
+    return "native";
+  StringRef name(text);
+  if (name == "native" ||
+      llvm::X86::parseArchX86(name, /*Only64Bit=*/true) != llvm::X86::CK_None)
+    return name.str();
+  llvm::errs() << "mantissa: error: MANTISSA_CPU_TARGET is '" << name
+               << "'; expected 'native' (the default) or an x86-64 CPU that "
+                  "clang's -march takes, such as znver3, x86-64-v3 or "
+                  "sapphirerapids\n";
+  std::exit(1);
+}
+
+std::string mlir::mantissa::getCpuTargetName() {
+  std::string target = getCpuTarget();
+  return target == "native" ? llvm::sys::getHostCPUName().str() : target;
 }
 
 /// clang-19 from PATH, else Debian's LLVM 19 installation.
@@ -289,9 +338,10 @@ LogicalResult mlir::mantissa::compileLLVMIRToSharedLibrary(
   // and without it a step named `index` (or `exp`, `time`, ...) called from
   // its packed entry resolves to libc's function of that name first, and
   // trains on zeros without an error.
+  std::string marchFlag = "-march=" + getCpuTarget();
   SmallVector<StringRef> args = {clang,
                                  optFlag,
-                                 "-march=native",
+                                 marchFlag,
                                  "-fPIC",
                                  "-shared",
                                  "-Wl,-Bsymbolic",

@@ -139,37 +139,61 @@ struct ElementBuilder {
     if (element.isF32())
       return value;
     if (element.isBF16() && !nativeBF16)
-      return narrowToBF16(value);
+      return bitsToBF16(roundToBF16Bits(value));
     return b.create<arith::TruncFOp>(loc, shaped(element), value);
   }
-  /// f32 -> bf16 with integer operations (round to nearest-even, NaN to the
-  /// quiet NaN 0x7FC0), as arith-expand does but in a form LLVM keeps in
-  /// vector registers; arith-expand's NaN select is scalarised on x86.
-  Value narrowToBF16(Value value) const {
+  /// f32 -> the bits of its bf16 rounding in the high half of an i32, the
+  /// low half zero (round to nearest-even, NaN to the quiet NaN 0x7FC0), as
+  /// arith-expand rounds but in operations every x86 vector unit has. NaN is
+  /// replaced by 0x7FC00000 before the rounding, which keeps it: one
+  /// unordered compare (a test of the magnitude's bits is three AVX2
+  /// instructions and two constants: AVX2 has no unsigned 32-bit compare),
+  /// and no select after the rounding, which LLVM would narrow to the i16
+  /// result and then scalarise on x86 (a <8 x i1> from an f32 compare
+  /// selecting i16 lanes). The widened value is the i32 itself. On an AVX2
+  /// target the update is bound by its instruction count and the 16 vector
+  /// registers, not by memory.
+  Value roundToBF16Bits(Value value) const {
     Type i32 = b.getI32Type();
-    Value bits = b.create<arith::BitcastOp>(loc, shaped(i32), value);
+    Value isNaN =
+        b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, value, value);
+    Value bits = b.create<arith::SelectOp>(
+        loc, isNaN, integer(i32, 0x7FC00000),
+        b.create<arith::BitcastOp>(loc, shaped(i32), value));
     Value lowestKept = b.create<arith::AndIOp>(
         loc, b.create<arith::ShRUIOp>(loc, bits, integer(i32, 16)),
         integer(i32, 1));
-    Value rounded = b.create<arith::ShRUIOp>(
+    return b.create<arith::AndIOp>(
         loc,
         b.create<arith::AddIOp>(
             loc, b.create<arith::AddIOp>(loc, bits, integer(i32, 0x7FFF)),
             lowestKept),
-        integer(i32, 16));
-    Value magnitude =
-        b.create<arith::AndIOp>(loc, bits, integer(i32, 0x7FFFFFFF));
-    Value isNaN = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
-                                          magnitude, integer(i32, 0x7F800000));
-    Value result =
-        b.create<arith::SelectOp>(loc, isNaN, integer(i32, 0x7FC0), rounded);
-    Value half = b.create<arith::TruncIOp>(loc, shaped(b.getI16Type()), result);
+        integer(i32, int32_t(0xFFFF0000u)));
+  }
+  /// `value` (an f32 holding a bf16), or 0x7FC00000 for NaN: its bf16
+  /// rounding.
+  Value canonicalizeBF16NaN(Value value) const {
+    Value isNaN =
+        b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, value, value);
+    Value bits = b.create<arith::SelectOp>(
+        loc, isNaN, integer(b.getI32Type(), 0x7FC00000),
+        b.create<arith::BitcastOp>(loc, shaped(b.getI32Type()), value));
+    return b.create<arith::BitcastOp>(loc, value.getType(), bits);
+  }
+  /// The bf16 whose bits are the high half of `bits` (roundToBF16Bits).
+  Value bitsToBF16(Value bits) const {
+    Value high =
+        b.create<arith::ShRUIOp>(loc, bits, integer(b.getI32Type(), 16));
+    Value half = b.create<arith::TruncIOp>(loc, shaped(b.getI16Type()), high);
     return b.create<arith::BitcastOp>(loc, shaped(b.getBF16Type()), half);
   }
   /// Rounds f32 to `dtype` and back: torch's rounding after an in-place op.
   Value round(Value value, Type element) const {
     if (element.isF32())
       return value;
+    if (element.isBF16() && !nativeBF16)
+      return b.create<arith::BitcastOp>(loc, shaped(b.getF32Type()),
+                                        roundToBF16Bits(value));
     return widen(narrow(value, element));
   }
 };
@@ -188,6 +212,10 @@ struct StepScalars {
       negStepSize;
   /// The gradients' multiplier (clipping); null when the op has none.
   Value gradScale;
+  /// Code for gradScale == 1 (a loop version, see emitCpuLoop): the
+  /// multiply and rounding of a bf16 gradient leave it unchanged, except
+  /// that a NaN becomes the quiet NaN 0x7FC0 as the rounding makes it.
+  bool unitGradScale = false;
 
   /// The GPU kernel's scalar parameters, in order (gradScale last, 1.0
   /// when the op has none).
@@ -419,24 +447,32 @@ Value decodeRemainder(const ElementBuilder &e, Value high, Value remainder,
   return b.create<arith::BitcastOp>(e.loc, e.shaped(b.getF32Type()), bits);
 }
 
-/// Splits an fp32 master into its bf16 copy (`param`, the master rounded as
-/// the fp32-master arm rounds it), its 16-bit remainder and the tie mark.
+/// Splits an fp32 master into its bf16 copy (the master rounded as the
+/// fp32-master arm rounds it), its 16-bit remainder and the tie mark.
 /// NaN keeps a zero remainder and no mark.
 struct EncodedRemainder {
   Value high, low, upperTie;
 };
-EncodedRemainder encodeRemainder(const ElementBuilder &e, Value master,
-                                 Value param) {
+EncodedRemainder encodeRemainder(const ElementBuilder &e, Value master) {
   OpBuilder &b = e.b;
   Type i32 = b.getI32Type();
   Type i16 = e.shaped(b.getI16Type());
   Value bits = b.create<arith::BitcastOp>(e.loc, e.shaped(i32), master);
-  Value high = b.create<arith::BitcastOp>(e.loc, i16, param);
-  Value difference = b.create<arith::SubIOp>(
-      e.loc, bits,
-      b.create<arith::ShLIOp>(
-          e.loc, b.create<arith::ExtUIOp>(e.loc, e.shaped(i32), high),
-          e.integer(i32, 16)));
+  // The copy's bits in the high half of an i32: on the CPU computed there
+  // (ElementBuilder::roundToBF16Bits, whose NaN compare is the one below),
+  // on the GPU from cvt.rn's bf16.
+  Value high, highBits;
+  if (e.nativeBF16) {
+    high = b.create<arith::BitcastOp>(e.loc, i16,
+                                      e.narrow(master, b.getBF16Type()));
+    highBits = b.create<arith::ShLIOp>(
+        e.loc, b.create<arith::ExtUIOp>(e.loc, e.shaped(i32), high),
+        e.integer(i32, 16));
+  } else {
+    highBits = e.roundToBF16Bits(master);
+    high = b.create<arith::BitcastOp>(e.loc, i16, e.bitsToBF16(highBits));
+  }
+  Value difference = b.create<arith::SubIOp>(e.loc, bits, highBits);
   Value isNaN =
       b.create<arith::CmpFOp>(e.loc, arith::CmpFPredicate::UNO, master, master);
   Value low =
@@ -511,7 +547,9 @@ void emitChunkUpdate(OpBuilder &b, Location loc, const Kind &kind,
   Value grad = e.widen(load(GradRole));
   // clip_grad_norm_'s grad.mul_(coefficient), rounded to the gradient's
   // dtype as the in-place op rounds (exact when the scale is 1).
-  if (scalars.gradScale)
+  if (scalars.unitGradScale)
+    grad = e.canonicalizeBF16NaN(grad);
+  else if (scalars.gradScale)
     grad =
         e.round(b.create<arith::MulFOp>(loc, grad, e.splat(scalars.gradScale)),
                 storage(GradRole));
@@ -592,8 +630,7 @@ void emitChunkUpdate(OpBuilder &b, Location loc, const Kind &kind,
     store(ParamRole, e.narrow(newParam, paramType));
     break;
   case MasterKind::Remainder: {
-    EncodedRemainder encoded =
-        encodeRemainder(e, newParam, e.narrow(newParam, paramType));
+    EncodedRemainder encoded = encodeRemainder(e, newParam);
     store(ParamRole, encoded.high);
     store(MasterRole, encoded.low);
     // newExpAvgSq >= +0 (or NaN): negating it (exact, also after rounding
@@ -793,19 +830,61 @@ public:
               indexConstant(b, loc, vectorWidth));
           Value vectorEnd = b.create<arith::AddIOp>(loc, begin, vectorLength);
           auto emitLoop = [&](Value from, Value to, int64_t step,
-                              const ChunkAccess &access) {
+                              const ChunkAccess &access,
+                              const StepScalars &loopScalars, Value small) {
             auto loop = b.create<scf::ForOp>(loc, from, to,
                                              indexConstant(b, loc, step));
             OpBuilder::InsertionGuard guard(b);
             b.setInsertionPointToStart(loop.getBody());
             SmallVector<Value> indices =
                 emitIndices(b, loc, kind, fields, loop.getInductionVar());
-            emitChunkUpdate(b, loc, kind, access, indices, scalars, lerpCoeff,
-                            lerpSmall, op.getAmsgrad(), op.getMaximize(),
+            emitChunkUpdate(b, loc, kind, access, indices, loopScalars,
+                            lerpCoeff, small, op.getAmsgrad(), op.getMaximize(),
                             /*forGpu=*/gpuElementCode);
           };
-          emitLoop(begin, vectorEnd, vectorWidth, vectorAccess);
-          emitLoop(vectorEnd, end, 1, scalarAccess);
+          // Versions of the vector loop for uniform conditions, each bit for
+          // bit the code it replaces; on AVX2 (16 vector registers) the loop
+          // is bound by its instructions, and these take 11 of them:
+          // - the lerp's branch (|1 - beta1| < 0.5), a blend whose mask,
+          //   spilled, is rebuilt in every iteration;
+          // - a gradient scale of 1 (whenever clipping's norm is below the
+          //   limit): a bf16 gradient's multiply and rounding leave it
+          //   unchanged but for NaN (StepScalars::unitGradScale).
+          auto emitIf = [&](Value condition,
+                            function_ref<void(bool)> emitVersion) {
+            auto version = b.create<scf::IfOp>(loc, condition,
+                                               /*withElseRegion=*/true);
+            OpBuilder::InsertionGuard guard(b);
+            b.setInsertionPointToStart(version.thenBlock());
+            emitVersion(true);
+            b.setInsertionPointToStart(version.elseBlock());
+            emitVersion(false);
+          };
+          auto emitLerpVersions = [&](const StepScalars &loopScalars) {
+            if (gpuElementCode) {
+              emitLoop(begin, vectorEnd, vectorWidth, vectorAccess, loopScalars,
+                       lerpSmall);
+              return;
+            }
+            emitIf(lerpSmall, [&](bool small) {
+              emitLoop(begin, vectorEnd, vectorWidth, vectorAccess, loopScalars,
+                       b.create<arith::ConstantOp>(loc, b.getBoolAttr(small)));
+            });
+          };
+          if (scalars.gradScale && !gpuElementCode &&
+              getStorageType(b.getContext(), kind, GradRole).isBF16()) {
+            Value isOne = b.create<arith::CmpFOp>(
+                loc, arith::CmpFPredicate::OEQ, scalars.gradScale,
+                b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(1.0)));
+            emitIf(isOne, [&](bool unit) {
+              StepScalars loopScalars = scalars;
+              loopScalars.unitGradScale = unit;
+              emitLerpVersions(loopScalars);
+            });
+          } else {
+            emitLerpVersions(scalars);
+          }
+          emitLoop(vectorEnd, end, 1, scalarAccess, scalars, lerpSmall);
         });
   }
 

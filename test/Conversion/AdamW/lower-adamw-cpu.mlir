@@ -1,4 +1,5 @@
 // RUN: mantissa-opt %s --mantissa-lower-adamw --canonicalize --cse | FileCheck %s
+// RUN: mantissa-opt %s --mantissa-lower-adamw --canonicalize --cse | FileCheck %s --check-prefix=LERP
 // RUN: mantissa-opt %s --mantissa-lower-adamw="vector-width=4 tile-size=64" | FileCheck %s --check-prefix=WIDTH
 // RUN: mantissa-opt %s --mantissa-lower-adamw=test-gpu-element-code | FileCheck %s --check-prefix=GPUCODE
 // RUN: not mantissa-opt %s --mantissa-lower-adamw=target=tpu 2>&1 | FileCheck %s --check-prefix=BADTARGET
@@ -91,17 +92,61 @@ func.func @remainder_slice(%g: memref<?xi8>, %p: memref<?xi8>, %m: memref<?xi8>,
 
 // A gradient scale (clipping) multiplies each bf16 gradient as it is loaded
 // and rounds the product to bf16, as the in-place grad.mul_ of
-// clip_grad_norm_ rounds, before the moments use it.
+// clip_grad_norm_ rounds, before the moments use it. The rounding stays in
+// i32 lanes: NaN is replaced by 0x7FC00000 (2143289344) before it (one
+// unordered compare), the rounded bits are masked with 0xFFFF0000 (-65536)
+// and used as f32, without a truncation to i16 and back (on AVX2 the loop is
+// bound by its instruction count). For a scale of exactly 1 a second version
+// of the vector loop only turns NaN into 0x7FC00000 (the same bits).
 // CHECK-LABEL: func.func @scaled
 // CHECK-SAME: %[[SCALE:[^:]+]]: f32
+// CHECK-DAG: %[[MASK:.+]] = arith.constant dense<-65536> : vector<8xi32>
+// CHECK-DAG: %[[QNAN:.+]] = arith.constant dense<2143289344> : vector<8xi32>
+// CHECK-DAG: %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[ISONE:.+]] = arith.cmpf oeq, %[[SCALE]], %[[ONE]] : f32
+// CHECK: scf.if %[[ISONE]] {
+// CHECK: scf.for
+// CHECK: %[[RAW1:.+]] = vector.load %{{.+}} : memref<?xbf16>, vector<8xbf16>
+// CHECK: %[[WIDE1:.+]] = arith.extf %[[RAW1]] : vector<8xbf16> to vector<8xf32>
+// CHECK: %[[NAN1:.+]] = arith.cmpf uno, %[[WIDE1]], %[[WIDE1]] : vector<8xf32>
+// CHECK: %[[BITS1:.+]] = arith.bitcast %[[WIDE1]] : vector<8xf32> to vector<8xi32>
+// CHECK: %[[CANON:.+]] = arith.select %[[NAN1]], %[[QNAN]], %[[BITS1]]
+// CHECK: %[[GRAD1:.+]] = arith.bitcast %[[CANON]] : vector<8xi32> to vector<8xf32>
+// CHECK-NOT: arith.mulf %[[WIDE1]]
+// CHECK: arith.subf %[[GRAD1]]
+// CHECK: } else {
+// CHECK: scf.for
 // CHECK: %[[RAW:.+]] = vector.load %{{.+}} : memref<?xbf16>, vector<8xbf16>
 // CHECK: %[[WIDE:.+]] = arith.extf %[[RAW]] : vector<8xbf16> to vector<8xf32>
 // CHECK: %[[SPLAT:.+]] = vector.broadcast %[[SCALE]] : f32 to vector<8xf32>
 // CHECK: %[[PRODUCT:.+]] = arith.mulf %[[WIDE]], %[[SPLAT]] : vector<8xf32>
-// CHECK: arith.bitcast %[[PRODUCT]] : vector<8xf32> to vector<8xi32>
-// CHECK: %[[ROUNDED:.+]] = arith.bitcast %{{.+}} : vector<8xi16> to vector<8xbf16>
-// CHECK: arith.extf %[[ROUNDED]] : vector<8xbf16> to vector<8xf32>
+// CHECK: %[[NAN:.+]] = arith.cmpf uno, %[[PRODUCT]], %[[PRODUCT]] : vector<8xf32>
+// CHECK: %[[BITS:.+]] = arith.bitcast %[[PRODUCT]] : vector<8xf32> to vector<8xi32>
+// CHECK: %[[KEPT:.+]] = arith.select %[[NAN]], %[[QNAN]], %[[BITS]]
+// CHECK: %[[ROUNDED:.+]] = arith.andi %{{.+}}, %[[MASK]] : vector<8xi32>
+// CHECK-NOT: arith.trunci
+// CHECK: %[[GRAD:.+]] = arith.bitcast %[[ROUNDED]] : vector<8xi32> to vector<8xf32>
+// CHECK: arith.subf %[[GRAD]]
 // CHECK: math.fma
+// The scalar tail has one version.
+// CHECK: scf.for %{{.+}} = %c96 to %c100
+// CHECK: arith.mulf %{{.+}}, %[[SCALE]] : f32
+// The lerp's branch (|1 - beta1| < 0.5) is uniform: each version of the
+// vector loop (scale 1 or not) is itself in two versions, neither with a
+// blend of f32 lanes (the scalar tail keeps its scalar select).
+// LERP-LABEL: func.func @scaled
+// LERP: %[[SMALL:.+]] = arith.andi %{{.+}}, %{{.+}} : i1
+// LERP: scf.if
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: scf.if %[[SMALL]] {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: } else {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: } else {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: scf.if %[[SMALL]] {
+// LERP-NOT: vector<8xi1>, vector<8xf32>
+// LERP: arith.select %[[SMALL]], %{{.+}}, %{{.+}} : f32
 func.func @scaled(%g: memref<?xi8>, %p: memref<?xi8>, %m: memref<?xi8>,
                   %m1: memref<?xi8>, %m2: memref<?xi8>, %s: f64,
                   %step: i64, %scale: f32) {
