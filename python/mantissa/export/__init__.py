@@ -50,13 +50,17 @@ def check_torch() -> None:
 
 
 def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name: str, *,
-                         loss_fn=None, reference_steps: int = 0, lr: float = 1e-3,
+                         loss_fn=None, outputs_fn=None, reference_steps: int = 0, lr: float = 1e-3,
                          weight_decay: float = 0.01, mantissa_compile: str | None = None):
     """Exports one training step of `model` on `batch` into OUT_DIR/NAME.*.
 
     `batch` is a dict of keyword tensors or a tuple of positional ones; the
     loss is `loss_fn(output, batch)` when given, else the output when it is
-    a scalar tensor, else `output.loss`, else `output["loss"]`. With
+    a scalar tensor, else `output.loss`, else `output["loss"]`.
+    `outputs_fn(output, batch)`, when given, returns a dict of named
+    tensors (a prediction) that the step returns beside the loss, as
+    torch.export user outputs named in mantissa.json's "user_outputs"
+    (`mantissa-run --outputs` writes them). With
     `reference_steps` > 0, torch's gradients and AdamW trajectory (lr,
     weight_decay) are written beside. `mantissa_compile` is the binary whose
     `--list-ops` defines the supported operators (default:
@@ -66,7 +70,8 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
     """
     check_torch()
     from .step import export_training_step as export
-    return export(model, batch, out_dir, name, loss_fn=loss_fn, reference_steps=reference_steps,
+    return export(model, batch, out_dir, name, loss_fn=loss_fn, outputs_fn=outputs_fn,
+                  reference_steps=reference_steps,
                   lr=lr, weight_decay=weight_decay, mantissa_compile=mantissa_compile)
 
 

@@ -1,6 +1,7 @@
 """python3 -m mantissa.export MODULE:FACTORY OUT_DIR NAME [options]
 
-FACTORY() returns (model, batch) or (model, batch, loss_fn); MODULE is an
+FACTORY() returns (model, batch), (model, batch, loss_fn) or (model, batch,
+loss_fn, outputs_fn), loss_fn possibly None; MODULE is an
 importable module (mantissa.zoo.llama) or a path to a .py file. Exports as
 mantissa.export.export_training_step does; on bad input prints one line
 naming the model and the argument, node or module, exits 1 and writes
@@ -50,14 +51,16 @@ def call_factory(spec: str, factory: Callable[[], Any]):
         made = factory()
     except Exception as error:
         raise ExportError(f"factory {spec} raised {type(error).__name__}: {error}") from error
-    if not isinstance(made, tuple) or len(made) not in (2, 3):
+    if not isinstance(made, tuple) or len(made) not in (2, 3, 4):
         raise ExportError(f"factory {spec} returned a {type(made).__name__}; it must return "
-                          "(model, batch) or (model, batch, loss_fn)")
-    model, batch, loss_fn = made if len(made) == 3 else (*made, None)
-    if loss_fn is not None and not callable(loss_fn):
-        raise ExportError(f"factory {spec}: its loss_fn is a {type(loss_fn).__name__}, "
-                          "not a function of (output, batch)")
-    return model, batch, loss_fn
+                          "(model, batch), (model, batch, loss_fn) or "
+                          "(model, batch, loss_fn, outputs_fn)")
+    model, batch, loss_fn, outputs_fn = (*made, None, None)[:4]
+    for role, function in (("loss_fn", loss_fn), ("outputs_fn", outputs_fn)):
+        if function is not None and not callable(function):
+            raise ExportError(f"factory {spec}: its {role} is a {type(function).__name__}, "
+                              "not a function of (output, batch)")
+    return model, batch, loss_fn, outputs_fn
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python3 -m mantissa.export",
         description="Exports a model's training step (joint forward + backward) for Mantissa.")
     parser.add_argument("factory", metavar="MODULE:FACTORY",
-                        help="FACTORY() returns (model, batch) or (model, batch, loss_fn)")
+                        help="FACTORY() returns (model, batch), (model, batch, loss_fn) or "
+                             "(model, batch, loss_fn, outputs_fn)")
     parser.add_argument("out_dir", metavar="OUT_DIR")
     parser.add_argument("name", metavar="NAME")
     parser.add_argument("--reference-steps", type=int, default=0, metavar="N",
@@ -80,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_torch()
-        model, batch, loss_fn = call_factory(args.factory, load_factory(args.factory))
+        model, batch, loss_fn, outputs_fn = call_factory(args.factory, load_factory(args.factory))
         result = export_training_step(
-            model, batch, args.out_dir, args.name, loss_fn=loss_fn,
+            model, batch, args.out_dir, args.name, loss_fn=loss_fn, outputs_fn=outputs_fn,
             reference_steps=args.reference_steps, lr=args.lr, weight_decay=args.weight_decay,
             mantissa_compile=args.mantissa_compile)
     except ExportError as error:
@@ -95,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{nodes} nodes of {len(result.operators)} operators, loss {result.loss:.6g}")
     print("user inputs: " + ", ".join(
         f"{name} (batch dim {dim})" for name, dim in result.batch_dims.items()))
+    if result.user_outputs:
+        print("user outputs: " + ", ".join(result.user_outputs))
     if result.dynamic_batch.get("dynamic_batch"):
         print("batch: dynamic (mantissa-run --micro-batch B compiles the step for B)")
     else:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .batch import Batch
+from .training_module import step_loss
 
 BETAS = (0.9, 0.999)
 EPS = 1e-8
@@ -55,7 +56,7 @@ def eager_step(loss_module: torch.nn.Module, batch: Batch) -> EagerStep:
     """Runs on a copy, so that buffers the forward updates (batch norm's
     running statistics) and .grad stay out of the module exported next."""
     module = copy.deepcopy(loss_module)
-    loss = batch.call(module)
+    loss = step_loss(batch.call(module))
     loss.backward()
     gradients, no_gradient, seen = {}, [], set()
     for fqn, parameter in module.named_parameters(remove_duplicate=False):
@@ -114,7 +115,7 @@ def adamw_trajectory(loss_module: torch.nn.Module, batch: Batch, trainable: list
     losses = []
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
-        loss = batch.call(module)
+        loss = step_loss(batch.call(module))
         loss.backward()
         losses.append(loss.item())
         optimizer.step()

@@ -26,7 +26,7 @@ from .oplist import (OperatorSites, check_operators, check_random, find_mantissa
                      operator_modules, supported_operators, unsupported_message)
 from .references import BETAS, EPS, adamw_trajectory, deterministic_torch, eager_step
 from .staging import Staging
-from .training_module import LossFn, loss_returning_copy
+from .training_module import LossFn, OutputsFn, loss_returning_copy
 
 #: Written only with reference_steps > 0; an export without them removes
 #: those of an earlier one.
@@ -51,6 +51,10 @@ class ExportResult:
     #: mantissa.json's record: {"dynamic_batch": True}, or False and the
     #: "static_reason" torch refused a dynamic batch for.
     dynamic_batch: dict[str, Any] = field(default_factory=dict)
+    #: The names outputs_fn gave the step's user outputs, in the order the
+    #: joint program returns them after the loss (mantissa.json's
+    #: "user_outputs"); empty without outputs_fn.
+    user_outputs: list[str] = field(default_factory=list)
 
 
 def _first_line(error: BaseException) -> str:
@@ -65,7 +69,8 @@ def _describe_batch(batch: Batch) -> str:
 
 
 def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name: str, *,
-                         loss_fn: LossFn | None = None, reference_steps: int = 0,
+                         loss_fn: LossFn | None = None, outputs_fn: OutputsFn | None = None,
+                         reference_steps: int = 0,
                          lr: float = 1e-3, weight_decay: float = 0.01,
                          mantissa_compile: str | None = None) -> ExportResult:
     """mantissa.export.export_training_step, once torch is known to be recent."""
@@ -77,6 +82,9 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
     if isinstance(reference_steps, bool) or not isinstance(reference_steps, int) or reference_steps < 0:
         raise ExportError(f"model {model_name}: reference_steps must be a count >= 0, "
                           f"not {reference_steps!r}")
+    if outputs_fn is not None and not callable(outputs_fn):
+        raise ExportError(f"model {model_name}: outputs_fn is a {type(outputs_fn).__name__}, "
+                          "not a function of (output, batch)")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ExportError(f"model {model_name}: OUT_DIR {out_dir} exists and is not a folder")
     checked_batch = Batch(batch, model_name)
@@ -85,7 +93,9 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
     with deterministic_torch(), warnings.catch_warnings():
         # torch 2.11's own pytree code warns on every export; not the user's concern.
         warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-        module = loss_returning_copy(model, loss_fn, model_name, list(checked_batch.kwargs))
+        output_names: list[str] = []
+        module = loss_returning_copy(model, loss_fn, model_name, list(checked_batch.kwargs),
+                                     outputs_fn, output_names)
         try:
             eager = eager_step(module, checked_batch)
         except ExportError:
@@ -128,6 +138,12 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
                               f"({', '.join(user_inputs)}) for {len(tensors)} batch tensors")
         gradient_fqns = [spec.target for spec in signature.output_specs
                          if spec.kind == OutputKind.GRADIENT_TO_PARAMETER]
+        graph_outputs = [spec for spec in signature.output_specs
+                         if spec.kind == OutputKind.USER_OUTPUT]
+        if len(graph_outputs) != len(output_names):
+            raise ExportError(f"model {model_name}: the joint program returns "
+                              f"{len(graph_outputs)} user outputs beside the loss, not the "
+                              f"{len(output_names)} of outputs_fn ({', '.join(output_names)})")
         _check_gradients_agree(module, gradient_fqns, eager.gradients, model_name)
 
         state = {fqn: t.detach().clone().contiguous() for fqn, t in model.state_dict().items()}
@@ -150,6 +166,7 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
         "torch": torch.__version__,
         "model": f"{type(model).__module__}.{type(model).__qualname__}",
         "user_inputs": user_inputs,
+        "user_outputs": output_names,
         "batch_dims": dims,
         "non_trainable": non_trainable,
         "tied": tied,
@@ -180,6 +197,7 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
     return ExportResult(files=files, user_inputs=user_inputs, batch_dims=dims,
                         operators=operators, non_trainable=non_trainable, tied=tied,
                         module_paths=module_paths, dynamic_batch=dynamic,
+                        user_outputs=output_names,
                         parameter_count=sum(p.numel() for p in model.parameters()),
                         loss=float(eager.loss))
 

@@ -21,6 +21,7 @@ import torch
 from .errors import ExportError
 
 LossFn = Callable[[Any, Any], torch.Tensor]
+OutputsFn = Callable[[Any, Any], "dict[str, torch.Tensor]"]
 
 
 def pick_loss(output: Any, batch: Any, loss_fn: LossFn | None, model_name: str) -> torch.Tensor:
@@ -52,9 +53,44 @@ def pick_loss(output: Any, batch: Any, loss_fn: LossFn | None, model_name: str) 
     return loss.reshape(()) if loss.dim() else loss
 
 
+def pick_outputs(output: Any, batch: Any, outputs_fn: OutputsFn,
+                 model_name: str) -> dict[str, torch.Tensor]:
+    """The named tensors `outputs_fn(output, batch)` returns beside the loss,
+    checked: a non-empty dict of tensors, each named by a Python identifier
+    other than "loss" (mantissa-run writes them by name beside `loss`)."""
+    outputs = outputs_fn(output, batch)
+    if not isinstance(outputs, Mapping):
+        raise ExportError(f"model {model_name}: outputs_fn(output, batch) returned a "
+                          f"{type(outputs).__name__}, not a dict of named tensors")
+    if not outputs:
+        raise ExportError(f"model {model_name}: outputs_fn(output, batch) returned an empty "
+                          "dict; return at least one named tensor, or pass no outputs_fn")
+    for key, value in outputs.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ExportError(f"model {model_name}: outputs_fn(output, batch) names an output "
+                              f"{key!r}, which is not a valid identifier")
+        if key == "loss":
+            raise ExportError(f"model {model_name}: outputs_fn(output, batch) names an output "
+                              "'loss', the name of the training loss; choose another name")
+        if not isinstance(value, torch.Tensor):
+            raise ExportError(f"model {model_name}: outputs_fn(output, batch)[{key!r}] is a "
+                              f"{type(value).__name__}, not a tensor")
+    return dict(outputs)
+
+
+def step_loss(result: Any) -> torch.Tensor:
+    """The loss of what a loss_returning_copy returns: the loss, or with an
+    outputs_fn the first element of (loss, *outputs)."""
+    return result[0] if isinstance(result, tuple) else result
+
+
 def loss_returning_copy(model: torch.nn.Module, loss_fn: LossFn | None, model_name: str,
-                        batch_keys: list[str]) -> torch.nn.Module:
-    """A deep copy of `model` whose forward returns the scalar loss.
+                        batch_keys: list[str], outputs_fn: OutputsFn | None = None,
+                        output_names: list[str] | None = None) -> torch.nn.Module:
+    """A deep copy of `model` whose forward returns the scalar loss; with
+    `outputs_fn`, the tuple (loss, *outputs_fn(output, batch).values()),
+    whose names it records in `output_names` (torch.export's user outputs
+    after the loss, in that order).
 
     The batch handed to `loss_fn` is what the forward received (keyword
     arguments as a dict, else the positional ones as a tuple), so that under
@@ -74,7 +110,16 @@ def loss_returning_copy(model: torch.nn.Module, loss_fn: LossFn | None, model_na
     def forward(self, *args, **kwargs):
         model_kwargs = {k: v for k, v in kwargs.items() if k not in loss_only}
         output = base.forward(self, *args, **model_kwargs)
-        return pick_loss(output, kwargs if kwargs else args, loss_fn, model_name)
+        given = kwargs if kwargs else args
+        loss = pick_loss(output, given, loss_fn, model_name)
+        if outputs_fn is None:
+            return loss
+        outputs = pick_outputs(output, given, outputs_fn, model_name)
+        if output_names is not None:
+            output_names[:] = list(outputs)
+        # Detached: the outputs are results of the step, not differentiated
+        # (the backward is the loss's alone, as without outputs_fn).
+        return (loss, *(value.detach() for value in outputs.values()))
 
     # torch.export binds the batch to the forward's signature: the model's
     # own, plus the loss-only entries as keyword-only parameters.

@@ -286,7 +286,7 @@ class Checker:
     def describe_model(self) -> None:
         import torch
 
-        model, _, _ = call_factory(self.factory_name, self.factory)
+        model, _, _, _ = call_factory(self.factory_name, self.factory)
         defining, library, version = defining_class(model)
         self.record.update({"class": defining, "library": library, "library_version": version,
                             "torch": torch.__version__,
@@ -307,7 +307,7 @@ class Checker:
             import mantissa.export as exporter
         except ImportError as error:
             raise CheckError(f"the exporter package mantissa.export is not importable: {error}")
-        model, batch, loss_fn = call_factory(self.factory_name, self.factory)
+        model, batch, loss_fn, _ = call_factory(self.factory_name, self.factory)
         start = time.perf_counter()
         try:
             exporter.export_training_step(model, batch, str(self.out), self.name, loss_fn=loss_fn,
@@ -484,7 +484,7 @@ class Checker:
         import torch
 
         init = load_tensors(self.path(".init.safetensors"))
-        model, batch, loss_fn = call_factory(self.factory_name, self.factory)
+        model, batch, loss_fn, _ = call_factory(self.factory_name, self.factory)
         missing = [k for k, _ in model.named_parameters() if k not in init]
         if missing:
             raise CheckError(f"{self.path('.init.safetensors')} lacks parameters {missing[:3]}")
