@@ -6,6 +6,10 @@
 // every parameter's gradient in the layout of torch's reference files
 // (`loss` of shape [1], `grad.<fqn>`, fp32).
 //
+// `mantissa-run MODEL.pt2 --inputs INPUTS.safetensors [--weights W] --steps 0
+//  --outputs OUT.safetensors` runs the forward-only step once and writes the
+// loss and the step's user outputs (mantissa.export's outputs_fn) by name.
+//
 // `mantissa-run MODEL.pt2 --inputs INPUTS.safetensors --steps N ...` trains
 // (TrainLoop.h): the step compiled for the CPU, or with `--device cuda` for
 // the GPU (docs/gpu-step.md).
@@ -203,6 +207,13 @@ struct RunFlags {
       "dump-grads",
       cl::desc("Write `loss` and `grad.<fqn>` (fp32) of the first step"),
       cl::value_desc("safetensors"), cl::cat(category)};
+  cl::opt<std::string> outputsPath{
+      "outputs",
+      cl::desc("Without training (--steps 0): run the forward-only step once "
+               "and write `loss` and every user output of the step, by the "
+               "name mantissa.export gave it (else `output.<k>`), in its "
+               "dtype"),
+      cl::value_desc("safetensors"), cl::cat(category)};
   GpuHostKernelsFlag gpuHostKernels;
   cl::OptionCategory trainCategory{"training options"};
   PrecisionFlags precision{trainCategory, PrecisionFlagsHelp::Brief};
@@ -260,12 +271,30 @@ static LogicalResult parseCommandLine(int argc, char **argv,
 /// `trainer.schedule.steps` becomes 0: the step is evaluated once.
 static LogicalResult validateOptions(const RunFlags &flags,
                                      rt::TrainerOptions &trainer) {
-  if (trainer.schedule.steps == 0)
-    return fail("--steps: expected N >= 1 (without --steps, "
-                "mantissa-run evaluates the step once)");
-  if (trainer.schedule.steps < 0) {
+  bool writesOutputs = !flags.outputsPath.empty();
+  if (trainer.schedule.steps == 0 && !writesOutputs)
+    return fail("--steps: expected N >= 1, or 0 with --outputs "
+                "OUT.safetensors (without --steps, mantissa-run evaluates "
+                "the step once)");
+  // The outputs are those of the step's forward pass at the given weights:
+  // to predict with trained weights, train with --final-params F, then run
+  // --steps 0 --weights F --outputs.
+  if (writesOutputs && trainer.schedule.steps > 0)
+    return fail("--outputs runs the forward-only step once without "
+                "training (--steps 0); it cannot be combined with --steps " +
+                llvm::Twine(trainer.schedule.steps) +
+                " (train with --final-params F.safetensors, then run "
+                "--steps 0 --weights F.safetensors --outputs)");
+  if (writesOutputs && !flags.gradsPath.empty())
+    return fail("--outputs runs the forward-only step, --dump-grads the "
+                "training step; give one of them");
+  if (trainer.schedule.steps <= 0) {
     // Evaluating once writes none of the training outputs: refuse them
     // rather than ignore them.
+    const char *once = trainer.schedule.steps == 0
+                           ? "; --steps 0 runs the forward-only step once"
+                           : "; without --steps, mantissa-run evaluates the "
+                             "step once";
     for (auto [flag, given] :
          {std::pair<const char *, bool>{"--losses",
                                         !trainer.outputs.lossesPath.empty()},
@@ -275,9 +304,7 @@ static LogicalResult validateOptions(const RunFlags &flags,
           {"--save-checkpoint", !trainer.checkpoints.saveDir.empty()},
           {"--resume", !trainer.checkpoints.resumeDir.empty()}})
       if (given)
-        return fail(std::string(flag) +
-                    " needs --steps N (training); without --steps, "
-                    "mantissa-run evaluates the step once");
+        return fail(std::string(flag) + " needs --steps N (training)" + once);
     trainer.schedule.steps = 0;
   }
   trainer.model.inputsPath = flags.inputsPath;
@@ -303,6 +330,14 @@ static LogicalResult validateOptions(const RunFlags &flags,
     if (!rt::checkOutputLocations(locations, {flags.modelPath}, optionsError))
       return fail(optionsError);
   }
+  if (writesOutputs) {
+    std::string locationError;
+    rt::TrainerOptions locations = trainer;
+    locations.model.weightsPath = flags.weightsPath;
+    if (!rt::checkOutputLocations(locations, {flags.modelPath}, locationError,
+                                  {{"--outputs", flags.outputsPath}}))
+      return fail(locationError);
+  }
   return success();
 }
 
@@ -321,10 +356,10 @@ buildStep(MLIRContext &context, const pt2::Program &program,
   // Without --steps the one evaluated step shows what the plan computes:
   // its loss and its gradients (--dump-grads) in the planned dtypes.
   if (precisionRequested && trainer.schedule.steps <= 0 &&
-      flags.gradsPath.empty())
-    return fail("--precision needs --steps N (training) or "
+      flags.gradsPath.empty() && flags.outputsPath.empty())
+    return fail("--precision needs --steps N (training), "
                 "--dump-grads G (one step's loss and gradients under "
-                "the plan)");
+                "the plan) or --outputs O (its forward pass's outputs)");
   if (precisionRequested) {
     if (failed(applyPrecisionFromCommandLine(
             step, program, flags.precision.getSpecOptions(),
@@ -400,7 +435,47 @@ static LogicalResult validateRunMode(const RunFlags &flags,
     return fail("--dump-grads evaluates the step on the CPU; it cannot "
                 "be combined with --device " +
                 trainer.device.kind);
+  if (!flags.outputsPath.empty() && trainer.device.onGpu())
+    return fail("--outputs runs the forward-only step on the CPU; it "
+                "cannot be combined with --device " +
+                trainer.device.kind);
   return success();
+}
+
+/// The name --outputs writes the step's result `index` under: "loss", or
+/// for its k-th user output the name mantissa.export recorded
+/// (mantissa.json's user_outputs), else `output.<k>`. Checked before the
+/// step is compiled: a step without user outputs, or whose user outputs
+/// the archive names differently, is refused.
+static FailureOr<std::vector<std::string>>
+nameForwardResults(train::StepOp step, const pt2::Program &program,
+                   const RunFlags &flags) {
+  std::vector<std::string> names;
+  unsigned userOutput = 0;
+  for (unsigned index = 0, e = step.getNumResults(); index < e; ++index) {
+    train::ResultKind kind = step.getResultInfo(index).getKind();
+    if (kind == train::ResultKind::loss)
+      names.push_back("loss");
+    else if (kind != train::ResultKind::user_output)
+      names.push_back("");
+    else if (program.userOutputNames &&
+             userOutput < program.userOutputNames->size())
+      names.push_back((*program.userOutputNames)[userOutput++]);
+    else
+      names.push_back(llvm::formatv("output.{0}", userOutput++));
+  }
+  if (userOutput == 0)
+    return fail("--outputs: " + flags.modelPath +
+                " returns no user outputs beside the loss; export the model "
+                "with outputs_fn(output, batch) naming the tensors to write "
+                "(docs/export.md)");
+  if (program.userOutputNames && program.userOutputNames->size() != userOutput)
+    return fail(llvm::formatv("--outputs: {0}: mantissa.json names {1} user "
+                              "outputs, but the step returns {2}",
+                              flags.modelPath, program.userOutputNames->size(),
+                              userOutput)
+                    .str());
+  return names;
 }
 
 /// Forward and backward: compiled CPU code, or with --reference the
@@ -518,6 +593,60 @@ static llvm::Error storeRandomArguments(train::StepOp step,
   return llvm::Error::success();
 }
 
+/// Runs the forward-only step once (--outputs): prints its loss and writes
+/// it and every user output, each under `names[index]` of the training
+/// step's result (nameForwardResults) and in its own dtype, atomically.
+/// Returns the exit code.
+static int writeForwardOutputs(train::StepOp step, train::StepOp forward,
+                               ArrayRef<std::string> names,
+                               StepEvaluator &evaluator,
+                               ArrayRef<reference::Tensor> arguments,
+                               const RunFlags &flags) {
+  llvm::Expected<SmallVector<reference::Tensor>> results =
+      evaluator.evaluate(arguments);
+  if (!results)
+    return reportError(flags.modelPath + ": " +
+                       llvm::toString(results.takeError()));
+  // The forward step keeps the loss and the user outputs in the training
+  // step's order (mantissa-forward-only).
+  SmallVector<std::string> kept;
+  for (auto [index, name] : llvm::enumerate(names)) {
+    train::ResultKind kind = step.getResultInfo(index).getKind();
+    if (kind == train::ResultKind::loss ||
+        kind == train::ResultKind::user_output)
+      kept.push_back(name);
+  }
+  if (kept.size() != results->size())
+    return reportError(llvm::formatv("{0}: the forward-only step returns {1} "
+                                     "results for {2} outputs",
+                                     flags.modelPath, results->size(),
+                                     kept.size())
+                           .str());
+  std::vector<rt::HostTensor> outputs;
+  for (auto [index, result] : llvm::enumerate(*results)) {
+    std::optional<rt::DType> dtype =
+        train::getStoredDType(result.getElementType());
+    if (!dtype)
+      return reportError(llvm::formatv("{0}: output '{1}' has element type "
+                                       "{2}, which safetensors cannot hold",
+                                       flags.modelPath, kept[index],
+                                       result.getElementType())
+                             .str());
+    if (forward.getResultInfo(index).getKind() == train::ResultKind::loss)
+      llvm::outs() << llvm::formatv("loss {0:f6}\n", result.toFloats().front());
+    outputs.push_back(
+        rt::HostTensor{kept[index], *dtype,
+                       std::vector<int64_t>(result.getShape().begin(),
+                                            result.getShape().end()),
+                       result.toBytes()});
+  }
+  std::string error;
+  if (!rt::writeSafeTensors(flags.outputsPath, outputs, {{"format", "pt"}},
+                            error))
+    return reportError(error);
+  return 0;
+}
+
 /// Evaluates the step once: prints its loss and with --dump-grads writes
 /// the loss and every parameter's gradient (fp32). Returns the exit code.
 static int evaluateOnce(train::StepOp step, StepEvaluator &evaluator,
@@ -586,6 +715,12 @@ int mlir::mantissa::runMain(int argc, char **argv,
   if (failed(module))
     return 1;
   auto step = *(*module)->getOps<train::StepOp>().begin();
+  FailureOr<std::vector<std::string>> outputNames;
+  if (!flags.outputsPath.empty()) {
+    outputNames = nameForwardResults(step, *program, flags);
+    if (failed(outputNames))
+      return 1;
+  }
   FailureOr<SmallVector<reference::Tensor>> arguments =
       readStepArguments(context, step, *program, flags, trainer);
   if (failed(arguments) || failed(validateRunMode(flags, trainer)))
@@ -610,8 +745,19 @@ int mlir::mantissa::runMain(int argc, char **argv,
                                               communicator->worldSize()))
       return reportError(llvm::toString(std::move(error)));
   bool reporting = !communicator || communicator->rank() == 0;
+  // --outputs: the forward-only step is what is compiled and run.
+  OwningOpRef<ModuleOp> forwardModule;
+  train::StepOp forward;
+  if (!flags.outputsPath.empty()) {
+    llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveForwardStep(step);
+    if (!derived)
+      return reportError(flags.modelPath + ": " +
+                         llvm::toString(derived.takeError()));
+    forwardModule = std::move(*derived);
+    forward = *forwardModule->getOps<train::StepOp>().begin();
+  }
   FailureOr<std::unique_ptr<StepEvaluator>> evaluator =
-      createEvaluator(step, flags, trainer, reporting);
+      createEvaluator(forward ? forward : step, flags, trainer, reporting);
   if (failed(evaluator))
     return 1;
 
@@ -624,5 +770,8 @@ int mlir::mantissa::runMain(int argc, char **argv,
           storeRandomArguments(step, *arguments, trainer.random.seed))
     return reportError(flags.modelPath + ": " +
                        llvm::toString(std::move(error)));
+  if (forward)
+    return writeForwardOutputs(step, forward, *outputNames, **evaluator,
+                               *arguments, flags);
   return evaluateOnce(step, **evaluator, *arguments, flags);
 }

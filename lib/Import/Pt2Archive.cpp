@@ -25,6 +25,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -81,6 +82,69 @@ const StoredTensor *Program::findWeight(llvm::StringRef fqn) const {
 
 const StoredTensor *Program::findConstant(llvm::StringRef fqn) const {
   return findStoredTensor(constants, fqn);
+}
+
+//===----------------------------------------------------------------------===//
+// mantissa.export's record
+//===----------------------------------------------------------------------===//
+
+/// Reads the user outputs' names from extra/mantissa.json, when the archive
+/// has it and it names them: one distinct string per user output of the
+/// signature, in graph order. Anything else there is mantissa.export's
+/// record for people and is not read.
+static llvm::Error readUserOutputNames(ZipArchive &archive,
+                                       llvm::StringRef displayName,
+                                       const ReadOptions &options,
+                                       Program &program) {
+  std::string text;
+  bool found = false;
+  if (llvm::Error error = archive.readJson(kMantissaExtraEntry, text, found))
+    return error;
+  if (!found)
+    return llvm::Error::success();
+  JsonReader reader(displayName, kMantissaExtraEntry, options);
+  std::optional<llvm::json::Value> document = reader.parseDocument(text);
+  if (!document)
+    return reader.takeError();
+  JsonPath root;
+  const llvm::json::Object *record = reader.getObject(*document, root);
+  if (!record)
+    return reader.takeError();
+  const llvm::json::Value *field =
+      JsonReader::getOptionalField(*record, "user_outputs");
+  if (!field)
+    return llvm::Error::success();
+  JsonPath namesPath = root.field("user_outputs");
+  const llvm::json::Array *names = reader.getArray(*field, namesPath);
+  if (!names)
+    return reader.takeError();
+  size_t userOutputs =
+      llvm::count_if(program.signature.outputSpecs, [](const OutputSpec &spec) {
+        return spec.kind == OutputSpec::Kind::UserOutput;
+      });
+  if (names->size() != userOutputs) {
+    reader.fail(namesPath, "names " + llvm::Twine(names->size()) +
+                               " outputs, but the program has " +
+                               llvm::Twine(userOutputs) + " user outputs");
+    return reader.takeError();
+  }
+  std::vector<std::string> result;
+  for (auto [position, value] : llvm::enumerate(*names)) {
+    std::string name;
+    if (!reader.read(value, namesPath.index(position), name))
+      return reader.takeError();
+    if (name.empty() || name == "loss" || llvm::is_contained(result, name)) {
+      reader.fail(namesPath.index(position),
+                  "'" + name + "' is " +
+                      (name.empty()     ? "not a name"
+                       : name == "loss" ? "the loss's name"
+                                        : "named twice"));
+      return reader.takeError();
+    }
+    result.push_back(std::move(name));
+  }
+  program.userOutputNames = std::move(result);
+  return llvm::Error::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -144,6 +208,9 @@ mlir::mantissa::pt2::readPt2ArchiveFromBuffer(llvm::StringRef bytes,
                             kConstantsConfigEntry, options, program->constants))
     return std::move(error);
   if (llvm::Error error = checkStoredInputs(*program, displayName))
+    return std::move(error);
+  if (llvm::Error error =
+          readUserOutputNames(archive, displayName, options, *program))
     return std::move(error);
   return program;
 }

@@ -19,6 +19,9 @@ constexpr llvm::StringRef kWeightsConfigEntry =
 constexpr llvm::StringRef kConstantsDir = "data/constants/";
 constexpr llvm::StringRef kConstantsConfigEntry =
     "data/constants/model_constants_config.json";
+/// What mantissa.export records beside the program (torch.export.save's
+/// extra_files; docs/export.md): among it the names of the user outputs.
+constexpr llvm::StringRef kMantissaExtraEntry = "extra/mantissa.json";
 
 } // namespace mlir::mantissa::pt2::detail
 

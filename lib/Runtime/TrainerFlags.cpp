@@ -542,8 +542,10 @@ bool writableLocation(const std::string &flag, const std::string &path,
 
 bool mlir::mantissa::rt::checkOutputLocations(
     const TrainerOptions &options, const std::vector<std::string> &otherInputs,
-    std::string &error) {
-  std::vector<std::pair<std::string, std::string>> outputs; // flag, path
+    std::string &error,
+    const std::vector<std::pair<std::string, std::string>> &otherOutputs) {
+  // flag, path
+  std::vector<std::pair<std::string, std::string>> outputs = otherOutputs;
   if (!options.outputs.lossesPath.empty()) {
     outputs.push_back({"--losses", options.outputs.lossesPath});
     outputs.push_back({"--losses (its plot)",

@@ -480,6 +480,10 @@ struct Program {
   std::vector<StoredTensor> weights;
   /// From data/constants/, sorted by FQN.
   std::vector<StoredTensor> constants;
+  /// The names of the user outputs in graph order, as mantissa.export
+  /// records them (extra/mantissa.json's "user_outputs"); unset when the
+  /// archive does not name them (another exporter, an older mantissa.export).
+  std::optional<std::vector<std::string>> userOutputNames;
 
   const StoredTensor *findWeight(llvm::StringRef fqn) const;
   const StoredTensor *findConstant(llvm::StringRef fqn) const;

@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::mantissa::rt {
@@ -224,10 +225,13 @@ bool checkDataPositions(const TrainerOptions &options, int worldSize,
 /// it is asked for and is none of its inputs (--inputs, --weights, --data,
 /// --val-data, --grads, the artifact or `otherInputs`, e.g. the .pt2) nor
 /// another output: paths are compared after resolving links and relative
-/// parts. On failure `error` names the flag and the path.
-bool checkOutputLocations(const TrainerOptions &options,
-                          const std::vector<std::string> &otherInputs,
-                          std::string &error);
+/// parts. `otherOutputs` are outputs of the caller's own flags (flag,
+/// path), checked as these are. On failure `error` names the flag and the
+/// path.
+bool checkOutputLocations(
+    const TrainerOptions &options, const std::vector<std::string> &otherInputs,
+    std::string &error,
+    const std::vector<std::pair<std::string, std::string>> &otherOutputs = {});
 
 /// Checks, before any work, that `--save-checkpoint DIR` holds no other
 /// run's checkpoints: every checkpoint there must be of the run `--resume`

@@ -34,7 +34,7 @@ def resized(tensor, size, generator):
 
 def main(spec, exported_grads, size, inputs_out, grads_out):
     size = int(size)
-    model, batch, loss_fn = call_factory(spec, load_factory(spec))
+    model, batch, loss_fn, _ = call_factory(spec, load_factory(spec))
     generator = torch.Generator().manual_seed(size)
     # One tensor passed twice (a LM's labels are its input_ids) stays one.
     drawn = {}
@@ -70,7 +70,7 @@ def token_loss(spec, tokens_path, size, losses_path):
 
     import numpy
     size = int(size)
-    model, batch, loss_fn = call_factory(spec, load_factory(spec))
+    model, batch, loss_fn, _ = call_factory(spec, load_factory(spec))
     length = batch[0].shape[1]
     stream = torch.from_numpy(numpy.fromfile(tokens_path, dtype="<u2").astype("int64"))
     windows = torch.stack([stream[s * length:s * length + length + 1] for s in range(size)])
