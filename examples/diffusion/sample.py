@@ -3,7 +3,7 @@ forward-only step, and draws them as a grid.
 
     python3 examples/diffusion/sample.py DENOISER.pt2 WEIGHTS.safetensors OUT.png
         [--config example|tiny] [--steps K] [--per-class N] [--guidance G]
-        [--seed S] [--mantissa-run PATH] [--eager-check]
+        [--seed S] [--mantissa-run PATH] [--eager-check [--max-difference TOL]]
 
 An Euler sampler of the rectified flow that model.py trains: x_1 is
 Gaussian noise from ``torch.Generator().manual_seed(S)``, and K steps of
@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mantissa-run", default="mantissa-run", metavar="PATH")
     parser.add_argument("--eager-check", action="store_true",
                         help="also sample with torch eager and print the largest difference")
+    parser.add_argument("--max-difference", type=float, metavar="TOL",
+                        help="with --eager-check: fail (exit 1) when the largest difference "
+                             "exceeds TOL")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.per_class < 1:
         parser.error("--steps and --per-class must be at least 1")
@@ -141,7 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.eager_check:
         eager = sample(EagerVelocity(args.config, args.weights), side, args.per_class,
                        args.steps, args.guidance, args.seed)
-        print(f"largest difference from torch eager: {(samples - eager).abs().max().item():.3g}")
+        difference = (samples - eager).abs().max().item()
+        print(f"largest difference from torch eager: {difference:.3g}")
+        if args.max_difference is not None and not difference <= args.max_difference:
+            print(f"sample.py: error: the difference {difference:.3g} exceeds "
+                  f"--max-difference {args.max_difference:g}", file=sys.stderr)
+            return 1
     return 0
 
 
