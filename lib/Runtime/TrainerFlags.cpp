@@ -445,6 +445,12 @@ bool mlir::mantissa::rt::parseUpdateOptions(int argc, char **argv,
        : flag == "--weights" ? options.model.weightsPath
        : flag == "--inputs"  ? options.model.inputsPath
                              : options.checkpoints.verifyDir) = value;
+    } else if (flag == "--outputs") {
+      // The runtime alone runs the artifact's forward step for validation
+      // losses only; writing a step's user outputs is MODEL.pt2's.
+      error = "--outputs runs the forward-only step of a model: give "
+              "mantissa-run MODEL.pt2, not an artifact folder";
+      return false;
     } else if (arg.rfind("-", 0) == 0) {
       error = "unknown option '" + arg + "'";
       return false;

@@ -12,11 +12,20 @@
       writes the first B samples (dimension 0) of every tensor of IN.
   check_outputs.py same A.safetensors B.safetensors
       exits 1 unless A and B hold the same tensors bit for bit.
+  check_outputs.py close A.safetensors B.safetensors [--tol T]
+      exits 1 unless A and B hold the same names, dtypes and shapes, each
+      within max|a - b| / max|b| <= T (T = 1e-5).
+  check_outputs.py record IN.pt2 OUT.pt2 (--drop | --user-outputs JSON)
+      copies the archive with its extra/mantissa.json's user_outputs
+      removed or replaced by JSON: an archive another exporter wrote, or a
+      damaged one.
 """
 
 import argparse
 import inspect
+import json
 import sys
+import zipfile
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -78,6 +87,40 @@ def same(first, second):
     return 1 if differ else 0
 
 
+def close(first, second, tol):
+    a, b = load_file(first), load_file(second)
+    if sorted(a) != sorted(b):
+        print(f"names differ: {sorted(a)} and {sorted(b)}")
+        return 1
+    failures = 0
+    for name in sorted(a):
+        if a[name].dtype != b[name].dtype or a[name].shape != b[name].shape:
+            print(f"{name}: {a[name].dtype} {list(a[name].shape)} and {b[name].dtype} "
+                  f"{list(b[name].shape)}")
+            failures += 1
+            continue
+        error = float((a[name].double() - b[name].double()).abs().max())
+        scale = float(b[name].double().abs().max()) or 1.0
+        failures += error / scale > tol
+        print(f"{name}: relative error {error / scale:.3g}")
+    return 1 if failures else 0
+
+
+def record(source, target, drop, user_outputs):
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(target, "w") as copy:
+        for entry in original.infolist():
+            data = original.read(entry)
+            if entry.filename.endswith("/extra/mantissa.json"):
+                metadata = json.loads(data)
+                if drop:
+                    del metadata["user_outputs"]
+                else:
+                    metadata["user_outputs"] = json.loads(user_outputs)
+                data = json.dumps(metadata).encode()
+            copy.writestr(entry, data)
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     commands = parser.add_subparsers(dest="command", required=True)
@@ -93,11 +136,25 @@ def main():
     equal = commands.add_parser("same")
     equal.add_argument("first")
     equal.add_argument("second")
+    near = commands.add_parser("close")
+    near.add_argument("first")
+    near.add_argument("second")
+    near.add_argument("--tol", type=float, default=1e-5)
+    rewrite = commands.add_parser("record")
+    rewrite.add_argument("source")
+    rewrite.add_argument("target")
+    how = rewrite.add_mutually_exclusive_group(required=True)
+    how.add_argument("--drop", action="store_true")
+    how.add_argument("--user-outputs")
     args = parser.parse_args()
     if args.command == "compare":
         return compare(args.factory, args.outputs, args.batch, args.tol)
     if args.command == "slice":
         return slice_batch(args.source, args.target, args.batch)
+    if args.command == "record":
+        return record(args.source, args.target, args.drop, args.user_outputs)
+    if args.command == "close":
+        return close(args.first, args.second, args.tol)
     return same(args.first, args.second)
 
 

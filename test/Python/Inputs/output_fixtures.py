@@ -82,3 +82,21 @@ def outputs_bad_name():
 def outputs_not_function():
     model, batch = _regressor_batch()
     return model, batch, _mse, "prediction"
+
+
+class NoisyRegressor(nn.Module):
+    """Draws noise inside the step (randn_like): the outputs depend on
+    mantissa-run's --seed."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 8))
+
+    def forward(self, x):
+        return self.body(x + 0.5 * torch.randn_like(x))
+
+
+def noisy_regressor_outputs():
+    _, batch = _regressor_batch()
+    torch.manual_seed(0)
+    return NoisyRegressor(), batch, _mse, lambda output, batch: {"prediction": output}
