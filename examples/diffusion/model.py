@@ -13,7 +13,9 @@ Factories for ``python3 -m mantissa.export examples/diffusion/model.py:FACTORY``
   - ``t = torch.rand(B)``, uniform on [0, 1) per sample;
   - ``noise = torch.randn_like(x0)``, per sample;
   - DiT's own class dropout for classifier-free guidance
-    (``torch.rand(B) < 0.1`` replaces the label by the null class 10).
+    (``torch.rand(B) < 0.1`` replaces the label by the null class 10),
+    drawn afresh by each block's conditioning and by the output layer's
+    (diffusers calls the first block's embedding again there).
 
   With ``x_t = (1 - t) x0 + t noise`` the model predicts the velocity
   ``v = model(x_t, timestep=1000 t, class_labels)`` and the loss is
