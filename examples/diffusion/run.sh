@@ -22,8 +22,8 @@ export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
 export MANTISSA_COMPILE="$bin/mantissa-compile"
 example="$root/examples/diffusion"
 
-if (( 32 % world )); then
-  echo "run.sh: WORLD=$world does not divide the global batch of 32" >&2
+if [[ ! $world =~ ^[1-9][0-9]*$ ]] || (( 32 % world )); then
+  echo "run.sh: WORLD=$world is not a divisor of the global batch of 32 (1, 2, 4, 8, 16, 32)" >&2
   exit 1
 fi
 mkdir -p "$out/data"
