@@ -33,7 +33,7 @@ mkdir -p "$out/data"
 
 launch=()
 if (( world > 1 )); then
-  launch=(mpirun -np "$world")
+  launch=(mpirun --allow-run-as-root --oversubscribe -np "$world")
 fi
 # Global batch 32 = micro-batch 32 / WORLD x WORLD ranks; the validation
 # loss is the mean over the first 192 of the 197 validation digits, with
