@@ -7,7 +7,7 @@
 #
 # Needs the build (build/bin, or MANTISSA_BIN) and the venv of
 # scripts/setup.sh (.venv, or PYTHON). STEPS (default 400) sets the length
-# of training; WORLD (default 1) runs it on that many mpirun ranks, with
+# of training (with a warm-up of STEPS / 20 steps); WORLD (default 1) runs it on that many mpirun ranks, with
 # the same global batch of 32 (micro-batches of 32 / WORLD samples), so the
 # same samples and draws in every step.
 set -euo pipefail
@@ -42,7 +42,7 @@ fi
   --weights "$out/model/train.init.safetensors" \
   --dataset "$out/data/train.safetensors" --val-dataset "$out/data/val.safetensors" \
   --micro-batch $((32 / world)) --steps "$steps" --shuffle 1 --seed 1 \
-  --lr 2e-3 --lr-schedule cosine --warmup-steps 20 --min-lr-ratio 0.1 --clip-grad-norm 1.0 \
+  --lr 2e-3 --lr-schedule cosine --warmup-steps $((steps / 20)) --min-lr-ratio 0.1 --clip-grad-norm 1.0 \
   --eval-every 25 --eval-batches $((6 * world)) \
   --save-checkpoint "$out/checkpoints" --save-every 100 --overwrite-checkpoints \
   --losses "$out/losses.json" --metrics "$out/metrics.jsonl" \
