@@ -7,9 +7,10 @@
 #
 # Needs the build (build/bin, or MANTISSA_BIN) and the venv of
 # scripts/setup.sh (.venv, or PYTHON). STEPS (default 400) sets the length
-# of training (with a warm-up of STEPS / 20 steps); WORLD (default 1) runs it on that many mpirun ranks, with
-# the same global batch of 32 (micro-batches of 32 / WORLD samples), so the
-# same samples and draws in every step.
+# of training (with a warm-up of STEPS / 20 steps); WORLD (default 1) runs
+# it on that many mpirun ranks, with the same global batch of 32
+# (micro-batches of 32 / WORLD samples), so the same samples and draws in
+# every step.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
