@@ -110,6 +110,28 @@ public:
     return check(rc, "MPI_Bcast", error);
   }
 
+  bool shareMachine(const std::vector<uint64_t> &cpus,
+                    std::vector<uint64_t> &machineCpus, int &ranksHere,
+                    std::string &error) override {
+    MPI_Comm machine;
+    int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
+                                 rankValue, MPI_INFO_NULL, &machine);
+    if (!check(rc, "MPI_Comm_split_type", error))
+      return false;
+    MPI_Comm_size(machine, &ranksHere);
+    // The masks' lengths agree when every rank runs the same runtime; the
+    // longest is taken all the same.
+    long long words = (long long)cpus.size(), longest = 0;
+    MPI_Allreduce(&words, &longest, 1, MPI_LONG_LONG, MPI_MAX, machine);
+    std::vector<uint64_t> mine(cpus);
+    mine.resize(size_t(longest));
+    machineCpus.assign(size_t(longest), 0);
+    rc = MPI_Allreduce(mine.data(), machineCpus.data(), int(longest),
+                       MPI_UINT64_T, MPI_BOR, machine);
+    MPI_Comm_free(&machine);
+    return check(rc, "MPI_Allreduce", error);
+  }
+
 private:
   static bool narrow(const std::vector<int64_t> &in, std::vector<int> &out,
                      std::string &error) {

@@ -19,8 +19,10 @@
 
 using namespace mlir::mantissa::rt;
 
-std::unique_ptr<Communicator>
-mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
+namespace {
+
+/// The communicator of the launch, before the thread split.
+std::unique_ptr<Communicator> launchCommunicator(std::string &error) {
 #ifdef MANTISSA_HAVE_MPI
   if (launchedByMPI())
     return createMPICommunicator(error);
@@ -36,6 +38,26 @@ mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
     return nullptr;
   }
   return createSingleRankCommunicator();
+}
+
+} // namespace
+
+std::unique_ptr<Communicator>
+mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
+  std::unique_ptr<Communicator> communicator = launchCommunicator(error);
+  if (!communicator)
+    return nullptr;
+  ThreadSplit split;
+  if (!applyThreadSplit(*communicator, split, error))
+    return nullptr;
+  if (communicator->rank() == 0) {
+    std::string warning = threadSplitWarning(split);
+    if (!warning.empty())
+      std::fprintf(stderr, "mantissa-run: warning: %s\n", warning.c_str());
+    std::printf("threads: %s\n", describeThreadSplit(split).c_str());
+    std::fflush(stdout);
+  }
+  return communicator;
 }
 
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
