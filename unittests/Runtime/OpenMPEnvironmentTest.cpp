@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 
+#include <omp.h>
 #include <sched.h>
 
 using namespace mlir::mantissa::rt;
@@ -113,6 +114,8 @@ TEST(ThreadSplit, AppliesToThisProcess) {
   EXPECT_EQ(split.threads, cpus);
   ASSERT_NE(std::getenv("OMP_NUM_THREADS"), nullptr);
   EXPECT_EQ(std::string(std::getenv("OMP_NUM_THREADS")), std::to_string(cpus));
+  // libomp (and oneDNN, which asks it) runs that many.
+  EXPECT_EQ(omp_get_max_threads(), cpus);
 
   ASSERT_EQ(setenv("OMP_NUM_THREADS", "3,1", 1), 0);
   ASSERT_TRUE(applyThreadSplit(*comm, split, error)) << error;

@@ -155,6 +155,9 @@ struct OutputOptions {
   std::string finalParamsPath;
   /// Print the per-rank peak memory report (off: --no-memory-report).
   bool memoryReport = true;
+  /// `--profile`: each rank prints where its steps' time went
+  /// (StepProfile.h).
+  bool profile = false;
 };
 
 /// `--seed S`: the seed of every random number the step draws
