@@ -43,20 +43,18 @@ std::unique_ptr<Communicator> launchCommunicator(std::string &error) {
 } // namespace
 
 std::unique_ptr<Communicator>
-mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
+mlir::mantissa::rt::createLaunchCommunicator(std::string &threads,
+                                             std::string &error) {
   std::unique_ptr<Communicator> communicator = launchCommunicator(error);
   if (!communicator)
     return nullptr;
   ThreadSplit split;
   if (!applyThreadSplit(*communicator, split, error))
     return nullptr;
-  if (communicator->rank() == 0) {
-    std::string warning = threadSplitWarning(split);
-    if (!warning.empty())
-      std::fprintf(stderr, "mantissa-run: warning: %s\n", warning.c_str());
-    std::printf("threads: %s\n", describeThreadSplit(split).c_str());
-    std::fflush(stdout);
-  }
+  std::string warning = threadSplitWarning(split);
+  if (communicator->rank() == 0 && !warning.empty())
+    std::fprintf(stderr, "mantissa-run: warning: %s\n", warning.c_str());
+  threads = describeThreadSplit(split);
   return communicator;
 }
 
@@ -101,7 +99,8 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;
   }
-  std::unique_ptr<Communicator> communicator = createLaunchCommunicator(error);
+  std::unique_ptr<Communicator> communicator =
+      createLaunchCommunicator(options.device.threads, error);
   if (!communicator) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;

@@ -347,6 +347,8 @@ bool Trainer::openMetrics() {
   if (source)
     tokensPerStep =
         source->tokensPerMicroBatch() * schedule.microBatchesPerStep();
+  if (rank == 0 && !options.device.threads.empty())
+    std::printf("threads: %s\n", options.device.threads.c_str());
   if (source && rank == 0 && options.schedule.microBatch > 0)
     std::printf("batch: micro-batch %lld x grad-accum %lld x world %d = "
                 "global batch %lld\n",
