@@ -168,10 +168,10 @@ mlir::mantissa::rt::createMPICommunicator(std::string &error) {
     // A rank waiting in a collective polls; OpenMPI's polling yields the CPU
     // only when it sees more ranks than slots. On a machine that other jobs
     // load, a rank that spins keeps the CPU share its own session's other
-    // rank, still computing, needs: llama_medium's W = 2 step took 15-20%
-    // less time with yielding (bench/trainer/run.sh). Each step has a few
-    // collectives, so the sched_yield calls cost nothing measurable on an
-    // idle machine. OpenMPI reads OMPI_MCA_* in MPI_Init; a user's setting
+    // rank, still computing, needs: llama_medium's W = 2, K = 1 step took
+    // 99 and 94 ms instead of 122 and 110 (interleaved, at a load average of
+    // 8 on 2 cores). Where nothing else wants the CPU, a yield is one system
+    // call per poll. OpenMPI reads OMPI_MCA_* in MPI_Init; a user's setting
     // (mpirun --mca mpi_yield_when_idle 0) is kept.
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
     if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) {
