@@ -41,8 +41,8 @@ double median(std::vector<double> values) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string error;
-  std::unique_ptr<Communicator> comm = createLaunchCommunicator(error);
+  std::string error, threads;
+  std::unique_ptr<Communicator> comm = createLaunchCommunicator(threads, error);
   if (!comm) {
     std::fprintf(stderr, "mantissa-bench-combine: %s\n", error.c_str());
     return 1;

@@ -734,7 +734,7 @@ int mlir::mantissa::runMain(int argc, char **argv,
   std::unique_ptr<rt::Communicator> communicator;
   if (trainer.schedule.steps > 0) {
     std::string error;
-    communicator = rt::createLaunchCommunicator(error);
+    communicator = rt::createLaunchCommunicator(trainer.device.threads, error);
     if (!communicator)
       return reportError(error);
   }

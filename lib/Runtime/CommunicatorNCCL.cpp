@@ -176,6 +176,11 @@ public:
   }
   bool allAgree(bool ok) override { return host.allAgree(ok); }
   int64_t allMax(int64_t value) override { return host.allMax(value); }
+  bool shareMachine(const std::vector<uint64_t> &cpus,
+                    std::vector<uint64_t> &machineCpus, int &ranksHere,
+                    std::string &error) override {
+    return host.shareMachine(cpus, machineCpus, ranksHere, error);
+  }
   bool broadcast(void *data, int64_t bytes, int root,
                  std::string &error) override {
     return host.broadcast(data, bytes, root, error);

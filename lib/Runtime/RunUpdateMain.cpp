@@ -19,8 +19,10 @@
 
 using namespace mlir::mantissa::rt;
 
-std::unique_ptr<Communicator>
-mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
+namespace {
+
+/// The communicator of the launch, before the thread split.
+std::unique_ptr<Communicator> launchCommunicator(std::string &error) {
 #ifdef MANTISSA_HAVE_MPI
   if (launchedByMPI())
     return createMPICommunicator(error);
@@ -36,6 +38,24 @@ mlir::mantissa::rt::createLaunchCommunicator(std::string &error) {
     return nullptr;
   }
   return createSingleRankCommunicator();
+}
+
+} // namespace
+
+std::unique_ptr<Communicator>
+mlir::mantissa::rt::createLaunchCommunicator(std::string &threads,
+                                             std::string &error) {
+  std::unique_ptr<Communicator> communicator = launchCommunicator(error);
+  if (!communicator)
+    return nullptr;
+  ThreadSplit split;
+  if (!applyThreadSplit(*communicator, split, error))
+    return nullptr;
+  std::string warning = threadSplitWarning(split);
+  if (communicator->rank() == 0 && !warning.empty())
+    std::fprintf(stderr, "mantissa-run: warning: %s\n", warning.c_str());
+  threads = describeThreadSplit(split);
+  return communicator;
 }
 
 int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
@@ -79,7 +99,8 @@ int mlir::mantissa::rt::runUpdateMain(int argc, char **argv) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;
   }
-  std::unique_ptr<Communicator> communicator = createLaunchCommunicator(error);
+  std::unique_ptr<Communicator> communicator =
+      createLaunchCommunicator(options.device.threads, error);
   if (!communicator) {
     std::fprintf(stderr, "mantissa-run: error: %s\n", error.c_str());
     return 1;

@@ -28,6 +28,7 @@
 #include "ShardedState.h"
 #include "UpdateBackend.h"
 #include "mantissa/Runtime/MicroBatchSchedule.h"
+#include "mantissa/Runtime/StepProfile.h"
 #include "mantissa/Runtime/StopSignals.h"
 #include "mantissa/Runtime/TrainerMetrics.h"
 #include "mantissa/Runtime/UpdateRunner.h"
@@ -57,9 +58,13 @@ using Clock = std::chrono::steady_clock;
 /// false when the run ends there, every rank together, with `exitCode` set.
 class Trainer {
 public:
-  Trainer(const TrainerOptions &options, Communicator &comm)
+  /// `profile`: --profile's times (null without it); `comm` then times its
+  /// collectives into it.
+  Trainer(const TrainerOptions &options, Communicator &comm,
+          StepProfile *profile)
       : options(options), source(options.gradientSource), comm(comm),
-        rank(comm.rank()), world(comm.worldSize()), state(rank, world, errors),
+        profile(profile), rank(comm.rank()), world(comm.worldSize()),
+        state(rank, world, errors),
         checkpoints(options.checkpoints, state, comm, errors),
         schedule(rank, world, options.schedule.gradAccum,
                  source && source->splitsSteps()) {
@@ -112,6 +117,7 @@ private:
   const TrainerOptions &options;
   GradientSource *source;
   Communicator &comm;
+  StepProfile *profile;
   int rank, world;
   RunError errors;
   ShardedState state;
@@ -341,6 +347,8 @@ bool Trainer::openMetrics() {
   if (source)
     tokensPerStep =
         source->tokensPerMicroBatch() * schedule.microBatchesPerStep();
+  if (rank == 0 && !options.device.threads.empty())
+    std::printf("threads: %s\n", options.device.threads.c_str());
   if (source && rank == 0 && options.schedule.microBatch > 0)
     std::printf("batch: micro-batch %lld x grad-accum %lld x world %d = "
                 "global batch %lld\n",
@@ -363,6 +371,8 @@ bool Trainer::trainStep(int64_t stepNumber) {
     return stop(errors.empty());
   double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   times.add(seconds);
+  if (profile)
+    profile->endStep(seconds);
   if (times.steps == 1 &&
       !comm.allAgree(state.tripwire([&](size_t group, Role role) {
         return backend->residentBytes(group, role);
@@ -427,6 +437,12 @@ bool Trainer::trainStep(int64_t stepNumber) {
 int Trainer::finishRun() {
   if (rank == 0 && times.steps > 0)
     printRunSummary(times, counters.skippedSteps, history);
+  if (profile) {
+    std::string line = profile->report(rank, world);
+    if (!line.empty())
+      std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
   if (options.outputs.memoryReport)
     reportMemory();
   if (options.device.onGpu() && !comm.allAgree(backend->copyStateToHost()))
@@ -463,9 +479,14 @@ bool Trainer::step(int64_t stepNumber, StepRecord &record) {
   record.seed = options.random.seed;
   record.lr = learningRate(options.lrSchedule(), stepNumber - 1);
   record.gradNorm = std::nan("");
-  if (!microBatchGradients(stepNumber, record.loss) || !combineGradients() ||
-      !state.meanAndNorm(comm, schedule.microBatchesPerStep(), record.gradNorm))
+  if (!microBatchGradients(stepNumber, record.loss) || !combineGradients())
     return false;
+  {
+    StepProfile::Section timing(profile, StepPhase::MeanAndNorm);
+    if (!state.meanAndNorm(comm, schedule.microBatchesPerStep(),
+                           record.gradNorm))
+      return false;
+  }
   // Given gradients (--grads) come without a loss.
   bool lossKnown = source != nullptr;
   if ((lossKnown && !std::isfinite(record.loss)) ||
@@ -486,6 +507,7 @@ bool Trainer::step(int64_t stepNumber, StepRecord &record) {
         std::min(1.0f, float(options.optimizer.clipGradNorm) /
                            (float(record.gradNorm) + float(1e-6)));
   update.optimizerStep = ++counters.optimizerStep;
+  StepProfile::Section timing(profile, StepPhase::Update);
   return backend->update(update);
 }
 
@@ -505,6 +527,7 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
   std::string sourceError;
   for (int64_t m = mine.begin; ok && m < mine.end; ++m) {
     if (source) {
+      StepProfile::Section timing(profile, StepPhase::MicroBatches);
       ok = source->selectMicroBatch(schedule.microBatch(stepNumber, m),
                                     sourceError) ||
            fail(sourceError);
@@ -517,16 +540,24 @@ bool Trainer::microBatchGradients(int64_t stepNumber, double &loss) {
     }
     // Otherwise (--grads) fullGrad holds the file's gradient. A rank's one
     // micro-batch is combined from there; several are summed first.
-    if (mine.end - mine.begin > 1)
+    if (mine.end - mine.begin > 1) {
+      StepProfile::Section summing(profile, StepPhase::LocalSums);
       for (size_t g = 0; ok && g < groups.size(); ++g)
         sums[g].push({m, m + 1}, groups[g].fullGrad.data());
+    }
   }
-  if (!comm.allAgree(ok))
+  bool all;
+  {
+    StepProfile::Section timing(profile, StepPhase::Waiting);
+    all = comm.allAgree(ok);
+  }
+  if (!all)
     return errors.empty() ? fail("another rank failed") : false;
   schedule.finishStep();
 
   std::string collectiveError;
   double lossSum = 0;
+  StepProfile::Section timing(profile, StepPhase::Combination);
   if (!stepLosses.finish(comm, ranges, lossSum, collectiveError))
     return fail("losses: " + collectiveError);
   loss = lossSum / double(total);
@@ -537,6 +568,7 @@ bool Trainer::combineGradients() {
   std::vector<SumNode> ranges = schedule.stepRanges();
   SumNode mine = ranges[size_t(rank)];
   std::string collectiveError;
+  StepProfile::Section timing(profile, StepPhase::Combination);
   for (size_t g = 0; g < state.groups.size(); ++g) {
     GroupState &group = state.groups[g];
     auto add = [&group](uint8_t *acc, const uint8_t *value, int64_t first,
@@ -656,6 +688,12 @@ int Trainer::stopAfterSignal(int64_t signal, int64_t stepNumber) {
 
 int mlir::mantissa::rt::runUpdate(const TrainerOptions &options,
                                   Communicator &communicator) {
-  Trainer trainer(options, communicator);
+  if (!options.outputs.profile) {
+    Trainer trainer(options, communicator, nullptr);
+    return trainer.run();
+  }
+  StepProfile profile;
+  TimedCommunicator timed(communicator, profile);
+  Trainer trainer(options, timed, &profile);
   return trainer.run();
 }

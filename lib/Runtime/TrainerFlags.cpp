@@ -120,7 +120,8 @@ const char *mlir::mantissa::rt::trainerFlagsHelp() {
          "L.json, --metrics M.jsonl, --final-params F.safetensors, "
          "--save-checkpoint DIR --save-every K [--keep-checkpoints N], "
          "--resume DIR, --device cpu|cuda [--tf32] [--op-times T.json], "
-         "--allow-partial-weights, --no-memory-report. Each flag is given "
+         "--allow-partial-weights, --no-memory-report, --profile. Each flag is "
+         "given "
          "once.\n";
 }
 
@@ -167,6 +168,10 @@ bool parseOneTrainerFlag(int argc, char **argv, int &i, TrainerOptions &options,
     return path(options.data.format);
   if (flag == "--no-memory-report") {
     options.outputs.memoryReport = false;
+    return true;
+  }
+  if (flag == "--profile") {
+    options.outputs.profile = true;
     return true;
   }
   if (flag == "--overwrite-checkpoints") {

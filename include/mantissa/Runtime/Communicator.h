@@ -71,6 +71,14 @@ public:
   /// (host memory; NCCL's unique id travels this way).
   virtual bool broadcast(void *data, int64_t bytes, int root,
                          std::string &error) = 0;
+
+  /// The ranks that share this rank's machine (its memory and CPUs), this
+  /// one included, and the CPUs they may run on together: the union of
+  /// their affinity masks `cpus` (bits indexed by CPU number). A collective.
+  /// This default is one rank alone on its machine.
+  virtual bool shareMachine(const std::vector<uint64_t> &cpus,
+                            std::vector<uint64_t> &machineCpus, int &ranksHere,
+                            std::string &error);
 };
 
 /// One rank, no communication.

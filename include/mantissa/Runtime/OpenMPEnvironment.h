@@ -32,9 +32,13 @@
 #ifndef MANTISSA_RUNTIME_OPENMPENVIRONMENT_H
 #define MANTISSA_RUNTIME_OPENMPENVIRONMENT_H
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mlir::mantissa::rt {
+
+class Communicator;
 
 /// The most threads a level of OMP_NUM_THREADS may ask for: more than any
 /// machine runs, and far below where libomp's own checks assert.
@@ -50,6 +54,56 @@ bool checkOpenMPThreadCount(const std::string &value, std::string &error);
 /// `error` names the variable and its value. Call it first in main, before
 /// anything can start an OpenMP thread team.
 bool checkOpenMPEnvironment(std::string &error);
+
+/// How many OpenMP threads each rank of a launch runs. mpirun starts its
+/// ranks with no thread count of their own, and libomp gives each as many
+/// threads as its affinity mask has CPUs: unbound ranks (mpirun -np 3 and
+/// more, or --bind-to none) would each run one thread per CPU of the
+/// machine, W times more threads than CPUs, whose barriers then wait on
+/// descheduled threads. So a rank runs its share of the CPUs the machine's
+/// ranks may use together, and no more than its own mask has: with ranks
+/// bound to one core each (OpenMPI's default for -np 2) that is one thread,
+/// with unbound ranks the CPUs divided by the ranks. OMP_NUM_THREADS, when
+/// set, is the user's choice and is kept.
+struct ThreadSplit {
+  /// The launch's ranks on this machine, this one included.
+  int ranksHere = 1;
+  /// CPUs in this rank's affinity mask, and in the union of the masks of the
+  /// ranks on this machine.
+  int rankCpus = 1, machineCpus = 1;
+  /// The first level of OMP_NUM_THREADS (0: unset).
+  long requested = 0;
+  /// The OpenMP threads this rank runs.
+  int threads = 1;
+  /// OMP_NUM_THREADS asks for more threads than the CPUs there are for them:
+  /// more than this rank's mask, or ranks x threads above the machine's.
+  bool oversubscribed = false;
+};
+
+/// The split for `ranksHere` ranks with these CPU counts (ThreadSplit);
+/// `requested` is OMP_NUM_THREADS's first level, 0 when unset.
+ThreadSplit splitThreads(int ranksHere, int rankCpus, int machineCpus,
+                         long requested);
+
+/// "2 ranks on this machine, 1 OpenMP thread each (2 CPUs)": the start-up
+/// line's words for the split.
+std::string describeThreadSplit(const ThreadSplit &split);
+
+/// The warning for an oversubscribing OMP_NUM_THREADS (empty when the split
+/// does not oversubscribe).
+std::string threadSplitWarning(const ThreadSplit &split);
+
+/// This process's affinity mask (sched_getaffinity), as bits indexed by CPU
+/// number.
+std::vector<uint64_t> affinityMask();
+
+/// Chooses this rank's OpenMP threads (splitThreads: its affinity mask, the
+/// ranks sharing its machine from `comm`, OMP_NUM_THREADS) and sets them
+/// when OMP_NUM_THREADS is unset, for libomp, oneDNN and an OpenMP runtime
+/// loaded later with the compiled step. A collective: every rank calls it,
+/// after checkOpenMPEnvironment and before the first step.
+bool applyThreadSplit(Communicator &comm, ThreadSplit &split,
+                      std::string &error);
 
 } // namespace mlir::mantissa::rt
 

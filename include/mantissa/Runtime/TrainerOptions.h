@@ -111,6 +111,9 @@ struct OptimizerOptions {
 struct DeviceOptions {
   /// `--device`: "cpu" or "cuda" ("gpu" is accepted for "cuda").
   std::string kind = "cpu";
+  /// The OpenMP threads of each rank, as rank 0's start-up line says them
+  /// (createLaunchCommunicator in UpdateRunner.h; empty: not said).
+  std::string threads;
   /// --tf32: the GPU step's fp32 matrix products may use TF32
   /// (GpuStep::setTf32); off, they stay fp32.
   bool tf32 = false;
@@ -156,6 +159,9 @@ struct OutputOptions {
   std::string finalParamsPath;
   /// Print the per-rank peak memory report (off: --no-memory-report).
   bool memoryReport = true;
+  /// `--profile`: each rank prints where its steps' time went
+  /// (StepProfile.h).
+  bool profile = false;
 };
 
 /// `--seed S`: the seed of every random number the step draws

@@ -64,8 +64,14 @@ bool writeFileAtomically(const std::string &path, const std::string &text,
 
 /// The communicator this process was launched with: MPI when launched by
 /// mpirun (and built with MPI), else a single rank; fails (explaining in
-/// `error`) for a torchrun world of several ranks without MPI.
-std::unique_ptr<Communicator> createLaunchCommunicator(std::string &error);
+/// `error`) for a torchrun world of several ranks without MPI. It also sets
+/// this rank's OpenMP threads (applyThreadSplit in OpenMPEnvironment.h),
+/// describes the split in `threads` ("2 ranks on this machine, 1 OpenMP
+/// thread each (2 CPUs)", which the trainer prints at start-up: set it as
+/// DeviceOptions::threads) and, on rank 0, warns when OMP_NUM_THREADS
+/// oversubscribes the CPUs.
+std::unique_ptr<Communicator> createLaunchCommunicator(std::string &threads,
+                                                       std::string &error);
 
 /// Picks the communicator (createLaunchCommunicator), parses and runs.
 int runUpdateMain(int argc, char **argv);
