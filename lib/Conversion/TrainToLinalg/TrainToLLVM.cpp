@@ -63,6 +63,7 @@ using namespace mlir;
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_MARKARGUMENTSREADONLYPASS
+#define GEN_PASS_DEF_FUSETRANSPOSESPASS
 #define GEN_PASS_DEF_COMPUTERESULTSINPLACEPASS
 #define GEN_PASS_DEF_CONVERTCOPIESTOLINALGPASS
 #define GEN_PASS_DEF_INTERCHANGEREDUCTIONSOUTWARDPASS
@@ -109,6 +110,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     registerCSEPass();
     mantissa::registerLowerTrainToLinalgPass();
     mantissa::registerMarkArgumentsReadOnlyPass();
+    mantissa::registerFuseTransposesPass();
     mantissa::registerComputeResultsInPlacePass();
     mantissa::registerConvertCopiesToLinalgPass();
     mantissa::registerCallGemmLibraryPass();
@@ -444,6 +446,128 @@ struct MarkArgumentsReadOnlyPass
   }
 };
 
+/// Whether `op` is a transpose written as a generic: one input read through
+/// a permutation, the output written in order, the input yielded unchanged.
+static bool isTransposeGeneric(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      !generic.hasPureTensorSemantics())
+    return false;
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  if (!maps[0].isPermutation() || !maps[1].isIdentity())
+    return false;
+  Block *body = generic.getBlock();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  return body->getOperations().size() == 1 &&
+         yield.getOperand(0) == body->getArgument(0);
+}
+
+/// Whether a contraction `op` can still be the runtime's GEMM when one
+/// input, dense of `shape`, is read through `map` (a product that is not a
+/// contraction can read anything): each group of loops (batch, M, N, K)
+/// must index consecutive dimensions of it in the loops' order, so that the
+/// group collapses to one stride (CallGemmLibrary.cpp), and its innermost
+/// dimension must not be a batch one.
+static bool readsAsStridedGemmOperand(linalg::GenericOp op, AffineMap map,
+                                      ArrayRef<int64_t> shape) {
+  if (op.getNumReductionLoops() == 0)
+    return true;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(cast<linalg::LinalgOp>(op.getOperation()));
+  if (failed(dims))
+    return true;
+  // The loop each non-unit dimension of the operand walks, in memory order.
+  SmallVector<unsigned> loops;
+  for (auto [position, result] : llvm::enumerate(map.getResults())) {
+    if (shape[position] == 1)
+      continue;
+    auto dim = dyn_cast<AffineDimExpr>(result);
+    if (!dim)
+      return false;
+    loops.push_back(dim.getPosition());
+  }
+  if (!loops.empty() && llvm::is_contained(dims->batch, loops.back()))
+    return false;
+  for (ArrayRef<unsigned> group :
+       {ArrayRef<unsigned>(dims->batch), ArrayRef<unsigned>(dims->m),
+        ArrayRef<unsigned>(dims->n), ArrayRef<unsigned>(dims->k)}) {
+    SmallVector<size_t> positions;
+    for (unsigned loop : group)
+      if (const unsigned *at = llvm::find(loops, loop); at != loops.end())
+        positions.push_back(at - loops.begin());
+    for (size_t i = 1; i < positions.size(); ++i)
+      if (positions[i] != positions[i - 1] + 1)
+        return false;
+  }
+  return true;
+}
+
+/// The op that produces `value`, seen through tensor reshapes.
+static Operation *producerThroughReshapes(Value value) {
+  Operation *op = value.getDefiningOp();
+  while (op && isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
+    op = op->getOperand(0).getDefiningOp();
+  return op;
+}
+
+struct FuseTransposesPass
+    : mantissa::impl::FuseTransposesPassBase<FuseTransposesPass> {
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    IRRewriter rewriter(&getContext());
+    SmallVector<linalg::TransposeOp> transposes;
+    function.walk([&](linalg::TransposeOp op) {
+      if (op.hasPureTensorSemantics())
+        transposes.push_back(op);
+    });
+    for (linalg::TransposeOp op : transposes) {
+      rewriter.setInsertionPoint(op);
+      if (failed(linalg::generalizeNamedOp(rewriter, op)))
+        return signalPassFailure();
+    }
+    // Named products that read a transpose, as generics that can take it.
+    SmallVector<linalg::LinalgOp> products;
+    function.walk([&](linalg::LinalgOp op) {
+      if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op) ||
+          !op.hasPureTensorSemantics())
+        return;
+      if (llvm::any_of(op.getDpsInputs(), [](Value input) {
+            return isTransposeGeneric(producerThroughReshapes(input));
+          }))
+        products.push_back(op);
+    });
+    for (linalg::LinalgOp op : products) {
+      rewriter.setInsertionPoint(op);
+      if (failed(linalg::generalizeNamedOp(rewriter, op)))
+        return signalPassFailure();
+    }
+    // Only transposes fuse, into every generic that reads them (through
+    // reshapes, which move to the transpose's input), unless that makes a
+    // product one the GEMM cannot take.
+    linalg::ControlFusionFn onlyTransposes = [](OpOperand *fused) {
+      Operation *producer = producerThroughReshapes(fused->get());
+      if (!isTransposeGeneric(producer))
+        return false;
+      auto consumer = dyn_cast<linalg::GenericOp>(fused->getOwner());
+      if (!consumer || fused->get().getDefiningOp() != producer)
+        return true; // a reshape moving, nothing fused yet
+      auto transpose = cast<linalg::GenericOp>(producer);
+      return readsAsStridedGemmOperand(
+          consumer,
+          transpose.getIndexingMapsArray()[0].compose(
+              consumer.getMatchingIndexingMap(fused)),
+          cast<ShapedType>(transpose.getDpsInputs()[0].getType()).getShape());
+    };
+    RewritePatternSet patterns(&getContext());
+    linalg::populateElementwiseOpsFusionPatterns(patterns, onlyTransposes);
+    linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, onlyTransposes);
+    if (failed(applyPatternsAndFoldGreedily(function, std::move(patterns))))
+      return signalPassFailure();
+  }
+};
+
 struct ComputeResultsInPlacePass
     : mantissa::impl::ComputeResultsInPlacePassBase<ComputeResultsInPlacePass> {
   void runOnOperation() override {
@@ -553,10 +677,15 @@ struct MarkOutlinedNoInlinePass
 
 /// bufferizeTrainSteps as pipeline text: lowering and fusion on tensors,
 /// then bufferization.
-constexpr llvm::StringLiteral kTensorStages =
+constexpr llvm::StringLiteral kLoweringStages =
     "mantissa-lower-train-to-linalg,"
-    "func.func(mantissa-mark-arguments-read-only),"
-    "linalg-fuse-elementwise-ops,";
+    "func.func(mantissa-mark-arguments-read-only),";
+constexpr llvm::StringLiteral kFusionStages = "linalg-fuse-elementwise-ops,";
+/// The CPU step's transposes fuse into the ops that read them (the GEMM
+/// reads strided operands; the GPU pipeline folds transposes into views
+/// after bufferization instead).
+constexpr llvm::StringLiteral kCpuTensorStages =
+    "func.func(mantissa-fuse-transposes),";
 constexpr llvm::StringLiteral kBufferizationStages =
     "empty-tensor-to-alloc-tensor,"
     "one-shot-bufferize{bufferize-function-boundaries "
@@ -599,7 +728,9 @@ struct TrainCpuPipelineOptions
 };
 
 std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm) {
-  std::string text = (kTensorStages + kBufferizationStages).str();
+  std::string text = (kLoweringStages + kFusionStages + kCpuTensorStages +
+                      kBufferizationStages)
+                         .str();
   if (gemm == mantissa::CpuGemmMode::Library)
     text += ",mantissa-call-gemm-library";
   text +=
@@ -646,7 +777,7 @@ mantissa::CpuGemmMode mlir::mantissa::getCpuGemmMode() {
 }
 
 std::string mlir::mantissa::bufferizationPipelineText(StringRef tensorPasses) {
-  std::string text = kTensorStages.str();
+  std::string text = (kLoweringStages + kFusionStages).str();
   if (!tensorPasses.empty())
     text += (tensorPasses + ",").str();
   return text + kBufferizationStages.str();

@@ -81,6 +81,45 @@ def MarkArgumentsReadOnlyPass
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
+def FuseTransposesPass
+    : Pass<"mantissa-fuse-transposes", "::mlir::func::FuncOp"> {
+  let summary = "Fold each transpose into the ops that read it";
+  let description = [{
+    Runs after `linalg-fuse-elementwise-ops` in mantissa-train-cpu-pipeline.
+    Rewrites every `linalg.transpose` on tensors as the equivalent
+    `linalg.generic` (a permuted input map, a copy body), and every
+    `linalg.matmul` / `linalg.batch_matmul` that reads one (through
+    reshapes) as its generic; then fuses these transposes, and nothing else,
+    into the generics that read them, as a permuted indexing map (reshapes
+    between them move to the transpose's input). `x @ w^T` then reads `w`
+    in place (the runtime's GEMM takes any static strides), an attention
+    product reads its heads where the projection wrote them, and the step
+    makes no transposed copy of them. A transpose that nothing fuses (a
+    result, an input of a named op) stays a copy, as before.
+
+    Only the order in which memory is read changes, not any sum: loops
+    compute the same bits (the loops of a product and of its generic are
+    the same nest); the GEMM library may block a strided operand otherwise.
+
+    Before:
+    ```mlir
+    %t = linalg.transpose ins(%w : tensor<3x4xf32>)
+                          outs(%e : tensor<4x3xf32>) permutation = [1, 0]
+    %p = linalg.matmul ins(%x, %t : tensor<2x4xf32>, tensor<4x3xf32>)
+                       outs(%z : tensor<2x3xf32>) -> tensor<2x3xf32>
+    ```
+    After:
+    ```mlir
+    %p = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                          affine_map<(m, n, k) -> (n, k)>,
+                                          affine_map<(m, n, k) -> (m, n)>],
+                         iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : tensor<2x4xf32>, tensor<3x4xf32>) outs(%z : tensor<2x3xf32>) {...}
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
+}
+
 def ComputeResultsInPlacePass
     : Pass<"mantissa-compute-results-in-place", "::mlir::func::FuncOp"> {
   let summary = "Compute results in their out-parameters instead of copying a temporary";
