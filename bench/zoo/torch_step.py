@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     name, factory = load_factory(args.factory)
-    model, batch, loss_fn = call_factory(name, factory)
+    model, batch, loss_fn, _ = call_factory(name, factory)
     if args.weights:
         from safetensors.torch import load_file
 

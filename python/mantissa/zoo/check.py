@@ -5,8 +5,9 @@ usage: python3 -m mantissa.zoo.check MODULE:FACTORY [--out DIR] [--json]
            [--bf16-spec SPEC] [--mantissa-bin DIR]
        python3 -m mantissa.zoo.check --list     (every zoo factory)
 
-MODULE may also be a path to a .py file. FACTORY() returns (model, batch) or
-(model, batch, loss_fn), the contract of `python3 -m mantissa.export`.
+MODULE may also be a path to a .py file. FACTORY() returns (model, batch),
+(model, batch, loss_fn) or (model, batch, loss_fn, outputs_fn), the contract
+of `python3 -m mantissa.export`.
 One line per check, then the verdict; with --json, the lines go to stderr
 and every figure to stdout as one JSON document. The exit status is 1 when
 a check fails, naming it. The checks (issue 39, item 3):
@@ -121,11 +122,14 @@ def load_factory(spec: str) -> tuple[str, Callable]:
 
 
 def call_factory(name: str, factory: Callable):
+    """(model, batch, loss_fn, outputs_fn) from a factory returning 2 to 4 of
+    them, as `python3 -m mantissa.export` takes them (absent ones None)."""
     made = factory()
-    if not isinstance(made, tuple) or len(made) not in (2, 3):
-        raise CheckError(f"factory '{name}' returned {type(made).__name__}, not (model, batch[, loss_fn])")
-    model, batch = made[0], made[1]
-    return model, batch, made[2] if len(made) == 3 else None
+    if not isinstance(made, tuple) or len(made) not in (2, 3, 4):
+        raise CheckError(f"factory '{name}' returned {type(made).__name__}, "
+                         "not (model, batch[, loss_fn[, outputs_fn]])")
+    model, batch, loss_fn, outputs_fn = (*made, None, None)[:4]
+    return model, batch, loss_fn, outputs_fn
 
 
 def training_loss(model, batch, loss_fn):
@@ -307,11 +311,11 @@ class Checker:
             import mantissa.export as exporter
         except ImportError as error:
             raise CheckError(f"the exporter package mantissa.export is not importable: {error}")
-        model, batch, loss_fn, _ = call_factory(self.factory_name, self.factory)
+        model, batch, loss_fn, outputs_fn = call_factory(self.factory_name, self.factory)
         start = time.perf_counter()
         try:
             exporter.export_training_step(model, batch, str(self.out), self.name, loss_fn=loss_fn,
-                                          reference_steps=self.steps)
+                                          outputs_fn=outputs_fn, reference_steps=self.steps)
         except Exception as error:  # the exporter's own message names the op, node, module
             message = f"{type(error).__name__}: {error}"
             return {"passed": False, "reason": message, "seconds": round(time.perf_counter() - start, 2),
