@@ -431,18 +431,18 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
       wideA.resize(batch * m * k);
     if (wideB.size() < size_t(batch * k * n))
       wideB.resize(batch * k * n);
-    const int64_t fromA[3] = {d[kGemmStrideABatch], d[kGemmStrideAM],
-                              d[kGemmStrideAK]};
-    const int64_t toA[3] = {w[kGemmStrideABatch], w[kGemmStrideAM],
-                            w[kGemmStrideAK]};
-    widenOperand(reinterpret_cast<const uint16_t *>(a), wideA.data(), batch, m,
-                 k, fromA, toA);
-    const int64_t fromB[3] = {d[kGemmStrideBBatch], d[kGemmStrideBK],
-                              d[kGemmStrideBN]};
-    const int64_t toB[3] = {w[kGemmStrideBBatch], w[kGemmStrideBK],
-                            w[kGemmStrideBN]};
-    widenOperand(reinterpret_cast<const uint16_t *>(b), wideB.data(), batch, k,
-                 n, fromB, toB);
+    // One operand (its three stride fields) from `d`'s layout into `w`'s.
+    auto widen = [&](uintptr_t from, uint32_t *to, int64_t rows, int64_t cols,
+                     std::array<int, 3> fields) {
+      const int64_t fromStrides[3] = {d[fields[0]], d[fields[1]], d[fields[2]]};
+      const int64_t toStrides[3] = {w[fields[0]], w[fields[1]], w[fields[2]]};
+      widenOperand(reinterpret_cast<const uint16_t *>(from), to, batch, rows,
+                   cols, fromStrides, toStrides);
+    };
+    widen(a, wideA.data(), m, k,
+          {kGemmStrideABatch, kGemmStrideAM, kGemmStrideAK});
+    widen(b, wideB.data(), k, n,
+          {kGemmStrideBBatch, kGemmStrideBK, kGemmStrideBN});
     d = w;
     a = reinterpret_cast<uintptr_t>(wideA.data());
     b = reinterpret_cast<uintptr_t>(wideB.data());
