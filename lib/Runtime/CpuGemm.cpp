@@ -421,7 +421,8 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     return;
   if (k <= 0)
     return; // C += an empty sum
-  if (d[kGemmTypeA] == kGemmBF16 && Tiling(d).path() == CpuGemmPath::Widened) {
+  Tiling tiling(d);
+  if (d[kGemmTypeA] == kGemmBF16 && tiling.path() == CpuGemmPath::Widened) {
     warnOfWideningOnce();
     // The packing step: the operands widened into this thread's buffers,
     // then the fp32 product of them.
@@ -446,8 +447,8 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     d = w;
     a = reinterpret_cast<uintptr_t>(wideA.data());
     b = reinterpret_cast<uintptr_t>(wideB.data());
+    tiling = Tiling(d);
   }
-  Tiling tiling(d);
   GemmLibrary &library = GemmLibrary::get();
   int64_t tiles = tiling.tiles();
   auto runTile = [&](int64_t tile) {
