@@ -23,6 +23,7 @@
 /// runtime built without oneDNN maps it later, with the compiled step, and
 /// then reads the OMP_NUM_THREADS that applyThreadSplit sets.
 extern "C" void omp_set_num_threads(int) __attribute__((weak));
+extern "C" void omp_set_dynamic(int) __attribute__((weak));
 
 using namespace mlir::mantissa::rt;
 
@@ -107,10 +108,13 @@ std::string mlir::mantissa::rt::describeThreadSplit(const ThreadSplit &split) {
           ? "1 rank on this machine, " + count(split.threads, "OpenMP thread")
           : count(split.ranksHere, "rank") + " on this machine, " +
                 count(split.threads, "OpenMP thread") + " each";
-  return text + " (" +
-         (split.requested > 0 ? std::string("OMP_NUM_THREADS")
-                              : count(split.machineCpus, "CPU")) +
-         ")";
+  text += " (" +
+          (split.requested > 0 ? std::string("OMP_NUM_THREADS")
+                               : count(split.machineCpus, "CPU")) +
+          ")";
+  if (split.dynamic && split.threads > 1)
+    text += ", fewer while other processes keep the CPUs busy";
+  return text;
 }
 
 std::string mlir::mantissa::rt::threadSplitWarning(const ThreadSplit &split) {
@@ -178,6 +182,15 @@ bool mlir::mantissa::rt::applyThreadSplit(Communicator &comm,
   long requested = value ? std::strtol(value, nullptr, 10) : 0;
   split =
       splitThreads(ranksHere, countCpus(mine), countCpus(machine), requested);
+  split.dynamic = !std::getenv("OMP_DYNAMIC");
+  if (split.dynamic) {
+    if (setenv("OMP_DYNAMIC", "true", 1)) {
+      error = "cannot set OMP_DYNAMIC for this rank's OpenMP threads";
+      return false;
+    }
+    if (omp_set_dynamic)
+      omp_set_dynamic(1);
+  }
   if (requested > 0)
     return true;
   if (setenv("OMP_NUM_THREADS", std::to_string(split.threads).c_str(), 1)) {

@@ -125,4 +125,35 @@ TEST(ThreadSplit, AppliesToThisProcess) {
   ASSERT_EQ(unsetenv("OMP_NUM_THREADS"), 0);
 }
 
+// Teams shrink under load (OMP_DYNAMIC) unless the user chose otherwise.
+TEST(ThreadSplit, AdjustsTeamsUnlessTheUserChose) {
+  std::unique_ptr<Communicator> comm = createSingleRankCommunicator();
+  ThreadSplit split;
+  std::string error;
+  ASSERT_EQ(setenv("OMP_DYNAMIC", "false", 1), 0);
+  omp_set_dynamic(0);
+  ASSERT_TRUE(applyThreadSplit(*comm, split, error)) << error;
+  EXPECT_FALSE(split.dynamic);
+  EXPECT_EQ(omp_get_dynamic(), 0);
+  EXPECT_EQ(std::string(std::getenv("OMP_DYNAMIC")), "false");
+  EXPECT_EQ(describeThreadSplit(split).find("fewer"), std::string::npos);
+
+  ASSERT_EQ(unsetenv("OMP_DYNAMIC"), 0);
+  ASSERT_TRUE(applyThreadSplit(*comm, split, error)) << error;
+  EXPECT_TRUE(split.dynamic);
+  EXPECT_NE(omp_get_dynamic(), 0);
+  ASSERT_NE(std::getenv("OMP_DYNAMIC"), nullptr);
+  EXPECT_EQ(std::string(std::getenv("OMP_DYNAMIC")), "true");
+  split.threads = 2;
+  EXPECT_NE(describeThreadSplit(split).find(
+                ", fewer while other processes keep the CPUs busy"),
+            std::string::npos);
+  split.threads = 1;
+  EXPECT_EQ(describeThreadSplit(split).find("fewer"), std::string::npos);
+
+  ASSERT_EQ(unsetenv("OMP_DYNAMIC"), 0);
+  omp_set_dynamic(0);
+  ASSERT_EQ(unsetenv("OMP_NUM_THREADS"), 0);
+}
+
 } // namespace

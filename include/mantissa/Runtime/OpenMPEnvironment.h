@@ -78,6 +78,16 @@ struct ThreadSplit {
   /// OMP_NUM_THREADS asks for more threads than the CPUs there are for them:
   /// more than this rank's mask, or ranks x threads above the machine's.
   bool oversubscribed = false;
+  /// Thread teams shrink while other processes keep the CPUs busy (OpenMP's
+  /// dynamic adjustment; libomp's default mode on Linux counts the running
+  /// threads of the machine, "load_balance"). Set unless the user set
+  /// OMP_DYNAMIC. Without it, a team of two on a machine whose other core
+  /// is busy waits at every barrier for its descheduled thread: a 16 ms
+  /// llama_medium step took 76-140 ms at load 8 on 2 cores, 56 ms with it
+  /// (the 1-thread step: 39-52 ms). Results do not depend on the team size
+  /// (every parallel loop writes disjoint elements, and CpuGemm's tiles
+  /// depend on the shape only), so the bits stay the same.
+  bool dynamic = false;
 };
 
 /// The split for `ranksHere` ranks with these CPU counts (ThreadSplit);
