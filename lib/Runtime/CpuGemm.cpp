@@ -4,7 +4,9 @@
 //
 // Products run as oneDNN matmul primitives (brgemm kernels: avx512_core for
 // fp32, avx512_core_bf16 or avx512_core_amx for bf16 operands, fp32
-// accumulation either way), cached by shape.
+// accumulation either way), cached by shape. A product adds to C (oneDNN's
+// sum post-op) or, as its descriptor says (kGemmAccumulate 0), writes C
+// without reading it.
 //
 // bf16 operands on a CPU where oneDNN has no bf16 matmul (AVX2 machines, or
 // ONEDNN_MAX_CPU_ISA=AVX2; oneDNN 2.6 refuses the primitive there) are
@@ -214,9 +216,24 @@ void referenceTile(const Descriptor &d, const void *a, const void *b, void *c) {
                              batch * d[kGemmStrideBBatch] +
                                  k * d[kGemmStrideBK] + j * d[kGemmStrideBN],
                              d[kGemmTypeB]);
-        storeElement(c, at, d[kGemmTypeC],
-                     loadElement(c, at, d[kGemmTypeC]) + sum);
+        storeElement(
+            c, at, d[kGemmTypeC],
+            d[kGemmAccumulate] ? loadElement(c, at, d[kGemmTypeC]) + sum : sum);
       }
+}
+
+/// The product of an empty sum: C unchanged, or (when C is written
+/// rather than added to) zero.
+void emptyProduct(const Descriptor &d, void *c) {
+  if (d[kGemmAccumulate])
+    return;
+  for (int64_t batch = 0; batch < d[kGemmBatch]; ++batch)
+    for (int64_t i = 0; i < d[kGemmM]; ++i)
+      for (int64_t j = 0; j < d[kGemmN]; ++j)
+        storeElement(c,
+                     batch * d[kGemmStrideCBatch] + i * d[kGemmStrideCM] +
+                         j * d[kGemmStrideCN],
+                     d[kGemmTypeC], 0.0f);
 }
 
 /// Runs `body` with this thread's OpenMP thread count at one (oneDNN reads
@@ -244,10 +261,13 @@ public:
     if (slot)
       return *slot;
     slot = std::make_unique<Kernel>();
-    dnnl::post_ops accumulate;
-    accumulate.append_sum(1.0f);
     dnnl::primitive_attr attributes;
-    attributes.set_post_ops(accumulate);
+    // C += A * B: the sum post-op adds the old C; without it C = A * B.
+    if (d[kGemmAccumulate]) {
+      dnnl::post_ops accumulate;
+      accumulate.append_sum(1.0f);
+      attributes.set_post_ops(accumulate);
+    }
     // Each tile runs concurrently with others on one primitive: each
     // thread brings its own scratchpad.
     attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -419,8 +439,10 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
   int64_t batch = d[kGemmBatch], m = d[kGemmM], n = d[kGemmN], k = d[kGemmK];
   if (batch <= 0 || m <= 0 || n <= 0)
     return;
-  if (k <= 0)
-    return; // C += an empty sum
+  if (k <= 0) {
+    emptyProduct(d, reinterpret_cast<void *>(c));
+    return;
+  }
   Tiling tiling(d);
   if (d[kGemmTypeA] == kGemmBF16 && tiling.path() == CpuGemmPath::Widened) {
     warnOfWideningOnce();
