@@ -277,6 +277,30 @@ TEST(CpuGemmPlainLoopsTest, EmptySumLeavesOrZeroesC) {
   }
 }
 
+/// The runtime remembers a product by its descriptor's address (a constant
+/// of the step library); a library loaded later may hold another
+/// descriptor at that address, which must be read afresh.
+TEST(CpuGemmPlanTest, ADescriptorChangedInPlaceIsReadAfresh) {
+  Problem problem(Product{1, 64, 32, 16, false, kGemmF32}, 3, 1.0f);
+  std::vector<float> added = problem.run();
+  problem.descriptor[kGemmAccumulate] = 0;
+  std::vector<float> written = problem.run();
+  for (size_t i = 0; i < added.size(); ++i)
+    ASSERT_NE(added[i], written[i]) << i; // 1 + sum, then the sum alone
+  problem.descriptor[kGemmN] = 16;        // the first 16 columns of each row
+  problem.descriptor[kGemmStrideCM] = 32;
+  std::vector<float> narrow = problem.run();
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t j = 0; j < 32; ++j) {
+      float got = narrow[i * 32 + j], sum = written[i * 32 + j];
+      if (j < 16) // the same sums, perhaps by another kernel
+        ASSERT_NEAR(got, sum, 1e-5f * (1.0f + std::fabs(sum)))
+            << i << ", " << j;
+      else
+        ASSERT_EQ(got, 1.0f) << i << ", " << j;
+    }
+}
+
 /// oneDNN must run on LLVM's OpenMP runtime (the step's), not on GNU's: the
 /// tiles' one-thread primitives rely on it (CpuGemm.cpp).
 TEST(CpuGemmLibraryTest, RunsOnOneOpenMPRuntime) {
