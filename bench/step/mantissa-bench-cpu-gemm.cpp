@@ -5,8 +5,8 @@
 // usage: mantissa-bench-cpu-gemm PRODUCTS [REPEATS]
 //
 // PRODUCTS lists the matrix products of one compiled step, one line each:
-// how many times the step calls it, then its 17 descriptor values
-// (mantissa/Runtime/CpuGemm.h; bench/step/run.sh extracts them from
+// how many times the step calls it, then its kGemmFieldCount descriptor
+// values (mantissa/Format/CpuGemmAbi.h; bench/step/run.sh extracts them from
 // mantissa-train-cpu-pipeline's output). Prints one JSON object: the time
 // and GFLOP/s of the whole list through mantissa_rt_cpu_gemm (the step's own
 // entry, tiles and all), and oneDNN's own peak on this machine in the same
@@ -97,6 +97,7 @@ double entryPeak(int64_t type, int64_t n, int repeats) {
   d[kGemmStrideABatch] = d[kGemmStrideBBatch] = d[kGemmStrideCBatch] = n * n;
   d[kGemmStrideAM] = d[kGemmStrideBK] = d[kGemmStrideCM] = n;
   d[kGemmStrideAK] = d[kGemmStrideBN] = d[kGemmStrideCN] = 1;
+  d[kGemmAccumulate] = 1;
   std::vector<uint8_t> a(n * n * 4, 0x3c), b(n * n * 4, 0x3c), c(n * n * 4);
   double seconds = medianSeconds(repeats, [&] {
     mantissa_rt_cpu_gemm(reinterpret_cast<uintptr_t>(d.data()),
@@ -140,9 +141,10 @@ int main(int argc, char **argv) {
     if (!fields || product.count < 1 ||
         product.descriptor[kGemmAbi] != kCpuGemmAbi) {
       std::fprintf(stderr,
-                   "mantissa-bench-cpu-gemm: %s:%d: expected a count and 17 "
+                   "mantissa-bench-cpu-gemm: %s:%d: expected a count and %d "
                    "descriptor values of version %lld\n",
-                   argv[1], lineNumber, (long long)kCpuGemmAbi);
+                   argv[1], lineNumber, int(kGemmFieldCount),
+                   (long long)kCpuGemmAbi);
       return 1;
     }
     const std::vector<int64_t> &d = product.descriptor;

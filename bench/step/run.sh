@@ -80,7 +80,7 @@ for model in "${models[@]}"; do
   python3 - "$work/$model.gemm.mlir" > "$work/$model.products" <<'EOF'
 import collections, re, sys
 text = open(sys.argv[1]).read()
-descriptors = dict(re.findall(r'memref\.global "private" constant @(__mantissa_gemm_\d+) : memref<17xi64> = dense<\[([^\]]*)\]>', text))
+descriptors = dict(re.findall(r'memref\.global "private" constant @(__mantissa_gemm_\d+) : memref<\d+xi64> = dense<\[([^\]]*)\]>', text))
 calls = collections.Counter(re.findall(r'memref\.get_global @(__mantissa_gemm_\d+)', text))
 for name, values in descriptors.items():
     print(calls[name], values.replace(",", ""))

@@ -4,7 +4,11 @@
 //
 // Products run as oneDNN matmul primitives (brgemm kernels: avx512_core for
 // fp32, avx512_core_bf16 or avx512_core_amx for bf16 operands, fp32
-// accumulation either way), cached by shape.
+// accumulation either way), cached by shape. A product adds to C (oneDNN's
+// sum post-op) or, as its descriptor says (kGemmAccumulate 0), writes C
+// without reading it. Per call, the step's product is found by its
+// descriptor's address (planAt) and each thread reuses its oneDNN memory
+// objects, so a call costs the kernels and little else.
 //
 // bf16 operands on a CPU where oneDNN has no bf16 matmul (AVX2 machines, or
 // ONEDNN_MAX_CPU_ISA=AVX2; oneDNN 2.6 refuses the primitive there) are
@@ -214,9 +218,24 @@ void referenceTile(const Descriptor &d, const void *a, const void *b, void *c) {
                              batch * d[kGemmStrideBBatch] +
                                  k * d[kGemmStrideBK] + j * d[kGemmStrideBN],
                              d[kGemmTypeB]);
-        storeElement(c, at, d[kGemmTypeC],
-                     loadElement(c, at, d[kGemmTypeC]) + sum);
+        storeElement(
+            c, at, d[kGemmTypeC],
+            d[kGemmAccumulate] ? loadElement(c, at, d[kGemmTypeC]) + sum : sum);
       }
+}
+
+/// The product of an empty sum: C unchanged, or (when C is written
+/// rather than added to) zero.
+void emptyProduct(const Descriptor &d, void *c) {
+  if (d[kGemmAccumulate])
+    return;
+  for (int64_t batch = 0; batch < d[kGemmBatch]; ++batch)
+    for (int64_t i = 0; i < d[kGemmM]; ++i)
+      for (int64_t j = 0; j < d[kGemmN]; ++j)
+        storeElement(c,
+                     batch * d[kGemmStrideCBatch] + i * d[kGemmStrideCM] +
+                         j * d[kGemmStrideCN],
+                     d[kGemmTypeC], 0.0f);
 }
 
 /// Runs `body` with this thread's OpenMP thread count at one (oneDNN reads
@@ -244,10 +263,13 @@ public:
     if (slot)
       return *slot;
     slot = std::make_unique<Kernel>();
-    dnnl::post_ops accumulate;
-    accumulate.append_sum(1.0f);
     dnnl::primitive_attr attributes;
-    attributes.set_post_ops(accumulate);
+    // C += A * B: the sum post-op adds the old C; without it C = A * B.
+    if (d[kGemmAccumulate]) {
+      dnnl::post_ops accumulate;
+      accumulate.append_sum(1.0f);
+      attributes.set_post_ops(accumulate);
+    }
     // Each tile runs concurrently with others on one primitive: each
     // thread brings its own scratchpad.
     attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -302,24 +324,48 @@ public:
       referenceTile(d, a, b, c);
       return;
     }
+    /// One thread's arguments of one kernel: memory objects made once and
+    /// pointed at each call's operands (the step allocates its buffers in
+    /// the same order every step, so the addresses mostly repeat and the
+    /// handles are left as they are).
+    struct Arguments {
+      std::array<dnnl::memory, 4> memory;
+      std::array<void *, 4> handles{};
+      std::array<dnnl_exec_arg_t, 4> list;
+      int count = 0;
+    };
     thread_local std::vector<uint8_t> scratchpad;
     thread_local std::unique_ptr<dnnl::stream> stream;
+    thread_local std::unordered_map<const Kernel *, Arguments> bound;
     if (!stream)
       stream = std::make_unique<dnnl::stream>(engine);
     if (scratchpad.size() < kernel.scratchpadBytes)
       scratchpad.resize(kernel.scratchpadBytes);
-    dnnl::memory aMemory(kernel.a, engine, const_cast<void *>(a));
-    dnnl::memory bMemory(kernel.b, engine, const_cast<void *>(b));
-    dnnl::memory cMemory(kernel.c, engine, c);
-    std::unordered_map<int, dnnl::memory> arguments = {
-        {DNNL_ARG_SRC, aMemory},
-        {DNNL_ARG_WEIGHTS, bMemory},
-        {DNNL_ARG_DST, cMemory}};
-    if (kernel.scratchpadBytes)
-      arguments.emplace(
-          DNNL_ARG_SCRATCHPAD,
-          dnnl::memory(kernel.scratchpad, engine, scratchpad.data()));
-    kernel.primitive->execute(*stream, arguments);
+    std::array<void *, 4> handles = {
+        const_cast<void *>(a), const_cast<void *>(b), c, scratchpad.data()};
+    auto [entry, made] = bound.try_emplace(&kernel);
+    Arguments &arguments = entry->second;
+    if (made) {
+      const dnnl::memory::desc *descs[4] = {&kernel.a, &kernel.b, &kernel.c,
+                                            &kernel.scratchpad};
+      const int kinds[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST,
+                            DNNL_ARG_SCRATCHPAD};
+      arguments.count = kernel.scratchpadBytes ? 4 : 3;
+      for (int i = 0; i < arguments.count; ++i) {
+        arguments.memory[i] = dnnl::memory(*descs[i], engine, handles[i]);
+        arguments.handles[i] = handles[i];
+        arguments.list[i] = {kinds[i], arguments.memory[i].get()};
+      }
+    }
+    for (int i = 0; i < arguments.count; ++i)
+      if (arguments.handles[i] != handles[i]) {
+        arguments.memory[i].set_data_handle(handles[i]);
+        arguments.handles[i] = handles[i];
+      }
+    dnnl::error::wrap_c_api(
+        dnnl_primitive_execute(kernel.primitive->get(), stream->get(),
+                               arguments.count, arguments.list.data()),
+        "could not execute a matmul");
     stream->wait();
   }
 
@@ -393,6 +439,51 @@ struct Tiling {
   }
 };
 
+/// What every call of one product reuses: the descriptor as the step gave
+/// it, whether the product runs widened, the descriptor it runs (the given
+/// one, or the fp32 product of the widened operands) and that one's tiles.
+struct Plan {
+  Descriptor given;
+  bool widen = false;
+  Descriptor run;
+  Tiling tiling;
+
+  explicit Plan(const Descriptor &d) : given(d), run(d), tiling(d) {
+    if (d[kGemmTypeA] == kGemmBF16 && tiling.path() == CpuGemmPath::Widened) {
+      widen = true;
+      run = widenedDescriptor(d);
+      tiling = Tiling(run);
+    }
+  }
+};
+
+/// The plan of descriptor `d`, made on its first use and kept for the run.
+const Plan &sharedPlan(const Descriptor &d) {
+  static std::mutex mutex;
+  static std::map<Descriptor, std::unique_ptr<Plan>> plans;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Plan> &slot = plans[d];
+  if (!slot)
+    slot = std::make_unique<Plan>(d);
+  return *slot;
+}
+
+/// The plan of the descriptor at `address`. A descriptor is a constant of
+/// the step library, so its address names one product and the calling
+/// thread remembers its plan by it, without a lock; the plan's descriptor
+/// is compared with the one at the address on each call, since a library
+/// loaded later may hold another product's there.
+const Plan &planAt(const int64_t *address) {
+  thread_local std::unordered_map<const int64_t *, const Plan *> known;
+  const Plan *&plan = known[address];
+  if (!plan || !std::equal(plan->given.begin(), plan->given.end(), address)) {
+    Descriptor d;
+    std::copy(address, address + kGemmFieldCount, d.begin());
+    plan = &sharedPlan(d);
+  }
+  return *plan;
+}
+
 /// Prints describeWidenedProducts() the first time a run widens.
 void warnOfWideningOnce() {
   static std::once_flag once;
@@ -406,37 +497,44 @@ void warnOfWideningOnce() {
 
 extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
                                      uintptr_t b, uintptr_t c) {
-  Descriptor d;
-  std::memcpy(d.data(), reinterpret_cast<const int64_t *>(descriptorAddress),
-              sizeof(int64_t) * kGemmFieldCount);
-  if (d[kGemmAbi] != kCpuGemmAbi) {
+  const auto *descriptor = reinterpret_cast<const int64_t *>(descriptorAddress);
+  if (descriptor[kGemmAbi] != kCpuGemmAbi) {
     std::fprintf(stderr,
                  "mantissa: a product of the compiled step has descriptor "
                  "version %lld; this runtime reads version %lld\n",
-                 (long long)d[kGemmAbi], (long long)kCpuGemmAbi);
+                 (long long)descriptor[kGemmAbi], (long long)kCpuGemmAbi);
     std::abort();
   }
-  int64_t batch = d[kGemmBatch], m = d[kGemmM], n = d[kGemmN], k = d[kGemmK];
+  int64_t batch = descriptor[kGemmBatch], m = descriptor[kGemmM],
+          n = descriptor[kGemmN], k = descriptor[kGemmK];
   if (batch <= 0 || m <= 0 || n <= 0)
     return;
-  if (k <= 0)
-    return; // C += an empty sum
-  Tiling tiling(d);
-  if (d[kGemmTypeA] == kGemmBF16 && tiling.path() == CpuGemmPath::Widened) {
+  if (k <= 0) {
+    Descriptor d;
+    std::copy(descriptor, descriptor + kGemmFieldCount, d.begin());
+    emptyProduct(d, reinterpret_cast<void *>(c));
+    return;
+  }
+  const Plan &plan = planAt(descriptor);
+  const Descriptor &d = plan.run;
+  const Tiling &tiling = plan.tiling;
+  if (plan.widen) {
     warnOfWideningOnce();
     // The packing step: the operands widened into this thread's buffers,
     // then the fp32 product of them.
     thread_local std::vector<uint32_t> wideA, wideB; // fp32 bits
-    Descriptor w = widenedDescriptor(d);
+    const Descriptor &given = plan.given;
     if (wideA.size() < size_t(batch * m * k))
       wideA.resize(batch * m * k);
     if (wideB.size() < size_t(batch * k * n))
       wideB.resize(batch * k * n);
-    // One operand (its three stride fields) from `d`'s layout into `w`'s.
+    // One operand (its three stride fields) from the given layout into the
+    // widened product's.
     auto widen = [&](uintptr_t from, uint32_t *to, int64_t rows, int64_t cols,
                      std::array<int, 3> fields) {
-      const int64_t fromStrides[3] = {d[fields[0]], d[fields[1]], d[fields[2]]};
-      const int64_t toStrides[3] = {w[fields[0]], w[fields[1]], w[fields[2]]};
+      const int64_t fromStrides[3] = {given[fields[0]], given[fields[1]],
+                                      given[fields[2]]};
+      const int64_t toStrides[3] = {d[fields[0]], d[fields[1]], d[fields[2]]};
       widenOperand(reinterpret_cast<const uint16_t *>(from), to, batch, rows,
                    cols, fromStrides, toStrides);
     };
@@ -444,10 +542,8 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
           {kGemmStrideABatch, kGemmStrideAM, kGemmStrideAK});
     widen(b, wideB.data(), k, n,
           {kGemmStrideBBatch, kGemmStrideBK, kGemmStrideBN});
-    d = w;
     a = reinterpret_cast<uintptr_t>(wideA.data());
     b = reinterpret_cast<uintptr_t>(wideB.data());
-    tiling = Tiling(d);
   }
   GemmLibrary &library = GemmLibrary::get();
   int64_t tiles = tiling.tiles();

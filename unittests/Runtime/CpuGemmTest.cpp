@@ -4,8 +4,9 @@
 //
 // mantissa_rt_cpu_gemm against a double-precision reference, on the
 // products of llama_medium's step (the shapes and strides the compiler's
-// mantissa-call-gemm-library gives them) and on bf16 operands; and the
-// determinism the trainer relies on: the same bits at every thread count.
+// mantissa-call-gemm-library gives them) and on bf16 operands; the
+// determinism the trainer relies on: the same bits at every thread count;
+// and products that write their output instead of adding to it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -97,6 +99,7 @@ struct Problem {
     descriptor[kGemmStrideCBatch] = p.m * p.n;
     descriptor[kGemmStrideCM] = p.n;
     descriptor[kGemmStrideCN] = 1;
+    descriptor[kGemmAccumulate] = 1;
   }
 
   float bAt(int64_t batch, int64_t k, int64_t n) const {
@@ -160,6 +163,28 @@ TEST_P(CpuGemmTest, SameBitsAtEveryThreadCount) {
   omp_set_num_threads(saved);
 }
 
+/// A product that writes its output (kGemmAccumulate 0: the compiler's
+/// products whose fill of +0.0 it dropped) ignores what C held: the bits of
+/// the product added to +0.0, at any thread count. (Under
+/// ONEDNN_MAX_CPU_ISA=AVX2, MantissaCpuGemmAvx2Tests, the bf16 products
+/// here run widened.)
+TEST_P(CpuGemmTest, OverwriteIgnoresWhatWasInC) {
+  Problem added(GetParam(), 13, 0.0f);
+  std::vector<float> expected = added.run();
+  int saved = omp_get_max_threads();
+  for (float garbage : {std::numeric_limits<float>::quiet_NaN(), -1e30f})
+    for (int threads : {1, 3}) {
+      Problem written(GetParam(), 13, garbage);
+      written.descriptor[kGemmAccumulate] = 0;
+      omp_set_num_threads(threads);
+      std::vector<float> result = written.run();
+      EXPECT_EQ(0, std::memcmp(expected.data(), result.data(),
+                               expected.size() * sizeof(float)))
+          << "C held " << garbage << ", " << threads << " threads";
+    }
+  omp_set_num_threads(saved);
+}
+
 // llama_medium's products (4 x 32 tokens, d = 128, f = 344, 512 tokens of
 // vocabulary, 4 heads of 32), and bf16 operands.
 INSTANTIATE_TEST_SUITE_P(
@@ -175,6 +200,106 @@ INSTANTIATE_TEST_SUITE_P(
                       Product{1, 128, 344, 128, true, kGemmBF16},
                       Product{16, 32, 32, 32, false, kGemmBF16},
                       Product{1, 200, 72, 40, false, kGemmBF16}));
+
+/// A dense row-major product of f32 A and bf16 B (operand types oneDNN has
+/// no matmul for, which the compiler never emits): the runtime's plain
+/// loops. Values are small integers, so every sum is exact.
+struct MixedProduct {
+  static constexpr int64_t m = 3, n = 5, k = 4;
+  std::vector<int64_t> descriptor = std::vector<int64_t>(kGemmFieldCount, 0);
+  std::vector<float> a = std::vector<float>(m * k);
+  std::vector<uint16_t> b = std::vector<uint16_t>(k * n);
+
+  MixedProduct(int64_t accumulate, int64_t depth = k) {
+    descriptor[kGemmAbi] = kCpuGemmAbi;
+    descriptor[kGemmTypeA] = kGemmF32;
+    descriptor[kGemmTypeB] = kGemmBF16;
+    descriptor[kGemmTypeC] = kGemmF32;
+    descriptor[kGemmBatch] = 1;
+    descriptor[kGemmM] = m;
+    descriptor[kGemmN] = n;
+    descriptor[kGemmK] = depth;
+    descriptor[kGemmStrideABatch] = m * k;
+    descriptor[kGemmStrideAM] = k;
+    descriptor[kGemmStrideAK] = 1;
+    descriptor[kGemmStrideBBatch] = k * n;
+    descriptor[kGemmStrideBK] = n;
+    descriptor[kGemmStrideBN] = 1;
+    descriptor[kGemmStrideCBatch] = m * n;
+    descriptor[kGemmStrideCM] = n;
+    descriptor[kGemmStrideCN] = 1;
+    descriptor[kGemmAccumulate] = accumulate;
+    for (int64_t i = 0; i < m * k; ++i)
+      a[i] = float(i % 5) - 2.0f;
+    for (int64_t i = 0; i < k * n; ++i)
+      b[i] = toBF16(float(i % 3) - 1.0f);
+  }
+
+  float sum(int64_t i, int64_t j) const {
+    float total = 0;
+    for (int64_t l = 0; l < descriptor[kGemmK]; ++l)
+      total += a[i * k + l] * fromBF16(b[l * n + j]);
+    return total;
+  }
+
+  std::vector<float> run(std::vector<float> c) const {
+    mantissa_rt_cpu_gemm(reinterpret_cast<uintptr_t>(descriptor.data()),
+                         reinterpret_cast<uintptr_t>(a.data()),
+                         reinterpret_cast<uintptr_t>(b.data()),
+                         reinterpret_cast<uintptr_t>(c.data()));
+    return c;
+  }
+};
+
+TEST(CpuGemmPlainLoopsTest, WriteOrAddAsTheDescriptorSays) {
+  MixedProduct added(1), written(0);
+  ASSERT_EQ(cpuGemmPath(added.descriptor.data()), CpuGemmPath::Loops);
+  std::vector<float> ones(MixedProduct::m * MixedProduct::n, 1.0f);
+  std::vector<float> garbage(ones.size(),
+                             std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> sums = added.run(ones);
+  std::vector<float> products = written.run(garbage);
+  for (int64_t i = 0; i < MixedProduct::m; ++i)
+    for (int64_t j = 0; j < MixedProduct::n; ++j) {
+      EXPECT_EQ(sums[i * MixedProduct::n + j], 1.0f + added.sum(i, j));
+      EXPECT_EQ(products[i * MixedProduct::n + j], written.sum(i, j));
+    }
+}
+
+/// K = 0: an empty sum adds nothing, and is written as +0.0.
+TEST(CpuGemmPlainLoopsTest, EmptySumLeavesOrZeroesC) {
+  std::vector<float> garbage(MixedProduct::m * MixedProduct::n, -3.0f);
+  EXPECT_EQ(MixedProduct(1, 0).run(garbage), garbage);
+  std::vector<float> zeros = MixedProduct(0, 0).run(garbage);
+  for (float value : zeros) {
+    EXPECT_EQ(value, 0.0f);
+    EXPECT_FALSE(std::signbit(value));
+  }
+}
+
+/// The runtime remembers a product by its descriptor's address (a constant
+/// of the step library); a library loaded later may hold another
+/// descriptor at that address, which must be read afresh.
+TEST(CpuGemmPlanTest, ADescriptorChangedInPlaceIsReadAfresh) {
+  Problem problem(Product{1, 64, 32, 16, false, kGemmF32}, 3, 1.0f);
+  std::vector<float> added = problem.run();
+  problem.descriptor[kGemmAccumulate] = 0;
+  std::vector<float> written = problem.run();
+  for (size_t i = 0; i < added.size(); ++i)
+    ASSERT_NE(added[i], written[i]) << i; // 1 + sum, then the sum alone
+  problem.descriptor[kGemmN] = 16;        // the first 16 columns of each row
+  problem.descriptor[kGemmStrideCM] = 32;
+  std::vector<float> narrow = problem.run();
+  for (int64_t i = 0; i < 64; ++i)
+    for (int64_t j = 0; j < 32; ++j) {
+      float got = narrow[i * 32 + j], sum = written[i * 32 + j];
+      if (j < 16) // the same sums, perhaps by another kernel
+        ASSERT_NEAR(got, sum, 1e-5f * (1.0f + std::fabs(sum)))
+            << i << ", " << j;
+      else
+        ASSERT_EQ(got, 1.0f) << i << ", " << j;
+    }
+}
 
 /// oneDNN must run on LLVM's OpenMP runtime (the step's), not on GNU's: the
 /// tiles' one-thread primitives rely on it (CpuGemm.cpp).

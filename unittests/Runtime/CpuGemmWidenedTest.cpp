@@ -48,6 +48,7 @@ std::vector<int64_t> descriptorOf(const Shape &s, int64_t type) {
   d[kGemmStrideCBatch] = s.m * s.n;
   d[kGemmStrideCM] = s.n;
   d[kGemmStrideCN] = 1;
+  d[kGemmAccumulate] = 1;
   return d;
 }
 

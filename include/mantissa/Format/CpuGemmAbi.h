@@ -26,7 +26,10 @@ extern "C" {
 /// for each product (a constant of the step library):
 ///   C[b][i][j] += sum_k A[b][i][k] * B[b][k][j]   for b < batch, i < m,
 ///   j < n, with every operand at `element stride` distances
-///   (C must have unit stride along j), accumulating in fp32.
+///   (C must have unit stride along j), accumulating in fp32; with
+///   kGemmAccumulate 0, C[b][i][j] = sum_k ... instead (C's old values are
+///   never read: the compiler gives that to a product whose output was
+///   filled with +0.0 just before, and drops the fill).
 /// Changing it changes kCpuGemmAbi.
 enum MantissaCpuGemmField : int {
   kGemmAbi = 0,
@@ -46,6 +49,8 @@ enum MantissaCpuGemmField : int {
   kGemmStrideCBatch,
   kGemmStrideCM,
   kGemmStrideCN,
+  /// 1: C += A * B; 0: C = A * B.
+  kGemmAccumulate,
   kGemmFieldCount
 };
 
@@ -60,9 +65,9 @@ typedef void (*MantissaCpuGemmFunction)(uintptr_t, uintptr_t, uintptr_t,
 namespace mlir::mantissa::rt {
 
 /// The version of the descriptor above (MantissaCpuGemmField), written into
-/// step.cpu.json
-/// ("cpu_gemm_abi") by the compiler and checked by the loader.
-constexpr int64_t kCpuGemmAbi = 1;
+/// step.cpu.json ("cpu_gemm_abi") by the compiler and checked by the loader.
+/// Version 2 adds kGemmAccumulate.
+constexpr int64_t kCpuGemmAbi = 2;
 
 /// The exported global of a step library whose products call the runtime:
 /// a MantissaCpuGemmFunction the loader sets before the first call.

@@ -18,7 +18,12 @@
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <array>
@@ -251,7 +256,158 @@ std::optional<Descriptor> describeProduct(linalg::LinalgOp op) {
   d[kGemmStrideCBatch] = batchStride(2, m->size * strideCM);
   d[kGemmStrideCM] = strideCM;
   d[kGemmStrideCN] = strideCN;
+  d[kGemmAccumulate] = 1;
   return d;
+}
+
+/// Whether `value` is the constant +0.0 (not -0.0: a sum added to -0.0 can
+/// be -0.0, a sum written never is unless it is -0.0 itself).
+bool isPositiveZero(Value value) {
+  FloatAttr constant;
+  return matchPattern(value, m_Constant(&constant)) &&
+         constant.getValue().isPosZero();
+}
+
+/// The buffer `op` sets to +0.0 in every element, if it is such a fill: a
+/// linalg.fill, or the all-parallel generic without inputs that tensor
+/// fusion makes of one.
+Value zeroFilledBuffer(Operation *op) {
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return fill.hasPureBufferSemantics() && isPositiveZero(fill.value())
+               ? fill.output()
+               : Value();
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || !generic.hasPureBufferSemantics() ||
+      generic.getNumDpsInputs() != 0 || generic.getNumDpsInits() != 1 ||
+      generic.getNumParallelLoops() != generic.getNumLoops() ||
+      !generic.getIndexingMapsArray()[0].isPermutation())
+    return Value();
+  Block *body = generic.getBlock();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  if (body->getOperations().size() != 1 || yield.getNumOperands() != 1 ||
+      !isPositiveZero(yield.getOperand(0)))
+    return Value();
+  return generic.getDpsInitOperand(0)->get();
+}
+
+/// `buffer` seen through reshapes and casts: views of all of its elements.
+Value throughWholeViews(Value buffer) {
+  while (true) {
+    if (auto expand = buffer.getDefiningOp<memref::ExpandShapeOp>())
+      buffer = expand.getSrc();
+    else if (auto collapse = buffer.getDefiningOp<memref::CollapseShapeOp>())
+      buffer = collapse.getSrc();
+    else if (auto cast = buffer.getDefiningOp<memref::CastOp>())
+      buffer = cast.getSource();
+    else
+      return buffer;
+  }
+}
+
+/// The buffer `buffer` is a view of (through any view ops).
+Value rootOf(Value buffer) {
+  while (auto view = buffer.getDefiningOp<ViewLikeOpInterface>())
+    buffer = view.getViewSource();
+  return buffer;
+}
+
+bool isAllocation(Value buffer) {
+  return buffer.getDefiningOp<memref::AllocOp>() ||
+         buffer.getDefiningOp<memref::AllocaOp>();
+}
+
+/// Every value of the function that may refer to `root`'s memory: `root`,
+/// and, for each op using one of them, its memref results, those of the ops
+/// around it, and its regions' memref arguments (views, and anything else
+/// that could pass the buffer on).
+llvm::DenseSet<Value> aliasesOf(Value root) {
+  llvm::DenseSet<Value> aliases = {root};
+  SmallVector<Value> worklist = {root};
+  auto add = [&](Value value) {
+    if (isa<BaseMemRefType>(value.getType()) && aliases.insert(value).second)
+      worklist.push_back(value);
+  };
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      for (Operation *op = user; op && !isa<FunctionOpInterface>(op);
+           op = op->getParentOp())
+        for (Value result : op->getResults())
+          add(result);
+      for (Region &region : user->getRegions())
+        for (Block &block : region)
+          for (BlockArgument argument : block.getArguments())
+            add(argument);
+    }
+  }
+  return aliases;
+}
+
+/// Whether `op` (and what it nests) can neither read nor write the memory of
+/// `aliases` (those of `root`): it uses none of them but to make views, its
+/// effects are all
+/// known (no calls), and they are on this function's allocations or, where
+/// `root` is one too, on arguments and globals (where `root` is an
+/// argument, it could be any buffer of the caller's).
+bool leavesAlone(Operation *op, Value root,
+                 const llvm::DenseSet<Value> &aliases) {
+  WalkResult uses = op->walk([&](Operation *nested) {
+    // A view touches no element (what uses it is checked in its turn).
+    if (isa<ViewLikeOpInterface>(nested) && isMemoryEffectFree(nested))
+      return WalkResult::advance();
+    return llvm::any_of(nested->getOperands(),
+                        [&](Value v) { return aliases.contains(v); })
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  if (uses.wasInterrupted())
+    return false;
+  std::optional<SmallVector<MemoryEffects::EffectInstance>> effects =
+      getEffectsRecursively(op);
+  if (!effects)
+    return false;
+  bool localRoot = isAllocation(root);
+  return llvm::all_of(*effects, [&](const MemoryEffects::EffectInstance &e) {
+    if (isa<MemoryEffects::Allocate, MemoryEffects::Free>(e.getEffect()))
+      return true;
+    Value target = e.getValue();
+    if (!target || !isa<BaseMemRefType>(target.getType()))
+      return false;
+    Value targetRoot = rootOf(target);
+    if (isAllocation(targetRoot))
+      return true;
+    // Memory not of this function: distinct from a local allocation that
+    // no op in between uses, unless it came from an address.
+    return localRoot && (isa<BlockArgument>(targetRoot) ||
+                         targetRoot.getDefiningOp<memref::GetGlobalOp>());
+  });
+}
+
+/// The fill of `product`'s output with +0.0 that the library can write
+/// over instead of adding to, if there is one: in the same block, before
+/// it, on the whole output (the product writes each element of it), with
+/// nothing in between that touches that memory, and the product reading
+/// that memory only as its output.
+Operation *zeroFillBefore(linalg::LinalgOp product, const Descriptor &d) {
+  Value output = product.getDpsInitOperand(0)->get();
+  auto type = dyn_cast<MemRefType>(output.getType());
+  if (!type || !type.hasStaticShape() ||
+      type.getNumElements() != d[kGemmBatch] * d[kGemmM] * d[kGemmN])
+    return nullptr;
+  Value root = rootOf(output);
+  llvm::DenseSet<Value> aliases = aliasesOf(root);
+  for (OpOperand *input : product.getDpsInputOperands())
+    if (aliases.contains(input->get()))
+      return nullptr;
+  Value whole = throughWholeViews(output);
+  for (Operation *op = product->getPrevNode(); op; op = op->getPrevNode()) {
+    if (Value filled = zeroFilledBuffer(op);
+        filled && throughWholeViews(filled) == whole)
+      return op;
+    if (!leavesAlone(op, root, aliases))
+      return nullptr;
+  }
+  return nullptr;
 }
 
 /// Replaces each input of `op` that its body rounds to bf16 (an f32 buffer)
@@ -287,12 +443,26 @@ struct CallGemmLibraryPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<std::pair<linalg::LinalgOp, Descriptor>> products;
+    // Fills of outputs that the library writes instead of adding to (each
+    // the fill of one product: the next product on that buffer would have
+    // this one in between).
+    SmallVector<Operation *> overwrittenFills;
     module.walk([&](linalg::LinalgOp op) {
-      if (std::optional<Descriptor> d = describeProduct(op))
-        products.emplace_back(op, *d);
+      std::optional<Descriptor> d = describeProduct(op);
+      if (!d)
+        return;
+      if (Operation *fill = zeroFillBefore(op, *d)) {
+        overwrittenFills.push_back(fill);
+        (*d)[kGemmAccumulate] = 0;
+      }
+      products.emplace_back(op, *d);
     });
     if (products.empty())
       return;
+    // A sum written instead of added to +0.0 has the same bits, except that
+    // -0.0 stays -0.0 (0.0 + -0.0 is 0.0).
+    for (Operation *fill : overwrittenFills)
+      fill->erase();
     OpBuilder moduleBuilder = OpBuilder::atBlockBegin(module.getBody());
     Type index = moduleBuilder.getIndexType();
     auto callee = module.lookupSymbol<func::FuncOp>(kGemmFunction);

@@ -5,13 +5,14 @@
 // The whole CPU pipeline on a bf16 product (bf16 operands, fp32
 // accumulation, rounded once to the bf16 result): with the library, the
 // product is an indirect call through the exported hook the loader binds
-// (CpuGemm.h), its descriptor a constant, and the rounding an outlined
+// (CpuGemm.h), its descriptor a constant (last field 0: it writes over
+// its output, whose fill with zeros goes), and the rounding an outlined
 // elementwise op; with gemm=loops there is no hook and the product is an
 // outlined loop nest.
 
 // LIBRARY: llvm.mlir.global external @mantissa_cpu_gemm_hook() {{.*}} : !llvm.ptr {
 // LIBRARY: llvm.mlir.zero : !llvm.ptr
-// LIBRARY: llvm.mlir.global private constant @__mantissa_gemm_0(dense<[1, 1, 1, 0, 1, 2, 3, 4, 8, 4, 1, 12, 3, 1, 6, 3, 1]> : tensor<17xi64>)
+// LIBRARY: llvm.mlir.global private constant @__mantissa_gemm_0(dense<[2, 1, 1, 0, 1, 2, 3, 4, 8, 4, 1, 12, 3, 1, 6, 3, 1, 0]> : tensor<18xi64>)
 // LIBRARY-NOT: llvm.func @mantissa_cpu_gemm(
 // LIBRARY-LABEL: llvm.func @mm_bf16(
 // LIBRARY: %[[HOOK:.*]] = llvm.mlir.addressof @mantissa_cpu_gemm_hook : !llvm.ptr

@@ -162,7 +162,8 @@ def CallGemmLibraryPass
   let summary = "Compute matrix products by calling the runtime's GEMM (oneDNN)";
   let description = [{
     Replaces every linalg contraction on buffers that is a (batched) matrix
-    product the runtime's GEMM computes (include/mantissa/Runtime/CpuGemm.h)
+    product the runtime's GEMM computes (include/mantissa/Runtime/CpuGemm.h,
+    descriptor in include/mantissa/Format/CpuGemmAbi.h)
     by a call to `@mantissa_cpu_gemm`: `linalg.matmul`, `linalg.batch_matmul`
     and the `linalg.generic`s that elementwise fusion makes of them, whose
     body is `out + in0 * in1` with both inputs f32 or both bf16 (extended to
@@ -175,7 +176,7 @@ def CallGemmLibraryPass
     contiguous along N and each input along one of its two matrix
     dimensions, all strides and offsets static. The shape, element types
     and strides go into a constant descriptor (`memref.global`, the layout
-    of CpuGemm.h, version in its first element); the call passes the
+    of CpuGemmAbi.h, version in its first element); the call passes the
     descriptor's and the operands' addresses as `index` values. Other
     contractions are left to the loops, unchanged.
 
@@ -184,6 +185,16 @@ def CallGemmLibraryPass
     accumulation-order rounding. mantissa-train-cpu-pipeline runs this pass
     unless `gemm=loops`.
 
+    Where the output was filled with +0.0 just before (a `linalg.fill`, or
+    the input-less generic fusion makes of one, in the same block, on all
+    of the output, with no op in between that uses the buffer or a view of
+    it, makes a call, or, for an output that is an argument, touches memory
+    that is not the function's own), the fill goes and the descriptor's
+    last field says to write the sum instead of adding it (0): the same
+    bits, except that a sum of -0.0 stays -0.0 where +0.0 + -0.0 is +0.0.
+    Other fills (-0.0, nonzero, part of the output) stay, and the product
+    adds (1).
+
     Before:
     ```mlir
     linalg.matmul ins(%a, %b : memref<128x64xbf16>, memref<64x32xbf16>)
@@ -191,11 +202,11 @@ def CallGemmLibraryPass
     ```
     After:
     ```mlir
-    memref.global "private" constant @__mantissa_gemm_0 : memref<17xi64> =
-        dense<[1, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1]>
+    memref.global "private" constant @__mantissa_gemm_0 : memref<18xi64> =
+        dense<[2, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 1]>
     ...
-    %d = memref.get_global @__mantissa_gemm_0 : memref<17xi64>
-    %dp = memref.extract_aligned_pointer_as_index %d : memref<17xi64> -> index
+    %d = memref.get_global @__mantissa_gemm_0 : memref<18xi64>
+    %dp = memref.extract_aligned_pointer_as_index %d : memref<18xi64> -> index
     %ap = memref.extract_aligned_pointer_as_index %a : memref<128x64xbf16> -> index
     ...
     call @mantissa_cpu_gemm(%dp, %ap, %bp, %cp) : (index, index, index, index) -> ()
