@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ShardedState.h"
+#include "mantissa/Runtime/GradientNorm.h"
 #include "mantissa/Runtime/MicroBatchSchedule.h"
 #include "mantissa/Runtime/Tripwire.h"
 
@@ -219,25 +220,16 @@ void ShardedState::forEachShardTile(GroupState &state, Visit visit) {
 bool ShardedState::meanAndNorm(Communicator &comm, int64_t divisor,
                                double &norm) {
   double total = 0;
-  float divide = float(divisor);
   for (GroupState &state : groups) {
     // One sum of squares per tile: tiles are the same whatever the world
     // size, so the norm is too.
     std::vector<double> tileSums(size_t(state.group->numTiles), 0.0);
-    forEachShardTile(
-        state, [&](int64_t tile, uint8_t *data, DType dtype, int64_t count) {
-          double sum = 0;
-          for (int64_t i = 0; i < count; ++i) {
-            float value = loadFloatElement(data, i, dtype);
-            if (divisor != 1) {
-              // torch's p.grad.div_(M), rounded to the gradient's dtype.
-              storeFloatElement(data, i, dtype, value / divide);
-              value = loadFloatElement(data, i, dtype);
-            }
-            sum += double(value) * double(value);
-          }
-          tileSums[size_t(tile)] = sum;
-        });
+    forEachShardTile(state, [&](int64_t tile, uint8_t *data, DType dtype,
+                                int64_t count) {
+      // torch's p.grad.div_(M), rounded to the gradient's dtype, and
+      // the squares in the same pass.
+      tileSums[size_t(tile)] = divideAndSumSquares(data, count, dtype, divisor);
+    });
     std::vector<SumNode> tilesOf;
     for (int r = 0; r < world; ++r) {
       auto [a, b] = shardTiles(*state.group, r, world);
