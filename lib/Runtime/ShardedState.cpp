@@ -22,7 +22,7 @@
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::detail;
 
-bool ShardedState::setUp() {
+bool ShardedState::setUp(bool gradInPlace) {
   for (const ArtifactGroup &group : artifact.groups()) {
     GroupState state;
     state.group = &group;
@@ -77,7 +77,11 @@ bool ShardedState::setUp() {
         state.gradSegments.back().end = end;
     }
     state.fullGrad.allocate(group.bufferBytes[unsigned(Role::Grad)]);
-    state.shardGrad.allocate(state.gradCuts[rank + 1] - state.gradCuts[rank]);
+    // With one rank the cut is the whole buffer.
+    state.gradInPlace = gradInPlace && world == 1;
+    if (!state.gradInPlace)
+      state.combinedGrad.allocate(state.gradCuts[rank + 1] -
+                                  state.gradCuts[rank]);
     state.fullParam.allocate(group.bufferBytes[unsigned(Role::Param)]);
     for (Role role :
          {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq})
@@ -210,7 +214,7 @@ void ShardedState::forEachShardTile(GroupState &state, Visit visit) {
     int64_t end = std::min(begin + tileSize, member.count);
     if (begin >= end)
       continue;
-    uint8_t *shard = state.shardGrad.data() + member.gradOffset -
+    uint8_t *shard = state.shardGrad() + member.gradOffset -
                      state.gradCutBegin +
                      begin * int64_t(elementSize(member.grad));
     visit(tile, shard, member.grad, end - begin);
