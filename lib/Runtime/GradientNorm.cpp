@@ -14,6 +14,7 @@
 
 #include "mantissa/Runtime/GradientNorm.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir::mantissa::rt;
@@ -33,33 +34,58 @@ struct BF16Element {
 };
 struct F16Element {
   using Bits = uint16_t;
-  static float widen(uint16_t bits) { return f16BitsToFloat(bits); }
+  /// f16BitsToFloat without its branches: the exponent and mantissa, shifted
+  /// into a float's, are the value times 2^-112 (a float subnormal for an
+  /// fp16 one), so one exact multiply rebiases both; Inf and NaN are
+  /// selected.
+  static float widen(uint16_t bits) {
+    uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+    uint32_t magnitude = uint32_t(bits & 0x7FFFu) << 13;
+    float scaled = detail::floatFromBits(magnitude) * 0x1p112f;
+    uint32_t finite = detail::floatBits(scaled);
+    uint32_t special = 0x7F800000u | (magnitude & 0x7FE000u);
+    return detail::floatFromBits(
+        sign | (magnitude >= (0x7C00u << 13) ? special : finite));
+  }
   static uint16_t round(float value) { return floatToF16Bits(value); }
 };
 
-/// Element `i`'s (divided) value into its lane.
+/// Elements are read (divided, rounded and stored back) a block at a time
+/// into floats, a map the compiler vectorises, then squared into the lanes.
+constexpr int64_t kBlock = 256;
+
 template <typename Element, bool Divide>
-inline void addSquare(uint8_t *data, int64_t i, float divisor, double &lane) {
+void widenBlock(uint8_t *data, int64_t count, float divisor, float *values) {
   using Bits = typename Element::Bits;
-  Bits bits;
-  std::memcpy(&bits, data + i * int64_t(sizeof(Bits)), sizeof(Bits));
-  if (Divide) {
-    bits = Element::round(Element::widen(bits) / divisor);
-    std::memcpy(data + i * int64_t(sizeof(Bits)), &bits, sizeof(Bits));
+  auto *elements = reinterpret_cast<Bits *>(data);
+  for (int64_t i = 0; i < count; ++i) {
+    Bits bits;
+    std::memcpy(&bits, elements + i, sizeof(Bits));
+    if (Divide) {
+      bits = Element::round(Element::widen(bits) / divisor);
+      std::memcpy(elements + i, &bits, sizeof(Bits));
+    }
+    values[i] = Element::widen(bits);
   }
-  double value = Element::widen(bits);
-  lane += value * value;
 }
 
 template <typename Element, bool Divide>
 double sumSquares(uint8_t *data, int64_t count, float divisor) {
+  using Bits = typename Element::Bits;
   double lanes[kSquareLanes] = {};
-  int64_t whole = count - count % kSquareLanes;
-  for (int64_t i = 0; i < whole; i += kSquareLanes)
-    for (int lane = 0; lane < kSquareLanes; ++lane)
-      addSquare<Element, Divide>(data, i + lane, divisor, lanes[lane]);
-  for (int64_t i = whole; i < count; ++i)
-    addSquare<Element, Divide>(data, i, divisor, lanes[i - whole]);
+  alignas(64) float values[kBlock];
+  for (int64_t first = 0; first < count; first += kBlock) {
+    int64_t size = std::min(kBlock, count - first);
+    widenBlock<Element, Divide>(data + first * int64_t(sizeof(Bits)), size,
+                                divisor, values);
+    // kBlock is a multiple of the lanes: element first + i is in lane i % 8.
+    int64_t whole = size - size % kSquareLanes;
+    for (int64_t i = 0; i < whole; i += kSquareLanes)
+      for (int lane = 0; lane < kSquareLanes; ++lane)
+        lanes[lane] += double(values[i + lane]) * double(values[i + lane]);
+    for (int64_t i = whole; i < size; ++i)
+      lanes[i - whole] += double(values[i]) * double(values[i]);
+  }
   return addSquareLanes(lanes);
 }
 

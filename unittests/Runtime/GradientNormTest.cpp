@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -87,6 +88,23 @@ TEST(GradientNormTest, DividesAndRoundsToTheGradientDtype) {
       EXPECT_EQ(loadFloatElement(bytes.data(), i, dtype), float(rounded)) << i;
     EXPECT_EQ(sum, 9 * rounded * rounded);
   }
+}
+
+TEST(GradientNormTest, WidensEveryF16AndBF16Value) {
+  // Every 16-bit pattern (subnormals, Inf and NaN included), alone: its
+  // square, or NaN.
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
+      uint16_t element = uint16_t(bits);
+      uint8_t bytes[2];
+      std::memcpy(bytes, &element, 2);
+      double value = loadFloatElement(bytes, 0, dtype);
+      double sum = divideAndSumSquares(bytes, 1, dtype, 1);
+      if (std::isnan(value))
+        EXPECT_TRUE(std::isnan(sum)) << nameOf(dtype) << " " << bits;
+      else
+        EXPECT_EQ(sum, value * value) << nameOf(dtype) << " " << bits;
+    }
 }
 
 TEST(GradientNormTest, IsTheSumOfSquares) {
