@@ -4,9 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// GradientNorm.h. The dtype is dispatched once per tile; each dtype's loop
-// reads, divides, rounds and squares without branches, so the compiler
-// vectorises it.
+// GradientNorm.h. The dtype is dispatched once per tile; each dtype's loops
+// (widen, divide and round into floats; square into the lanes) have no
+// branches, so the compiler vectorises them, except fp16's rounding after a
+// divide (floatToF16Bits), which stays element by element.
 //
 // Part of libmantissa_rt: no LLVM or MLIR headers here.
 //
