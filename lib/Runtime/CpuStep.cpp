@@ -13,6 +13,10 @@
 #include "mantissa/Runtime/StepInputs.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <cmath>
 #include <cstring>
@@ -29,6 +33,46 @@ bool mlir::mantissa::rt::bindCpuGemm(void *library) {
     return false;
   *hook = &mantissa_rt_cpu_gemm;
   return true;
+}
+
+bool mlir::mantissa::rt::environmentTunesMalloc(
+    const char *const *environment) {
+  for (; environment && *environment; ++environment) {
+    std::string entry = *environment;
+    std::string name = entry.substr(0, entry.find('='));
+    if (name.size() > 8 && name.compare(0, 7, "MALLOC_") == 0 &&
+        name.back() == '_')
+      return true;
+    if (name == "GLIBC_TUNABLES" &&
+        entry.find("glibc.malloc.") != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+/// The compiled step allocates its temporaries with malloc and frees them
+/// before it returns, every step, so the next step page-faults back in
+/// (zeroed) whatever glibc gave back to the kernel. glibc's defaults adapt
+/// only part of the way: a temporary above the mmap threshold (128 KiB at
+/// first) is a fresh mapping each step until one is freed and the threshold
+/// rises to its size (at most 32 MiB), and a freed heap top above the trim
+/// threshold (twice that) is returned. The step's peak is the same every
+/// step, so the process keeps it from the first step: temporaries up to
+/// glibc's largest mmap threshold come from the heap, a freed heap top up
+/// to 1 GiB stays mapped, and the heap grows 64 MiB at a time. A user who
+/// tunes malloc in the environment keeps those settings.
+bool mlir::mantissa::rt::keepFreedStepMemory() {
+#ifdef __GLIBC__
+  if (environmentTunesMalloc(::environ))
+    return false;
+  constexpr int kMiB = 1 << 20;
+  bool set = mallopt(M_MMAP_THRESHOLD, 32 * kMiB) == 1;
+  set &= mallopt(M_TRIM_THRESHOLD, 1024 * kMiB) == 1;
+  set &= mallopt(M_TOP_PAD, 64 * kMiB) == 1;
+  return set;
+#else
+  return false;
+#endif
 }
 
 namespace {
@@ -94,6 +138,7 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
               *program.targetFeatures, program.targetCpu, "the CPU step");
           !refusal.empty())
         throw ProgramError{refusal};
+    keepFreedStepMemory();
     step->jointStep =
         loadLibrary(program.step, directory, "the step", program.cpuGemmAbi);
     if (program.forward)

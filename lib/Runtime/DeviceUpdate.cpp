@@ -168,8 +168,8 @@ bool DeviceUpdate::update(const UpdateStep &step) {
     const ArtifactGroup &group = *state.group;
     DeviceGroup &device = deviceGroups[index];
     // This rank's mean gradient, as the host combined it.
-    if (!cuda->upload(device.shardGrad, state.shardGrad.data(),
-                      state.shardGrad.size(), collectiveError))
+    if (!cuda->upload(device.shardGrad, state.shardGrad(),
+                      state.shardGradBytes(), collectiveError))
       return fail("group '" + group.name + "': " + collectiveError);
     {
       // Timed on its own (between synchronisations) so that the report
@@ -262,7 +262,7 @@ bool DeviceUpdate::prepareDevice() {
     if (!cuda->loadKernel(ptx, entry, path, device.kernel, deviceError))
       return fail(deviceError);
     if (!cuda->allocate(state.fullGrad.size(), device.fullGrad, deviceError) ||
-        !cuda->allocate(state.shardGrad.size(), device.shardGrad,
+        !cuda->allocate(state.shardGradBytes(), device.shardGrad,
                         deviceError) ||
         !cuda->allocate(state.fullParam.size(), device.fullParam, deviceError))
       return fail(deviceError);

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ShardedState.h"
+#include "mantissa/Runtime/GradientNorm.h"
 #include "mantissa/Runtime/MicroBatchSchedule.h"
 #include "mantissa/Runtime/Tripwire.h"
 
@@ -21,7 +22,7 @@
 using namespace mlir::mantissa::rt;
 using namespace mlir::mantissa::rt::detail;
 
-bool ShardedState::setUp() {
+bool ShardedState::setUp(bool gradInPlace) {
   for (const ArtifactGroup &group : artifact.groups()) {
     GroupState state;
     state.group = &group;
@@ -76,7 +77,11 @@ bool ShardedState::setUp() {
         state.gradSegments.back().end = end;
     }
     state.fullGrad.allocate(group.bufferBytes[unsigned(Role::Grad)]);
-    state.shardGrad.allocate(state.gradCuts[rank + 1] - state.gradCuts[rank]);
+    // With one rank the cut is the whole buffer.
+    state.gradInPlace = gradInPlace && world == 1;
+    if (!state.gradInPlace)
+      state.combinedGrad.allocate(state.gradCuts[rank + 1] -
+                                  state.gradCuts[rank]);
     state.fullParam.allocate(group.bufferBytes[unsigned(Role::Param)]);
     for (Role role :
          {Role::Master, Role::ExpAvg, Role::ExpAvgSq, Role::MaxExpAvgSq})
@@ -209,7 +214,7 @@ void ShardedState::forEachShardTile(GroupState &state, Visit visit) {
     int64_t end = std::min(begin + tileSize, member.count);
     if (begin >= end)
       continue;
-    uint8_t *shard = state.shardGrad.data() + member.gradOffset -
+    uint8_t *shard = state.shardGrad() + member.gradOffset -
                      state.gradCutBegin +
                      begin * int64_t(elementSize(member.grad));
     visit(tile, shard, member.grad, end - begin);
@@ -219,25 +224,16 @@ void ShardedState::forEachShardTile(GroupState &state, Visit visit) {
 bool ShardedState::meanAndNorm(Communicator &comm, int64_t divisor,
                                double &norm) {
   double total = 0;
-  float divide = float(divisor);
   for (GroupState &state : groups) {
     // One sum of squares per tile: tiles are the same whatever the world
     // size, so the norm is too.
     std::vector<double> tileSums(size_t(state.group->numTiles), 0.0);
-    forEachShardTile(
-        state, [&](int64_t tile, uint8_t *data, DType dtype, int64_t count) {
-          double sum = 0;
-          for (int64_t i = 0; i < count; ++i) {
-            float value = loadFloatElement(data, i, dtype);
-            if (divisor != 1) {
-              // torch's p.grad.div_(M), rounded to the gradient's dtype.
-              storeFloatElement(data, i, dtype, value / divide);
-              value = loadFloatElement(data, i, dtype);
-            }
-            sum += double(value) * double(value);
-          }
-          tileSums[size_t(tile)] = sum;
-        });
+    forEachShardTile(state, [&](int64_t tile, uint8_t *data, DType dtype,
+                                int64_t count) {
+      // torch's p.grad.div_(M), rounded to the gradient's dtype, and
+      // the squares in the same pass.
+      tileSums[size_t(tile)] = divideAndSumSquares(data, count, dtype, divisor);
+    });
     std::vector<SumNode> tilesOf;
     for (int r = 0; r < world; ++r) {
       auto [a, b] = shardTiles(*state.group, r, world);

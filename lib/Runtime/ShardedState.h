@@ -157,7 +157,20 @@ struct GroupState {
     int64_t begin = 0, end = 0; // bytes of the grad buffer
   };
   std::vector<GradSegment> gradSegments;
-  Buffer fullGrad, shardGrad, fullParam;
+  Buffer fullGrad, fullParam;
+  /// One rank with one micro-batch a step: the combination is the identity,
+  /// so the optimizer reads the step's gradient where the step wrote it
+  /// (fullGrad) instead of a copy of every gradient byte made each step.
+  bool gradInPlace = false;
+  /// This rank's part [gradCuts[rank], gradCuts[rank + 1]) of the step's
+  /// combined gradient, which the mean divides and the optimizer reads.
+  uint8_t *shardGrad() {
+    return gradInPlace ? fullGrad.data() : combinedGrad.data();
+  }
+  int64_t shardGradBytes() const {
+    return gradInPlace ? fullGrad.size() : combinedGrad.size();
+  }
+  Buffer combinedGrad;                      // empty when gradInPlace
   std::array<Buffer, kNumRoles> shardState; // master and moments roles
   std::vector<MemberSlice> slices;          // per member
 
@@ -169,7 +182,7 @@ struct GroupState {
     int64_t first = 0;
     switch (role) {
     case Role::Grad:
-      base = shardGrad.data();
+      base = shardGrad();
       first = gradCuts.empty() ? 0 : gradCutBegin;
       break;
     case Role::Param:
@@ -275,8 +288,10 @@ public:
       : rank(rank), world(world), errors(errors) {}
 
   /// Cuts every group of `artifact` (loaded) over the ranks and allocates
-  /// this rank's buffers.
-  bool setUp();
+  /// this rank's buffers. `gradInPlace`: the run has one rank and one
+  /// micro-batch a step, so the combined gradient is the step's own
+  /// (GroupState::gradInPlace).
+  bool setUp(bool gradInPlace);
   /// Sets every member's parameter and master from `initial` (FQN -> its
   /// validated initial value).
   void initialiseFromWeights(

@@ -196,7 +196,8 @@ bool Trainer::loadModel() {
   std::string loadError;
   if (!Artifact::load(options.model.artifactDir, state.artifact, loadError))
     return stop(fail(loadError));
-  if (!comm.allAgree(state.setUp()))
+  if (!comm.allAgree(
+          state.setUp(world == 1 && schedule.microBatchesPerStep() == 1)))
     return stop(errors.empty());
   // The one per-step memory that grows with --grad-accum, checked before
   // the first step allocates it.
@@ -571,6 +572,10 @@ bool Trainer::combineGradients() {
   StepProfile::Section timing(profile, StepPhase::Combination);
   for (size_t g = 0; g < state.groups.size(); ++g) {
     GroupState &group = state.groups[g];
+    // One rank's one micro-batch is the sum, already where the optimizer
+    // reads it (GroupState::gradInPlace).
+    if (group.gradInPlace)
+      continue;
     auto add = [&group](uint8_t *acc, const uint8_t *value, int64_t first,
                         int64_t bytes) {
       ShardedState::addGradients(group, acc, value, first, bytes);
@@ -582,7 +587,7 @@ bool Trainer::combineGradients() {
       for (size_t n = 0; n < sums[g].size(); ++n)
         local.push_back(sums[g].value(n));
     if (!combineAcrossRanks(comm, local, ranges, schedule.microBatchesPerStep(),
-                            group.gradCuts, add, group.shardGrad.data(),
+                            group.gradCuts, add, group.shardGrad(),
                             collectiveError))
       return fail("group '" + group.group->name + "': " + collectiveError);
   }

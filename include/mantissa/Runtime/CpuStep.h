@@ -73,6 +73,18 @@ private:
   std::string cpu;
 };
 
+/// Whether `environment` (NAME=value entries, null-terminated, as `environ`
+/// holds them) tunes glibc's malloc: a MALLOC_..._ variable
+/// (MALLOC_TRIM_THRESHOLD_, MALLOC_TOP_PAD_, MALLOC_MMAP_THRESHOLD_, ...) or
+/// GLIBC_TUNABLES with a glibc.malloc tunable.
+bool environmentTunesMalloc(const char *const *environment);
+
+/// Keeps the memory the compiled step frees in the process for the next
+/// step (CpuStep.cpp says why), unless the environment tunes malloc itself
+/// (environmentTunesMalloc); CpuStep::load calls it. Returns whether it
+/// changed malloc's settings.
+bool keepFreedStepMemory();
+
 /// The CPU step in front of the trainer.
 class CpuStepGradients : public GradientSource {
 public:
