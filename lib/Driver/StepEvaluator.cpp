@@ -323,6 +323,16 @@ const CpuBf16Products &mlir::mantissa::getCpuBf16Products() {
   return products;
 }
 
+std::string mlir::mantissa::getWidenedBf16ProductsWarning(train::StepOp step) {
+  const CpuBf16Products &bf16 = getCpuBf16Products();
+  if (!bf16.widen || llvm::none_of(collectMatrixProducts(step),
+                                   [](const precision::MatrixProduct &product) {
+                                     return product.operandType == "bf16";
+                                   }))
+    return "";
+  return bf16.warning;
+}
+
 std::string mlir::mantissa::CpuBf16Products::key() const {
   return widen ? " bf16-products=widened" : " bf16-products=bf16";
 }
@@ -483,11 +493,6 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                    libraryPath + ": " + dlerror());
   // Its matrix products call the runtime's (CpuGemm.h).
   rt::bindCpuGemm(library);
-  if (bf16.widen && llvm::any_of(collectMatrixProducts(step),
-                                 [](const precision::MatrixProduct &product) {
-                                   return product.operandType == "bf16";
-                                 }))
-    rt::warnOfWidenedProductsOnce(bf16.warning);
   std::string entryName = getStepLibraryEntry(step);
   auto entry = reinterpret_cast<CompiledEvaluator::Entry>(
       dlsym(library, entryName.c_str()));

@@ -86,6 +86,10 @@ struct CpuBf16Products {
 };
 const CpuBf16Products &getCpuBf16Products();
 
+/// getCpuBf16Products().warning if `step` has bf16 products to widen, else
+/// empty.
+std::string getWidenedBf16ProductsWarning(train::StepOp step);
+
 /// Lowers a copy of `step` and compiles it (clang -O2 -march=native
 /// -fopenmp) into a shared library at `libraryPath` with the entry
 /// getStepLibraryEntry(step); written under a temporary name and renamed.
