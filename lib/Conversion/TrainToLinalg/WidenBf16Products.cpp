@@ -345,6 +345,12 @@ struct WidenBf16ProductsPass
                             : nb.create<arith::AddFOp>(l, multiplied, args[2]);
             nb.create<linalg::YieldOp>(l, sum);
           });
+      // A later product that rounds this one's result reads it from the
+      // new op.
+      for (Reading reading : {Reading::Bf16, Reading::RoundedF32})
+        if (auto it = widened.find({op->getResult(0), reading});
+            it != widened.end())
+          widened[{fp32->getResult(0), reading}] = it->second;
       op->replaceAllUsesWith(fp32->getResults());
       op->erase();
     }

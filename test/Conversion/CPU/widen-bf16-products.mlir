@@ -111,3 +111,42 @@ func.func @arguments(%w: tensor<64x32xbf16>) -> (tensor<128x32xf32>, tensor<128x
   %q = linalg.matmul ins(%f, %w : tensor<128x64xbf16>, tensor<64x32xbf16>) outs(%c0 : tensor<128x32xf32>) -> tensor<128x32xf32>
   return %p, %q : tensor<128x32xf32>, tensor<128x32xf32>
 }
+
+// -----
+
+// A product that rounds another product's result (its truncf fused into
+// it): the result is rounded and widened once, by an op of its own, and
+// read from the fp32 product that replaces the first.
+
+// AVX2-LABEL: func.func @chained
+// AVX2: %[[P:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<64x64xf32>, tensor<64x64xf32>)
+// AVX2: %[[R:.*]] = linalg.generic {{.*}} ins(%[[P]] : tensor<64x64xf32>) outs(%{{.*}} : tensor<64x64xf32>)
+// AVX2-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// AVX2-NEXT: %[[T:.*]] = arith.truncf %[[IN]] : f32 to bf16
+// AVX2-NEXT: arith.extf %[[T]] : bf16 to f32
+// AVX2: linalg.generic {{.*}} ins(%[[R]], %{{.*}} : tensor<64x64xf32>, tensor<64x64xf32>)
+// AVX2-NOT: bf16 to f32
+// AVX2: return
+
+// AVX512-LABEL: func.func @chained
+// AVX512: linalg.matmul ins(%arg0, %arg1 : tensor<64x64xbf16>, tensor<64x64xbf16>)
+// AVX512: linalg.generic {{.*}} ins(%{{.*}}, %arg1 : tensor<64x64xf32>, tensor<64x64xbf16>)
+#ca = affine_map<(m, n, k) -> (m, k)>
+#cb = affine_map<(m, n, k) -> (k, n)>
+#cc = affine_map<(m, n, k) -> (m, n)>
+func.func @chained(%a: tensor<64x64xbf16>, %b: tensor<64x64xbf16>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ce = tensor.empty() : tensor<64x64xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%ce : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<64x64xbf16>, tensor<64x64xbf16>) outs(%c0 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %q = linalg.generic {indexing_maps = [#ca, #cb, #cc], iterator_types = ["parallel", "parallel", "reduction"]} ins(%p, %b : tensor<64x64xf32>, tensor<64x64xbf16>) outs(%c0 : tensor<64x64xf32>) {
+  ^bb0(%x: f32, %y: bf16, %o: f32):
+    %t = arith.truncf %x : f32 to bf16
+    %ex = arith.extf %t : bf16 to f32
+    %ey = arith.extf %y : bf16 to f32
+    %m = arith.mulf %ex, %ey : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<64x64xf32>
+  return %q : tensor<64x64xf32>
+}
