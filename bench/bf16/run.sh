@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # `compute: bf16` against fp32 step time on the CPU, where oneDNN has bf16
 # matmuls (the native ISA) and where it has none (an AVX2 machine, emulated
-# with ONEDNN_MAX_CPU_ISA=AVX2, where bf16 products are widened to fp32
-# GEMMs: lib/Runtime/CpuGemm.cpp), for one or two builds in one invocation.
+# with ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN and MANTISSA_CPU_TARGET=znver3,
+# or AVX2_CPU_TARGET, for the generated code; there the compiler makes bf16
+# products fp32 GEMMs of operands widened by their producers:
+# mantissa-widen-bf16-products, and the runtime widens any it is given:
+# lib/Runtime/CpuGemm.cpp), for one or two builds in one invocation.
 #
 # usage: bench/bf16/run.sh [BUILD_BIN ...]   (default: build/bin)
 #   e.g. bench/bf16/run.sh /work/main/build/bin build/bin   (before, after)
@@ -26,7 +29,8 @@ trap 'rm -rf "$work"' EXIT
 
 step_ms() { # BIN ISA COMPUTE CACHE
   local isa=() precision=()
-  [[ $2 == native ]] || isa=(ONEDNN_MAX_CPU_ISA=$2)
+  [[ $2 == native ]] ||
+    isa=(ONEDNN_MAX_CPU_ISA=$2 MANTISSA_CPU_TARGET=${AVX2_CPU_TARGET:-znver3})
   [[ $3 == fp32 ]] || precision=(--precision-compute "$3")
   env "${isa[@]}" MANTISSA_CACHE_DIR="$4" "$1/mantissa-run" "$corpus/$model.pt2" \
     --inputs "$corpus/$model.inputs.safetensors" \

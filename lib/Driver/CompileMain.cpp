@@ -20,6 +20,7 @@
 #include "mantissa/Driver/MicroBatchFlag.h"
 #include "mantissa/Driver/PrecisionDriver.h"
 #include "mantissa/Driver/PrecisionFlags.h"
+#include "mantissa/Driver/StepEvaluator.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Format/DType.h"
 #include "mantissa/Format/InputFile.h"
@@ -342,7 +343,9 @@ static std::string printModule(ModuleOp module) {
 }
 
 /// Asks the runtime how the CPU step computes each product on this machine
-/// (mantissa/Runtime/CpuGemm.h), for the report. The runtime decides it
+/// (mantissa/Runtime/CpuGemm.h), for the report: a bf16 product of a step
+/// compiled to widen them (getCpuBf16Products) is an fp32 product. The
+/// runtime decides it
 /// again when the step runs, on the CPU it runs on, for the layout the
 /// compiler gives the product; here each product is asked about in the
 /// row-major layout of its shapes (whether oneDNN has a bf16 matmul depends
@@ -389,6 +392,14 @@ static void askCpuGemmPaths(precision::StepPlan &plan) {
     d[kGemmStrideCBatch] = m * n;
     d[kGemmStrideCM] = n;
     d[kGemmStrideCN] = 1;
+    if (*type == kGemmBF16 && getCpuBf16Products().widen) {
+      // Compiled as the fp32 product of its widened operands.
+      d[kGemmTypeA] = d[kGemmTypeB] = kGemmF32;
+      product.cpuPath = rt::cpuGemmPath(d.data()) == rt::CpuGemmPath::Library
+                            ? "fp32 GEMM on bf16 widened when compiled"
+                            : "loops";
+      continue;
+    }
     product.cpuPath = rt::describeCpuGemmPath(rt::cpuGemmPath(d.data()), *type);
   }
 }

@@ -160,6 +160,7 @@ mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
   program.cpuGemmAbi = rt::kCpuGemmAbi;
   program.targetCpu = getCpuTargetName();
   program.targetFeatures = getTargetCpuFeatureFlags();
+  program.widenedBf16Products = getWidenedBf16ProductsWarning(step);
   for (unsigned index = 0, e = step.getNumArguments(); index < e; ++index) {
     program.arguments.push_back(getStepArgumentTensor(step, index));
     if (program.arguments.back().role == rt::StepTensor::Role::UserInput)

@@ -35,6 +35,7 @@
 #include "mantissa/Driver/TrainLoop.h"
 #include "mantissa/Driver/WeightsFile.h"
 #include "mantissa/Import/TorchImporter.h"
+#include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Runtime/OpenMPEnvironment.h"
 #include "mantissa/Runtime/SafeTensors.h"
 #include "mantissa/Runtime/StepInputs.h"
@@ -494,6 +495,11 @@ createEvaluator(train::StepOp step, const RunFlags &flags,
                      : createCompiledEvaluator(step, &cacheReport);
   if (!evaluator)
     return fail(flags.modelPath + ": " + llvm::toString(evaluator.takeError()));
+  // The run's one line about bf16 products the compiler widened.
+  if (compileForCpu)
+    if (std::string warning = getWidenedBf16ProductsWarning(step);
+        !warning.empty())
+      rt::warnOfWidenedProductsOnce(warning);
   if (onGpu && flags.useReference)
     return fail("--reference runs the step in the interpreter on the "
                 "CPU; it cannot be combined with --device cuda");

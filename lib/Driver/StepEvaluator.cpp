@@ -8,6 +8,7 @@
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/CpuGemm.h"
 #include "mantissa/Runtime/UpdateRunner.h"
+#include "mantissa/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -21,6 +22,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -291,6 +293,50 @@ std::string mlir::mantissa::hashPlannedStep(train::StepOp step,
   return llvm::toHex(hasher.final(), /*LowerCase=*/true).substr(0, 32);
 }
 
+const CpuBf16Products &mlir::mantissa::getCpuBf16Products() {
+  static const CpuBf16Products products = [] {
+    CpuBf16Products products;
+    if (getCpuGemmMode() == CpuGemmMode::Loops)
+      return products;
+    products.cpu = getCpuTarget();
+    // oneDNN's answer for a plain 64x64x64 product: whether it has a bf16
+    // matmul depends on the ISA, not on the shape.
+    std::array<int64_t, kGemmFieldCount> d{};
+    d[kGemmAbi] = rt::kCpuGemmAbi;
+    d[kGemmTypeA] = d[kGemmTypeB] = kGemmBF16;
+    d[kGemmTypeC] = kGemmF32;
+    d[kGemmBatch] = 1;
+    d[kGemmM] = d[kGemmN] = d[kGemmK] = 64;
+    d[kGemmStrideABatch] = d[kGemmStrideBBatch] = d[kGemmStrideCBatch] =
+        64 * 64;
+    d[kGemmStrideAM] = d[kGemmStrideBK] = d[kGemmStrideCM] = 64;
+    d[kGemmStrideAK] = d[kGemmStrideBN] = d[kGemmStrideCN] = 1;
+    products.libraryBf16 =
+        rt::cpuGemmAvailable() &&
+        rt::cpuGemmPath(d.data()) == rt::CpuGemmPath::Library;
+    products.widen = widensBf16Products(products.cpu, products.libraryBf16);
+    if (products.widen)
+      products.warning = rt::describeWidenedProducts(
+          products.libraryBf16 ? getCpuTargetName() : "");
+    return products;
+  }();
+  return products;
+}
+
+std::string mlir::mantissa::getWidenedBf16ProductsWarning(train::StepOp step) {
+  const CpuBf16Products &bf16 = getCpuBf16Products();
+  if (!bf16.widen || llvm::none_of(collectMatrixProducts(step),
+                                   [](const precision::MatrixProduct &product) {
+                                     return product.operandType == "bf16";
+                                   }))
+    return "";
+  return bf16.warning;
+}
+
+std::string mlir::mantissa::CpuBf16Products::key() const {
+  return widen ? " bf16-products=widened" : " bf16-products=bf16";
+}
+
 /// The step's function in its library. Not the model's bare name: the
 /// library calls libm (sin, cos) and links with -Bsymbolic, so a model
 /// exported as `sin` or `exp` would call itself where it means libm's.
@@ -320,7 +366,9 @@ llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
   std::string symbol = getStepLibrarySymbol(step);
   SymbolTable::setSymbolName(copy, symbol);
   DiagnosticCollector diagnostics(context);
-  if (failed(lowerTrainStepsToLLVM(*module)))
+  const CpuBf16Products &bf16 = getCpuBf16Products();
+  if (failed(lowerTrainStepsToLLVM(*module, getCpuGemmMode(), bf16.cpu,
+                                   bf16.libraryBf16)))
     return llvm::createStringError(
         "compiling the step failed: " + diagnostics.str() +
         " (--reference runs the step in the interpreter instead)");
@@ -386,10 +434,12 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
                                         CompileCacheReport *report) {
   // The CPU the code is compiled for (MANTISSA_CPU_TARGET, this machine's
   // by default) is part of the key. So is how its matrix products are
-  // computed (MANTISSA_CPU_GEMM).
+  // computed (MANTISSA_CPU_GEMM), and whether its bf16 products are
+  // (oneDNN's answer, which ONEDNN_MAX_CPU_ISA changes).
+  const CpuBf16Products &bf16 = getCpuBf16Products();
   std::string hash = hashPlannedStep(
-      step, getCpuTarget() + " " + getCpuTargetName() +
-                " gemm=" + stringifyCpuGemmMode(getCpuGemmMode()).str());
+      step, getCpuTarget() + " " + getCpuTargetName() + " gemm=" +
+                stringifyCpuGemmMode(getCpuGemmMode()).str() + bf16.key());
   std::string cacheDirectory = getUsableCompileCacheDirectory();
   SmallString<256> libraryPath;
   bool cached = false;

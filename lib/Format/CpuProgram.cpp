@@ -62,6 +62,11 @@ void parseProgram(const json &root, CpuProgram &out) {
   }
   out.targetCpu = root.value("target_cpu", "");
   out.targetFeatures = detail::targetFeatures(root, "");
+  if (root.contains("widened_bf16_products")) {
+    if (!root["widened_bf16_products"].is_string())
+      throw ProgramError{"'widened_bf16_products' is not a string"};
+    out.widenedBf16Products = root["widened_bf16_products"].get<std::string>();
+  }
   const json &arguments = detail::array(root, "arguments", "the program");
   for (size_t i = 0; i < arguments.size(); ++i)
     out.arguments.push_back(detail::parseStepTensor(
@@ -85,6 +90,8 @@ std::string mlir::mantissa::rt::writeCpuProgram(const CpuProgram &program) {
     root["cpu_gemm_abi"] = program.cpuGemmAbi;
   if (program.targetFeatures)
     root["target_features"] = *program.targetFeatures;
+  if (!program.widenedBf16Products.empty())
+    root["widened_bf16_products"] = program.widenedBf16Products;
   if (program.forward)
     root["forward"] = libraryJson(*program.forward);
   return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";

@@ -484,15 +484,6 @@ const Plan &planAt(const int64_t *address) {
   return *plan;
 }
 
-/// Prints describeWidenedProducts() the first time a run widens.
-void warnOfWideningOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    std::fprintf(stderr, "mantissa: warning: %s\n",
-                 describeWidenedProducts().c_str());
-  });
-}
-
 } // namespace
 
 extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
@@ -519,7 +510,7 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
   const Descriptor &d = plan.run;
   const Tiling &tiling = plan.tiling;
   if (plan.widen) {
-    warnOfWideningOnce();
+    warnOfWidenedProductsOnce(describeWidenedProducts());
     // The packing step: the operands widened into this thread's buffers,
     // then the fp32 product of them.
     thread_local std::vector<uint32_t> wideA, wideB; // fp32 bits
@@ -596,18 +587,32 @@ CpuGemmPath mlir::mantissa::rt::cpuGemmPath(const int64_t *descriptor) {
              : CpuGemmPath::Loops;
 }
 
-std::string mlir::mantissa::rt::describeWidenedProducts() {
+std::string
+mlir::mantissa::rt::describeWidenedProducts(const std::string &compiledFor) {
   const dnnl_version_t *version = dnnl_version();
-  char text[512];
+  char why[256];
+  if (compiledFor.empty())
+    std::snprintf(why, sizeof(why), "this CPU (ISA %s)", effectiveIsaName());
+  else
+    std::snprintf(why, sizeof(why),
+                  "%s, the CPU the step is compiled for (MANTISSA_CPU_TARGET; "
+                  "it needs AVX-512 F, BW, VL and DQ)",
+                  compiledFor.c_str());
+  char text[768];
   std::snprintf(text, sizeof(text),
                 "bf16 products run as fp32 GEMMs on widened operands: oneDNN "
-                "%d.%d.%d has no bf16 matmul for this CPU (ISA %s); the "
-                "products are exact and accumulate in fp32 either way "
-                "(mantissa-compile --precision-report lists each product's "
-                "path)",
-                version->major, version->minor, version->patch,
-                effectiveIsaName());
+                "%d.%d.%d has no bf16 matmul for %s; the products are exact "
+                "and accumulate in fp32 either way (mantissa-compile "
+                "--precision-report lists each product's path)",
+                version->major, version->minor, version->patch, why);
   return text;
+}
+
+void mlir::mantissa::rt::warnOfWidenedProductsOnce(const std::string &line) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr, "mantissa: warning: %s\n", line.c_str());
+  });
 }
 
 bool mlir::mantissa::rt::cpuGemmAvailable() { return true; }

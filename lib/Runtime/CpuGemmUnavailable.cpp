@@ -31,4 +31,8 @@ mlir::mantissa::rt::cpuGemmPath(const int64_t *) {
   return CpuGemmPath::Loops; // refused at load (CpuStep.cpp)
 }
 
-std::string mlir::mantissa::rt::describeWidenedProducts() { return ""; }
+std::string mlir::mantissa::rt::describeWidenedProducts(const std::string &) {
+  return "";
+}
+
+void mlir::mantissa::rt::warnOfWidenedProductsOnce(const std::string &) {}

@@ -141,6 +141,8 @@ std::unique_ptr<CpuStep> CpuStep::load(const std::string &jsonPath,
     keepFreedStepMemory();
     step->jointStep =
         loadLibrary(program.step, directory, "the step", program.cpuGemmAbi);
+    if (!program.widenedBf16Products.empty())
+      warnOfWidenedProductsOnce(program.widenedBf16Products);
     if (program.forward)
       step->forwardStep =
           loadLibrary(*program.forward, directory, "the forward-only step",

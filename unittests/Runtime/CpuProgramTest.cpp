@@ -31,6 +31,8 @@ CpuProgram sampleProgram() {
   program.cpuGemmAbi = 3;
   program.targetCpu = "znver3";
   program.targetFeatures = std::vector<std::string>{"avx2", "fma"};
+  program.widenedBf16Products = "bf16 products run as fp32 GEMMs on widened "
+                                "operands: ...";
   StepTensor tokens =
       tensor("tokens", StepTensor::Role::UserInput, DType::I64, {2, 4});
   tokens.indexBound.bound = 16;
@@ -58,6 +60,8 @@ TEST(CpuProgramTest, EveryFieldSurvivesTheTrip) {
   EXPECT_EQ(read.cpuGemmAbi, 3);
   EXPECT_EQ(read.targetCpu, "znver3");
   EXPECT_EQ(read.targetFeatures, (std::vector<std::string>{"avx2", "fma"}));
+  EXPECT_EQ(read.widenedBf16Products,
+            "bf16 products run as fp32 GEMMs on widened operands: ...");
   ASSERT_EQ(read.arguments.size(), 2u);
   EXPECT_EQ(read.arguments[1].indexBound.bound, 16);
   EXPECT_EQ(read.arguments[1].indexBound.what, "rows of w");
@@ -84,6 +88,13 @@ TEST(CpuProgramTest, WhatTheWriterNeverEmitsIsRefused) {
   program.version = 3;
   EXPECT_FALSE(parseCpuProgram(writeCpuProgram(program), read, error));
   EXPECT_EQ(error, "not a version 1 or 2 mantissa-cpu-step program");
+
+  std::string text = writeCpuProgram(sampleProgram());
+  size_t at = text.find("\"bf16 products run");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find('"', at + 1) + 1 - at, "7");
+  EXPECT_FALSE(parseCpuProgram(text, read, error));
+  EXPECT_EQ(error, "'widened_bf16_products' is not a string");
 
   EXPECT_FALSE(parseCpuProgram("{\"format\": 1}", read, error));
   EXPECT_NE(error.find("damaged CPU step program"), std::string::npos) << error;

@@ -56,8 +56,27 @@ CpuGemmMode getCpuGemmMode();
 /// mantissa-train-cpu-pipeline{gemm=`gemm`}; with the library, the module
 /// exports `mantissa_cpu_gemm_hook`, which the loader must bind
 /// (mantissa/Runtime/CpuGemm.h) before calling the step.
+///
+/// With `cpu` (MANTISSA_CPU_TARGET's names; empty: no choice, bf16 products
+/// stay bf16), the bf16 products of a step for a CPU on which oneDNN has no
+/// bf16 matmul (!widensBf16Products) become fp32 products of their widened
+/// operands (mantissa-widen-bf16-products); `libraryBf16` is the running
+/// oneDNN's answer.
 LogicalResult lowerTrainStepsToLLVM(ModuleOp module,
-                                    CpuGemmMode gemm = getCpuGemmMode());
+                                    CpuGemmMode gemm = getCpuGemmMode(),
+                                    StringRef cpu = "",
+                                    bool libraryBf16 = true);
+
+/// Whether `cpu` (`native` or an x86-64 CPU name) has what oneDNN 2.x's
+/// bf16 matmul needs: AVX-512 F, BW, VL and DQ (its avx512_core).
+bool cpuHasBf16Matmul(StringRef cpu);
+
+/// Whether a step compiled for `cpu`, with a oneDNN that computes bf16
+/// matmuls (`libraryBf16`) or not, computes its bf16 products as fp32
+/// products of widened operands (mantissa-widen-bf16-products).
+inline bool widensBf16Products(StringRef cpu, bool libraryBf16) {
+  return !libraryBf16 || !cpuHasBf16Matmul(cpu);
+}
 
 /// The first half of lowerTrainStepsToLLVM, shared with the GPU: lowers
 /// every train.step to a func.func on memrefs (linalg ops on buffers,

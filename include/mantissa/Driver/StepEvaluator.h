@@ -64,6 +64,32 @@ createCompiledEvaluator(train::StepOp step,
 /// then one per result.
 std::string getStepLibraryEntry(train::StepOp step);
 
+/// How this process compiles the CPU step's bf16 matrix products, decided
+/// once from the CPU it compiles for (MANTISSA_CPU_TARGET) and the running
+/// oneDNN's answer: where oneDNN has no bf16 matmul for that CPU, they
+/// become fp32 products of operands widened by the ops that make them
+/// (mantissa-widen-bf16-products); elsewhere they stay bf16, and the
+/// runtime still widens any that the oneDNN it runs with refuses
+/// (lib/Runtime/CpuGemm.cpp).
+struct CpuBf16Products {
+  /// getCpuTarget(); empty with MANTISSA_CPU_GEMM=loops (no choice).
+  std::string cpu;
+  /// Whether this process's oneDNN has a bf16 matmul (on this CPU, under
+  /// ONEDNN_MAX_CPU_ISA).
+  bool libraryBf16 = true;
+  /// Whether the products are widened when the step is compiled.
+  bool widen = false;
+  /// The run's one warning line about them (empty when !widen).
+  std::string warning;
+  /// For the compile cache's key.
+  std::string key() const;
+};
+const CpuBf16Products &getCpuBf16Products();
+
+/// getCpuBf16Products().warning if `step` has bf16 products to widen, else
+/// empty.
+std::string getWidenedBf16ProductsWarning(train::StepOp step);
+
 /// Lowers a copy of `step` and compiles it (clang -O2 -march=native
 /// -fopenmp) into a shared library at `libraryPath` with the entry
 /// getStepLibraryEntry(step); written under a temporary name and renamed.

@@ -53,6 +53,11 @@ struct CpuProgram {
   /// (rt::checkCompiledFor).
   std::string targetCpu;
   std::optional<std::vector<std::string>> targetFeatures;
+  /// The line a run prints once (rt::warnOfWidenedProductsOnce) when the
+  /// compiler made the step's bf16 products fp32 products of widened
+  /// operands (mantissa-widen-bf16-products), saying why; empty when it did
+  /// not (`widened_bf16_products`, absent then).
+  std::string widenedBf16Products;
   std::vector<StepTensor> arguments;
   CpuProgramLibrary step;
   std::optional<CpuProgramLibrary> forward;

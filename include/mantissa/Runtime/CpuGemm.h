@@ -76,8 +76,15 @@ inline const char *describeCpuGemmPath(CpuGemmPath path, int64_t type) {
 }
 
 /// The line a run prints (once, to stderr, prefixed `mantissa: warning: `)
-/// when its first bf16 product is widened.
-std::string describeWidenedProducts();
+/// when its first bf16 product is widened: because this CPU's oneDNN has no
+/// bf16 matmul, or (`compiledFor` not empty) because the step was compiled
+/// for that CPU, on which oneDNN has none (mantissa-widen-bf16-products).
+std::string describeWidenedProducts(const std::string &compiledFor = "");
+
+/// Prints `mantissa: warning: <line>` to stderr, the first time a run calls
+/// it: the one line a run says about widened products, whether the compiler
+/// widened them or the runtime.
+void warnOfWidenedProductsOnce(const std::string &line);
 
 /// Whether this runtime was built with oneDNN (CpuGemm.cpp) rather than
 /// without (CpuGemmUnavailable.cpp: a step whose products call the library

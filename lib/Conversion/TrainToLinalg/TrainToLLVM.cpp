@@ -111,6 +111,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerLowerTrainToLinalgPass();
     mantissa::registerMarkArgumentsReadOnlyPass();
     mantissa::registerFuseTransposesPass();
+    mantissa::registerWidenBf16ProductsPass();
     mantissa::registerComputeResultsInPlacePass();
     mantissa::registerConvertCopiesToLinalgPass();
     mantissa::registerCallGemmLibraryPass();
@@ -725,12 +726,26 @@ struct TrainCpuPipelineOptions
                      "call the runtime's GEMM (oneDNN)"),
           clEnumValN(mantissa::CpuGemmMode::Loops, "loops",
                      "generated loops, bit-identical to the interpreter"))};
+  Option<std::string> cpu{
+      *this, "cpu",
+      llvm::cl::desc("The CPU whose features decide whether bf16 products "
+                     "become fp32 products of widened operands "
+                     "(mantissa-widen-bf16-products); empty: they stay bf16"),
+      llvm::cl::init("")};
+  Option<bool> libraryBf16{
+      *this, "library-bf16",
+      llvm::cl::desc("Whether the running oneDNN computes bf16 matmuls"),
+      llvm::cl::init(true)};
 };
 
-std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm) {
-  std::string text = (kLoweringStages + kFusionStages + kCpuTensorStages +
-                      kBufferizationStages)
-                         .str();
+std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm, StringRef cpu,
+                                 bool libraryBf16) {
+  std::string text = (kLoweringStages + kFusionStages + kCpuTensorStages).str();
+  if (gemm == mantissa::CpuGemmMode::Library && !cpu.empty())
+    text += ("func.func(mantissa-widen-bf16-products{cpu=" + cpu +
+             " library-bf16=" + (libraryBf16 ? "true" : "false") + "}),")
+                .str();
+  text += kBufferizationStages;
   if (gemm == mantissa::CpuGemmMode::Library)
     text += ",mantissa-call-gemm-library";
   text +=
@@ -747,7 +762,10 @@ void mlir::mantissa::registerTrainCpuPipeline() {
       "Lower train.step to LLVM-dialect CPU code (the step libraries' "
       "pipeline)",
       [](OpPassManager &pm, const TrainCpuPipelineOptions &options) {
-        if (failed(parsePassPipeline(trainCpuPipelineText(options.gemm), pm)))
+        if (failed(parsePassPipeline(trainCpuPipelineText(options.gemm,
+                                                          options.cpu,
+                                                          options.libraryBf16),
+                                     pm)))
           llvm::report_fatal_error("mantissa-train-cpu-pipeline is malformed");
       });
 }
@@ -791,11 +809,16 @@ LogicalResult mlir::mantissa::bufferizeTrainSteps(ModuleOp module,
 }
 
 LogicalResult mlir::mantissa::lowerTrainStepsToLLVM(ModuleOp module,
-                                                    CpuGemmMode gemm) {
-  return runPassPipeline(module,
-                         ("builtin.module(mantissa-train-cpu-pipeline{gemm=" +
-                          stringifyCpuGemmMode(gemm) + "})")
-                             .str());
+                                                    CpuGemmMode gemm,
+                                                    StringRef cpu,
+                                                    bool libraryBf16) {
+  std::string options = ("gemm=" + stringifyCpuGemmMode(gemm)).str();
+  if (!cpu.empty())
+    options +=
+        (" cpu=" + cpu + " library-bf16=" + (libraryBf16 ? "true" : "false"))
+            .str();
+  return runPassPipeline(module, "builtin.module(mantissa-train-cpu-pipeline{" +
+                                     options + "})");
 }
 
 LogicalResult mlir::mantissa::lowerBufferizedToLLVM(ModuleOp module) {

@@ -120,6 +120,67 @@ def FuseTransposesPass
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"];
 }
 
+def WidenBf16ProductsPass
+    : Pass<"mantissa-widen-bf16-products", "::mlir::func::FuncOp"> {
+  let summary = "Give bf16 matrix products fp32 operands where the CPU's GEMM has no bf16 kernel";
+  let description = [{
+    Runs after `mantissa-fuse-transposes` in mantissa-train-cpu-pipeline
+    when the step is compiled for a CPU on which oneDNN has no bf16 matmul
+    (`cpu` lacks one of AVX-512 F/BW/VL/DQ, oneDNN's avx512_core, or
+    `library-bf16=false`: the running oneDNN refuses one).
+
+    A product of bf16 operands with fp32 accumulation (a contraction whose
+    body is `out + ext(a) * ext(b)`, each input bf16 or an f32 input the
+    body rounds to bf16) is exactly the fp32 product of the operands'
+    widenings. Each such product becomes an fp32 product (`out + a * b`) of
+    f32 tensors holding the bf16-rounded values, made where the value is
+    made: an all-parallel `linalg.generic` that yields the bf16 value (or
+    the f32 value the product rounds) gets one more result,
+    `extf(truncf(v))` in f32 (its bf16 result stays for other consumers and
+    goes when none is left); a value with no such producer (an argument, a
+    named op's result) is widened by an elementwise op of its own, once for
+    all its products. Reshapes between producer and product are repeated
+    on the f32 value. The runtime's GEMM then runs the fp32 library product
+    on the same fp32 values its run-time widening (lib/Runtime/CpuGemm.cpp)
+    would have copied, without the copy. Dot products (M = N = 1), which
+    stay in the loops, are left as they are.
+
+    Before:
+    ```mlir
+    %r = linalg.generic {...} ins(%x : tensor<128x64xf32>) outs(%e : tensor<128x64xbf16>) {
+      ^bb0(%in: f32, %out: bf16):
+        %t = arith.truncf %in : f32 to bf16
+        linalg.yield %t : bf16
+    } -> tensor<128x64xbf16>
+    %p = linalg.matmul ins(%r, %w : tensor<128x64xbf16>, tensor<64x32xbf16>) outs(%z : tensor<128x32xf32>)
+    ```
+    After:
+    ```mlir
+    %r = linalg.generic {...} ins(%x : tensor<128x64xf32>) outs(%e2 : tensor<128x64xf32>) {
+      ^bb0(%in: f32, %out: f32):
+        %t = arith.truncf %in : f32 to bf16
+        %v = arith.extf %t : bf16 to f32
+        linalg.yield %v : f32
+    } -> tensor<128x64xf32>
+    %wide = linalg.generic {...} ins(%w : tensor<64x32xbf16>) ... arith.extf ...
+    %p = linalg.generic {...} ins(%r, %wide : tensor<128x64xf32>, tensor<64x32xf32>) outs(%z : tensor<128x32xf32>) {
+      ^bb0(%a: f32, %b: f32, %o: f32): %m = arith.mulf %a, %b ... arith.addf %o, %m ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"cpu", "cpu", "std::string", /*default=*/"\"native\"",
+           "The CPU the step is compiled for (MANTISSA_CPU_TARGET's names)">,
+    Option<"libraryBf16", "library-bf16", "bool", /*default=*/"true",
+           "Whether the running oneDNN computes bf16 matmuls">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::tensor::TensorDialect",
+  ];
+}
+
 def ComputeResultsInPlacePass
     : Pass<"mantissa-compute-results-in-place", "::mlir::func::FuncOp"> {
   let summary = "Compute results in their out-parameters instead of copying a temporary";

@@ -1,0 +1,379 @@
+//===- WidenBf16Products.cpp - bf16 products as fp32 products -------------===//
+//
+// mantissa-widen-bf16-products: on a CPU where oneDNN has no bf16 matmul,
+// each bf16 matrix product of the step becomes the fp32 product of its
+// operands' exact widenings, made by the ops that make the operands
+// (Passes.td). The runtime would otherwise widen them itself, in a packing
+// pass per call (lib/Runtime/CpuGemm.cpp); the fp32 values the library
+// multiplies are the same either way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mantissa/Conversion/TrainToLLVM.h"
+#include "mantissa/Conversion/TrainToLinalg/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/X86TargetParser.h"
+
+using namespace mlir;
+
+namespace mlir::mantissa {
+#define GEN_PASS_DEF_WIDENBF16PRODUCTSPASS
+#include "mantissa/Conversion/TrainToLinalg/Passes.h.inc"
+} // namespace mlir::mantissa
+
+bool mlir::mantissa::cpuHasBf16Matmul(StringRef cpu) {
+  llvm::StringMap<bool> features;
+  if (cpu == "native") {
+    features = llvm::sys::getHostCPUFeatures();
+  } else {
+    SmallVector<StringRef> enabled;
+    llvm::X86::getFeaturesForCPU(cpu, enabled);
+    for (StringRef feature : enabled)
+      features[feature] = true;
+  }
+  // oneDNN's avx512_core, the least ISA its bf16 matmul takes (2.x
+  // emulates bf16 arithmetic there without AVX512-BF16).
+  return llvm::all_of(
+      ArrayRef<StringRef>{"avx512f", "avx512bw", "avx512vl", "avx512dq"},
+      [&](StringRef feature) { return features.lookup(feature); });
+}
+
+namespace {
+
+/// How a product reads one input: a bf16 tensor it widens, or an f32
+/// tensor it rounds to bf16 and widens.
+enum class Reading { Bf16, RoundedF32 };
+
+/// A bf16 product: a contraction on tensors whose body is
+/// `out + ext(a) * ext(b)` in f32 (in either order of each operation), and
+/// how it reads each input.
+struct Product {
+  linalg::LinalgOp op;
+  std::array<Reading, 2> readings;
+  /// The input (0 or 1) the multiplication's left operand reads.
+  unsigned leftInput = 0;
+  /// Whether the addition's left operand is the output.
+  bool outputLeft = true;
+};
+
+/// How `value` reads a block argument of `block`: `ext(arg)` of a bf16
+/// argument, or `ext(trunc(arg))` of an f32 one rounded to bf16. Counts the
+/// conversions in `ops`.
+std::optional<std::pair<unsigned, Reading>> readingOf(Value value, Block *block,
+                                                      int &ops) {
+  auto extension = value.getDefiningOp<arith::ExtFOp>();
+  if (!extension || !extension.getType().isF32() ||
+      !extension.getIn().getType().isBF16())
+    return std::nullopt;
+  ++ops;
+  Value in = extension.getIn();
+  Reading reading = Reading::Bf16;
+  if (auto rounding = in.getDefiningOp<arith::TruncFOp>()) {
+    if (!rounding.getIn().getType().isF32())
+      return std::nullopt;
+    in = rounding.getIn();
+    reading = Reading::RoundedF32;
+    ++ops;
+  }
+  auto argument = dyn_cast<BlockArgument>(in);
+  if (!argument || argument.getOwner() != block || !argument.hasOneUse())
+    return std::nullopt;
+  return std::make_pair(argument.getArgNumber(), reading);
+}
+
+/// `op` as a bf16 product, if it is one the runtime's GEMM may compute (not
+/// a dot product, which the loops keep).
+std::optional<Product> matchProduct(linalg::LinalgOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || op->getNumResults() != 1 ||
+      !linalg::isaContractionOpInterface(op))
+    return std::nullopt;
+  Block *body = op.getBlock();
+  if (body->getNumArguments() != 3 || !body->getArgument(2).getType().isF32())
+    return std::nullopt;
+  auto yield = dyn_cast<linalg::YieldOp>(body->getTerminator());
+  if (!yield || yield.getNumOperands() != 1)
+    return std::nullopt;
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || !add.getType().isF32())
+    return std::nullopt;
+  Value out = body->getArgument(2);
+  Product product{op, {}, 0, add.getLhs() == out};
+  Value multiplied = product.outputLeft    ? add.getRhs()
+                     : add.getRhs() == out ? add.getLhs()
+                                           : Value();
+  auto multiply =
+      multiplied ? multiplied.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!multiply)
+    return std::nullopt;
+  int conversions = 0;
+  auto left = readingOf(multiply.getLhs(), body, conversions);
+  auto right = readingOf(multiply.getRhs(), body, conversions);
+  if (!left || !right || left->first == right->first || left->first > 1 ||
+      right->first > 1)
+    return std::nullopt;
+  if (body->getOperations().size() != size_t(3 + conversions))
+    return std::nullopt;
+  product.leftInput = left->first;
+  product.readings[left->first] = left->second;
+  product.readings[right->first] = right->second;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->k.empty())
+    return std::nullopt;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto size = [&](ArrayRef<unsigned> loops) {
+    int64_t total = 1;
+    for (unsigned loop : loops)
+      total = ShapedType::isDynamic(ranges[loop]) || total < 0
+                  ? -1
+                  : total * ranges[loop];
+    return total;
+  };
+  if (size(dims->m) == 1 && size(dims->n) == 1)
+    return std::nullopt;
+  return product;
+}
+
+/// A product's input seen through the reshapes between it and the value
+/// it is made from: `root`, reshaped by `reshapes` (innermost first).
+struct Operand {
+  Value root;
+  SmallVector<Operation *> reshapes;
+};
+
+Operand traceOperand(Value value) {
+  Operand operand;
+  while (Operation *op = value.getDefiningOp()) {
+    if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op))
+      break;
+    operand.reshapes.push_back(op);
+    value = op->getOperand(0);
+  }
+  std::reverse(operand.reshapes.begin(), operand.reshapes.end());
+  operand.root = value;
+  return operand;
+}
+
+/// Whether the values of `op`'s results can be widened in its body: an
+/// all-parallel generic on static tensors.
+bool isWidenableProducer(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  return generic && generic.hasPureTensorSemantics() &&
+         generic.getNumParallelLoops() == generic.getNumLoops() &&
+         llvm::all_of(generic->getResultTypes(), [](Type type) {
+           return cast<RankedTensorType>(type).hasStaticShape();
+         });
+}
+
+/// The f32 value of `value` rounded to bf16 (`reading` RoundedF32) or of
+/// the bf16 `value` (Bf16), widened to f32.
+Value widenScalar(OpBuilder &b, Location loc, Value value, Reading reading) {
+  if (reading == Reading::RoundedF32)
+    value = b.create<arith::TruncFOp>(loc, b.getBF16Type(), value);
+  return b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
+}
+
+/// `value`'s tensor type with f32 elements.
+RankedTensorType f32TypeOf(Value value) {
+  return cast<RankedTensorType>(value.getType())
+      .clone(Float32Type::get(value.getContext()));
+}
+
+struct WidenBf16ProductsPass
+    : mantissa::impl::WidenBf16ProductsPassBase<WidenBf16ProductsPass> {
+  using WidenBf16ProductsPassBase::WidenBf16ProductsPassBase;
+
+  void runOnOperation() override {
+    if (libraryBf16 && mantissa::cpuHasBf16Matmul(cpu))
+      return;
+    func::FuncOp function = getOperation();
+    SmallVector<Product> products;
+    function.walk([&](linalg::LinalgOp op) {
+      if (std::optional<Product> product = matchProduct(op))
+        products.push_back(*product);
+    });
+    if (products.empty())
+      return;
+
+    // Every value a product reads widened, with how it reads it, and the
+    // results of each producer to widen, in a deterministic order.
+    using Key = std::pair<Value, Reading>;
+    llvm::MapVector<Operation *, SmallVector<Key>> producerResults;
+    SmallVector<Key> loneValues;
+    llvm::DenseSet<Key> seen;
+    for (Product &product : products)
+      for (unsigned index = 0; index < 2; ++index) {
+        Value root =
+            traceOperand(product.op.getDpsInputOperand(index)->get()).root;
+        Key key{root, product.readings[index]};
+        if (!seen.insert(key).second)
+          continue;
+        Operation *producer = root.getDefiningOp();
+        if (isWidenableProducer(producer))
+          producerResults[producer].push_back(key);
+        else
+          loneValues.push_back(key);
+      }
+
+    DenseMap<Key, Value> widened;
+    // A producer gets one more result per value: the same element,
+    // widened, in an f32 tensor laid out as the value's.
+    SmallVector<Operation *> rebuilt;
+    for (auto &[op, keys] : producerResults) {
+      auto producer = cast<linalg::GenericOp>(op);
+      OpBuilder b(producer);
+      Location loc = producer.getLoc();
+      SmallVector<Value> inits(producer.getDpsInits());
+      SmallVector<AffineMap> maps = producer.getIndexingMapsArray();
+      for (const Key &key : keys) {
+        auto result = cast<OpResult>(key.first);
+        inits.push_back(b.create<tensor::EmptyOp>(
+            loc, f32TypeOf(result).getShape(), b.getF32Type()));
+        maps.push_back(producer.getIndexingMapMatchingResult(result));
+      }
+      auto replacement = b.create<linalg::GenericOp>(
+          loc, TypeRange(ValueRange(inits)), producer.getDpsInputs(), inits,
+          maps, producer.getIteratorTypesArray());
+      replacement->setDiscardableAttrs(
+          producer->getDiscardableAttrDictionary());
+      Region &region = replacement.getRegion();
+      region.takeBody(producer.getRegion());
+      Block &block = region.front();
+      for (size_t i = 0; i < keys.size(); ++i)
+        block.addArgument(b.getF32Type(), loc);
+      auto yield = cast<linalg::YieldOp>(block.getTerminator());
+      OpBuilder body(yield);
+      SmallVector<Value> yielded(yield.getOperands());
+      for (const Key &key : keys)
+        yielded.push_back(widenScalar(
+            body, loc,
+            yield.getOperand(cast<OpResult>(key.first).getResultNumber()),
+            key.second));
+      body.create<linalg::YieldOp>(loc, yielded);
+      yield.erase();
+      producer->replaceAllUsesWith(
+          replacement->getResults().take_front(producer->getNumResults()));
+      // Under the values that replace the producer's, which the products
+      // read now.
+      for (auto [index, key] : llvm::enumerate(keys))
+        widened[{
+            replacement->getResult(cast<OpResult>(key.first).getResultNumber()),
+            key.second}] =
+            replacement->getResult(producer->getNumResults() + index);
+      producer->erase();
+      rebuilt.push_back(replacement);
+    }
+    // Values without such a producer: an elementwise op of their own, where
+    // the value is defined.
+    for (const Key &key : loneValues) {
+      Value value = key.first;
+      OpBuilder b(function.getContext());
+      if (Operation *op = value.getDefiningOp())
+        b.setInsertionPointAfter(op);
+      else
+        b.setInsertionPointToStart(cast<BlockArgument>(value).getOwner());
+      Location loc = value.getLoc();
+      RankedTensorType type = f32TypeOf(value);
+      if (!type.hasStaticShape())
+        continue;
+      Value init =
+          b.create<tensor::EmptyOp>(loc, type.getShape(), b.getF32Type());
+      AffineMap identity = b.getMultiDimIdentityMap(type.getRank());
+      Reading reading = key.second;
+      widened[key] =
+          b.create<linalg::GenericOp>(
+               loc, TypeRange{type}, ValueRange{value}, ValueRange{init},
+               ArrayRef<AffineMap>{identity, identity},
+               SmallVector<utils::IteratorType>(type.getRank(),
+                                                utils::IteratorType::parallel),
+               [&](OpBuilder &nb, Location l, ValueRange args) {
+                 nb.create<linalg::YieldOp>(
+                     l, widenScalar(nb, l, args[0], reading));
+               })
+              ->getResult(0);
+    }
+
+    // Each product: the fp32 product of the widened values, reshaped as
+    // it reshaped the bf16 ones.
+    llvm::SetVector<Operation *> reshapes;
+    for (Product &product : products) {
+      linalg::LinalgOp op = product.op;
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      SmallVector<Value> inputs;
+      for (unsigned index = 0; index < 2; ++index) {
+        Operand operand = traceOperand(op.getDpsInputOperand(index)->get());
+        auto it = widened.find({operand.root, product.readings[index]});
+        if (it == widened.end())
+          break;
+        Value value = it->second;
+        reshapes.insert(operand.reshapes.begin(), operand.reshapes.end());
+        for (Operation *reshape : operand.reshapes) {
+          auto type = f32TypeOf(reshape->getResult(0));
+          if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(reshape))
+            value = b.create<tensor::CollapseShapeOp>(
+                loc, type, value, collapse.getReassociationIndices());
+          else
+            value = b.create<tensor::ExpandShapeOp>(
+                loc, type, value,
+                cast<tensor::ExpandShapeOp>(reshape).getReassociationIndices());
+        }
+        inputs.push_back(value);
+      }
+      if (inputs.size() != 2)
+        continue; // an operand of dynamic shape: left to the runtime
+      unsigned leftInput = product.leftInput;
+      bool outputLeft = product.outputLeft;
+      auto fp32 = b.create<linalg::GenericOp>(
+          loc, op->getResultTypes(), inputs, op.getDpsInits(),
+          op.getIndexingMapsArray(), op.getIteratorTypesArray(),
+          [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value multiplied = nb.create<arith::MulFOp>(l, args[leftInput],
+                                                        args[1 - leftInput]);
+            Value sum = outputLeft
+                            ? nb.create<arith::AddFOp>(l, args[2], multiplied)
+                            : nb.create<arith::AddFOp>(l, multiplied, args[2]);
+            nb.create<linalg::YieldOp>(l, sum);
+          });
+      // A later product that rounds this one's result reads it from the
+      // new op.
+      for (Reading reading : {Reading::Bf16, Reading::RoundedF32})
+        if (auto it = widened.find({op->getResult(0), reading});
+            it != widened.end())
+          widened[{fp32->getResult(0), reading}] = it->second;
+      op->replaceAllUsesWith(fp32->getResults());
+      op->erase();
+    }
+
+    // The bf16 results nothing reads any more are no longer written, nor
+    // are the reshapes of them kept (the outer ones go first).
+    for (bool erased = true; erased;) {
+      erased = false;
+      for (Operation *reshape : reshapes.takeVector()) {
+        if (reshape->use_empty()) {
+          reshape->erase();
+          erased = true;
+        } else {
+          reshapes.insert(reshape);
+        }
+      }
+    }
+    RewritePatternSet patterns(&getContext());
+    linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
+    (void)applyOpPatternsAndFold(rebuilt, std::move(patterns), config);
+  }
+};
+
+} // namespace
