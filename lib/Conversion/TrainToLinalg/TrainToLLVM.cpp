@@ -116,6 +116,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerCallGemmLibraryPass();
     mantissa::registerInterchangeReductionsOutwardPass();
     mantissa::registerOutlineLinalgOpsPass();
+    mantissa::registerPackCpuArenaPass();
     mantissa::registerParallelizeOuterLoopsPass();
     mantissa::registerInlineAllocaScopesPass();
     mantissa::registerApproximateMathPass();
@@ -733,8 +734,10 @@ std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm) {
                          .str();
   if (gemm == mantissa::CpuGemmMode::Library)
     text += ",mantissa-call-gemm-library";
-  text +=
-      ",mantissa-interchange-reductions-outward,mantissa-outline-linalg-ops,";
+  // The temporaries go into one arena last, once no pass looks for
+  // separate allocations (docs/architecture.md).
+  text += ",mantissa-interchange-reductions-outward,mantissa-outline-linalg-"
+          "ops,func.func(mantissa-pack-cpu-arena),";
   text += kLowerBufferizedStages;
   return text;
 }
