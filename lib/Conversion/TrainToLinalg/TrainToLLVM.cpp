@@ -12,6 +12,7 @@
 
 #include "mantissa/Conversion/TrainToLLVM.h"
 
+#include "mantissa/Conversion/TrainToGPU/Buffers/Passes.h"
 #include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mlir/Conversion/Passes.h"
@@ -122,6 +123,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerApproximateMathPass();
     mantissa::registerRouteGemmCallsThroughHookPass();
     mantissa::registerMarkOutlinedNoInlinePass();
+    registerTrainToGPUBuffersPasses();
     registerTrainCpuPipeline();
   });
 }
@@ -699,6 +701,15 @@ constexpr llvm::StringLiteral kBufferizationStages =
     "func.func(mantissa-compute-results-in-place),"
     "mantissa-convert-copies-to-linalg";
 
+/// On the bufferized CPU step, two of the GPU step's buffer passes
+/// (docs/gpu-step.md): a temporary that a copy moves into a result or a
+/// slice is computed there, and outputs nobody reads are not written.
+/// Neither changes a sum, so the step's bits stay. The GPU's other buffer
+/// passes did not pay on the CPU (docs/architecture.md).
+constexpr llvm::StringLiteral kCpuBufferStages =
+    ",func.func(mantissa-fold-copies-into-producers,"
+    "mantissa-drop-unread-outputs)";
+
 /// lowerBufferizedToLLVM as pipeline text.
 constexpr llvm::StringLiteral kLowerBufferizedStages =
     "func.func(convert-linalg-to-loops),expand-strided-metadata,lower-affine,"
@@ -732,6 +743,7 @@ std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm) {
   std::string text = (kLoweringStages + kFusionStages + kCpuTensorStages +
                       kBufferizationStages)
                          .str();
+  text += kCpuBufferStages;
   if (gemm == mantissa::CpuGemmMode::Library)
     text += ",mantissa-call-gemm-library";
   // The temporaries go into one arena last, once no pass looks for

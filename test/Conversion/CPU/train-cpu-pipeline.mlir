@@ -27,8 +27,11 @@
 // LOOPS: llvm.call @mm_bf16__{{[0-9]+}}_generic(
 // LOOPS-NOT: mantissa_cpu_gemm
 
-// The temporaries go into one arena after the ops are outlined, before
+// After bufferization, copies fold into the ops that compute what they
+// copy and unread outputs go (test/Conversion/GPU tests both passes);
+// the temporaries go into one arena after the ops are outlined, before
 // the loops (pack-cpu-arena.mlir tests the pass).
+// PIPELINE: mantissa-convert-copies-to-linalg,func.func(mantissa-fold-copies-into-producers,mantissa-drop-unread-outputs),mantissa-call-gemm-library
 // PIPELINE: mantissa-outline-linalg-ops,func.func(mantissa-pack-cpu-arena),func.func(convert-linalg-to-loops)
 
 // BAD: for the --gemm option: Cannot find option named 'blas'!
