@@ -12,6 +12,7 @@
 
 #include "mantissa/Conversion/TrainToLLVM.h"
 
+#include "mantissa/Conversion/TrainToGPU/Buffers/Passes.h"
 #include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mlir/Conversion/Passes.h"
@@ -117,11 +118,13 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerCallGemmLibraryPass();
     mantissa::registerInterchangeReductionsOutwardPass();
     mantissa::registerOutlineLinalgOpsPass();
+    mantissa::registerPackCpuArenaPass();
     mantissa::registerParallelizeOuterLoopsPass();
     mantissa::registerInlineAllocaScopesPass();
     mantissa::registerApproximateMathPass();
     mantissa::registerRouteGemmCallsThroughHookPass();
     mantissa::registerMarkOutlinedNoInlinePass();
+    registerTrainToGPUBuffersPasses();
     registerTrainCpuPipeline();
   });
 }
@@ -699,6 +702,15 @@ constexpr llvm::StringLiteral kBufferizationStages =
     "func.func(mantissa-compute-results-in-place),"
     "mantissa-convert-copies-to-linalg";
 
+/// On the bufferized CPU step, two of the GPU step's buffer passes
+/// (docs/gpu-step.md): a temporary that a copy moves into a result or a
+/// slice is computed there, and outputs nobody reads are not written.
+/// Neither changes a sum, so the step's bits stay. The GPU's other buffer
+/// passes did not pay on the CPU (docs/architecture.md).
+constexpr llvm::StringLiteral kCpuBufferStages =
+    ",func.func(mantissa-fold-copies-into-producers,"
+    "mantissa-drop-unread-outputs)";
+
 /// lowerBufferizedToLLVM as pipeline text.
 constexpr llvm::StringLiteral kLowerBufferizedStages =
     "func.func(convert-linalg-to-loops),expand-strided-metadata,lower-affine,"
@@ -746,10 +758,13 @@ std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm, StringRef cpu,
              " library-bf16=" + (libraryBf16 ? "true" : "false") + "}),")
                 .str();
   text += kBufferizationStages;
+  text += kCpuBufferStages;
   if (gemm == mantissa::CpuGemmMode::Library)
     text += ",mantissa-call-gemm-library";
-  text +=
-      ",mantissa-interchange-reductions-outward,mantissa-outline-linalg-ops,";
+  // The temporaries go into one arena last, once no pass looks for
+  // separate allocations (docs/architecture.md).
+  text += ",mantissa-interchange-reductions-outward,mantissa-outline-linalg-"
+          "ops,func.func(mantissa-pack-cpu-arena),";
   text += kLowerBufferizedStages;
   return text;
 }

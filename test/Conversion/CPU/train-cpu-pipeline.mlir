@@ -1,5 +1,6 @@
 // RUN: mantissa-opt %s --pass-pipeline='builtin.module(mantissa-train-cpu-pipeline)' | FileCheck %s --check-prefix=LIBRARY
 // RUN: mantissa-opt %s --pass-pipeline='builtin.module(mantissa-train-cpu-pipeline{gemm=loops})' | FileCheck %s --check-prefix=LOOPS
+// RUN: mantissa-opt %s --pass-pipeline='builtin.module(mantissa-train-cpu-pipeline)' --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPELINE
 // RUN: not mantissa-opt %s --pass-pipeline='builtin.module(mantissa-train-cpu-pipeline{gemm=blas})' 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The whole CPU pipeline on a bf16 product (bf16 operands, fp32
@@ -26,6 +27,13 @@
 // LOOPS: llvm.call @mm_bf16__{{[0-9]+}}_generic(
 // LOOPS: llvm.call @mm_bf16__{{[0-9]+}}_generic(
 // LOOPS-NOT: mantissa_cpu_gemm
+
+// After bufferization, copies fold into the ops that compute what they
+// copy and unread outputs go (test/Conversion/GPU tests both passes);
+// the temporaries go into one arena after the ops are outlined, before
+// the loops (pack-cpu-arena.mlir tests the pass).
+// PIPELINE: mantissa-convert-copies-to-linalg,func.func(mantissa-fold-copies-into-producers,mantissa-drop-unread-outputs),mantissa-call-gemm-library
+// PIPELINE: mantissa-outline-linalg-ops,func.func(mantissa-pack-cpu-arena),func.func(convert-linalg-to-loops)
 
 // BAD: for the --gemm option: Cannot find option named 'blas'!
 // BAD: failed to add `mantissa-train-cpu-pipeline` with options `gemm=blas`

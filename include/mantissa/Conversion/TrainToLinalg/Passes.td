@@ -318,6 +318,45 @@ def OutlineLinalgOpsPass
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def PackCpuArenaPass
+    : Pass<"mantissa-pack-cpu-arena", "::mlir::func::FuncOp"> {
+  let summary = "Place a function's temporaries in one allocation, reusing the bytes of dead ones";
+  let description = [{
+    Bufferization gives every temporary of a step its own `memref.alloc`
+    and `memref.dealloc`: hundreds of malloc and free calls per step call.
+    This pass places each temporary of the function's body (a
+    `memref.alloc` of static shape and identity layout in the entry block,
+    freed only by `memref.dealloc`s of that block) in one arena allocated
+    when the function starts and freed before it returns, as a
+    `memref.view` at an offset (a multiple of 64 bytes). A temporary lives
+    from the first to the last op of the body that uses it or anything
+    derived from it (views, its pointer as an index for a library call);
+    the ops of the body run one after the other (an OpenMP loop is one
+    op), so first fit, in the order lifetimes start, may give a temporary
+    the bytes of any that died before it was first used. Temporaries that
+    are simultaneously alive never overlap, so no op sees two of its
+    operands alias where they did not before.
+
+    Before:
+    ```mlir
+    %a = memref.alloc() {alignment = 64 : i64} : memref<4xf32>
+    linalg.fill ins(%c : f32) outs(%a : memref<4xf32>)
+    ...
+    memref.dealloc %a : memref<4xf32>
+    ```
+    After:
+    ```mlir
+    %arena = memref.alloc() {alignment = 64 : i64} : memref<1024xi8>
+    %a = memref.view %arena[%c0][] : memref<1024xi8> to memref<4xf32>
+    linalg.fill ins(%c : f32) outs(%a : memref<4xf32>)
+    ...
+    memref.dealloc %arena : memref<1024xi8>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def ParallelizeOuterLoopsPass
     : Pass<"mantissa-parallelize-outer-loops", "::mlir::ModuleOp"> {
   let summary = "Turn the outer scf.for of marked functions into scf.parallel";
