@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Conversion/TrainToGPU/Buffers/ArenaPlacement.h"
 #include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,8 +17,6 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <limits>
-#include <map>
-#include <numeric>
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_PACKCPUARENAPASS
@@ -158,37 +157,11 @@ struct PackCpuArenaPass
 
     // First fit, in the order lifetimes start: each temporary takes the
     // lowest offset that no temporary alive at the same time occupies.
-    std::vector<size_t> order(temporaries.size());
-    std::iota(order.begin(), order.end(), 0);
-    llvm::stable_sort(order, [&](size_t a, size_t b) {
-      return temporaries[a].begin < temporaries[b].begin;
-    });
-    std::vector<int64_t> offsets(temporaries.size());
-    // Placed temporaries alive at the current start, by index.
-    std::map<size_t, std::pair<int64_t, int64_t>> placed;
-    int64_t arenaBytes = 0;
-    for (size_t index : order) {
-      const Temporary &temporary = temporaries[index];
-      for (auto it = placed.begin(); it != placed.end();) {
-        if (temporaries[it->first].end < temporary.begin)
-          it = placed.erase(it);
-        else
-          ++it;
-      }
-      SmallVector<std::pair<int64_t, int64_t>> ranges;
-      for (auto &entry : placed)
-        ranges.push_back(entry.second);
-      llvm::sort(ranges);
-      int64_t offset = 0;
-      for (auto [begin, end] : ranges) {
-        if (begin - offset >= temporary.bytes)
-          break;
-        offset = std::max(offset, end);
-      }
-      placed[index] = {offset, offset + temporary.bytes};
-      offsets[index] = offset;
-      arenaBytes = std::max(arenaBytes, offset + temporary.bytes);
-    }
+    std::vector<mantissa::ArenaInterval> intervals;
+    for (const Temporary &temporary : temporaries)
+      intervals.push_back({temporary.bytes, temporary.begin, temporary.end});
+    SmallVector<int64_t> offsets;
+    int64_t arenaBytes = mantissa::placeInArena(intervals, offsets);
     OpBuilder builder(&getContext());
     builder.setInsertionPointToStart(&body);
     Location loc = function.getLoc();

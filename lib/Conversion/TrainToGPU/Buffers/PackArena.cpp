@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Conversion/TrainToGPU/Buffers/ArenaPlacement.h"
 #include "mantissa/Conversion/TrainToGPU/Buffers/BufferAccesses.h"
 #include "mantissa/Conversion/TrainToGPU/Buffers/GpuStepOps.h"
 #include "mantissa/Conversion/TrainToGPU/Buffers/Passes.h"
@@ -14,9 +15,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/MathExtras.h"
-
-#include <map>
-#include <numeric>
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_PACKARENAPASS
@@ -91,43 +89,16 @@ struct PackArenaPass
       return signalPassFailure();
     std::vector<Lifetime> lifetimes = getLifetimes(body, *roles);
     // First fit, in the order lifetimes start (launches move some starts
-    // up): each temporary takes the lowest offset that no temporary alive
-    // at the same time occupies.
-    // (Allocations in order where they start together.)
-    std::vector<size_t> order(lifetimes.size());
-    std::iota(order.begin(), order.end(), 0);
-    llvm::sort(order, [&](size_t a, size_t b) {
-      return std::make_pair(lifetimes[a].begin, a) <
-             std::make_pair(lifetimes[b].begin, b);
-    });
-    // Placed temporaries, by index: [offset, end) in the arena.
-    std::map<size_t, std::pair<int64_t, int64_t>> placed;
-    int64_t arenaBytes = 0;
+    // up; allocations in order where they start together).
+    std::vector<ArenaInterval> intervals;
+    for (const Lifetime &lifetime : lifetimes)
+      intervals.push_back({lifetime.bytes, lifetime.begin, lifetime.end});
+    SmallVector<int64_t> offsets;
+    int64_t arenaBytes = placeInArena(intervals, offsets);
     Builder builder(function.getContext());
-    for (size_t index : order) {
-      const Lifetime &lifetime = lifetimes[index];
-      // Free every temporary released before this one is allocated.
-      for (auto it = placed.begin(); it != placed.end();) {
-        if (lifetimes[it->first].end < lifetime.begin)
-          it = placed.erase(it);
-        else
-          ++it;
-      }
-      SmallVector<std::pair<int64_t, int64_t>> ranges;
-      for (auto &entry : placed)
-        ranges.push_back(entry.second);
-      llvm::sort(ranges);
-      int64_t offset = 0;
-      for (auto [begin, end] : ranges) {
-        if (begin - offset >= lifetime.bytes)
-          break;
-        offset = std::max(offset, end);
-      }
-      placed[index] = {offset, offset + lifetime.bytes};
+    for (auto [lifetime, offset] : llvm::zip_equal(lifetimes, offsets))
       lifetime.alloc->setAttr(kGpuArenaOffsetAttr,
                               builder.getI64IntegerAttr(offset));
-      arenaBytes = std::max(arenaBytes, offset + lifetime.bytes);
-    }
     function->setAttr(kGpuArenaBytesAttr,
                       builder.getI64IntegerAttr(arenaBytes));
   }
