@@ -375,23 +375,8 @@ static void askCpuGemmPaths(precision::StepPlan &plan) {
       product.cpuPath = "loops";
       continue;
     }
-    std::array<int64_t, kGemmFieldCount> d{};
-    d[kGemmAbi] = rt::kCpuGemmAbi;
-    d[kGemmTypeA] = d[kGemmTypeB] = *type;
-    d[kGemmTypeC] = kGemmF32;
-    d[kGemmBatch] = batch;
-    d[kGemmM] = m;
-    d[kGemmN] = n;
-    d[kGemmK] = k;
-    d[kGemmStrideABatch] = m * k;
-    d[kGemmStrideAM] = k;
-    d[kGemmStrideAK] = 1;
-    d[kGemmStrideBBatch] = k * n;
-    d[kGemmStrideBK] = n;
-    d[kGemmStrideBN] = 1;
-    d[kGemmStrideCBatch] = m * n;
-    d[kGemmStrideCM] = n;
-    d[kGemmStrideCN] = 1;
+    std::array<int64_t, kGemmFieldCount> d =
+        rt::denseGemmDescriptor(*type, batch, m, n, k);
     if (*type == kGemmBF16 && getCpuBf16Products().widen) {
       // Compiled as the fp32 product of its widened operands.
       d[kGemmTypeA] = d[kGemmTypeB] = kGemmF32;

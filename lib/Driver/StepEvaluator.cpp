@@ -301,16 +301,8 @@ const CpuBf16Products &mlir::mantissa::getCpuBf16Products() {
     products.cpu = getCpuTarget();
     // oneDNN's answer for a plain 64x64x64 product: whether it has a bf16
     // matmul depends on the ISA, not on the shape.
-    std::array<int64_t, kGemmFieldCount> d{};
-    d[kGemmAbi] = rt::kCpuGemmAbi;
-    d[kGemmTypeA] = d[kGemmTypeB] = kGemmBF16;
-    d[kGemmTypeC] = kGemmF32;
-    d[kGemmBatch] = 1;
-    d[kGemmM] = d[kGemmN] = d[kGemmK] = 64;
-    d[kGemmStrideABatch] = d[kGemmStrideBBatch] = d[kGemmStrideCBatch] =
-        64 * 64;
-    d[kGemmStrideAM] = d[kGemmStrideBK] = d[kGemmStrideCM] = 64;
-    d[kGemmStrideAK] = d[kGemmStrideBN] = d[kGemmStrideCN] = 1;
+    std::array<int64_t, kGemmFieldCount> d =
+        rt::denseGemmDescriptor(kGemmBF16, 1, 64, 64, 64);
     products.libraryBf16 =
         rt::cpuGemmAvailable() &&
         rt::cpuGemmPath(d.data()) == rt::CpuGemmPath::Library;

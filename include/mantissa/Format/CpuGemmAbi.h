@@ -18,6 +18,7 @@
 #ifndef MANTISSA_FORMAT_CPUGEMMABI_H
 #define MANTISSA_FORMAT_CPUGEMMABI_H
 
+#include <array>
 #include <cstdint>
 
 extern "C" {
@@ -68,6 +69,34 @@ namespace mlir::mantissa::rt {
 /// step.cpu.json ("cpu_gemm_abi") by the compiler and checked by the loader.
 /// Version 2 adds kGemmAccumulate.
 constexpr int64_t kCpuGemmAbi = 2;
+
+/// The descriptor of a product of dense row-major operands, A [batch][m][k]
+/// and B [batch][k][n] of element type `type`, into C [batch][m][n] in fp32,
+/// written (not accumulated): the product the compiler and the precision
+/// report ask the library about.
+inline std::array<int64_t, kGemmFieldCount>
+denseGemmDescriptor(int64_t type, int64_t batch, int64_t m, int64_t n,
+                    int64_t k) {
+  std::array<int64_t, kGemmFieldCount> d{};
+  d[kGemmAbi] = kCpuGemmAbi;
+  d[kGemmTypeA] = d[kGemmTypeB] = type;
+  d[kGemmTypeC] = kGemmF32;
+  d[kGemmBatch] = batch;
+  d[kGemmM] = m;
+  d[kGemmN] = n;
+  d[kGemmK] = k;
+  d[kGemmStrideABatch] = m * k;
+  d[kGemmStrideAM] = k;
+  d[kGemmStrideAK] = 1;
+  d[kGemmStrideBBatch] = k * n;
+  d[kGemmStrideBK] = n;
+  d[kGemmStrideBN] = 1;
+  d[kGemmStrideCBatch] = m * n;
+  d[kGemmStrideCM] = n;
+  d[kGemmStrideCN] = 1;
+  d[kGemmAccumulate] = 0;
+  return d;
+}
 
 /// The exported global of a step library whose products call the runtime:
 /// a MantissaCpuGemmFunction the loader sets before the first call.

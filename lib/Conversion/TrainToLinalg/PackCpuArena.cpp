@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Conversion/TrainToGPU/Buffers/ArenaPlacement.h"
+#include "mantissa/Conversion/TrainToGPU/Buffers/BufferAccesses.h"
 #include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -40,13 +41,14 @@ struct Temporary {
   SmallVector<memref::DeallocOp> deallocs;
 };
 
-/// The bytes of one element of `type` in memory (an i1 takes a byte), or
-/// nothing for an element type the arena does not hold.
+/// The bytes of one element of `type` in memory (getStorageBytes; an index
+/// is 64-bit on the CPU), or nothing for an element type the arena does not
+/// hold.
 std::optional<int64_t> getElementBytes(Type type) {
   if (type.isIndex())
     return 8;
   if (type.isIntOrFloat())
-    return llvm::divideCeil(type.getIntOrFloatBitWidth(), 8);
+    return mantissa::getStorageBytes(type);
   return std::nullopt;
 }
 
