@@ -206,28 +206,14 @@ INSTANTIATE_TEST_SUITE_P(
 /// loops. Values are small integers, so every sum is exact.
 struct MixedProduct {
   static constexpr int64_t m = 3, n = 5, k = 4;
-  std::vector<int64_t> descriptor = std::vector<int64_t>(kGemmFieldCount, 0);
+  std::array<int64_t, kGemmFieldCount> descriptor =
+      denseGemmDescriptor(kGemmF32, 1, m, n, k);
   std::vector<float> a = std::vector<float>(m * k);
   std::vector<uint16_t> b = std::vector<uint16_t>(k * n);
 
   MixedProduct(int64_t accumulate, int64_t depth = k) {
-    descriptor[kGemmAbi] = kCpuGemmAbi;
-    descriptor[kGemmTypeA] = kGemmF32;
     descriptor[kGemmTypeB] = kGemmBF16;
-    descriptor[kGemmTypeC] = kGemmF32;
-    descriptor[kGemmBatch] = 1;
-    descriptor[kGemmM] = m;
-    descriptor[kGemmN] = n;
     descriptor[kGemmK] = depth;
-    descriptor[kGemmStrideABatch] = m * k;
-    descriptor[kGemmStrideAM] = k;
-    descriptor[kGemmStrideAK] = 1;
-    descriptor[kGemmStrideBBatch] = k * n;
-    descriptor[kGemmStrideBK] = n;
-    descriptor[kGemmStrideBN] = 1;
-    descriptor[kGemmStrideCBatch] = m * n;
-    descriptor[kGemmStrideCM] = n;
-    descriptor[kGemmStrideCN] = 1;
     descriptor[kGemmAccumulate] = accumulate;
     for (int64_t i = 0; i < m * k; ++i)
       a[i] = float(i % 5) - 2.0f;
