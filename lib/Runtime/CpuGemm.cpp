@@ -453,6 +453,8 @@ struct Plan {
       widen = true;
       run = widenedDescriptor(d);
       tiling = Tiling(run);
+      // Once per product, not per call: the line is built only here.
+      warnOfWidenedProductsOnce(describeWidenedProducts());
     }
   }
 };
@@ -510,7 +512,6 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
   const Descriptor &d = plan.run;
   const Tiling &tiling = plan.tiling;
   if (plan.widen) {
-    warnOfWidenedProductsOnce(describeWidenedProducts());
     // The packing step: the operands widened into this thread's buffers,
     // then the fp32 product of them.
     thread_local std::vector<uint32_t> wideA, wideB; // fp32 bits
