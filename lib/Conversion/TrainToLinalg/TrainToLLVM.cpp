@@ -12,6 +12,7 @@
 
 #include "mantissa/Conversion/TrainToLLVM.h"
 
+#include "mantissa/Conversion/TrainToGPU/Buffers/BufferAccesses.h"
 #include "mantissa/Conversion/TrainToGPU/Buffers/Passes.h"
 #include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
@@ -124,6 +125,9 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerApproximateMathPass();
     mantissa::registerRouteGemmCallsThroughHookPass();
     mantissa::registerMarkOutlinedNoInlinePass();
+    mantissa::registerAccessNarrowFloatsAsIntegersPass();
+    mantissa::registerFuseElementwiseKeepingProductsPass();
+    mantissa::registerMergeEqualGenericsPass();
     registerTrainToGPUBuffersPasses();
     registerTrainCpuPipeline();
   });
@@ -335,6 +339,49 @@ static void parallelizeOuterLoops(ModuleOp module) {
   }
 }
 
+/// Whether `base` is a buffer that overlaps no other base buffer: a
+/// temporary (memref.alloc), a global, or an argument of the function the
+/// op runs in (the step's ABI: its argument and result buffers do not
+/// overlap, docs/architecture.md; arguments the step only reads may, which
+/// no write can observe).
+static bool isDistinctBuffer(Value base, func::FuncOp function) {
+  if (auto argument = dyn_cast<BlockArgument>(base))
+    return argument.getOwner() == &function.getBody().front();
+  return isa_and_nonnull<memref::AllocOp, memref::GetGlobalOp>(
+      base.getDefiningOp());
+}
+
+/// Marks the arguments of `outlined`, the function that `op` of `function`
+/// moved into with `arguments`, that no other argument may alias in memory
+/// `op` writes (`llvm.noalias`): without it LLVM must assume that each
+/// store may change what the next load reads, and neither vectorises an
+/// elementwise loop whose trip count it unrolled nor hoists a load.
+/// An argument is marked when its base buffer is distinct from every
+/// other buffer and no other argument views the same base, or when no
+/// argument writes that base. `op` is the only caller.
+static void markNoAliasArguments(Operation *op, func::FuncOp function,
+                                 ArrayRef<Value> arguments,
+                                 func::FuncOp outlined) {
+  mantissa::BufferAccesses accesses = mantissa::BufferAccesses::of(op);
+  if (!accesses.known)
+    return;
+  llvm::SmallDenseMap<Value, unsigned> viewsOfBase;
+  for (Value argument : arguments)
+    if (isa<MemRefType>(argument.getType()))
+      ++viewsOfBase[mantissa::getBaseBuffer(argument)];
+  auto noAlias = UnitAttr::get(op->getContext());
+  for (auto [index, argument] : llvm::enumerate(arguments)) {
+    if (!isa<MemRefType>(argument.getType()))
+      continue;
+    Value base = mantissa::getBaseBuffer(argument);
+    if (!isDistinctBuffer(base, function) ||
+        (viewsOfBase[base] > 1 && accesses.writes.contains(base)))
+      continue;
+    outlined.setArgAttr(index, LLVM::LLVMDialect::getNoAliasAttrName(),
+                        noAlias);
+  }
+}
+
 /// Moves every linalg op of each function into a private function of its
 /// own (named `<step>__<index>_<op>`), called in its place. A whole step as
 /// one function holds thousands of loop nests, and LLVM's scalar evolution
@@ -381,6 +428,7 @@ static void outlineLinalgOps(ModuleOp module) {
       outlined.setPrivate();
       if (shouldRunInParallel(cast<linalg::LinalgOp>(op)))
         outlined->setAttr(kParallelOuterLoop, UnitAttr::get(op->getContext()));
+      markNoAliasArguments(op, function, arguments.getArrayRef(), outlined);
       Block *entry = outlined.addEntryBlock();
       OpBuilder bodyBuilder = OpBuilder::atBlockEnd(entry);
       IRMapping mapping;
@@ -690,6 +738,13 @@ constexpr llvm::StringLiteral kFusionStages = "linalg-fuse-elementwise-ops,";
 /// after bufferization instead).
 constexpr llvm::StringLiteral kCpuTensorStages =
     "func.func(mantissa-fuse-transposes),";
+/// After the CPU's tensor passes (and the widening of bf16 products, which
+/// leaves equal widenings of one activation, and elementwise chains that
+/// the first fusion could not join): equal ops merged, then what has one
+/// reader fused into it, matrix products kept whole.
+constexpr llvm::StringLiteral kCpuFusionAfterWidening =
+    "func.func(mantissa-merge-equal-generics,"
+    "mantissa-fuse-elementwise-keeping-products),";
 constexpr llvm::StringLiteral kBufferizationStages =
     "empty-tensor-to-alloc-tensor,"
     "one-shot-bufferize{bufferize-function-boundaries "
@@ -722,7 +777,7 @@ constexpr llvm::StringLiteral kLowerBufferizedStages =
     "convert-vector-to-llvm,"
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
     "convert-cf-to-llvm,convert-openmp-to-llvm,"
-    "reconcile-unrealized-casts,"
+    "reconcile-unrealized-casts,mantissa-access-narrow-floats-as-integers,"
     "mantissa-route-gemm-calls-through-hook,mantissa-mark-outlined-noinline";
 
 struct TrainCpuPipelineOptions
@@ -757,6 +812,7 @@ std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm, StringRef cpu,
     text += ("func.func(mantissa-widen-bf16-products{cpu=" + cpu +
              " library-bf16=" + (libraryBf16 ? "true" : "false") + "}),")
                 .str();
+  text += kCpuFusionAfterWidening;
   text += kBufferizationStages;
   text += kCpuBufferStages;
   if (gemm == mantissa::CpuGemmMode::Library)

@@ -1,4 +1,5 @@
-// RUN: mantissa-opt %s --mantissa-outline-linalg-ops | FileCheck %s
+// RUN: mantissa-opt %s --split-input-file --mantissa-outline-linalg-ops | FileCheck %s
+// RUN: mantissa-opt %s --split-input-file --mantissa-outline-linalg-ops | FileCheck %s --check-prefix=NOALIAS
 
 // Each linalg op on buffers moves into a private function of its own,
 // called in its place; constants are cloned into it, other captured values
@@ -12,12 +13,12 @@
 // CHECK: call @step__1_fill(%[[Z]])
 // CHECK: call @step__2_generic(%[[X]], %[[R]])
 // CHECK: return
-// CHECK: func.func private @step__0_generic(%{{.*}}: memref<512x512xf32>, %{{.*}}: memref<512x512xf32>, %{{.*}}: f32) attributes {mantissa.parallel_outer_loop}
+// CHECK: func.func private @step__0_generic(%{{.*}}: memref<512x512xf32> {llvm.noalias}, %{{.*}}: memref<512x512xf32> {llvm.noalias}, %{{.*}}: f32) attributes {mantissa.parallel_outer_loop}
 // CHECK: arith.constant 2.000000e+00
 // CHECK: linalg.generic
-// CHECK: func.func private @step__1_fill(%{{.*}}: memref<4xf32>) {
+// CHECK: func.func private @step__1_fill(%{{.*}}: memref<4xf32> {llvm.noalias}) {
 // CHECK: linalg.fill
-// CHECK: func.func private @step__2_generic(%{{.*}}: memref<512x512xf32>, %{{.*}}: memref<512xf32>) {
+// CHECK: func.func private @step__2_generic(%{{.*}}: memref<512x512xf32> {llvm.noalias}, %{{.*}}: memref<512xf32> {llvm.noalias}) {
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d1)>
 func.func @step(%x: memref<512x512xf32>, %s: f32, %y: memref<512x512xf32>, %z: memref<4xf32>, %r: memref<512xf32>) {
@@ -36,5 +37,42 @@ func.func @step(%x: memref<512x512xf32>, %s: f32, %y: memref<512x512xf32>, %z: m
     %p = arith.addf %o, %a : f32
     linalg.yield %p : f32
   }
+  return
+}
+
+// -----
+
+// Arguments get `llvm.noalias` (LLVM may then vectorise without checking
+// at run time that stores do not change what later loads read) unless
+// another argument views the same buffer and one of them is written
+// (slices of one buffer read and written). An op computed in place gets
+// its buffer once; two views of a buffer that is only read keep it, and
+// so does a temporary.
+
+// NOALIAS-LABEL: func.func private @aliases__0_generic
+// NOALIAS-SAME: (%{{.*}}: memref<8xf32> {llvm.noalias}) {
+// NOALIAS-LABEL: func.func private @aliases__1_copy
+// NOALIAS-SAME: (%{{.*}}: memref<4xf32, strided<[1]>>, %{{.*}}: memref<4xf32, strided<[1], offset: 4>>)
+// NOALIAS-LABEL: func.func private @aliases__2_generic
+// NOALIAS-SAME: (%{{.*}}: memref<4xf32, strided<[1]>> {llvm.noalias}, %{{.*}}: memref<4xf32, strided<[1], offset: 4>> {llvm.noalias}, %{{.*}}: memref<4xf32> {llvm.noalias})
+#id = affine_map<(d0) -> (d0)>
+func.func @aliases(%x: memref<8xf32>, %y: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : memref<8xf32>) outs(%x : memref<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    linalg.yield %m : f32
+  }
+  %lo = memref.subview %y[0] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1]>>
+  %hi = memref.subview %y[4] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1], offset: 4>>
+  linalg.copy ins(%lo : memref<4xf32, strided<[1]>>) outs(%hi : memref<4xf32, strided<[1], offset: 4>>)
+  %t = memref.alloc() : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%lo, %hi : memref<4xf32, strided<[1]>>, memref<4xf32, strided<[1], offset: 4>>) outs(%t : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %t : memref<4xf32>
   return
 }

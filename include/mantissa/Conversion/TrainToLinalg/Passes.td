@@ -181,6 +181,58 @@ def WidenBf16ProductsPass
   ];
 }
 
+def FuseElementwiseKeepingProductsPass
+    : Pass<"mantissa-fuse-elementwise-keeping-products", "::mlir::func::FuncOp"> {
+  let summary = "Fuse single-reader elementwise producers into their readers, except matrix products";
+  let description = [{
+    On tensors, after `mantissa-widen-bf16-products`: linalg's elementwise
+    fusion (`linalg-fuse-elementwise-ops`) of each all-parallel
+    `linalg.generic` whose result has one reader into that reader, unless
+    the reader is a matrix product (a contraction with rows and columns),
+    which stays a contraction for `mantissa-call-gemm-library`. The widening
+    turns bf16 products into fp32 ones and gives operands fp32 copies; what
+    is left fuses then: a product's rounding to bf16 and the widening of
+    that bf16 value into an fp32 gradient become one loop. Each element is
+    computed by the same operations, so the results do not change.
+
+    Before:
+    ```mlir
+    %r = linalg.generic ... ins(%p : tensor<8xf32>) outs(%e : tensor<8xbf16>) { truncf }
+    %g = linalg.generic ... ins(%r : tensor<8xbf16>) outs(%f : tensor<8xf32>) { extf }
+    ```
+    After:
+    ```mlir
+    %g = linalg.generic ... ins(%p : tensor<8xf32>) outs(%f : tensor<8xf32>) { truncf, extf }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def MergeEqualGenericsPass
+    : Pass<"mantissa-merge-equal-generics", "::mlir::func::FuncOp"> {
+  let summary = "Compute what two equal linalg.generics compute once";
+  let description = [{
+    On tensors: a `linalg.generic` with the same inputs, indexing maps,
+    iterators, result types and body as an earlier one of the same block,
+    whose outputs (like the earlier one's) are `tensor.empty` values the
+    body does not read, is replaced by the earlier one's results. torch's
+    autocast casts an activation to bf16 once per product that reads it
+    (the query, key and value projections each cast the normed input), and
+    mantissa-widen-bf16-products makes each cast an fp32 widening: three
+    equal loops over the same tensor. `cse` would merge these too, but it
+    also merges the `tensor.empty` outputs of unrelated ops, which
+    bufferization then separates with copies.
+
+    Before:
+    ```mlir
+    %a = linalg.generic ... ins(%x : tensor<8xf32>) outs(%e1 : tensor<8xf32>) { truncf, extf }
+    %b = linalg.generic ... ins(%x : tensor<8xf32>) outs(%e2 : tensor<8xf32>) { truncf, extf }
+    ```
+    After: `%b`'s readers read `%a`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def ComputeResultsInPlacePass
     : Pass<"mantissa-compute-results-in-place", "::mlir::func::FuncOp"> {
   let summary = "Compute results in their out-parameters instead of copying a temporary";
@@ -314,6 +366,14 @@ def OutlineLinalgOpsPass
     parallel and indexes every output get the `mantissa.parallel_outer_loop`
     attribute on their function, which mantissa-parallelize-outer-loops
     reads.
+
+    A memref argument gets `llvm.noalias` when its base buffer (through
+    views) is a temporary, a global or an argument of the calling function
+    (whose buffers never overlap: the step's ABI, docs/architecture.md),
+    unless another argument views the same base and the op writes it.
+    Without it, LLVM checks at run time that each store leaves what later
+    loads read unchanged before it vectorises, or does not vectorise a
+    loop it fully unrolled.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
@@ -409,6 +469,36 @@ def RouteGemmCallsThroughHookPass
     and no path to a library: libmantissa_rt, the compiler's evaluators and
     the tests bind it the same way after dlopen. Modules without such calls
     are left unchanged (no hook).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def AccessNarrowFloatsAsIntegersPass
+    : Pass<"mantissa-access-narrow-floats-as-integers", "::mlir::ModuleOp"> {
+  let summary = "Load and store bf16 and f16 as i16";
+  let description = [{
+    On the LLVM dialect: every `llvm.load` of a bf16 or f16 value (or a
+    vector of them) loads the i16 of the same bits and bitcasts it, and
+    every `llvm.store` of one stores its bitcast to i16. The CPU step
+    computes bf16 in f32 and rounds with integer code (arith-expand), so
+    these types only cross memory; without AVX512-BF16, LLVM's x86 backend
+    has no legal bf16 vector, and its vectorisers treated a vector of bf16
+    stores as scalar ones: the loop that rounds an fp32 product to bf16
+    (autocast's matmul result) kept its NaN test and its stores one
+    element at a time. The bits moved are the same.
+
+    Before:
+    ```mlir
+    %v = llvm.load %p : !llvm.ptr -> bf16
+    llvm.store %w, %q : bf16, !llvm.ptr
+    ```
+    After:
+    ```mlir
+    %i = llvm.load %p : !llvm.ptr -> i16
+    %v = llvm.bitcast %i : i16 to bf16
+    %j = llvm.bitcast %w : bf16 to i16
+    llvm.store %j, %q : i16, !llvm.ptr
+    ```
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
