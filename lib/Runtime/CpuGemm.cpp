@@ -200,6 +200,29 @@ void storeElement(void *base, int64_t index, int64_t type, float value) {
   static_cast<uint16_t *>(base)[index] = uint16_t(bits >> 16);
 }
 
+/// Rounds the fp32 values of C that tile `t` wrote (at `c`) to bf16, in
+/// place and kept in fp32 (kGemmRoundC): to nearest even, a NaN to the
+/// quiet NaN 0x7fc0, the bits of the step's arith.truncf then arith.extf
+/// (and of torch's rounding). Right after the tile's kernel, while C is in
+/// the cache, instead of a pass of the step over the whole product.
+/// Compiled for AVX2 as well as the baseline, chosen when the library
+/// loads: 8 lanes where the CPU has them.
+__attribute__((target_clones("avx2", "default"))) void
+roundTileToBf16(const Descriptor &t, void *c) {
+  for (int64_t item = 0; item < t[kGemmBatch]; ++item)
+    for (int64_t row = 0; row < t[kGemmM]; ++row) {
+      uint32_t *__restrict line = static_cast<uint32_t *>(c) +
+                                  item * t[kGemmStrideCBatch] +
+                                  row * t[kGemmStrideCM];
+      for (int64_t column = 0; column < t[kGemmN]; ++column) {
+        uint32_t bits = line[column];
+        uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+        line[column] =
+            (bits & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : rounded;
+      }
+    }
+}
+
 /// A tile in plain loops, for layouts oneDNN has no kernel for (never the
 /// step's own products; reported once per shape).
 void referenceTile(const Descriptor &d, const void *a, const void *b, void *c) {
@@ -498,6 +521,11 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
                  (long long)descriptor[kGemmAbi], (long long)kCpuGemmAbi);
     std::abort();
   }
+  if (descriptor[kGemmRoundC] && descriptor[kGemmTypeC] != kGemmF32) {
+    std::fprintf(stderr, "mantissa: a product of the compiled step rounds a "
+                         "C that is not fp32 (kGemmRoundC)\n");
+    std::abort();
+  }
   int64_t batch = descriptor[kGemmBatch], m = descriptor[kGemmM],
           n = descriptor[kGemmN], k = descriptor[kGemmK];
   if (batch <= 0 || m <= 0 || n <= 0)
@@ -506,6 +534,8 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     Descriptor d;
     std::copy(descriptor, descriptor + kGemmFieldCount, d.begin());
     emptyProduct(d, reinterpret_cast<void *>(c));
+    if (d[kGemmRoundC])
+      roundTileToBf16(d, reinterpret_cast<void *>(c));
     return;
   }
   const Plan &plan = planAt(descriptor);
@@ -551,11 +581,15 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
           base +
           (item * batchStride + rowIndex * rowStride) * elementBytes(type));
     };
+    const Descriptor &kind = tiling.kinds[lastItems][lastRows];
+    void *tileC =
+        at(c, d[kGemmTypeC], d[kGemmStrideCBatch], d[kGemmStrideCM], row);
     library.run(
-        *tiling.kernels[lastItems][lastRows], tiling.kinds[lastItems][lastRows],
+        *tiling.kernels[lastItems][lastRows], kind,
         at(a, d[kGemmTypeA], d[kGemmStrideABatch], d[kGemmStrideAM], row),
-        at(b, d[kGemmTypeB], d[kGemmStrideBBatch], 0, 0),
-        at(c, d[kGemmTypeC], d[kGemmStrideCBatch], d[kGemmStrideCM], row));
+        at(b, d[kGemmTypeB], d[kGemmStrideBBatch], 0, 0), tileC);
+    if (d[kGemmRoundC])
+      roundTileToBf16(kind, tileC);
   };
   if (tiles == 1 || 2 * batch * m * n * k < 2 * kMinimumTileFlops) {
     withOneThread([&] {

@@ -16,6 +16,7 @@
 
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -43,6 +44,20 @@ float fromBF16(uint16_t value) {
   float result;
   std::memcpy(&result, &bits, sizeof(result));
   return result;
+}
+
+/// `value` rounded to bf16 to nearest, ties to even, for finite values:
+/// the nearer of the two bf16 values around it, compared in double.
+float roundedToBF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  float below = fromBF16(uint16_t(bits >> 16)); // toward zero
+  float above = fromBF16(uint16_t((bits >> 16) + 1));
+  double gapBelow = std::fabs(double(value) - double(below));
+  double gapAbove = std::fabs(double(above) - double(value));
+  if (gapBelow != gapAbove)
+    return gapBelow < gapAbove ? below : above;
+  return (bits >> 16) & 1 ? above : below;
 }
 
 /// Operands, a descriptor and the result of one product, C starting from
@@ -185,6 +200,30 @@ TEST_P(CpuGemmTest, OverwriteIgnoresWhatWasInC) {
   omp_set_num_threads(saved);
 }
 
+/// A product that rounds its output (kGemmRoundC: the compiler's products
+/// whose only reader rounded them to bf16 into another buffer) writes each
+/// sum rounded to bf16 to nearest even, kept in fp32, at any thread count.
+TEST_P(CpuGemmTest, RoundedOutputIsTheSumRoundedToBf16) {
+  Problem written(GetParam(), 17, 0.0f);
+  written.descriptor[kGemmAccumulate] = 0;
+  std::vector<float> sums = written.run();
+  Problem rounded(GetParam(), 17, std::numeric_limits<float>::quiet_NaN());
+  rounded.descriptor[kGemmAccumulate] = 0;
+  rounded.descriptor[kGemmRoundC] = 1;
+  int saved = omp_get_max_threads();
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<float> result = rounded.run();
+    for (size_t i = 0; i < sums.size(); ++i) {
+      float expected = roundedToBF16(sums[i]);
+      ASSERT_EQ(0, std::memcmp(&expected, &result[i], sizeof(float)))
+          << i << ": " << sums[i] << " gave " << result[i] << ", " << threads
+          << " threads";
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
 // llama_medium's products (4 x 32 tokens, d = 128, f = 344, 512 tokens of
 // vocabulary, 4 heads of 32), and bf16 operands.
 INSTANTIATE_TEST_SUITE_P(
@@ -260,6 +299,42 @@ TEST(CpuGemmPlainLoopsTest, EmptySumLeavesOrZeroesC) {
   for (float value : zeros) {
     EXPECT_EQ(value, 0.0f);
     EXPECT_FALSE(std::signbit(value));
+  }
+}
+
+/// The rounding of kGemmRoundC on the values where roundings differ: ties
+/// go to the even neighbour, a NaN of any sign and payload becomes the
+/// quiet NaN 0x7fc0 (as the step's arith.truncf and torch round), the
+/// largest floats round to infinity, infinities stay.
+TEST(CpuGemmRoundingTest, TiesNaNsAndOverflowAsTheStepRounds) {
+  const std::vector<uint32_t> given = {
+      0x3f808000u, // 1 + 2^-8: a tie, to 1
+      0x3f818000u, // 1 + 3 * 2^-8: a tie, to 1 + 2^-6
+      0x3f80c000u, // above the tie: up
+      0xffc12345u, // a negative NaN with a payload
+      0x7f7fffffu, // the largest float: to infinity
+      0xff800000u, // -infinity
+      0xbf808000u, // -(1 + 2^-8): a tie, to -1
+      0x00000001u, // the smallest subnormal: to +0.0
+  };
+  const std::vector<uint32_t> expected = {0x3f800000u, 0x3f820000u, 0x3f810000u,
+                                          0x7fc00000u, 0x7f800000u, 0xff800000u,
+                                          0xbf800000u, 0x00000000u};
+  int64_t n = int64_t(given.size());
+  std::array<int64_t, kGemmFieldCount> descriptor =
+      denseGemmDescriptor(kGemmF32, 1, 1, n, 1);
+  descriptor[kGemmRoundC] = 1;
+  float one = 1.0f;
+  std::vector<float> b(n), c(n, 5.0f);
+  std::memcpy(b.data(), given.data(), n * sizeof(float));
+  mantissa_rt_cpu_gemm(reinterpret_cast<uintptr_t>(descriptor.data()),
+                       reinterpret_cast<uintptr_t>(&one),
+                       reinterpret_cast<uintptr_t>(b.data()),
+                       reinterpret_cast<uintptr_t>(c.data()));
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t bits;
+    std::memcpy(&bits, &c[j], sizeof(bits));
+    EXPECT_EQ(bits, expected[j]) << std::hex << given[j];
   }
 }
 

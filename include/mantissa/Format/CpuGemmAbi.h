@@ -30,7 +30,10 @@ extern "C" {
 ///   (C must have unit stride along j), accumulating in fp32; with
 ///   kGemmAccumulate 0, C[b][i][j] = sum_k ... instead (C's old values are
 ///   never read: the compiler gives that to a product whose output was
-///   filled with +0.0 just before, and drops the fill).
+///   filled with +0.0 just before, and drops the fill); with kGemmRoundC 1,
+///   each element of C is then rounded to bf16 (the compiler gives that to
+///   a product whose only reader rounded it so into another buffer, which
+///   the product then writes).
 /// Changing it changes kCpuGemmAbi.
 enum MantissaCpuGemmField : int {
   kGemmAbi = 0,
@@ -52,6 +55,10 @@ enum MantissaCpuGemmField : int {
   kGemmStrideCN,
   /// 1: C += A * B; 0: C = A * B.
   kGemmAccumulate,
+  /// 1: each element of C, once summed, is rounded to bf16 and kept in
+  /// fp32 (to nearest even, NaN to the quiet NaN 0x7fc0: arith.truncf then
+  /// arith.extf, as the step's loops and torch round); 0: C as summed.
+  kGemmRoundC,
   kGemmFieldCount
 };
 
@@ -67,8 +74,8 @@ namespace mlir::mantissa::rt {
 
 /// The version of the descriptor above (MantissaCpuGemmField), written into
 /// step.cpu.json ("cpu_gemm_abi") by the compiler and checked by the loader.
-/// Version 2 adds kGemmAccumulate.
-constexpr int64_t kCpuGemmAbi = 2;
+/// Version 2 adds kGemmAccumulate, version 3 kGemmRoundC.
+constexpr int64_t kCpuGemmAbi = 3;
 
 /// The descriptor of a product of dense row-major operands, A [batch][m][k]
 /// and B [batch][k][n] of element type `type`, into C [batch][m][n] in fp32,
@@ -95,6 +102,7 @@ denseGemmDescriptor(int64_t type, int64_t batch, int64_t m, int64_t n,
   d[kGemmStrideCM] = n;
   d[kGemmStrideCN] = 1;
   d[kGemmAccumulate] = 0;
+  d[kGemmRoundC] = 0;
   return d;
 }
 

@@ -257,6 +257,7 @@ std::optional<Descriptor> describeProduct(linalg::LinalgOp op) {
   d[kGemmStrideCM] = strideCM;
   d[kGemmStrideCN] = strideCN;
   d[kGemmAccumulate] = 1;
+  d[kGemmRoundC] = 0;
   return d;
 }
 
@@ -345,10 +346,10 @@ llvm::DenseSet<Value> aliasesOf(Value root) {
 
 /// Whether `op` (and what it nests) can neither read nor write the memory of
 /// `aliases` (those of `root`): it uses none of them but to make views, its
-/// effects are all
-/// known (no calls), and they are on this function's allocations or, where
-/// `root` is one too, on arguments and globals (where `root` is an
-/// argument, it could be any buffer of the caller's).
+/// effects are all known (no calls), and they are on this function's
+/// allocations, on its other arguments where `root` is one (the step's
+/// buffers never overlap), or, where `root` is an allocation, on arguments
+/// and globals.
 bool leavesAlone(Operation *op, Value root,
                  const llvm::DenseSet<Value> &aliases) {
   WalkResult uses = op->walk([&](Operation *nested) {
@@ -375,6 +376,11 @@ bool leavesAlone(Operation *op, Value root,
       return false;
     Value targetRoot = rootOf(target);
     if (isAllocation(targetRoot))
+      return true;
+    // Another argument: the step's argument and result buffers never
+    // overlap (docs/architecture.md).
+    if (isa<BlockArgument>(root) && isa<BlockArgument>(targetRoot) &&
+        targetRoot != root)
       return true;
     // Memory not of this function: distinct from a local allocation that
     // no op in between uses, unless it came from an address.
@@ -408,6 +414,79 @@ Operation *zeroFillBefore(linalg::LinalgOp product, const Descriptor &d) {
       return nullptr;
   }
   return nullptr;
+}
+
+/// Whether `op` only rounds its one f32 buffer to bf16 and widens it back
+/// into another f32 buffer of the same shape, element by element
+/// (`extf(truncf(x))`, to nearest even): how a product's bf16 result
+/// becomes an fp32 gradient or an operand widened for the next product
+/// under `compute: bf16`.
+bool isRoundingCopy(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 1 ||
+      op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return false;
+  auto in = cast<MemRefType>(op.getDpsInputOperand(0)->get().getType());
+  auto out = cast<MemRefType>(op.getDpsInitOperand(0)->get().getType());
+  if (!in.getElementType().isF32() || !out.getElementType().isF32() ||
+      in.getShape() != out.getShape())
+    return false;
+  Block *body = op.getBody();
+  auto truncate = dyn_cast<arith::TruncFOp>(body->front());
+  if (body->getOperations().size() != 3 || !truncate ||
+      truncate.getIn() != body->getArgument(0) ||
+      !truncate.getType().isBF16() || truncate.getRoundingmodeAttr())
+    return false;
+  auto extend = dyn_cast<arith::ExtFOp>(truncate->getNextNode());
+  return extend && extend.getIn() == truncate.getResult() &&
+         body->getTerminator()->getOperand(0) == extend.getResult();
+}
+
+/// The rounding copy (isRoundingCopy) that is all that is done with
+/// `product`'s output, if there is one: the output is a temporary that
+/// the product writes whole (not adding to it: `fill`, its fill of +0.0,
+/// goes), read by that one later op of the block and otherwise only freed;
+/// nothing in between touches the copy's output, which the product does
+/// not read. The product can then write the copy's output and the library
+/// round it (kGemmRoundC).
+linalg::GenericOp roundingCopyAfter(linalg::LinalgOp product,
+                                    const Descriptor &d, Operation *fill) {
+  Value output = product.getDpsInitOperand(0)->get();
+  if (d[kGemmAccumulate] || !output.getDefiningOp<memref::AllocOp>())
+    return {};
+  linalg::GenericOp copy;
+  for (Operation *user : output.getUsers()) {
+    if (user == product.getOperation() || user == fill ||
+        isa<memref::DeallocOp>(user))
+      continue;
+    auto generic = dyn_cast<linalg::GenericOp>(user);
+    if (copy || !generic || !isRoundingCopy(generic) ||
+        generic.getDpsInputOperand(0)->get() != output ||
+        generic->getBlock() != product->getBlock() ||
+        !product->isBeforeInBlock(generic))
+      return {};
+    copy = generic;
+  }
+  if (!copy)
+    return {};
+  // The product must see the copy's output: made before it.
+  Value target = copy.getDpsInitOperand(0)->get();
+  if (Operation *definition = target.getDefiningOp();
+      definition && !(definition->getBlock() == product->getBlock() &&
+                      definition->isBeforeInBlock(product)))
+    return {};
+  Value root = rootOf(target);
+  llvm::DenseSet<Value> aliases = aliasesOf(root);
+  for (OpOperand *input : product.getDpsInputOperands())
+    if (aliases.contains(input->get()))
+      return {};
+  for (Operation *op = product->getNextNode(); op != copy.getOperation();
+       op = op->getNextNode())
+    if (!leavesAlone(op, root, aliases))
+      return {};
+  return copy;
 }
 
 /// Replaces each input of `op` that its body rounds to bf16 (an f32 buffer)
@@ -447,22 +526,53 @@ struct CallGemmLibraryPass
     // the fill of one product: the next product on that buffer would have
     // this one in between).
     SmallVector<Operation *> overwrittenFills;
+    // Roundings of products' outputs that the library does instead.
+    SmallVector<linalg::GenericOp> roundingCopies;
     module.walk([&](linalg::LinalgOp op) {
       std::optional<Descriptor> d = describeProduct(op);
       if (!d)
         return;
-      if (Operation *fill = zeroFillBefore(op, *d)) {
+      Operation *fill = zeroFillBefore(op, *d);
+      if (fill) {
         overwrittenFills.push_back(fill);
         (*d)[kGemmAccumulate] = 0;
       }
+      // The product writes where its rounding copy wrote, if the library
+      // takes that layout, and rounds there.
+      if (linalg::GenericOp copy = roundingCopyAfter(op, *d, fill)) {
+        OpOperand &output = *op.getDpsInitOperand(0);
+        Value temporary = output.get();
+        output.set(copy.getDpsInitOperand(0)->get());
+        if (std::optional<Descriptor> rounded = describeProduct(op)) {
+          (*rounded)[kGemmAccumulate] = 0;
+          (*rounded)[kGemmRoundC] = 1;
+          *d = *rounded;
+          roundingCopies.push_back(copy);
+        } else {
+          output.set(temporary);
+        }
+      }
       products.emplace_back(op, *d);
     });
+
     if (products.empty())
       return;
     // A sum written instead of added to +0.0 has the same bits, except that
     // -0.0 stays -0.0 (0.0 + -0.0 is 0.0).
     for (Operation *fill : overwrittenFills)
       fill->erase();
+    // The rounding copies, and the temporaries nothing uses any more.
+    for (linalg::GenericOp copy : roundingCopies) {
+      Value temporary = copy.getDpsInputOperand(0)->get();
+      copy->erase();
+      if (llvm::all_of(temporary.getUsers(), [](Operation *user) {
+            return isa<memref::DeallocOp>(user);
+          })) {
+        for (Operation *user : llvm::make_early_inc_range(temporary.getUsers()))
+          user->erase();
+        temporary.getDefiningOp()->erase();
+      }
+    }
     OpBuilder moduleBuilder = OpBuilder::atBlockBegin(module.getBody());
     Type index = moduleBuilder.getIndexType();
     auto callee = module.lookupSymbol<func::FuncOp>(kGemmFunction);

@@ -13,7 +13,7 @@
 
 // LIBRARY: llvm.mlir.global external @mantissa_cpu_gemm_hook() {{.*}} : !llvm.ptr {
 // LIBRARY: llvm.mlir.zero : !llvm.ptr
-// LIBRARY: llvm.mlir.global private constant @__mantissa_gemm_0(dense<[2, 1, 1, 0, 1, 2, 3, 4, 8, 4, 1, 12, 3, 1, 6, 3, 1, 0]> : tensor<18xi64>)
+// LIBRARY: llvm.mlir.global private constant @__mantissa_gemm_0(dense<[3, 1, 1, 0, 1, 2, 3, 4, 8, 4, 1, 12, 3, 1, 6, 3, 1, 0, 0]> : tensor<19xi64>)
 // LIBRARY-NOT: llvm.func @mantissa_cpu_gemm(
 // LIBRARY-LABEL: llvm.func @mm_bf16(
 // LIBRARY: %[[HOOK:.*]] = llvm.mlir.addressof @mantissa_cpu_gemm_hook : !llvm.ptr

@@ -301,12 +301,25 @@ def CallGemmLibraryPass
     Where the output was filled with +0.0 just before (a `linalg.fill`, or
     the input-less generic fusion makes of one, in the same block, on all
     of the output, with no op in between that uses the buffer or a view of
-    it, makes a call, or, for an output that is an argument, touches memory
-    that is not the function's own), the fill goes and the descriptor's
-    last field says to write the sum instead of adding it (0): the same
-    bits, except that a sum of -0.0 stays -0.0 where +0.0 + -0.0 is +0.0.
-    Other fills (-0.0, nonzero, part of the output) stay, and the product
-    adds (1).
+    it, makes a call, or, for an output that is an argument, touches a
+    global: the step's argument and result buffers never overlap), the
+    fill goes and the descriptor's
+    field kGemmAccumulate says to write the sum instead of adding it (0):
+    the same bits, except that a sum of -0.0 stays -0.0 where +0.0 + -0.0
+    is +0.0. Other fills (-0.0, nonzero, part of the output) stay, and the
+    product adds (1).
+
+    A written output that is a temporary whose one reader is a later
+    elementwise op of the block copying it rounded to bf16 and widened back
+    (`extf(truncf(x))`, identity maps, into an f32 buffer of the same
+    shape: under `compute: bf16` with widened products, a weight's fp32
+    gradient, or a product's result widened for the next product), with
+    nothing in between touching the copy's output, becomes the copy's
+    output: the product writes there, the descriptor's last field,
+    kGemmRoundC, says the library rounds each sum so (1), and the copy and
+    the temporary go. The library rounds each tile right after computing
+    it, while it is in the cache, with the copy's bits (to nearest even,
+    NaN to 0x7fc0).
 
     Before:
     ```mlir
@@ -315,11 +328,11 @@ def CallGemmLibraryPass
     ```
     After:
     ```mlir
-    memref.global "private" constant @__mantissa_gemm_0 : memref<18xi64> =
-        dense<[2, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 1]>
+    memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> =
+        dense<[3, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 1, 0]>
     ...
-    %d = memref.get_global @__mantissa_gemm_0 : memref<18xi64>
-    %dp = memref.extract_aligned_pointer_as_index %d : memref<18xi64> -> index
+    %d = memref.get_global @__mantissa_gemm_0 : memref<19xi64>
+    %dp = memref.extract_aligned_pointer_as_index %d : memref<19xi64> -> index
     %ap = memref.extract_aligned_pointer_as_index %a : memref<128x64xbf16> -> index
     ...
     call @mantissa_cpu_gemm(%dp, %ap, %bp, %cp) : (index, index, index, index) -> ()

@@ -1,0 +1,105 @@
+// RUN: mantissa-opt %s --mantissa-call-gemm-library --split-input-file | FileCheck %s
+
+// Under `compute: bf16` with widened products, a weight's gradient is the
+// product's sum rounded to bf16 and widened back into the fp32 gradient
+// (the out-parameter %g). The product then writes %g and the library
+// rounds it (the descriptor's last field, kGemmRoundC, is 1; it writes:
+// kGemmAccumulate 0): the rounding copy and the temporary go.
+
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 0, 1]>
+// CHECK-LABEL: func.func @gradient
+// CHECK-SAME: (%{{.*}}: memref<128x64xf32>, %{{.*}}: memref<64x32xf32>, %[[G:.*]]: memref<128x32xf32>)
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: linalg
+// CHECK: %[[C:.*]] = memref.extract_aligned_pointer_as_index %[[G]]
+// CHECK: call @mantissa_cpu_gemm({{.*}}, %[[C]])
+// CHECK-NOT: linalg
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @gradient(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %g: memref<128x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() {alignment = 64 : i64} : memref<128x32xf32>
+  linalg.fill ins(%zero : f32) outs(%t : memref<128x32xf32>)
+  linalg.matmul ins(%a, %b : memref<128x64xf32>, memref<64x32xf32>) outs(%t : memref<128x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t : memref<128x32xf32>) outs(%g : memref<128x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in : f32 to bf16
+    %w = arith.extf %r : bf16 to f32
+    linalg.yield %w : f32
+  }
+  memref.dealloc %t : memref<128x32xf32>
+  return
+}
+
+// -----
+
+// Left as they were (the product writes the temporary, kGemmRoundC 0,
+// the copy stays): the sum is also read as it is (by %s); the copy rounds
+// to f16; the copy's output is read between the product and the copy;
+// the product adds to its output (no fill).
+
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, {{.*}}, 0, 0]>
+// CHECK-NEXT: memref.global "private" constant @__mantissa_gemm_1 : memref<19xi64> = dense<[3, {{.*}}, 1, 0]>
+// CHECK-LABEL: func.func @kept
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: linalg.copy
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: linalg.copy
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @kept(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %g: memref<128x32xf32>, %s: memref<128x32xf32>, %u: memref<128x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t0 = memref.alloc() {alignment = 64 : i64} : memref<128x32xf32>
+  linalg.fill ins(%zero : f32) outs(%t0 : memref<128x32xf32>)
+  linalg.matmul ins(%a, %b : memref<128x64xf32>, memref<64x32xf32>) outs(%t0 : memref<128x32xf32>)
+  linalg.copy ins(%t0 : memref<128x32xf32>) outs(%s : memref<128x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t0 : memref<128x32xf32>) outs(%g : memref<128x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in : f32 to bf16
+    %w = arith.extf %r : bf16 to f32
+    linalg.yield %w : f32
+  }
+  %t1 = memref.alloc() {alignment = 64 : i64} : memref<128x32xf32>
+  linalg.fill ins(%zero : f32) outs(%t1 : memref<128x32xf32>)
+  linalg.matmul ins(%a, %b : memref<128x64xf32>, memref<64x32xf32>) outs(%t1 : memref<128x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t1 : memref<128x32xf32>) outs(%g : memref<128x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in : f32 to f16
+    %w = arith.extf %r : f16 to f32
+    linalg.yield %w : f32
+  }
+  %t2 = memref.alloc() {alignment = 64 : i64} : memref<128x32xf32>
+  linalg.fill ins(%zero : f32) outs(%t2 : memref<128x32xf32>)
+  linalg.matmul ins(%a, %b : memref<128x64xf32>, memref<64x32xf32>) outs(%t2 : memref<128x32xf32>)
+  linalg.copy ins(%g : memref<128x32xf32>) outs(%u : memref<128x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t2 : memref<128x32xf32>) outs(%g : memref<128x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in : f32 to bf16
+    %w = arith.extf %r : bf16 to f32
+    linalg.yield %w : f32
+  }
+  %t3 = memref.alloc() {alignment = 64 : i64} : memref<128x32xf32>
+  linalg.matmul ins(%a, %b : memref<128x64xf32>, memref<64x32xf32>) outs(%t3 : memref<128x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t3 : memref<128x32xf32>) outs(%g : memref<128x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in : f32 to bf16
+    %w = arith.extf %r : bf16 to f32
+    linalg.yield %w : f32
+  }
+  memref.dealloc %t0 : memref<128x32xf32>
+  memref.dealloc %t1 : memref<128x32xf32>
+  memref.dealloc %t2 : memref<128x32xf32>
+  memref.dealloc %t3 : memref<128x32xf32>
+  return
+}
