@@ -340,15 +340,21 @@ static void parallelizeOuterLoops(ModuleOp module) {
 }
 
 /// Whether `base` is a buffer that overlaps no other base buffer: a
-/// temporary (memref.alloc), a global, or an argument of the function the
-/// op runs in (the step's ABI: its argument and result buffers do not
-/// overlap, docs/architecture.md; arguments the step only reads may, which
-/// no write can observe).
+/// temporary (memref.alloc), a constant global (never written; two
+/// memref.get_global of one global are two bases of one buffer, which
+/// only a write could tell), or an argument of the function the op runs in
+/// (the step's ABI: its argument and result buffers do not overlap,
+/// docs/architecture.md; arguments the step only reads may, which no
+/// write can observe).
 static bool isDistinctBuffer(Value base, func::FuncOp function) {
   if (auto argument = dyn_cast<BlockArgument>(base))
     return argument.getOwner() == &function.getBody().front();
-  return isa_and_nonnull<memref::AllocOp, memref::GetGlobalOp>(
-      base.getDefiningOp());
+  if (auto global = base.getDefiningOp<memref::GetGlobalOp>()) {
+    auto definition = SymbolTable::lookupNearestSymbolFrom<memref::GlobalOp>(
+        global, global.getNameAttr());
+    return definition && definition.getConstant();
+  }
+  return isa_and_nonnull<memref::AllocOp>(base.getDefiningOp());
 }
 
 /// Marks the arguments of `outlined`, the function that `op` of `function`

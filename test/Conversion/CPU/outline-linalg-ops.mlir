@@ -76,3 +76,26 @@ func.func @aliases(%x: memref<8xf32>, %y: memref<8xf32>) {
   memref.dealloc %t : memref<4xf32>
   return
 }
+
+// -----
+
+// Globals: a constant one is never written, so it overlaps nothing that
+// is; two memref.get_global of a global the op writes may be one buffer.
+
+// NOALIAS-LABEL: func.func private @globals__0_generic
+// NOALIAS-SAME: (%{{.*}}: memref<4xf32> {llvm.noalias}, %{{.*}}: memref<4xf32>, %{{.*}}: memref<4xf32>)
+#id = affine_map<(d0) -> (d0)>
+memref.global "private" constant @k : memref<4xf32> = dense<1.0>
+memref.global "private" @g : memref<4xf32> = dense<0.0>
+func.func @globals() {
+  %k = memref.get_global @k : memref<4xf32>
+  %read = memref.get_global @g : memref<4xf32>
+  %written = memref.get_global @g : memref<4xf32>
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%k, %read : memref<4xf32>, memref<4xf32>) outs(%written : memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  }
+  return
+}

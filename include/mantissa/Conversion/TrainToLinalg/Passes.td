@@ -381,9 +381,10 @@ def OutlineLinalgOpsPass
     reads.
 
     A memref argument gets `llvm.noalias` when its base buffer (through
-    views) is a temporary, a global or an argument of the calling function
-    (whose buffers never overlap: the step's ABI, docs/architecture.md),
-    unless another argument views the same base and the op writes it.
+    views) is a temporary, a constant global or an argument of the calling
+    function (whose buffers never overlap: the step's ABI,
+    docs/architecture.md), unless another argument views the same base and
+    the op writes it.
     Without it, LLVM checks at run time that each store leaves what later
     loads read unchanged before it vectorises, or does not vectorise a
     loop it fully unrolled.
