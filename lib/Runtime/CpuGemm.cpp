@@ -43,6 +43,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/CpuGemm.h"
+#include "mantissa/Format/DType.h"
 
 #include <dlfcn.h>
 #include <omp.h>
@@ -201,25 +202,20 @@ void storeElement(void *base, int64_t index, int64_t type, float value) {
 }
 
 /// Rounds the fp32 values of C that tile `t` wrote (at `c`) to bf16, in
-/// place and kept in fp32 (kGemmRoundC): to nearest even, a NaN to the
-/// quiet NaN 0x7fc0, the bits of the step's arith.truncf then arith.extf
-/// (and of torch's rounding). Right after the tile's kernel, while C is in
-/// the cache, instead of a pass of the step over the whole product.
-/// Compiled for AVX2 as well as the baseline, chosen when the library
-/// loads: 8 lanes where the CPU has them.
+/// place and kept in fp32 (kGemmRoundC), as floatToBF16Bits rounds (the
+/// bits of the step's arith.truncf then arith.extf, and of torch's). Right
+/// after the tile's kernel, while C is in the cache, instead of a pass of
+/// the step over the whole product. Compiled for AVX2 as well as the
+/// baseline, chosen when the library loads: 8 lanes where the CPU has them.
 __attribute__((target_clones("avx2", "default"))) void
 roundTileToBf16(const Descriptor &t, void *c) {
   for (int64_t item = 0; item < t[kGemmBatch]; ++item)
     for (int64_t row = 0; row < t[kGemmM]; ++row) {
-      uint32_t *__restrict line = static_cast<uint32_t *>(c) +
-                                  item * t[kGemmStrideCBatch] +
-                                  row * t[kGemmStrideCM];
-      for (int64_t column = 0; column < t[kGemmN]; ++column) {
-        uint32_t bits = line[column];
-        uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-        line[column] =
-            (bits & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : rounded;
-      }
+      float *__restrict line = static_cast<float *>(c) +
+                               item * t[kGemmStrideCBatch] +
+                               row * t[kGemmStrideCM];
+      for (int64_t column = 0; column < t[kGemmN]; ++column)
+        line[column] = bf16BitsToFloat(floatToBF16Bits(line[column]));
     }
 }
 
