@@ -128,6 +128,7 @@ void mlir::mantissa::registerTrainCpuPipelinePasses() {
     mantissa::registerAccessNarrowFloatsAsIntegersPass();
     mantissa::registerFuseElementwiseKeepingProductsPass();
     mantissa::registerMergeEqualGenericsPass();
+    mantissa::registerTileTransposedReadsPass();
     registerTrainToGPUBuffersPasses();
     registerTrainCpuPipeline();
   });
@@ -823,10 +824,12 @@ std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm, StringRef cpu,
   text += kCpuBufferStages;
   if (gemm == mantissa::CpuGemmMode::Library)
     text += ",mantissa-call-gemm-library";
-  // The temporaries go into one arena last, once no pass looks for
-  // separate allocations (docs/architecture.md).
+  // Each op in its own function, those that read across their innermost
+  // loop cut into strips; the temporaries go into one arena last, once no
+  // pass looks for separate allocations (docs/architecture.md).
   text += ",mantissa-interchange-reductions-outward,mantissa-outline-linalg-"
-          "ops,func.func(mantissa-pack-cpu-arena),";
+          "ops,func.func(mantissa-tile-transposed-reads,mantissa-pack-cpu-"
+          "arena),";
   text += kLowerBufferizedStages;
   return text;
 }

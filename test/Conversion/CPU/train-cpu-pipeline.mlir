@@ -30,10 +30,11 @@
 
 // After bufferization, copies fold into the ops that compute what they
 // copy and unread outputs go (test/Conversion/GPU tests both passes);
-// the temporaries go into one arena after the ops are outlined, before
-// the loops (pack-cpu-arena.mlir tests the pass).
+// the ops are outlined, those that read an input transposed cut into
+// strips, and the temporaries go into one arena, before the loops
+// (tile-transposed-reads.mlir and pack-cpu-arena.mlir test the passes).
 // PIPELINE: mantissa-convert-copies-to-linalg,func.func(mantissa-fold-copies-into-producers,mantissa-drop-unread-outputs),mantissa-call-gemm-library
-// PIPELINE: mantissa-outline-linalg-ops,func.func(mantissa-pack-cpu-arena),func.func(convert-linalg-to-loops)
+// PIPELINE: mantissa-outline-linalg-ops,func.func(mantissa-tile-transposed-reads,mantissa-pack-cpu-arena),func.func(convert-linalg-to-loops)
 
 // BAD: for the --gemm option: Cannot find option named 'blas'!
 // BAD: failed to add `mantissa-train-cpu-pipeline` with options `gemm=blas`

@@ -392,6 +392,50 @@ def OutlineLinalgOpsPass
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 
+def TileTransposedReadsPass
+    : Pass<"mantissa-tile-transposed-reads", "::mlir::func::FuncOp"> {
+  let summary = "Split ops that read an input transposed into strips a cache line wide";
+  let description = [{
+    Runs on the functions mantissa-outline-linalg-ops makes. An all-parallel
+    linalg op on static buffers whose outputs are written along its
+    innermost loop, and which reads some input along that loop at another
+    dimension than the input's last (a transpose, a rounding or widening
+    in another layout), is tiled along its innermost loop into strips of
+    one cache line of its narrowest output (16 f32, 32 bf16): an `scf.for`
+    over the strips around the same op on subviews.
+
+    Untiled, the innermost loop of such an op loads each element from
+    another cache line, and with power-of-two row lengths (512 f32 rows
+    are 2 KiB apart) those lines fall into a few cache sets, so they are
+    evicted before the next iteration of the outer loop uses their next
+    element. In a strip, the loop reads as many lines as the strip is wide
+    and uses each of them again on the outer loop's next iterations. A
+    128x512 f32 transpose took about 60 us untiled and 13 us in 16-wide
+    strips on the Xeon and with AVX2 code. Every element is still computed
+    by the same body from the same operands, so results do not change.
+
+    Before:
+    ```mlir
+    linalg.transpose ins(%x : memref<128x512xf32>)
+                     outs(%y : memref<512x128xf32>) permutation = [1, 0]
+    ```
+    After:
+    ```mlir
+    scf.for %j = %c0 to %c128 step %c16 {
+      %xs = memref.subview %x[%j, 0] [16, 512] [1, 1] ...
+      %ys = memref.subview %y[0, %j] [512, 16] [1, 1] ...
+      linalg.transpose ins(%xs : ...) outs(%ys : ...) permutation = [1, 0]
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+  ];
+}
+
 def PackCpuArenaPass
     : Pass<"mantissa-pack-cpu-arena", "::mlir::func::FuncOp"> {
   let summary = "Place a function's temporaries in one allocation, reusing the bytes of dead ones";

@@ -1,0 +1,93 @@
+// RUN: mantissa-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mantissa-tile-transposed-reads))" | FileCheck %s
+
+// The transpose of the logits' gradient for the output projection's weight
+// gradient: 512 rows of 128, each element of a row from another 2 KiB row
+// of the input. It becomes 8 strips of 16 columns (a 64-byte line of f32).
+// CHECK-LABEL: func.func @transpose
+// CHECK-SAME: (%[[X:.*]]: memref<128x512xf32>, %[[Y:.*]]: memref<512x128xf32>)
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG: %[[C128:.*]] = arith.constant 128 : index
+// CHECK: scf.for %[[J:.*]] = %[[C0]] to %[[C128]] step %[[C16]] {
+// CHECK: %[[XS:.*]] = memref.subview %[[X]][%[[J]], 0] [16, 512] [1, 1]
+// CHECK: %[[YS:.*]] = memref.subview %[[Y]][0, %[[J]]] [512, 16] [1, 1]
+// CHECK: linalg.transpose ins(%[[XS]] : memref<16x512xf32, strided<[512, 1], offset: ?>>) outs(%[[YS]] : memref<512x16xf32, strided<[128, 1], offset: ?>>) permutation = [1, 0]
+// CHECK-NOT: linalg.
+func.func @transpose(%x: memref<128x512xf32>, %y: memref<512x128xf32>) {
+  linalg.transpose ins(%x : memref<128x512xf32>) outs(%y : memref<512x128xf32>) permutation = [1, 0]
+  return
+}
+
+// -----
+
+// autocast's rounding of a (4, 32, 344) activation in the layout a weight
+// gradient reads it, (344, 4, 32): the innermost loop (32) is tiled in
+// two strips of 16. The rounding to bf16 in the other layout writes bf16,
+// 32 to a line, and the innermost loop is not longer than that: left alone.
+#in = affine_map<(d0, d1, d2) -> (d1, d2, d0)>
+#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @rounding_in_another_layout
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<4x16x344xf32, strided<[11008, 344, 1], offset: ?>>) outs(%{{.*}} : memref<344x4x16xf32, strided<[128, 32, 1], offset: ?>>)
+// CHECK: arith.truncf
+// CHECK: arith.extf
+// CHECK: }
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<4x32x344xf32>) outs(%{{.*}} : memref<344x4x32xbf16>)
+func.func @rounding_in_another_layout(%x: memref<4x32x344xf32>, %y: memref<344x4x32xf32>, %z: memref<344x4x32xbf16>) {
+  linalg.generic {indexing_maps = [#in, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<4x32x344xf32>) outs(%y : memref<344x4x32xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %t = arith.truncf %a : f32 to bf16
+    %w = arith.extf %t : bf16 to f32
+    linalg.yield %w : f32
+  }
+  linalg.generic {indexing_maps = [#in, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<4x32x344xf32>) outs(%z : memref<344x4x32xbf16>) {
+  ^bb0(%a: f32, %b: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// Left alone: an op whose inputs are read along their last dimension (a
+// head permutation that keeps the innermost index), a broadcast, an op
+// that ends in a reduction, and an op on tensors.
+#perm = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#row = affine_map<(d0, d1) -> (d0)>
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#cols = affine_map<(d0, d1) -> (d1, d0)>
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: scf.for
+// CHECK-COUNT-4: linalg.generic
+// CHECK-NOT: scf.for
+func.func @left_alone(%x: memref<4x32x4x32xf32>, %y: memref<4x4x32x32xf32>,
+                      %r: memref<64xf32>, %m: memref<64x64xf32>,
+                      %s: memref<64xf32>, %t: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  linalg.generic {indexing_maps = [#perm, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<4x32x4x32xf32>) outs(%y : memref<4x4x32x32xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#row, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%r : memref<64xf32>) outs(%m : memref<64x64xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#cols, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%m : memref<64x64xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %sum = arith.addf %a, %b : f32
+    linalg.yield %sum : f32
+  }
+  %e = tensor.empty() : tensor<64x64xf32>
+  %u = linalg.generic {indexing_maps = [#cols, #rows], iterator_types = ["parallel", "parallel"]}
+      ins(%t : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  } -> tensor<64x64xf32>
+  return %u : tensor<64x64xf32>
+}
