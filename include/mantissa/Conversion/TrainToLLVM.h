@@ -67,8 +67,12 @@ LogicalResult lowerTrainStepsToLLVM(ModuleOp module,
                                     StringRef cpu = "",
                                     bool libraryBf16 = true);
 
-/// Whether `cpu` (`native` or an x86-64 CPU name) has what oneDNN 2.x's
-/// bf16 matmul needs: AVX-512 F, BW, VL and DQ (its avx512_core).
+/// Whether `cpu` (`native`, the host, or an x86-64 CPU name as LLVM knows
+/// it) has every one of `features` (LLVM's names: "avx2", "avx512f").
+bool cpuHasFeatures(StringRef cpu, ArrayRef<StringRef> features);
+
+/// Whether `cpu` has what oneDNN 2.x's bf16 matmul needs: AVX-512 F, BW,
+/// VL and DQ (its avx512_core).
 bool cpuHasBf16Matmul(StringRef cpu);
 
 /// Whether a step compiled for `cpu`, with a oneDNN that computes bf16

@@ -3,18 +3,25 @@
 // mantissa-tile-transposed-reads: an elementwise op on buffers that reads
 // an input transposed (a transpose, a rounding in another layout) is split
 // into strips of its innermost loop, each as wide as a cache line of its
-// output (Passes.td).
+// output; on an AVX2 CPU, f32 ops of that kind are computed in 8x8 blocks
+// that AVX2 shuffles transpose in registers (Passes.td).
 //
 //===----------------------------------------------------------------------===//
 
+#include "mantissa/Conversion/TrainToLLVM.h"
 #include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/Transforms.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 using namespace mlir;
@@ -29,6 +36,14 @@ namespace {
 /// The bytes of a cache line, which a strip of the output fills.
 constexpr int64_t kCacheLineBytes = 64;
 
+/// The side of the blocks AVX2 transposes in registers (8 f32 lanes).
+constexpr int64_t kBlock = 8;
+
+bool isLoop(AffineExpr expr, unsigned loop) {
+  auto dim = dyn_cast<AffineDimExpr>(expr);
+  return dim && dim.getPosition() == loop;
+}
+
 /// The strip width of `op`'s innermost loop, or 0 where `op` is not an
 /// all-parallel op on static buffers that writes along its innermost loop
 /// and reads some input across it.
@@ -40,10 +55,6 @@ int64_t stripWidth(linalg::LinalgOp op) {
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return 0;
   unsigned innermost = op.getNumLoops() - 1;
-  auto isInnermost = [&](AffineExpr expr) {
-    auto dim = dyn_cast<AffineDimExpr>(expr);
-    return dim && dim.getPosition() == innermost;
-  };
   // Every output is written contiguously along the innermost loop; the
   // narrowest element decides how many make a cache line.
   int64_t narrowestBits = 64;
@@ -51,7 +62,7 @@ int64_t stripWidth(linalg::LinalgOp op) {
     AffineMap map = op.getMatchingIndexingMap(&init);
     auto type = dyn_cast<MemRefType>(init.get().getType());
     if (!type || !type.getElementType().isIntOrFloat() ||
-        map.getNumResults() == 0 || !isInnermost(map.getResults().back()))
+        map.getNumResults() == 0 || !isLoop(map.getResults().back(), innermost))
       return 0;
     narrowestBits =
         std::min<int64_t>(narrowestBits, type.getElementTypeBitWidth());
@@ -64,7 +75,7 @@ int64_t stripWidth(linalg::LinalgOp op) {
   for (OpOperand *input : op.getDpsInputOperands()) {
     AffineMap map = op.getMatchingIndexingMap(input);
     for (auto [position, result] : llvm::enumerate(map.getResults()))
-      if (position + 1 < map.getNumResults() && isInnermost(result))
+      if (position + 1 < map.getNumResults() && isLoop(result, innermost))
         readsAcross = true;
   }
   int64_t width = kCacheLineBytes * 8 / narrowestBits;
@@ -73,16 +84,270 @@ int64_t stripWidth(linalg::LinalgOp op) {
   return width;
 }
 
+/// How a block of the op reads an operand.
+enum class Access {
+  /// Along the innermost loop (O): one vector per row of the block.
+  Row,
+  /// Along the loop the transposed inputs walk contiguously (I), with O at
+  /// another dimension: one vector per column, transposed in registers.
+  Column,
+  /// At an element that depends on neither loop: one value, broadcast.
+  Scalar,
+};
+
+/// An op that computes in 8x8 blocks of (I, O): the loop I the transposed
+/// inputs read contiguously, the innermost loop O, and how each operand is
+/// accessed (inputs, then the outputs whose values the body reads).
+struct BlockPlan {
+  unsigned columnLoop = 0;
+  SmallVector<Access> accesses;
+};
+
+/// Whether `map` indexes with loops and constants only.
+bool isProjection(AffineMap map) {
+  return llvm::all_of(map.getResults(), [](AffineExpr expr) {
+    return isa<AffineDimExpr, AffineConstantExpr>(expr);
+  });
+}
+
+/// How many of `map`'s results are `loop`.
+unsigned countUses(AffineMap map, unsigned loop) {
+  return llvm::count_if(map.getResults(),
+                        [&](AffineExpr expr) { return isLoop(expr, loop); });
+}
+
+/// The blocks in which `op` (a strip candidate) can be computed with AVX2
+/// vectors: every operand f32 in memory with a contiguous last dimension,
+/// read along O, along one loop I with O elsewhere, or at an element that
+/// depends on neither; O a multiple of 16 iterations and I of 8; a body of
+/// arith and math ops on its own values.
+std::optional<BlockPlan> planBlocks(linalg::LinalgOp op) {
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  unsigned rowLoop = op.getNumLoops() - 1;
+  if (ranges[rowLoop] % (2 * kBlock) != 0)
+    return std::nullopt;
+  BlockPlan plan;
+  std::optional<unsigned> columnLoop;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = cast<MemRefType>(operand.get().getType());
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    if (!type.getElementType().isF32() || !isLastMemrefDimUnitStride(type) ||
+        !isProjection(map))
+      return std::nullopt;
+    bool isInit = op.isDpsInit(&operand);
+    if (isInit && op.getMatchingBlockArgument(&operand).use_empty())
+      continue;
+    unsigned rowUses = countUses(map, rowLoop);
+    if (rowUses == 1 && isLoop(map.getResults().back(), rowLoop)) {
+      plan.accesses.push_back(Access::Row);
+      continue;
+    }
+    if (isInit)
+      return std::nullopt;
+    if (rowUses == 0) {
+      // Neither O nor (below) I: one element per block.
+      plan.accesses.push_back(Access::Scalar);
+      continue;
+    }
+    auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+    if (rowUses != 1 || !last || countUses(map, last.getPosition()) != 1 ||
+        (columnLoop && *columnLoop != last.getPosition()))
+      return std::nullopt;
+    columnLoop = last.getPosition();
+    plan.accesses.push_back(Access::Column);
+  }
+  if (!columnLoop || ranges[*columnLoop] % kBlock != 0)
+    return std::nullopt;
+  plan.columnLoop = *columnLoop;
+  // A scalar operand may not depend on I either.
+  unsigned index = 0;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (op.isDpsInit(&operand) &&
+        op.getMatchingBlockArgument(&operand).use_empty())
+      continue;
+    if (plan.accesses[index++] == Access::Scalar &&
+        countUses(op.getMatchingIndexingMap(&operand), *columnLoop) != 0)
+      return std::nullopt;
+  }
+  Block *body = op.getBlock();
+  for (Operation &bodyOp : body->without_terminator()) {
+    if (bodyOp.getNumRegions() != 0 ||
+        !isa<arith::ArithDialect, math::MathDialect>(bodyOp.getDialect()) ||
+        (!isa<arith::ConstantOp>(bodyOp) &&
+         !OpTrait::hasElementwiseMappableTraits(&bodyOp)) ||
+        llvm::any_of(bodyOp.getResultTypes(),
+                     [](Type type) { return !type.isIntOrFloat(); }))
+      return std::nullopt;
+  }
+  // Every value the body uses is its own.
+  bool ownValues = true;
+  body->walk([&](Operation *bodyOp) {
+    for (Value value : bodyOp->getOperands())
+      if (value.getParentBlock() != body)
+        ownValues = false;
+  });
+  if (!ownValues)
+    return std::nullopt;
+  return plan;
+}
+
+/// The indices at which `map` reads, with the loops' values `ivs` (I and O
+/// already moved to the element's).
+SmallVector<Value> indicesOf(ImplicitLocOpBuilder &b, AffineMap map,
+                             ArrayRef<Value> ivs) {
+  SmallVector<Value> indices;
+  for (AffineExpr result : map.getResults()) {
+    if (auto dim = dyn_cast<AffineDimExpr>(result))
+      indices.push_back(ivs[dim.getPosition()]);
+    else
+      indices.push_back(b.create<arith::ConstantIndexOp>(
+          cast<AffineConstantExpr>(result).getValue()));
+  }
+  return indices;
+}
+
+/// `value` plus the constant `offset`.
+Value offsetBy(ImplicitLocOpBuilder &b, Value value, int64_t offset) {
+  if (offset == 0)
+    return value;
+  return b.create<arith::AddIOp>(value,
+                                 b.create<arith::ConstantIndexOp>(offset));
+}
+
+/// Replaces `op` by loops over its blocks: the strips of O (`width` wide)
+/// outermost, then every other loop in order (I in steps of 8), then the
+/// 8-wide blocks of the strip. In a block, each column input's 8 vectors
+/// along I are transposed into 8 along O (AVX2 shuffles), the body runs on
+/// 8 rows of vectors, and each row is stored along O. Each element is still
+/// computed by the same body from the same operands.
+void emitBlocks(RewriterBase &rewriter, linalg::LinalgOp op,
+                const BlockPlan &plan, int64_t width) {
+  ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+  b.setInsertionPoint(op);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  unsigned loops = op.getNumLoops();
+  unsigned rowLoop = loops - 1;
+  auto vectorType = VectorType::get({kBlock}, b.getF32Type());
+  Value zero = b.create<arith::ConstantIndexOp>(0);
+
+  SmallVector<Value> ivs(loops);
+  auto strip = b.create<scf::ForOp>(
+      zero, b.create<arith::ConstantIndexOp>(ranges[rowLoop]),
+      b.create<arith::ConstantIndexOp>(width));
+  b.setInsertionPointToStart(strip.getBody());
+  Value stripStart = strip.getInductionVar();
+  for (unsigned loop = 0; loop < rowLoop; ++loop) {
+    int64_t step = loop == plan.columnLoop ? kBlock : 1;
+    auto forOp = b.create<scf::ForOp>(
+        zero, b.create<arith::ConstantIndexOp>(ranges[loop]),
+        b.create<arith::ConstantIndexOp>(step));
+    b.setInsertionPointToStart(forOp.getBody());
+    ivs[loop] = forOp.getInductionVar();
+  }
+  auto blocks =
+      b.create<scf::ForOp>(zero, b.create<arith::ConstantIndexOp>(width),
+                           b.create<arith::ConstantIndexOp>(kBlock));
+  b.setInsertionPointToStart(blocks.getBody());
+  Value blockStart =
+      b.create<arith::AddIOp>(stripStart, blocks.getInductionVar());
+  Value columnStart = ivs[plan.columnLoop];
+
+  // Each read operand's value in each of the 8 rows (I = start + row), as
+  // vectors along O.
+  SmallVector<OpOperand *> readOperands;
+  for (OpOperand &operand : op->getOpOperands())
+    if (!op.isDpsInit(&operand) ||
+        !op.getMatchingBlockArgument(&operand).use_empty())
+      readOperands.push_back(&operand);
+  SmallVector<SmallVector<Value, kBlock>> rows;
+  for (auto [operand, access] : llvm::zip(readOperands, plan.accesses)) {
+    AffineMap map = op.getMatchingIndexingMap(operand);
+    SmallVector<Value, kBlock> vectors;
+    SmallVector<Value> at(ivs);
+    at[rowLoop] = blockStart;
+    switch (access) {
+    case Access::Row:
+      for (int64_t row = 0; row < kBlock; ++row) {
+        at[plan.columnLoop] = offsetBy(b, columnStart, row);
+        vectors.push_back(b.create<vector::LoadOp>(vectorType, operand->get(),
+                                                   indicesOf(b, map, at)));
+      }
+      break;
+    case Access::Column:
+      for (int64_t column = 0; column < kBlock; ++column) {
+        at[rowLoop] = offsetBy(b, blockStart, column);
+        vectors.push_back(b.create<vector::LoadOp>(vectorType, operand->get(),
+                                                   indicesOf(b, map, at)));
+      }
+      x86vector::avx2::transpose8x8xf32(b, vectors);
+      break;
+    case Access::Scalar: {
+      Value scalar =
+          b.create<memref::LoadOp>(operand->get(), indicesOf(b, map, at));
+      vectors.assign(kBlock, b.create<vector::BroadcastOp>(vectorType, scalar));
+      break;
+    }
+    }
+    rows.push_back(vectors);
+  }
+
+  // The body on each row, its results stored along O.
+  Block *body = op.getBlock();
+  for (int64_t row = 0; row < kBlock; ++row) {
+    IRMapping mapping;
+    for (auto [operand, vectors] : llvm::zip(readOperands, rows))
+      mapping.map(op.getMatchingBlockArgument(operand), vectors[row]);
+    for (Operation &bodyOp : body->without_terminator()) {
+      if (isa<arith::ConstantOp>(bodyOp)) {
+        Value scalar = b.clone(bodyOp)->getResult(0);
+        mapping.map(bodyOp.getResult(0),
+                    b.create<vector::BroadcastOp>(
+                        VectorType::get({kBlock}, scalar.getType()), scalar));
+        continue;
+      }
+      SmallVector<Value> operands;
+      for (Value value : bodyOp.getOperands())
+        operands.push_back(mapping.lookup(value));
+      SmallVector<Type> types;
+      for (Type type : bodyOp.getResultTypes())
+        types.push_back(VectorType::get({kBlock}, type));
+      Operation *vectorOp =
+          b.create(bodyOp.getLoc(), bodyOp.getName().getIdentifier(), operands,
+                   types, bodyOp.getAttrs());
+      mapping.map(bodyOp.getResults(), vectorOp->getResults());
+    }
+    SmallVector<Value> at(ivs);
+    at[rowLoop] = blockStart;
+    at[plan.columnLoop] = offsetBy(b, columnStart, row);
+    for (auto [yielded, init] : llvm::zip(body->getTerminator()->getOperands(),
+                                          op.getDpsInitsMutable()))
+      b.create<vector::StoreOp>(
+          mapping.lookup(yielded), init.get(),
+          indicesOf(b, op.getMatchingIndexingMap(&init), at));
+  }
+  rewriter.eraseOp(op);
+}
+
 struct TileTransposedReadsPass
     : mantissa::impl::TileTransposedReadsPassBase<TileTransposedReadsPass> {
+  using TileTransposedReadsPassBase::TileTransposedReadsPassBase;
+
   void runOnOperation() override {
     SmallVector<std::pair<linalg::LinalgOp, int64_t>> candidates;
     getOperation().walk([&](linalg::LinalgOp op) {
       if (int64_t width = stripWidth(op))
         candidates.emplace_back(op, width);
     });
+    if (candidates.empty())
+      return;
+    bool avx2 = !cpu.empty() && mantissa::cpuHasFeatures(cpu, {"avx2"});
     IRRewriter rewriter(&getContext());
     for (auto [op, width] : candidates) {
+      if (avx2)
+        if (std::optional<BlockPlan> plan = planBlocks(op)) {
+          emitBlocks(rewriter, op, *plan, width);
+          continue;
+        }
       SmallVector<int64_t> sizes(op.getNumLoops(), 0);
       sizes.back() = width;
       linalg::LinalgTilingOptions options;
@@ -96,9 +361,8 @@ struct TileTransposedReadsPass
       rewriter.eraseOp(op);
     }
     // The tiling's constants, one of each.
-    if (!candidates.empty())
-      (void)applyPatternsAndFoldGreedily(getOperation(),
-                                         RewritePatternSet(&getContext()));
+    (void)applyPatternsAndFoldGreedily(getOperation(),
+                                       RewritePatternSet(&getContext()));
   }
 };
 

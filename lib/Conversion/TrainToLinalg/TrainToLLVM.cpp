@@ -828,8 +828,8 @@ std::string trainCpuPipelineText(mantissa::CpuGemmMode gemm, StringRef cpu,
   // loop cut into strips; the temporaries go into one arena last, once no
   // pass looks for separate allocations (docs/architecture.md).
   text += ",mantissa-interchange-reductions-outward,mantissa-outline-linalg-"
-          "ops,func.func(mantissa-tile-transposed-reads,mantissa-pack-cpu-"
-          "arena),";
+          "ops,func.func(mantissa-tile-transposed-reads{cpu=" +
+          cpu.str() + "},mantissa-pack-cpu-arena),";
   text += kLowerBufferizedStages;
   return text;
 }

@@ -30,21 +30,25 @@ namespace mlir::mantissa {
 #include "mantissa/Conversion/TrainToLinalg/Passes.h.inc"
 } // namespace mlir::mantissa
 
-bool mlir::mantissa::cpuHasBf16Matmul(StringRef cpu) {
-  llvm::StringMap<bool> features;
+bool mlir::mantissa::cpuHasFeatures(StringRef cpu,
+                                    ArrayRef<StringRef> features) {
+  llvm::StringMap<bool> available;
   if (cpu == "native") {
-    features = llvm::sys::getHostCPUFeatures();
+    available = llvm::sys::getHostCPUFeatures();
   } else {
     SmallVector<StringRef> enabled;
     llvm::X86::getFeaturesForCPU(cpu, enabled);
     for (StringRef feature : enabled)
-      features[feature] = true;
+      available[feature] = true;
   }
+  return llvm::all_of(
+      features, [&](StringRef feature) { return available.lookup(feature); });
+}
+
+bool mlir::mantissa::cpuHasBf16Matmul(StringRef cpu) {
   // oneDNN's avx512_core, the least ISA its bf16 matmul takes (2.x
   // emulates bf16 arithmetic there without AVX512-BF16).
-  return llvm::all_of(
-      ArrayRef<StringRef>{"avx512f", "avx512bw", "avx512vl", "avx512dq"},
-      [&](StringRef feature) { return features.lookup(feature); });
+  return cpuHasFeatures(cpu, {"avx512f", "avx512bw", "avx512vl", "avx512dq"});
 }
 
 namespace {

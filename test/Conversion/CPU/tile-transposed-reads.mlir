@@ -1,4 +1,9 @@
 // RUN: mantissa-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mantissa-tile-transposed-reads))" | FileCheck %s
+// RUN: mantissa-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mantissa-tile-transposed-reads{cpu=znver3}))" | FileCheck %s --check-prefix=AVX2
+// RUN: mantissa-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mantissa-tile-transposed-reads{cpu=nehalem}))" | FileCheck %s
+
+// Without a CPU, or on one without AVX2 (nehalem), ops are cut into strips;
+// with AVX2 (znver3), f32 ops are computed in 8x8 blocks.
 
 // The transpose of the logits' gradient for the output projection's weight
 // gradient: 512 rows of 128, each element of a row from another 2 KiB row
@@ -13,6 +18,27 @@
 // CHECK: %[[YS:.*]] = memref.subview %[[Y]][0, %[[J]]] [512, 16] [1, 1]
 // CHECK: linalg.transpose ins(%[[XS]] : memref<16x512xf32, strided<[512, 1], offset: ?>>) outs(%[[YS]] : memref<512x16xf32, strided<[128, 1], offset: ?>>) permutation = [1, 0]
 // CHECK-NOT: linalg.
+// In 8x8 blocks: a strip of 16 columns, 8 rows of the output at a time,
+// the strip's two blocks; 8 loads along the input's rows, the shuffles of
+// an 8x8 transpose, 8 stores along the output's rows.
+// AVX2-LABEL: func.func @transpose
+// AVX2-SAME: (%[[X:.*]]: memref<128x512xf32>, %[[Y:.*]]: memref<512x128xf32>)
+// AVX2-DAG: %[[C0:.*]] = arith.constant 0 : index
+// AVX2-DAG: %[[C8:.*]] = arith.constant 8 : index
+// AVX2-DAG: %[[C16:.*]] = arith.constant 16 : index
+// AVX2-DAG: %[[C128:.*]] = arith.constant 128 : index
+// AVX2-DAG: %[[C512:.*]] = arith.constant 512 : index
+// AVX2: scf.for %[[J:.*]] = %[[C0]] to %[[C128]] step %[[C16]] {
+// AVX2: scf.for %[[I:.*]] = %[[C0]] to %[[C512]] step %[[C8]] {
+// AVX2: scf.for %[[B:.*]] = %[[C0]] to %[[C16]] step %[[C8]] {
+// AVX2: %[[COL:.*]] = arith.addi %[[J]], %[[B]] : index
+// AVX2: vector.load %[[X]][%[[COL]], %[[I]]] : memref<128x512xf32>, vector<8xf32>
+// AVX2-COUNT-7: vector.load %[[X]]
+// AVX2: vector.shuffle
+// AVX2: llvm.inline_asm {{.*}}"vblendps
+// AVX2: vector.store %{{.*}}, %[[Y]][%[[I]], %[[COL]]] : memref<512x128xf32>, vector<8xf32>
+// AVX2-COUNT-7: vector.store %{{.*}}, %[[Y]]
+// AVX2-NOT: linalg.
 func.func @transpose(%x: memref<128x512xf32>, %y: memref<512x128xf32>) {
   linalg.transpose ins(%x : memref<128x512xf32>) outs(%y : memref<512x128xf32>) permutation = [1, 0]
   return
@@ -33,6 +59,20 @@ func.func @transpose(%x: memref<128x512xf32>, %y: memref<512x128xf32>) {
 // CHECK: arith.extf
 // CHECK: }
 // CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<4x32x344xf32>) outs(%{{.*}} : memref<344x4x32xbf16>)
+// With AVX2, the f32 rounding in blocks: loops over the strips of the
+// innermost loop (32), the transposed input's loop (344, in 8s), the
+// other loop (4), and the strip's two blocks; each row rounded as a vector.
+// AVX2-LABEL: func.func @rounding_in_another_layout
+// AVX2: scf.for %{{.*}} = %{{.*}} to %[[C32:.*]] step %[[C16:.*]] {
+// AVX2: scf.for %{{.*}} = %{{.*}} to %[[C344:.*]] step %[[C8:.*]] {
+// AVX2: scf.for %{{.*}} = %{{.*}} to %[[C4:.*]] step %[[C1:.*]] {
+// AVX2: scf.for %{{.*}} = %{{.*}} to %[[C16]] step %[[C8]] {
+// AVX2-COUNT-8: vector.load %{{.*}} : memref<4x32x344xf32>, vector<8xf32>
+// AVX2: arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// AVX2: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// AVX2: vector.store %{{.*}} : memref<344x4x32xf32>, vector<8xf32>
+// The rounding into bf16 memory is left alone (its line holds 32).
+// AVX2: linalg.generic {{.*}} ins(%{{.*}} : memref<4x32x344xf32>) outs(%{{.*}} : memref<344x4x32xbf16>)
 func.func @rounding_in_another_layout(%x: memref<4x32x344xf32>, %y: memref<344x4x32xf32>, %z: memref<344x4x32xbf16>) {
   linalg.generic {indexing_maps = [#in, #id], iterator_types = ["parallel", "parallel", "parallel"]}
       ins(%x : memref<4x32x344xf32>) outs(%y : memref<344x4x32xf32>) {
@@ -90,4 +130,48 @@ func.func @left_alone(%x: memref<4x32x4x32xf32>, %y: memref<4x4x32x32xf32>,
     linalg.yield %a : f32
   } -> tensor<64x64xf32>
   return %u : tensor<64x64xf32>
+}
+
+// -----
+
+// On an AVX2 CPU, an add of a transposed input and one read along the output's
+// rows, times a 0-d scalar, in blocks: the row input loaded row by row, the
+// scalar loaded once per block and broadcast. The same op on a 24-wide
+// output (no multiple of 16) is cut into strips: 16, then 8.
+#t2 = affine_map<(d0, d1) -> (d1, d0)>
+#i2 = affine_map<(d0, d1) -> (d0, d1)>
+#s2 = affine_map<(d0, d1) -> ()>
+// CHECK-LABEL: func.func @row_and_scalar_operands
+// AVX2-LABEL: func.func @row_and_scalar_operands
+// AVX2-SAME: (%[[A:.*]]: memref<32x48xf32>, %[[B:.*]]: memref<48x32xf32>, %[[S:.*]]: memref<f32>, %[[Y:.*]]: memref<48x32xf32>
+// AVX2: scf.for
+// AVX2-COUNT-8: vector.load %[[A]]
+// AVX2: vector.shuffle
+// AVX2: vector.load %[[B]]
+// AVX2-COUNT-7: vector.load %[[B]]
+// AVX2: %[[SV:.*]] = memref.load %[[S]][] : memref<f32>
+// AVX2: %[[SB:.*]] = vector.broadcast %[[SV]] : f32 to vector<8xf32>
+// AVX2: %[[SUM:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<8xf32>
+// AVX2: arith.mulf %[[SUM]], %[[SB]] : vector<8xf32>
+// AVX2-COUNT-8: vector.store %{{.*}}, %[[Y]]
+// AVX2: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// AVX2: %[[W:.*]] = affine.min
+// AVX2: linalg.generic {{.*}} outs(%{{.*}} : memref<48x?xf32, strided<[24, 1], offset: ?>>)
+func.func @row_and_scalar_operands(%a: memref<32x48xf32>, %b: memref<48x32xf32>, %s: memref<f32>, %y: memref<48x32xf32>,
+                                   %c: memref<24x48xf32>, %d: memref<48x24xf32>, %z: memref<48x24xf32>) {
+  linalg.generic {indexing_maps = [#t2, #i2, #s2, #i2], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b, %s : memref<32x48xf32>, memref<48x32xf32>, memref<f32>) outs(%y : memref<48x32xf32>) {
+  ^bb0(%x: f32, %r: f32, %k: f32, %o: f32):
+    %sum = arith.addf %x, %r : f32
+    %p = arith.mulf %sum, %k : f32
+    linalg.yield %p : f32
+  }
+  linalg.generic {indexing_maps = [#t2, #i2, #s2, #i2], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %d, %s : memref<24x48xf32>, memref<48x24xf32>, memref<f32>) outs(%z : memref<48x24xf32>) {
+  ^bb0(%x: f32, %r: f32, %k: f32, %o: f32):
+    %sum = arith.addf %x, %r : f32
+    %p = arith.mulf %sum, %k : f32
+    linalg.yield %p : f32
+  }
+  return
 }

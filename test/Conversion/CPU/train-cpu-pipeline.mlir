@@ -34,7 +34,7 @@
 // strips, and the temporaries go into one arena, before the loops
 // (tile-transposed-reads.mlir and pack-cpu-arena.mlir test the passes).
 // PIPELINE: mantissa-convert-copies-to-linalg,func.func(mantissa-fold-copies-into-producers,mantissa-drop-unread-outputs),mantissa-call-gemm-library
-// PIPELINE: mantissa-outline-linalg-ops,func.func(mantissa-tile-transposed-reads,mantissa-pack-cpu-arena),func.func(convert-linalg-to-loops)
+// PIPELINE: mantissa-outline-linalg-ops,func.func(mantissa-tile-transposed-reads{cpu=},mantissa-pack-cpu-arena),func.func(convert-linalg-to-loops)
 
 // BAD: for the --gemm option: Cannot find option named 'blas'!
 // BAD: failed to add `mantissa-train-cpu-pipeline` with options `gemm=blas`

@@ -394,32 +394,45 @@ def OutlineLinalgOpsPass
 
 def TileTransposedReadsPass
     : Pass<"mantissa-tile-transposed-reads", "::mlir::func::FuncOp"> {
-  let summary = "Split ops that read an input transposed into strips a cache line wide";
+  let summary = "Compute ops that read an input transposed a cache line of output at a time";
   let description = [{
     Runs on the functions mantissa-outline-linalg-ops makes. An all-parallel
     linalg op on static buffers whose outputs are written along its
-    innermost loop, and which reads some input along that loop at another
+    innermost loop O, and which reads some input along O at another
     dimension than the input's last (a transpose, a rounding or widening
-    in another layout), is tiled along its innermost loop into strips of
-    one cache line of its narrowest output (16 f32, 32 bf16): an `scf.for`
-    over the strips around the same op on subviews.
+    in another layout), is computed in strips of O one cache line of its
+    narrowest output wide (16 f32, 32 bf16): an `scf.for` over the strips
+    outermost.
 
     Untiled, the innermost loop of such an op loads each element from
     another cache line, and with power-of-two row lengths (512 f32 rows
     are 2 KiB apart) those lines fall into a few cache sets, so they are
     evicted before the next iteration of the outer loop uses their next
     element. In a strip, the loop reads as many lines as the strip is wide
-    and uses each of them again on the outer loop's next iterations. A
-    128x512 f32 transpose took about 60 us untiled and 13 us in 16-wide
-    strips on the Xeon and with AVX2 code. Every element is still computed
-    by the same body from the same operands, so results do not change.
+    and uses each of them again on the outer loop's next iterations.
+
+    On a CPU with AVX2 (`cpu`, MANTISSA_CPU_TARGET's names; empty: none
+    assumed), such an op whose operands are all f32 in memory, each read
+    along O, along one loop I (the transposed inputs' last dimension) with
+    O at another dimension, or at an element that depends on neither I nor
+    O, with O a multiple of 16 iterations and I of 8, and whose body is
+    arith and math ops, is computed in 8x8 blocks of (I, O) instead: each
+    transposed input's 8 vectors along I are transposed in registers by
+    AVX2 shuffles (`x86vector::avx2::transpose8x8xf32`), the body runs on
+    the block's 8 rows as vectors along O, and each row is stored along O.
+    Otherwise (bf16 memory, sizes that are not multiples of 8), the op is
+    tiled into strips (`linalg` tiling), each still a scalar loop that LLVM
+    vectorises where it can.
+
+    Either way every element is computed by the same body from the same
+    operands, so results do not change.
 
     Before:
     ```mlir
     linalg.transpose ins(%x : memref<128x512xf32>)
                      outs(%y : memref<512x128xf32>) permutation = [1, 0]
     ```
-    After:
+    After, without AVX2:
     ```mlir
     scf.for %j = %c0 to %c128 step %c16 {
       %xs = memref.subview %x[%j, 0] [16, 512] [1, 1] ...
@@ -427,12 +440,23 @@ def TileTransposedReadsPass
       linalg.transpose ins(%xs : ...) outs(%ys : ...) permutation = [1, 0]
     }
     ```
+    With AVX2: for each strip of 16 columns `%j`, each 8 rows `%i` and
+    each 8 columns `%b` of the strip, 8 `vector.load`s of `%x` along its
+    rows, the shuffles, and 8 `vector.store`s into rows `%i` to `%i + 7`
+    of `%y`.
   }];
+  let options = [
+    Option<"cpu", "cpu", "std::string", /*default=*/"\"\"",
+           "The CPU the step is compiled for (MANTISSA_CPU_TARGET's names; "
+           "empty: no AVX2 assumed)">,
+  ];
   let dependentDialects = [
     "::mlir::affine::AffineDialect",
     "::mlir::arith::ArithDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect",
   ];
 }
 
