@@ -128,6 +128,7 @@ std::optional<BlockPlan> planBlocks(linalg::LinalgOp op) {
     return std::nullopt;
   BlockPlan plan;
   std::optional<unsigned> columnLoop;
+  SmallVector<AffineMap> scalarMaps;
   for (OpOperand &operand : op->getOpOperands()) {
     auto type = cast<MemRefType>(operand.get().getType());
     AffineMap map = op.getMatchingIndexingMap(&operand);
@@ -145,8 +146,9 @@ std::optional<BlockPlan> planBlocks(linalg::LinalgOp op) {
     if (isInit)
       return std::nullopt;
     if (rowUses == 0) {
-      // Neither O nor (below) I: one element per block.
+      // Neither O nor (checked below) I: one element per block.
       plan.accesses.push_back(Access::Scalar);
+      scalarMaps.push_back(map);
       continue;
     }
     auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
@@ -159,16 +161,9 @@ std::optional<BlockPlan> planBlocks(linalg::LinalgOp op) {
   if (!columnLoop || ranges[*columnLoop] % kBlock != 0)
     return std::nullopt;
   plan.columnLoop = *columnLoop;
-  // A scalar operand may not depend on I either.
-  unsigned index = 0;
-  for (OpOperand &operand : op->getOpOperands()) {
-    if (op.isDpsInit(&operand) &&
-        op.getMatchingBlockArgument(&operand).use_empty())
-      continue;
-    if (plan.accesses[index++] == Access::Scalar &&
-        countUses(op.getMatchingIndexingMap(&operand), *columnLoop) != 0)
-      return std::nullopt;
-  }
+  if (llvm::any_of(scalarMaps,
+                   [&](AffineMap map) { return countUses(map, *columnLoop); }))
+    return std::nullopt;
   Block *body = op.getBlock();
   for (Operation &bodyOp : body->without_terminator()) {
     if (bodyOp.getNumRegions() != 0 ||
