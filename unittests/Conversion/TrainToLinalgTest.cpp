@@ -540,19 +540,21 @@ TEST_F(TrainToLinalgTest, ShapeOps) {
   }
 }
 
-/// Ops that read an input transposed (mantissa-tile-transposed-reads): in
-/// f32 on an AVX2 CPU (every CPU these tests run on), 8x8 blocks transposed
-/// in registers, with an input read along the rows (the add), a 0-d one
-/// (the mul) and a 3-d permutation; otherwise, and where the innermost
-/// size is no multiple of 16 (the 24x40 transpose), strips with a narrower
-/// last one.
+/// Ops that read an input transposed (mantissa-tile-transposed-reads): on
+/// an AVX2 CPU (every CPU these tests run on), 8x8 blocks transposed in
+/// registers, with an input read along the rows (the add), a 0-d one (the
+/// mul) and a 3-d permutation, in f32 and, where the innermost size is a
+/// multiple of 32 (the 24x64 transpose), in bf16; otherwise, and where it
+/// is no multiple of 16 (the 24x40 transpose), strips with a narrower last
+/// one.
 TEST_F(TrainToLinalgTest, TransposedReads) {
   for (StringRef e : kFloatTypes) {
     check({{"a", t("48x32", e)},
            {"b", t("32x48", e)},
            {"s", t("", e)},
            {"c", t("4x32x40", e)},
-           {"d", t("40x24", e)}},
+           {"d", t("40x24", e)},
+           {"f", t("64x24", e)}},
           "  %p = train.permute %a {dims = array<i64: 1, 0>} : " +
               t("48x32", e) + " -> " + t("32x48", e) +
               "\n  %q = train.add %p, %b : " + t("32x48", e) + ", " +
@@ -562,11 +564,14 @@ TEST_F(TrainToLinalgTest, TransposedReads) {
               "\n  %u = train.permute %c {dims = array<i64: 2, 0, 1>} : " +
               t("4x32x40", e) + " -> " + t("40x4x32", e) +
               "\n  %v = train.permute %d {dims = array<i64: 1, 0>} : " +
-              t("40x24", e) + " -> " + t("24x40", e),
+              t("40x24", e) + " -> " + t("24x40", e) +
+              "\n  %w = train.permute %f {dims = array<i64: 1, 0>} : " +
+              t("64x24", e) + " -> " + t("24x64", e),
           {{"q", t("32x48", e)},
            {"r", t("32x48", e)},
            {"u", t("40x4x32", e)},
-           {"v", t("24x40", e)}});
+           {"v", t("24x40", e)},
+           {"w", t("24x64", e)}});
   }
 }
 

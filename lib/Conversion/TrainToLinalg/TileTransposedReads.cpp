@@ -116,15 +116,16 @@ unsigned countUses(AffineMap map, unsigned loop) {
                         [&](AffineExpr expr) { return isLoop(expr, loop); });
 }
 
-/// The blocks in which `op` (a strip candidate) can be computed with AVX2
-/// vectors: every operand f32 in memory with a contiguous last dimension,
-/// read along O, along one loop I with O elsewhere, or at an element that
-/// depends on neither; O a multiple of 16 iterations and I of 8; a body of
-/// arith and math ops on its own values.
-std::optional<BlockPlan> planBlocks(linalg::LinalgOp op) {
+/// The blocks in which `op` (a strip candidate, strips `width` wide) can be
+/// computed with AVX2 vectors: every operand f32, bf16 or f16 in memory
+/// with a contiguous last dimension, read along O, along one loop I with O
+/// elsewhere, or at an element that depends on neither; O a multiple of
+/// the strip width and I of 8; a body of arith and math ops on its own
+/// values.
+std::optional<BlockPlan> planBlocks(linalg::LinalgOp op, int64_t width) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned rowLoop = op.getNumLoops() - 1;
-  if (ranges[rowLoop] % (2 * kBlock) != 0)
+  if (ranges[rowLoop] % width != 0)
     return std::nullopt;
   BlockPlan plan;
   std::optional<unsigned> columnLoop;
@@ -132,8 +133,9 @@ std::optional<BlockPlan> planBlocks(linalg::LinalgOp op) {
   for (OpOperand &operand : op->getOpOperands()) {
     auto type = cast<MemRefType>(operand.get().getType());
     AffineMap map = op.getMatchingIndexingMap(&operand);
-    if (!type.getElementType().isF32() || !isLastMemrefDimUnitStride(type) ||
-        !isProjection(map))
+    Type element = type.getElementType();
+    if (!(element.isF32() || element.isBF16() || element.isF16()) ||
+        !isLastMemrefDimUnitStride(type) || !isProjection(map))
       return std::nullopt;
     bool isInit = op.isDpsInit(&operand);
     if (isInit && op.getMatchingBlockArgument(&operand).use_empty())
@@ -201,6 +203,28 @@ SmallVector<Value> indicesOf(ImplicitLocOpBuilder &b, AffineMap map,
   return indices;
 }
 
+/// Transposes the 8x8 block of `rows` (8 vectors of 8 f32, bf16 or f16) in
+/// registers, with AVX2's 32-bit shuffles: 16-bit elements travel in the
+/// low half of 32-bit lanes, so every bit pattern (NaN payloads included)
+/// arrives unchanged.
+void transposeBlock(ImplicitLocOpBuilder &b, MutableArrayRef<Value> rows) {
+  auto type = cast<VectorType>(rows.front().getType());
+  if (type.getElementType().isF32())
+    return x86vector::avx2::transpose8x8xf32(b, rows);
+  auto bits16 = type.clone(b.getI16Type());
+  auto bits32 = type.clone(b.getI32Type());
+  auto lanes = type.clone(b.getF32Type());
+  for (Value &row : rows)
+    row = b.create<arith::BitcastOp>(
+        lanes, b.create<arith::ExtUIOp>(
+                   bits32, b.create<arith::BitcastOp>(bits16, row)));
+  x86vector::avx2::transpose8x8xf32(b, rows);
+  for (Value &row : rows)
+    row = b.create<arith::BitcastOp>(
+        type, b.create<arith::TruncIOp>(
+                  bits16, b.create<arith::BitcastOp>(bits32, row)));
+}
+
 /// `value` plus the constant `offset`.
 Value offsetBy(ImplicitLocOpBuilder &b, Value value, int64_t offset) {
   if (offset == 0)
@@ -222,7 +246,6 @@ void emitBlocks(RewriterBase &rewriter, linalg::LinalgOp op,
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   unsigned loops = op.getNumLoops();
   unsigned rowLoop = loops - 1;
-  auto vectorType = VectorType::get({kBlock}, b.getF32Type());
   Value zero = b.create<arith::ConstantIndexOp>(0);
 
   SmallVector<Value> ivs(loops);
@@ -257,6 +280,8 @@ void emitBlocks(RewriterBase &rewriter, linalg::LinalgOp op,
   SmallVector<SmallVector<Value, kBlock>> rows;
   for (auto [operand, access] : llvm::zip(readOperands, plan.accesses)) {
     AffineMap map = op.getMatchingIndexingMap(operand);
+    auto vectorType = VectorType::get(
+        {kBlock}, cast<MemRefType>(operand->get().getType()).getElementType());
     SmallVector<Value, kBlock> vectors;
     SmallVector<Value> at(ivs);
     at[rowLoop] = blockStart;
@@ -274,7 +299,7 @@ void emitBlocks(RewriterBase &rewriter, linalg::LinalgOp op,
         vectors.push_back(b.create<vector::LoadOp>(vectorType, operand->get(),
                                                    indicesOf(b, map, at)));
       }
-      x86vector::avx2::transpose8x8xf32(b, vectors);
+      transposeBlock(b, vectors);
       break;
     case Access::Scalar: {
       Value scalar =
@@ -339,7 +364,7 @@ struct TileTransposedReadsPass
     IRRewriter rewriter(&getContext());
     for (auto [op, width] : candidates) {
       if (avx2)
-        if (std::optional<BlockPlan> plan = planBlocks(op)) {
+        if (std::optional<BlockPlan> plan = planBlocks(op, width)) {
           emitBlocks(rewriter, op, *plan, width);
           continue;
         }

@@ -175,3 +175,26 @@ func.func @row_and_scalar_operands(%a: memref<32x48xf32>, %b: memref<48x32xf32>,
   }
   return
 }
+
+// -----
+
+// bf16 in memory: the block's 16-bit elements are moved in the low halves
+// of 32-bit lanes, transposed with the f32 shuffles, and narrowed back, so
+// every bit pattern arrives unchanged. A bf16 output's strip is 32 wide.
+// CHECK-LABEL: func.func @bf16_transpose
+// CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[C32:.*]] {
+// CHECK: linalg.transpose ins(%{{.*}} : memref<32x24xbf16, strided<[24, 1], offset: ?>>)
+// AVX2-LABEL: func.func @bf16_transpose
+// AVX2-SAME: (%[[X:.*]]: memref<64x24xbf16>, %[[Y:.*]]: memref<24x64xbf16>)
+// AVX2-COUNT-8: vector.load %[[X]]{{.*}} : memref<64x24xbf16>, vector<8xbf16>
+// AVX2: %[[BITS:.*]] = arith.bitcast %{{.*}} : vector<8xbf16> to vector<8xi16>
+// AVX2: %[[WIDE:.*]] = arith.extui %[[BITS]] : vector<8xi16> to vector<8xi32>
+// AVX2: arith.bitcast %[[WIDE]] : vector<8xi32> to vector<8xf32>
+// AVX2: llvm.inline_asm {{.*}}"vblendps
+// AVX2: %[[NARROW:.*]] = arith.trunci %{{.*}} : vector<8xi32> to vector<8xi16>
+// AVX2: %[[ROW:.*]] = arith.bitcast %[[NARROW]] : vector<8xi16> to vector<8xbf16>
+// AVX2: vector.store %{{.*}}, %[[Y]]{{.*}} : memref<24x64xbf16>, vector<8xbf16>
+func.func @bf16_transpose(%x: memref<64x24xbf16>, %y: memref<24x64xbf16>) {
+  linalg.transpose ins(%x : memref<64x24xbf16>) outs(%y : memref<24x64xbf16>) permutation = [1, 0]
+  return
+}

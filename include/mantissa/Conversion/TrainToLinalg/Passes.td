@@ -412,17 +412,19 @@ def TileTransposedReadsPass
     and uses each of them again on the outer loop's next iterations.
 
     On a CPU with AVX2 (`cpu`, MANTISSA_CPU_TARGET's names; empty: none
-    assumed), such an op whose operands are all f32 in memory, each read
-    along O, along one loop I (the transposed inputs' last dimension) with
-    O at another dimension, or at an element that depends on neither I nor
-    O, with O a multiple of 16 iterations and I of 8, and whose body is
-    arith and math ops, is computed in 8x8 blocks of (I, O) instead: each
-    transposed input's 8 vectors along I are transposed in registers by
-    AVX2 shuffles (`x86vector::avx2::transpose8x8xf32`), the body runs on
-    the block's 8 rows as vectors along O, and each row is stored along O.
-    Otherwise (bf16 memory, sizes that are not multiples of 8), the op is
-    tiled into strips (`linalg` tiling), each still a scalar loop that LLVM
-    vectorises where it can.
+    assumed), such an op whose operands are all f32, bf16 or f16 in
+    memory, each read along O, along one loop I (the transposed inputs'
+    last dimension) with O at another dimension, or at an element that
+    depends on neither I nor O, with O a multiple of the strip width and I
+    of 8, and whose body is arith and math ops, is computed in 8x8 blocks
+    of (I, O) instead: each transposed input's 8 vectors along I are
+    transposed in registers by AVX2 shuffles
+    (`x86vector::avx2::transpose8x8xf32`; 16-bit elements ride in the low
+    halves of 32-bit lanes, so their bits arrive unchanged), the body runs
+    on the block's 8 rows as vectors along O, and each row is stored along
+    O. Otherwise (sizes that are not multiples of 8 or of the strip), the
+    op is tiled into strips (`linalg` tiling), each still a scalar loop that
+    LLVM vectorises where it can.
 
     Either way every element is computed by the same body from the same
     operands, so results do not change.
