@@ -11,6 +11,7 @@
 #include "mantissa/Conversion/TrainToLLVM.h"
 #include "mantissa/Conversion/TrainToLinalg/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -96,11 +97,11 @@ enum class Access {
 };
 
 /// An op that computes in 8x8 blocks of (I, O): the loop I the transposed
-/// inputs read contiguously, the innermost loop O, and how each operand is
-/// accessed (inputs, then the outputs whose values the body reads).
+/// inputs read contiguously (O is the innermost loop), and each operand the
+/// body reads (inputs, and outputs whose values it uses) with its access.
 struct BlockPlan {
   unsigned columnLoop = 0;
-  SmallVector<Access> accesses;
+  SmallVector<std::pair<OpOperand *, Access>> reads;
 };
 
 /// Whether `map` indexes with loops and constants only.
@@ -142,14 +143,14 @@ std::optional<BlockPlan> planBlocks(linalg::LinalgOp op, int64_t width) {
       continue;
     unsigned rowUses = countUses(map, rowLoop);
     if (rowUses == 1 && isLoop(map.getResults().back(), rowLoop)) {
-      plan.accesses.push_back(Access::Row);
+      plan.reads.emplace_back(&operand, Access::Row);
       continue;
     }
     if (isInit)
       return std::nullopt;
     if (rowUses == 0) {
       // Neither O nor (checked below) I: one element per block.
-      plan.accesses.push_back(Access::Scalar);
+      plan.reads.emplace_back(&operand, Access::Scalar);
       scalarMaps.push_back(map);
       continue;
     }
@@ -158,7 +159,7 @@ std::optional<BlockPlan> planBlocks(linalg::LinalgOp op, int64_t width) {
         (columnLoop && *columnLoop != last.getPosition()))
       return std::nullopt;
     columnLoop = last.getPosition();
-    plan.accesses.push_back(Access::Column);
+    plan.reads.emplace_back(&operand, Access::Column);
   }
   if (!columnLoop || ranges[*columnLoop] % kBlock != 0)
     return std::nullopt;
@@ -188,19 +189,11 @@ std::optional<BlockPlan> planBlocks(linalg::LinalgOp op, int64_t width) {
   return plan;
 }
 
-/// The indices at which `map` reads, with the loops' values `ivs` (I and O
-/// already moved to the element's).
-SmallVector<Value> indicesOf(ImplicitLocOpBuilder &b, AffineMap map,
-                             ArrayRef<Value> ivs) {
-  SmallVector<Value> indices;
-  for (AffineExpr result : map.getResults()) {
-    if (auto dim = dyn_cast<AffineDimExpr>(result))
-      indices.push_back(ivs[dim.getPosition()]);
-    else
-      indices.push_back(b.create<arith::ConstantIndexOp>(
-          cast<AffineConstantExpr>(result).getValue()));
-  }
-  return indices;
+/// The indices at which `map` (loops and constants) reads, with the loops'
+/// values `ivs` (I and O already moved to the element's).
+SmallVector<Value, 8> indicesOf(ImplicitLocOpBuilder &b, AffineMap map,
+                                ArrayRef<Value> ivs) {
+  return *affine::expandAffineMap(b, b.getLoc(), map, ivs);
 }
 
 /// Transposes the 8x8 block of `rows` (8 vectors of 8 f32, bf16 or f16) in
@@ -272,13 +265,8 @@ void emitBlocks(RewriterBase &rewriter, linalg::LinalgOp op,
 
   // Each read operand's value in each of the 8 rows (I = start + row), as
   // vectors along O.
-  SmallVector<OpOperand *> readOperands;
-  for (OpOperand &operand : op->getOpOperands())
-    if (!op.isDpsInit(&operand) ||
-        !op.getMatchingBlockArgument(&operand).use_empty())
-      readOperands.push_back(&operand);
   SmallVector<SmallVector<Value, kBlock>> rows;
-  for (auto [operand, access] : llvm::zip(readOperands, plan.accesses)) {
+  for (auto [operand, access] : plan.reads) {
     AffineMap map = op.getMatchingIndexingMap(operand);
     auto vectorType = VectorType::get(
         {kBlock}, cast<MemRefType>(operand->get().getType()).getElementType());
@@ -311,20 +299,22 @@ void emitBlocks(RewriterBase &rewriter, linalg::LinalgOp op,
     rows.push_back(vectors);
   }
 
-  // The body on each row, its results stored along O.
+  // The body's constants, broadcast once per block.
   Block *body = op.getBlock();
+  IRMapping constants;
+  for (auto constant : body->getOps<arith::ConstantOp>())
+    constants.map(constant.getResult(),
+                  b.create<vector::BroadcastOp>(
+                      VectorType::get({kBlock}, constant.getType()),
+                      b.clone(*constant)->getResult(0)));
+  // The body on each row, its results stored along O.
   for (int64_t row = 0; row < kBlock; ++row) {
-    IRMapping mapping;
-    for (auto [operand, vectors] : llvm::zip(readOperands, rows))
-      mapping.map(op.getMatchingBlockArgument(operand), vectors[row]);
+    IRMapping mapping = constants;
+    for (auto [read, vectors] : llvm::zip(plan.reads, rows))
+      mapping.map(op.getMatchingBlockArgument(read.first), vectors[row]);
     for (Operation &bodyOp : body->without_terminator()) {
-      if (isa<arith::ConstantOp>(bodyOp)) {
-        Value scalar = b.clone(bodyOp)->getResult(0);
-        mapping.map(bodyOp.getResult(0),
-                    b.create<vector::BroadcastOp>(
-                        VectorType::get({kBlock}, scalar.getType()), scalar));
+      if (isa<arith::ConstantOp>(bodyOp))
         continue;
-      }
       SmallVector<Value> operands;
       for (Value value : bodyOp.getOperands())
         operands.push_back(mapping.lookup(value));
@@ -352,6 +342,13 @@ struct TileTransposedReadsPass
     : mantissa::impl::TileTransposedReadsPassBase<TileTransposedReadsPass> {
   using TileTransposedReadsPassBase::TileTransposedReadsPassBase;
 
+  /// The CPU's features are looked up once, not for each of the step's
+  /// hundreds of outlined functions.
+  LogicalResult initialize(MLIRContext *) override {
+    avx2 = !cpu.empty() && mantissa::cpuHasFeatures(cpu, {"avx2"});
+    return success();
+  }
+
   void runOnOperation() override {
     SmallVector<std::pair<linalg::LinalgOp, int64_t>> candidates;
     getOperation().walk([&](linalg::LinalgOp op) {
@@ -360,7 +357,6 @@ struct TileTransposedReadsPass
     });
     if (candidates.empty())
       return;
-    bool avx2 = !cpu.empty() && mantissa::cpuHasFeatures(cpu, {"avx2"});
     IRRewriter rewriter(&getContext());
     for (auto [op, width] : candidates) {
       if (avx2)
@@ -384,6 +380,9 @@ struct TileTransposedReadsPass
     (void)applyPatternsAndFoldGreedily(getOperation(),
                                        RewritePatternSet(&getContext()));
   }
+
+private:
+  bool avx2 = false;
 };
 
 } // namespace
