@@ -416,76 +416,101 @@ Operation *zeroFillBefore(linalg::LinalgOp product, const Descriptor &d) {
   return nullptr;
 }
 
-/// Whether `op` only rounds its one f32 buffer to bf16 and widens it back
-/// into another f32 buffer of the same shape, element by element
-/// (`extf(truncf(x))`, to nearest even): how a product's bf16 result
-/// becomes an fp32 gradient or an operand widened for the next product
-/// under `compute: bf16`.
-bool isRoundingCopy(linalg::GenericOp op) {
+/// What a copy of a product's output does to each element on the way.
+enum class CopyKind {
+  /// Moves it unchanged (`linalg.copy`, or a generic yielding its input):
+  /// how an fp32 gradient reaches the step's result buffer.
+  Plain,
+  /// Rounds it to bf16 and widens it back (`extf(truncf(x))`, to nearest
+  /// even): how a product's bf16 result becomes an fp32 gradient or an
+  /// operand widened for the next product under `compute: bf16`.
+  Rounding,
+};
+
+/// What `op` does, if it only copies its one f32 buffer into another f32
+/// buffer of the same shape, element by element (CopyKind).
+std::optional<CopyKind> copyKindOf(linalg::LinalgOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 1 ||
       op.getNumDpsInits() != 1 ||
       op.getNumParallelLoops() != op.getNumLoops() ||
       !llvm::all_of(op.getIndexingMapsArray(),
                     [](AffineMap map) { return map.isIdentity(); }))
-    return false;
+    return std::nullopt;
   auto in = cast<MemRefType>(op.getDpsInputOperand(0)->get().getType());
   auto out = cast<MemRefType>(op.getDpsInitOperand(0)->get().getType());
   if (!in.getElementType().isF32() || !out.getElementType().isF32() ||
       in.getShape() != out.getShape())
-    return false;
-  Block *body = op.getBody();
+    return std::nullopt;
+  if (isa<linalg::CopyOp>(op))
+    return CopyKind::Plain;
+  auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+  if (!generic)
+    return std::nullopt;
+  Block *body = generic.getBody();
+  Value yielded = body->getTerminator()->getOperand(0);
+  if (body->getOperations().size() == 1 && yielded == body->getArgument(0))
+    return CopyKind::Plain;
   auto truncate = dyn_cast<arith::TruncFOp>(body->front());
   if (body->getOperations().size() != 3 || !truncate ||
       truncate.getIn() != body->getArgument(0) ||
       !truncate.getType().isBF16() || truncate.getRoundingmodeAttr())
-    return false;
+    return std::nullopt;
   auto extend = dyn_cast<arith::ExtFOp>(truncate->getNextNode());
-  return extend && extend.getIn() == truncate.getResult() &&
-         body->getTerminator()->getOperand(0) == extend.getResult();
+  if (!extend || extend.getIn() != truncate.getResult() ||
+      yielded != extend.getResult())
+    return std::nullopt;
+  return CopyKind::Rounding;
 }
 
-/// The rounding copy (isRoundingCopy) that is all that is done with
-/// `product`'s output, if there is one: the output is a temporary that
-/// the product writes whole (not adding to it: `fill`, its fill of +0.0,
-/// goes), read by that one later op of the block and otherwise only freed;
-/// nothing in between touches the copy's output, which the product does
-/// not read. The product can then write the copy's output and the library
-/// round it (kGemmRoundC).
-linalg::GenericOp roundingCopyAfter(linalg::LinalgOp product,
+/// A copy of a product's output (copyKindOf) and what it does.
+struct OutputCopy {
+  linalg::LinalgOp op;
+  CopyKind kind;
+};
+
+/// The copy (copyKindOf) that is all that is done with `product`'s output,
+/// if there is one: the output is a temporary that the product writes
+/// whole (not adding to it: `fill`, its fill of +0.0, goes), read by that
+/// one later op of the block and otherwise only freed; nothing in between
+/// touches the copy's output, which the product does not read. The product
+/// can then write the copy's output, the library rounding it where the
+/// copy would have (kGemmRoundC).
+std::optional<OutputCopy> copyAfter(linalg::LinalgOp product,
                                     const Descriptor &d, Operation *fill) {
   Value output = product.getDpsInitOperand(0)->get();
   if (d[kGemmAccumulate] || !output.getDefiningOp<memref::AllocOp>())
-    return {};
-  linalg::GenericOp copy;
+    return std::nullopt;
+  std::optional<OutputCopy> copy;
   for (Operation *user : output.getUsers()) {
     if (user == product.getOperation() || user == fill ||
         isa<memref::DeallocOp>(user))
       continue;
-    auto generic = dyn_cast<linalg::GenericOp>(user);
-    if (copy || !generic || !isRoundingCopy(generic) ||
-        generic.getDpsInputOperand(0)->get() != output ||
-        generic->getBlock() != product->getBlock() ||
-        !product->isBeforeInBlock(generic))
-      return {};
-    copy = generic;
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(user);
+    std::optional<CopyKind> kind =
+        linalgOp ? copyKindOf(linalgOp) : std::nullopt;
+    if (copy || !kind || linalgOp.getDpsInputOperand(0)->get() != output ||
+        user->getBlock() != product->getBlock() ||
+        !product->isBeforeInBlock(user))
+      return std::nullopt;
+    copy = OutputCopy{linalgOp, *kind};
   }
   if (!copy)
-    return {};
+    return std::nullopt;
   // The product must see the copy's output: made before it.
-  Value target = copy.getDpsInitOperand(0)->get();
+  Value target = copy->op.getDpsInitOperand(0)->get();
   if (Operation *definition = target.getDefiningOp();
       definition && !(definition->getBlock() == product->getBlock() &&
                       definition->isBeforeInBlock(product)))
-    return {};
+    return std::nullopt;
   Value root = rootOf(target);
   llvm::DenseSet<Value> aliases = aliasesOf(root);
   for (OpOperand *input : product.getDpsInputOperands())
     if (aliases.contains(input->get()))
-      return {};
-  for (Operation *op = product->getNextNode(); op != copy.getOperation();
+      return std::nullopt;
+  for (Operation *op = product->getNextNode(); op != copy->op.getOperation();
        op = op->getNextNode())
     if (!leavesAlone(op, root, aliases))
-      return {};
+      return std::nullopt;
   return copy;
 }
 
@@ -526,8 +551,9 @@ struct CallGemmLibraryPass
     // the fill of one product: the next product on that buffer would have
     // this one in between).
     SmallVector<Operation *> overwrittenFills;
-    // Roundings of products' outputs that the library does instead.
-    SmallVector<linalg::GenericOp> roundingCopies;
+    // Copies of products' outputs (and their roundings) that the library
+    // does instead, writing the copies' outputs.
+    SmallVector<linalg::LinalgOp> outputCopies;
     module.walk([&](linalg::LinalgOp op) {
       std::optional<Descriptor> d = describeProduct(op);
       if (!d)
@@ -537,17 +563,17 @@ struct CallGemmLibraryPass
         overwrittenFills.push_back(fill);
         (*d)[kGemmAccumulate] = 0;
       }
-      // The product writes where its rounding copy wrote, if the library
-      // takes that layout, and rounds there.
-      if (linalg::GenericOp copy = roundingCopyAfter(op, *d, fill)) {
+      // The product writes where its copy wrote, if the library takes
+      // that layout, and rounds there where the copy rounded.
+      if (std::optional<OutputCopy> copy = copyAfter(op, *d, fill)) {
         OpOperand &output = *op.getDpsInitOperand(0);
         Value temporary = output.get();
-        output.set(copy.getDpsInitOperand(0)->get());
-        if (std::optional<Descriptor> rounded = describeProduct(op)) {
-          (*rounded)[kGemmAccumulate] = 0;
-          (*rounded)[kGemmRoundC] = 1;
-          *d = *rounded;
-          roundingCopies.push_back(copy);
+        output.set(copy->op.getDpsInitOperand(0)->get());
+        if (std::optional<Descriptor> moved = describeProduct(op)) {
+          (*moved)[kGemmAccumulate] = 0;
+          (*moved)[kGemmRoundC] = copy->kind == CopyKind::Rounding;
+          *d = *moved;
+          outputCopies.push_back(copy->op);
         } else {
           output.set(temporary);
         }
@@ -561,8 +587,8 @@ struct CallGemmLibraryPass
     // -0.0 stays -0.0 (0.0 + -0.0 is 0.0).
     for (Operation *fill : overwrittenFills)
       fill->erase();
-    // The rounding copies, and the temporaries nothing uses any more.
-    for (linalg::GenericOp copy : roundingCopies) {
+    // The copies, and the temporaries nothing uses any more.
+    for (linalg::LinalgOp copy : outputCopies) {
       Value temporary = copy.getDpsInputOperand(0)->get();
       copy->erase();
       if (llvm::all_of(temporary.getUsers(), [](Operation *user) {

@@ -103,3 +103,94 @@ func.func @kept(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %g: memref<128x32
   memref.dealloc %t3 : memref<128x32xf32>
   return
 }
+
+// -----
+
+// In fp32 a weight's gradient is the product's sum copied unchanged into
+// the out-parameter (a generic yielding its input, or linalg.copy). The
+// product then writes the out-parameter (kGemmAccumulate 0, kGemmRoundC
+// 0): the copy and the temporary go, and so does the pass over the
+// gradient that the copy was.
+
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 0, 0]>
+// CHECK-LABEL: func.func @copied_gradients
+// CHECK-SAME: (%{{.*}}: memref<128x64xf32>, %{{.*}}: memref<64x32xf32>, %[[G:.*]]: memref<128x32xf32>, %[[H:.*]]: memref<128x32xf32>)
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: linalg
+// CHECK: %[[C:.*]] = memref.extract_aligned_pointer_as_index %[[G]]
+// CHECK: call @mantissa_cpu_gemm({{.*}}, %[[C]])
+// CHECK-NOT: linalg
+// CHECK: %[[D:.*]] = memref.extract_aligned_pointer_as_index %[[H]]
+// CHECK: call @mantissa_cpu_gemm({{.*}}, %[[D]])
+// CHECK-NOT: linalg
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @copied_gradients(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %g: memref<128x32xf32>, %h: memref<128x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() {alignment = 64 : i64} : memref<128x32xf32>
+  linalg.fill ins(%zero : f32) outs(%t : memref<128x32xf32>)
+  linalg.matmul ins(%a, %b : memref<128x64xf32>, memref<64x32xf32>) outs(%t : memref<128x32xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t : memref<128x32xf32>) outs(%g : memref<128x32xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  memref.dealloc %t : memref<128x32xf32>
+  %u = memref.alloc() {alignment = 64 : i64} : memref<128x32xf32>
+  linalg.fill ins(%zero : f32) outs(%u : memref<128x32xf32>)
+  linalg.matmul ins(%a, %b : memref<128x64xf32>, memref<64x32xf32>) outs(%u : memref<128x32xf32>)
+  linalg.copy ins(%u : memref<128x32xf32>) outs(%h : memref<128x32xf32>)
+  memref.dealloc %u : memref<128x32xf32>
+  return
+}
+
+// -----
+
+// Copies that stay: the product adds to its output (no fill); the copy
+// reads the output transposed; the copy yields something else than its
+// input; the copy's output is one of the product's inputs.
+
+// CHECK-LABEL: func.func @kept_copies
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: linalg.generic
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: linalg.transpose
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: linalg.generic
+// CHECK: arith.negf
+// CHECK: call @mantissa_cpu_gemm
+// CHECK: linalg.copy
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @kept_copies(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %g: memref<64x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t0 = memref.alloc() {alignment = 64 : i64} : memref<64x64xf32>
+  linalg.matmul ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%t0 : memref<64x64xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t0 : memref<64x64xf32>) outs(%g : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  %t1 = memref.alloc() {alignment = 64 : i64} : memref<64x64xf32>
+  linalg.fill ins(%zero : f32) outs(%t1 : memref<64x64xf32>)
+  linalg.matmul ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%t1 : memref<64x64xf32>)
+  linalg.transpose ins(%t1 : memref<64x64xf32>) outs(%g : memref<64x64xf32>) permutation = [1, 0]
+  %t2 = memref.alloc() {alignment = 64 : i64} : memref<64x64xf32>
+  linalg.fill ins(%zero : f32) outs(%t2 : memref<64x64xf32>)
+  linalg.matmul ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%t2 : memref<64x64xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t2 : memref<64x64xf32>) outs(%g : memref<64x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %n = arith.negf %in : f32
+    linalg.yield %n : f32
+  }
+  %t3 = memref.alloc() {alignment = 64 : i64} : memref<64x64xf32>
+  linalg.fill ins(%zero : f32) outs(%t3 : memref<64x64xf32>)
+  linalg.matmul ins(%a, %g : memref<64x64xf32>, memref<64x64xf32>) outs(%t3 : memref<64x64xf32>)
+  linalg.copy ins(%t3 : memref<64x64xf32>) outs(%g : memref<64x64xf32>)
+  memref.dealloc %t0 : memref<64x64xf32>
+  memref.dealloc %t1 : memref<64x64xf32>
+  memref.dealloc %t2 : memref<64x64xf32>
+  memref.dealloc %t3 : memref<64x64xf32>
+  return
+}
