@@ -145,17 +145,36 @@ LogicalResult mlir::mantissa::runPassPipeline(ModuleOp module,
   return pm.run(module);
 }
 
+/// The position of the last result of `map` whose dimension of `operand`
+/// has more than one element: trailing dimensions of one element (a
+/// reduction's kept dimension, [rows, 1]) are not walked, so the one before
+/// them is the operand's contiguous one. None when every dimension has one
+/// element.
+static std::optional<unsigned> lastWalkedPosition(AffineMap map,
+                                                  Value operand) {
+  auto type = dyn_cast<ShapedType>(operand.getType());
+  ArrayRef<int64_t> shape =
+      type && type.hasRank() ? type.getShape() : ArrayRef<int64_t>();
+  for (unsigned position = map.getNumResults(); position-- > 0;)
+    if (position >= shape.size() || shape[position] != 1)
+      return position;
+  return std::nullopt;
+}
+
 /// Whether every operand of `op` walks `loop` contiguously: it is the last
-/// index of the output and of each input that uses it, and used nowhere
-/// else.
+/// walked index (lastWalkedPosition) of the output and of each input that
+/// uses it, and used nowhere else.
 static bool isContiguousParallelLoop(linalg::LinalgOp op, unsigned loop) {
   if (!linalg::isParallelIterator(op.getIteratorTypesArray()[loop]))
     return false;
   for (OpOperand &operand : op->getOpOperands()) {
     AffineMap map = op.getMatchingIndexingMap(&operand);
     bool isInit = op.isDpsInit(&operand);
+    std::optional<unsigned> lastWalked = lastWalkedPosition(map, operand.get());
+    if (isInit && !lastWalked)
+      return false;
     for (auto [position, result] : llvm::enumerate(map.getResults())) {
-      bool last = position + 1 == map.getNumResults();
+      bool last = lastWalked && position == *lastWalked;
       auto dim = dyn_cast<AffineDimExpr>(result);
       bool uses = result.isFunctionOfDim(loop);
       if (uses && !(last && dim && dim.getPosition() == loop))
@@ -187,7 +206,7 @@ static bool packInputsAlongLoop(IRRewriter &rewriter, linalg::GenericOp generic,
           return false;
       continue;
     }
-    if (*position + 1 == map.getNumResults())
+    if (*position == lastWalkedPosition(map, input->get()))
       continue;
     if (!map.isProjectedPermutation() ||
         !isa<MemRefType>(input->get().getType()))
@@ -242,17 +261,24 @@ static void interchangeReductionsOutward(ModuleOp module) {
   IRRewriter rewriter(module.getContext());
   for (linalg::LinalgOp op : candidates) {
     unsigned loops = op.getNumLoops();
+    // A loop of one iteration gives the vectorizer nothing, and moving it
+    // innermost would cost a copy of each input that reads it (a row sum's
+    // [rows, 1] output read from [rows, 1, n]: the whole input copied).
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     std::optional<unsigned> chosen;
     for (unsigned loop = 0; loop < loops && !chosen; ++loop)
-      if (isContiguousParallelLoop(op, loop))
+      if (ranges[loop] != 1 && isContiguousParallelLoop(op, loop))
         chosen = loop;
     // Otherwise the output's last index, if transposing inputs frees it.
-    AffineMap outputMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    OpOperand *output = op.getDpsInitOperand(0);
+    AffineMap outputMap = op.getMatchingIndexingMap(output);
+    std::optional<unsigned> lastWalked =
+        lastWalkedPosition(outputMap, output->get());
     auto outputLast =
-        outputMap.getNumResults() == 0
-            ? nullptr
-            : dyn_cast<AffineDimExpr>(outputMap.getResults().back());
-    if (!chosen && (!outputLast || !op.hasPureBufferSemantics()))
+        lastWalked ? dyn_cast<AffineDimExpr>(outputMap.getResult(*lastWalked))
+                   : nullptr;
+    if (!chosen && (!outputLast || ranges[outputLast.getPosition()] == 1 ||
+                    !op.hasPureBufferSemantics()))
       continue;
     rewriter.setInsertionPoint(op);
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
