@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 using namespace mlir::mantissa::rt;
 
@@ -70,22 +71,43 @@ void widenBlock(uint8_t *data, int64_t count, float divisor, float *values) {
   }
 }
 
+/// Adds the squares of `size` floats to the lanes, element i in lane
+/// i % kSquareLanes (the caller starts `values` at a multiple of them).
+template <typename Values>
+void addSquares(const Values &values, int64_t size,
+                double (&lanes)[kSquareLanes]) {
+  int64_t whole = size - size % kSquareLanes;
+  for (int64_t i = 0; i < whole; i += kSquareLanes)
+    for (int lane = 0; lane < kSquareLanes; ++lane)
+      lanes[lane] += double(values(i + lane)) * double(values(i + lane));
+  for (int64_t i = whole; i < size; ++i)
+    lanes[i - whole] += double(values(i)) * double(values(i));
+}
+
 template <typename Element, bool Divide>
 double sumSquares(uint8_t *data, int64_t count, float divisor) {
   using Bits = typename Element::Bits;
   double lanes[kSquareLanes] = {};
+  // fp32 gradients that are not divided are squared where they are: a
+  // copy into a block would be one more pass over them (on one thread,
+  // most of the norm's time).
+  if constexpr (std::is_same_v<Element, F32Element> && !Divide) {
+    addSquares(
+        [data](int64_t i) {
+          float value;
+          std::memcpy(&value, data + i * int64_t(sizeof(float)), sizeof(float));
+          return value;
+        },
+        count, lanes);
+    return addSquareLanes(lanes);
+  }
   alignas(64) float values[kBlock];
   for (int64_t first = 0; first < count; first += kBlock) {
     int64_t size = std::min(kBlock, count - first);
     widenBlock<Element, Divide>(data + first * int64_t(sizeof(Bits)), size,
                                 divisor, values);
     // kBlock is a multiple of the lanes: element first + i is in lane i % 8.
-    int64_t whole = size - size % kSquareLanes;
-    for (int64_t i = 0; i < whole; i += kSquareLanes)
-      for (int lane = 0; lane < kSquareLanes; ++lane)
-        lanes[lane] += double(values[i + lane]) * double(values[i + lane]);
-    for (int64_t i = whole; i < size; ++i)
-      lanes[i - whole] += double(values[i]) * double(values[i]);
+    addSquares([&values](int64_t i) { return values[i]; }, size, lanes);
   }
   return addSquareLanes(lanes);
 }
