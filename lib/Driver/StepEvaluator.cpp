@@ -307,9 +307,14 @@ const CpuBf16Products &mlir::mantissa::getCpuBf16Products() {
         rt::cpuGemmAvailable() &&
         rt::cpuGemmPath(d.data()) == rt::CpuGemmPath::Library;
     products.widen = widensBf16Products(products.cpu, products.libraryBf16);
+    // The reason given is the CPU named by MANTISSA_CPU_TARGET where it has
+    // no bf16 matmul (the user's choice decides, whatever this machine
+    // has), else the running oneDNN's answer on this machine.
+    bool targetDecides =
+        products.cpu != "native" && !cpuHasBf16Matmul(products.cpu);
     if (products.widen)
       products.warning = rt::describeWidenedProducts(
-          products.libraryBf16 ? getCpuTargetName() : "");
+          targetDecides || products.libraryBf16 ? getCpuTargetName() : "");
     return products;
   }();
   return products;
