@@ -261,13 +261,12 @@ static void interchangeReductionsOutward(ModuleOp module) {
   IRRewriter rewriter(module.getContext());
   for (linalg::LinalgOp op : candidates) {
     unsigned loops = op.getNumLoops();
-    // A loop of one iteration gives the vectorizer nothing, and moving it
-    // innermost would cost a copy of each input that reads it (a row sum's
-    // [rows, 1] output read from [rows, 1, n]: the whole input copied).
-    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    // The loop chosen is the output's last walked index, so never one of a
+    // single iteration (lastWalkedPosition): that would give the vectorizer
+    // nothing and cost a copy of each input that reads it.
     std::optional<unsigned> chosen;
     for (unsigned loop = 0; loop < loops && !chosen; ++loop)
-      if (ranges[loop] != 1 && isContiguousParallelLoop(op, loop))
+      if (isContiguousParallelLoop(op, loop))
         chosen = loop;
     // Otherwise the output's last index, if transposing inputs frees it.
     OpOperand *output = op.getDpsInitOperand(0);
@@ -277,8 +276,7 @@ static void interchangeReductionsOutward(ModuleOp module) {
     auto outputLast =
         lastWalked ? dyn_cast<AffineDimExpr>(outputMap.getResult(*lastWalked))
                    : nullptr;
-    if (!chosen && (!outputLast || ranges[outputLast.getPosition()] == 1 ||
-                    !op.hasPureBufferSemantics()))
+    if (!chosen && (!outputLast || !op.hasPureBufferSemantics()))
       continue;
     rewriter.setInsertionPoint(op);
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
