@@ -12,17 +12,13 @@
 // For an AVX2 CPU (znver3: no AVX-512, so oneDNN has no bf16 matmul), or
 // when oneDNN says it has none: the producer also yields the rounded value
 // widened to f32, the weight is rounded and widened once by an op of its
-// own, and the product is an fp32 product of them: types 0, 0, 0 in its
-// GEMM descriptor (mantissa/Runtime/CpuGemm.h), no bf16 copy.
+// own (just before the product), and the product is an fp32 product of
+// them: types 0, 0, 0 in its GEMM descriptor (mantissa/Runtime/CpuGemm.h),
+// no bf16 copy.
 // For an AVX-512 CPU: nothing changes (types 1, 1, 0).
 
 // AVX2-LABEL: func.func @linear
 // AVX2-SAME: (%[[X:.*]]: tensor<4x32x64xf32>, %[[W:.*]]: tensor<32x64xf32>)
-// AVX2: %[[WIDE_W:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<32x64xf32>) outs(%{{.*}} : tensor<32x64xf32>)
-// AVX2-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
-// AVX2-NEXT: %[[T:.*]] = arith.truncf %[[IN]] : f32 to bf16
-// AVX2-NEXT: %[[E:.*]] = arith.extf %[[T]] : bf16 to f32
-// AVX2-NEXT: linalg.yield %[[E]] : f32
 // AVX2: %[[R:.*]]:2 = linalg.generic {{.*}} ins(%[[X]] : tensor<4x32x64xf32>) outs(%{{.*}}, %{{.*}} : tensor<4x32x64xbf16>, tensor<4x32x64xf32>)
 // AVX2-NEXT: ^bb0(%[[IN2:.*]]: f32, %{{.*}}: bf16, %{{.*}}: f32):
 // AVX2-NEXT: %[[M:.*]] = arith.mulf %[[IN2]], %[[IN2]] : f32
@@ -30,6 +26,11 @@
 // AVX2-NEXT: %[[E2:.*]] = arith.extf %[[T2]] : bf16 to f32
 // AVX2-NEXT: linalg.yield %[[T2]], %[[E2]] : bf16, f32
 // AVX2: %[[C:.*]] = tensor.collapse_shape %[[R]]#1 {{\[\[}}0, 1], [2]] : tensor<4x32x64xf32> into tensor<128x64xf32>
+// AVX2: %[[WIDE_W:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<32x64xf32>) outs(%{{.*}} : tensor<32x64xf32>)
+// AVX2-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// AVX2-NEXT: %[[T:.*]] = arith.truncf %[[IN]] : f32 to bf16
+// AVX2-NEXT: %[[E:.*]] = arith.extf %[[T]] : bf16 to f32
+// AVX2-NEXT: linalg.yield %[[E]] : f32
 // AVX2: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[C]], %[[WIDE_W]] : tensor<128x64xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<128x32xf32>)
 // AVX2-NEXT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[O:.*]]: f32):
 // AVX2-NEXT: %[[P:.*]] = arith.mulf %[[A]], %[[B]] : f32
@@ -86,15 +87,17 @@ func.func @linear(%x: tensor<4x32x64xf32>, %w: tensor<32x64xf32>) -> (tensor<128
 
 // A product of a bf16 argument (a parameter gathered in bf16) and a bf16
 // value a named op makes: each widened by an elementwise op of its own,
-// once however many products read it.
+// once however many products read it; the argument's just before the
+// first of them.
 
 // AVX2-LABEL: func.func @arguments
+// AVX2: %[[F:.*]] = linalg.fill {{.*}} -> tensor<128x64xbf16>
+// AVX2: %[[WF:.*]] = linalg.generic {{.*}} ins(%[[F]] : tensor<128x64xbf16>) outs(%{{.*}} : tensor<128x64xf32>)
 // AVX2: %[[WA:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<64x32xbf16>) outs(%{{.*}} : tensor<64x32xf32>)
 // AVX2-NEXT: ^bb0(%[[IN:.*]]: bf16, %{{.*}}: f32):
 // AVX2-NEXT: %[[E:.*]] = arith.extf %[[IN]] : bf16 to f32
 // AVX2-NEXT: linalg.yield %[[E]] : f32
-// AVX2: %[[F:.*]] = linalg.fill {{.*}} -> tensor<128x64xbf16>
-// AVX2: %[[WF:.*]] = linalg.generic {{.*}} ins(%[[F]] : tensor<128x64xbf16>) outs(%{{.*}} : tensor<128x64xf32>)
+// AVX2-NEXT: } -> tensor<64x32xf32>
 // AVX2-COUNT-2: linalg.generic {{.*}} ins(%[[WF]], %[[WA]] : tensor<128x64xf32>, tensor<64x32xf32>)
 // AVX2-NOT: linalg.matmul
 
@@ -149,4 +152,74 @@ func.func @chained(%a: tensor<64x64xbf16>, %b: tensor<64x64xbf16>) -> tensor<64x
     linalg.yield %s : f32
   } -> tensor<64x64xf32>
   return %q : tensor<64x64xf32>
+}
+
+// -----
+
+// Two layers' fp32 weights (fp32 masters under `compute: bf16`), each
+// rounded and widened every step by an op of its own: each just before the
+// product that first reads it, not both at the function's start, so that
+// the product reads the copy while it is still in the cache (made all at
+// once at the start, llama_medium's 3.4 MB of copies had left L2 before
+// their products read them). The second is still read by a later product.
+
+// AVX2-LABEL: func.func @layers
+// AVX2-SAME: (%[[X:.*]]: tensor<128x64xbf16>, %[[W1:.*]]: tensor<64x64xf32>, %[[W2:.*]]: tensor<64x64xf32>)
+// AVX2-NOT: linalg.generic
+// AVX2: %[[WX:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<128x64xbf16>)
+// AVX2-NOT: linalg.generic
+// AVX2: %[[E1:.*]] = tensor.empty() : tensor<64x64xf32>
+// AVX2-NEXT: %[[R1:.*]] = linalg.generic {{.*}} ins(%[[W1]] : tensor<64x64xf32>) outs(%[[E1]] : tensor<64x64xf32>)
+// AVX2: arith.truncf
+// AVX2: %[[P1:.*]] = linalg.generic {{.*}} ins(%[[WX]], %[[R1]] : tensor<128x64xf32>, tensor<64x64xf32>)
+// AVX2: %[[H:.*]] = linalg.generic {{.*}} ins(%[[P1]] : tensor<128x64xf32>)
+// AVX2: %[[E2:.*]] = tensor.empty() : tensor<64x64xf32>
+// AVX2-NEXT: %[[R2:.*]] = linalg.generic {{.*}} ins(%[[W2]] : tensor<64x64xf32>) outs(%[[E2]] : tensor<64x64xf32>)
+// AVX2: arith.truncf
+// AVX2: linalg.generic {{.*}} ins(%[[H]], %[[R2]] : tensor<128x64xf32>, tensor<64x64xf32>)
+// AVX2: linalg.generic {{.*}} ins(%[[WX]], %[[R2]] : tensor<128x64xf32>, tensor<64x64xf32>)
+// AVX2: return
+#la = affine_map<(m, n, k) -> (m, k)>
+#lb = affine_map<(m, n, k) -> (k, n)>
+#lc = affine_map<(m, n, k) -> (m, n)>
+#lid = affine_map<(d0, d1) -> (d0, d1)>
+func.func @layers(%x: tensor<128x64xbf16>, %w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>) -> (tensor<128x64xf32>, tensor<128x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ce = tensor.empty() : tensor<128x64xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%ce : tensor<128x64xf32>) -> tensor<128x64xf32>
+  %p1 = linalg.generic {indexing_maps = [#la, #lb, #lc], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w1 : tensor<128x64xbf16>, tensor<64x64xf32>) outs(%c0 : tensor<128x64xf32>) {
+  ^bb0(%a: bf16, %b: f32, %o: f32):
+    %ea = arith.extf %a : bf16 to f32
+    %tb = arith.truncf %b : f32 to bf16
+    %eb = arith.extf %tb : bf16 to f32
+    %m = arith.mulf %ea, %eb : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<128x64xf32>
+  %he = tensor.empty() : tensor<128x64xbf16>
+  %h = linalg.generic {indexing_maps = [#lid, #lid], iterator_types = ["parallel", "parallel"]} ins(%p1 : tensor<128x64xf32>) outs(%he : tensor<128x64xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %r = arith.mulf %in, %in : f32
+    %t = arith.truncf %r : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<128x64xbf16>
+  %p2 = linalg.generic {indexing_maps = [#la, #lb, #lc], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %w2 : tensor<128x64xbf16>, tensor<64x64xf32>) outs(%c0 : tensor<128x64xf32>) {
+  ^bb0(%a: bf16, %b: f32, %o: f32):
+    %ea = arith.extf %a : bf16 to f32
+    %tb = arith.truncf %b : f32 to bf16
+    %eb = arith.extf %tb : bf16 to f32
+    %m = arith.mulf %ea, %eb : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<128x64xf32>
+  %p3 = linalg.generic {indexing_maps = [#la, #lb, #lc], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w2 : tensor<128x64xbf16>, tensor<64x64xf32>) outs(%c0 : tensor<128x64xf32>) {
+  ^bb0(%a: bf16, %b: f32, %o: f32):
+    %ea = arith.extf %a : bf16 to f32
+    %tb = arith.truncf %b : f32 to bf16
+    %eb = arith.extf %tb : bf16 to f32
+    %m = arith.mulf %ea, %eb : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<128x64xf32>
+  return %p2, %p3 : tensor<128x64xf32>, tensor<128x64xf32>
 }

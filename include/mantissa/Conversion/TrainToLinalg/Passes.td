@@ -139,7 +139,9 @@ def WidenBf16ProductsPass
     `extf(truncf(v))` in f32 (its bf16 result stays for other consumers and
     goes when none is left); a value with no such producer (an argument, a
     named op's result) is widened by an elementwise op of its own, once for
-    all its products. Reshapes between producer and product are repeated
+    all its products; an argument's (a weight's, every step) is placed just
+    before the first op that reads it, so that the product reads it while
+    it is in the cache. Reshapes between producer and product are repeated
     on the f32 value. The runtime's GEMM then runs the fp32 library product
     on the same fp32 values its run-time widening (lib/Runtime/CpuGemm.cpp)
     would have copied, without the copy. Dot products (M = N = 1), which
