@@ -214,6 +214,77 @@ void moveBeforeFirstUser(Operation *op) {
         empty->moveBefore(op);
 }
 
+/// The value `value` widened from its rounding to bf16, when it is one:
+/// `extf(truncf(v))` of an f32 `v` in f32.
+Value roundedFrom(Value value) {
+  auto extension = value.getDefiningOp<arith::ExtFOp>();
+  if (!extension || !extension.getType().isF32())
+    return {};
+  auto rounding = extension.getIn().getDefiningOp<arith::TruncFOp>();
+  if (!rounding || !rounding.getType().isBF16() ||
+      !rounding.getIn().getType().isF32())
+    return {};
+  return rounding.getIn();
+}
+
+/// Makes the ops that round a result of `producer` to bf16, where
+/// `producer` also yields that result rounded and widened (the result the
+/// widening gave it for a product), read the rounded result instead:
+/// rounding it again gives the same bf16 value (NaN included, as the quiet
+/// NaN), and where the op widens that value back it is the rounded result
+/// itself. The unrounded result, when nothing else reads it, is then no
+/// longer written (a SiLU's gradient in llama_medium: the product of the
+/// input's gradient reads it rounded, the transposed copy for the weight's
+/// gradient rounded it again, so the SiLU wrote both). Returns the ops it
+/// changed.
+SmallVector<Operation *> readRoundedResults(linalg::GenericOp producer) {
+  SmallVector<Operation *> changed;
+  auto yield = cast<linalg::YieldOp>(producer.getBody()->getTerminator());
+  for (OpOperand &roundedOperand : yield->getOpOperands()) {
+    Value unrounded = roundedFrom(roundedOperand.get());
+    if (!unrounded)
+      continue;
+    OpResult rounded = producer->getResult(roundedOperand.getOperandNumber());
+    for (OpOperand &plainOperand : yield->getOpOperands()) {
+      if (plainOperand.get() != unrounded)
+        continue;
+      OpResult plain = producer->getResult(plainOperand.getOperandNumber());
+      if (producer.getIndexingMapMatchingResult(plain) !=
+          producer.getIndexingMapMatchingResult(rounded))
+        continue;
+      for (OpOperand &use : llvm::make_early_inc_range(plain.getUses())) {
+        auto consumer = dyn_cast<linalg::GenericOp>(use.getOwner());
+        if (!consumer || !consumer.isDpsInput(&use))
+          continue;
+        BlockArgument argument = consumer.getMatchingBlockArgument(&use);
+        if (argument.use_empty() ||
+            !llvm::all_of(argument.getUsers(), [](Operation *user) {
+              auto rounding = dyn_cast<arith::TruncFOp>(user);
+              return rounding && rounding.getType().isBF16();
+            }))
+          continue;
+        use.set(rounded);
+        for (Operation *rounding :
+             llvm::make_early_inc_range(argument.getUsers())) {
+          for (Operation *user :
+               llvm::make_early_inc_range(rounding->getUsers()))
+            if (auto extension = dyn_cast<arith::ExtFOp>(user);
+                extension && extension.getType().isF32()) {
+              extension.replaceAllUsesWith(argument);
+              extension.erase();
+            }
+          if (rounding->use_empty())
+            rounding->erase();
+        }
+        changed.push_back(consumer);
+      }
+    }
+  }
+  if (!changed.empty())
+    changed.push_back(producer);
+  return changed;
+}
+
 struct WidenBf16ProductsPass
     : mantissa::impl::WidenBf16ProductsPassBase<WidenBf16ProductsPass> {
   using WidenBf16ProductsPassBase::WidenBf16ProductsPassBase;
@@ -401,11 +472,18 @@ struct WidenBf16ProductsPass
         }
       }
     }
+    llvm::SetVector<Operation *> cleaned(rebuilt.begin(), rebuilt.end());
+    for (Operation *op : rebuilt) {
+      SmallVector<Operation *> changed =
+          readRoundedResults(cast<linalg::GenericOp>(op));
+      cleaned.insert(changed.begin(), changed.end());
+    }
     RewritePatternSet patterns(&getContext());
     linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
     GreedyRewriteConfig config;
     config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
-    (void)applyOpPatternsAndFold(rebuilt, std::move(patterns), config);
+    (void)applyOpPatternsAndFold(cleaned.getArrayRef(), std::move(patterns),
+                                 config);
   }
 };
 

@@ -223,3 +223,73 @@ func.func @layers(%x: tensor<128x64xbf16>, %w1: tensor<64x64xf32>, %w2: tensor<6
   } -> tensor<128x64xf32>
   return %p2, %p3 : tensor<128x64xf32>, tensor<128x64xf32>
 }
+
+// -----
+
+// A value that two products read rounded, one of them through a
+// transposed copy (a SiLU's gradient: the product for the input's gradient
+// reads it, the weight's gradient reads it transposed). The producer gets
+// the rounded value as a result for the first product; the transposed copy
+// then reads that result instead of rounding the value again (the same
+// bf16 value), so it copies without rounding and the producer no longer
+// writes the unrounded value, which nothing else reads.
+
+// AVX2-LABEL: func.func @rounded_twice
+// AVX2: %[[G:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<128x64xbf16>) outs(%{{.*}} : tensor<128x64xf32>)
+// AVX2-NEXT: ^bb0(%[[IN:.*]]: bf16, %{{.*}}: f32):
+// AVX2-NEXT: %[[E:.*]] = arith.extf %[[IN]] : bf16 to f32
+// AVX2-NEXT: %[[M:.*]] = arith.mulf %[[E]], %[[E]] : f32
+// AVX2-NEXT: %[[T:.*]] = arith.truncf %[[M]] : f32 to bf16
+// AVX2-NEXT: %[[W:.*]] = arith.extf %[[T]] : bf16 to f32
+// AVX2-NEXT: linalg.yield %[[W]] : f32
+// AVX2-NEXT: } -> tensor<128x64xf32>
+// AVX2: %[[TR:.*]] = linalg.generic {{.*}} ins(%[[G]] : tensor<128x64xf32>) outs(%{{.*}} : tensor<64x128xf32>)
+// AVX2-NEXT: ^bb0(%[[X:.*]]: f32, %{{.*}}: f32):
+// AVX2-NEXT: linalg.yield %[[X]] : f32
+// AVX2: linalg.generic {{.*}} ins(%[[G]], %{{.*}} : tensor<128x64xf32>, tensor<64x32xf32>)
+// AVX2: linalg.generic {{.*}} ins(%[[TR]], %{{.*}} : tensor<64x128xf32>, tensor<128x32xf32>)
+// AVX2-NOT: truncf
+// AVX2: return
+#ra = affine_map<(m, n, k) -> (m, k)>
+#rb = affine_map<(m, n, k) -> (k, n)>
+#rc = affine_map<(m, n, k) -> (m, n)>
+#rid = affine_map<(d0, d1) -> (d0, d1)>
+#rt = affine_map<(d0, d1) -> (d1, d0)>
+func.func @rounded_twice(%x: tensor<128x64xbf16>, %w: tensor<64x32xbf16>, %y: tensor<128x32xbf16>) -> (tensor<128x32xf32>, tensor<64x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ge = tensor.empty() : tensor<128x64xf32>
+  %g = linalg.generic {indexing_maps = [#rid, #rid], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<128x64xbf16>) outs(%ge : tensor<128x64xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %e = arith.extf %in : bf16 to f32
+    %m = arith.mulf %e, %e : f32
+    linalg.yield %m : f32
+  } -> tensor<128x64xf32>
+  %te = tensor.empty() : tensor<64x128xbf16>
+  %t = linalg.generic {indexing_maps = [#rt, #rid], iterator_types = ["parallel", "parallel"]} ins(%g : tensor<128x64xf32>) outs(%te : tensor<64x128xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  } -> tensor<64x128xbf16>
+  %ce = tensor.empty() : tensor<128x32xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%ce : tensor<128x32xf32>) -> tensor<128x32xf32>
+  %p = linalg.generic {indexing_maps = [#ra, #rb, #rc], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %w : tensor<128x64xf32>, tensor<64x32xbf16>) outs(%c0 : tensor<128x32xf32>) {
+  ^bb0(%a: f32, %b: bf16, %o: f32):
+    %ta = arith.truncf %a : f32 to bf16
+    %ea = arith.extf %ta : bf16 to f32
+    %eb = arith.extf %b : bf16 to f32
+    %mm = arith.mulf %ea, %eb : f32
+    %s = arith.addf %o, %mm : f32
+    linalg.yield %s : f32
+  } -> tensor<128x32xf32>
+  %de = tensor.empty() : tensor<64x32xf32>
+  %d0 = linalg.fill ins(%zero : f32) outs(%de : tensor<64x32xf32>) -> tensor<64x32xf32>
+  %q = linalg.generic {indexing_maps = [#ra, #rb, #rc], iterator_types = ["parallel", "parallel", "reduction"]} ins(%t, %y : tensor<64x128xbf16>, tensor<128x32xbf16>) outs(%d0 : tensor<64x32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %o: f32):
+    %ea = arith.extf %a : bf16 to f32
+    %eb = arith.extf %b : bf16 to f32
+    %mm = arith.mulf %ea, %eb : f32
+    %s = arith.addf %o, %mm : f32
+    linalg.yield %s : f32
+  } -> tensor<64x32xf32>
+  return %p, %q : tensor<128x32xf32>, tensor<64x32xf32>
+}

@@ -142,7 +142,11 @@ def WidenBf16ProductsPass
     all its products; an argument's (a weight's, every step) is placed just
     before the first op that reads it, so that the product reads it while
     it is in the cache. Reshapes between producer and product are repeated
-    on the f32 value. The runtime's GEMM then runs the fp32 library product
+    on the f32 value. An op that rounds to bf16 a value whose producer now
+    also yields it rounded (a value two products read, one of them through
+    a transposed copy) reads the rounded result instead: the same bf16
+    values, and the unrounded value is no longer written when nothing else
+    reads it. The runtime's GEMM then runs the fp32 library product
     on the same fp32 values its run-time widening (lib/Runtime/CpuGemm.cpp)
     would have copied, without the copy. Dot products (M = N = 1), which
     stay in the loops, are left as they are.
