@@ -44,6 +44,16 @@ bool siblings(SumNode left, SumNode right, int64_t total) {
          right.end == std::min(left.end + size, total);
 }
 
+/// `buffer`, grown to at least `size` bytes, never shrunk: a combination
+/// runs every step on buffers of the same sizes, and a fresh buffer of
+/// megabytes is fresh pages from the kernel each time (mapped, faulted in
+/// and zeroed, then unmapped when freed).
+uint8_t *scratch(std::vector<uint8_t> &buffer, size_t size) {
+  if (buffer.size() < size)
+    buffer.resize(size);
+  return buffer.data();
+}
+
 } // namespace
 
 SumNode mlir::mantissa::rt::microBatchesOfRank(int rank, int64_t perRank,
@@ -109,27 +119,38 @@ bool mlir::mantissa::rt::combineAcrossRanks(
       std::memcpy(out, local[0] + cuts[0], size_t(mine));
     return true;
   }
-  // Send buffer: for each other rank d, slice d of every local node (this
-  // rank's own slice is read in place).
+  // What goes to each other rank d: slice d of every local node (this
+  // rank's own slice is read in place). With one local node (K a power of
+  // two per rank) the slices are sent from the node itself; otherwise they
+  // are packed, node after node, into a buffer kept for the next step.
+  static thread_local std::vector<uint8_t> packed, received;
   std::vector<int64_t> sendCounts(world), sendDispls(world);
-  std::vector<uint8_t> send;
-  for (int d = 0; d < world; ++d) {
-    int64_t slice = cuts[d + 1] - cuts[d];
-    sendDispls[d] = int64_t(send.size());
+  int64_t packedBytes = 0;
+  for (int d = 0; d < world; ++d)
     if (d != me)
-      for (size_t n = 0; n < local.size(); ++n)
-        send.insert(send.end(), local[n] + cuts[d], local[n] + cuts[d] + slice);
-    sendCounts[d] = int64_t(send.size()) - sendDispls[d];
+      packedBytes += int64_t(local.size()) * (cuts[d + 1] - cuts[d]);
+  const uint8_t *send =
+      local.size() == 1
+          ? local[0]
+          : scratch(packed, size_t(std::max<int64_t>(packedBytes, 1)));
+  for (int64_t d = 0, at = 0; d < world; ++d) {
+    int64_t slice = cuts[d + 1] - cuts[d];
+    sendCounts[d] = d == me ? 0 : int64_t(local.size()) * slice;
+    sendDispls[d] = local.size() == 1 ? cuts[d] : at;
+    if (d == me || local.size() == 1)
+      continue;
+    for (size_t n = 0; n < local.size(); ++n, at += slice)
+      std::memcpy(packed.data() + at, local[n] + cuts[d], size_t(slice));
   }
   // Receive buffer: every other rank's nodes, sliced to this rank's bytes.
   std::vector<std::vector<SumNode>> nodesOf(world);
   std::vector<int64_t> recvCounts(world), recvDispls(world);
-  int64_t received = 0;
+  int64_t receivedBytes = 0;
   for (int s = 0; s < world; ++s) {
     nodesOf[s] = maximalNodes(ranges[s], total);
-    recvDispls[s] = received;
+    recvDispls[s] = receivedBytes;
     recvCounts[s] = s == me ? 0 : int64_t(nodesOf[s].size()) * mine;
-    received += recvCounts[s];
+    receivedBytes += recvCounts[s];
   }
   if (nodesOf[me].size() != local.size()) {
     error = "this rank holds " + std::to_string(local.size()) +
@@ -137,28 +158,46 @@ bool mlir::mantissa::rt::combineAcrossRanks(
             std::to_string(nodesOf[me].size());
     return false;
   }
-  std::vector<uint8_t> recv(size_t(std::max<int64_t>(received, 1)));
-  if (send.empty())
-    send.resize(1);
-  if (!comm.allToAll(send.data(), sendCounts, sendDispls, recv.data(),
-                     recvCounts, recvDispls, error))
+  uint8_t *recv =
+      scratch(received, size_t(std::max<int64_t>(receivedBytes, 1)));
+  if (!comm.allToAll(send, sendCounts, sendDispls, recv, recvCounts, recvDispls,
+                     error))
     return false;
   int64_t first = cuts[me];
-  TreeSum slice(total, mine, [&](uint8_t *accumulate, const uint8_t *value) {
-    add(accumulate, value, first, mine);
-  });
+  // Two nodes that are the root's children (W = 2 with K a power of two per
+  // rank): the left copied into `out` and the right added there, the tree's
+  // own order, without a copy in between.
+  std::vector<std::pair<SumNode, const uint8_t *>> nodes;
   for (int s = 0; s < world; ++s)
     for (size_t n = 0; n < nodesOf[s].size(); ++n)
-      slice.push(nodesOf[s][n], s == me
-                                    ? local[n] + first
-                                    : recv.data() + recvDispls[s] + n * mine);
-  if (slice.size() != 1 || !(slice.node(0) == SumNode{0, total})) {
+      nodes.push_back({nodesOf[s][n], s == me
+                                          ? local[n] + first
+                                          : recv + recvDispls[s] + n * mine});
+  if (nodes.size() == 2 && nodes[0].first.begin == 0 &&
+      nodes[1].first.end == total &&
+      siblings(nodes[0].first, nodes[1].first, total)) {
+    if (mine) {
+      std::memcpy(out, nodes[0].second, size_t(mine));
+      add(out, nodes[1].second, first, mine);
+    }
+    return true;
+  }
+  // The tree's buffers are kept for the next step too.
+  static thread_local TreeSum slice(0, 0, nullptr);
+  slice.reset(total, mine, [&](uint8_t *accumulate, const uint8_t *value) {
+    add(accumulate, value, first, mine);
+  });
+  for (auto [node, value] : nodes)
+    slice.push(node, value);
+  bool whole = slice.size() == 1 && slice.node(0) == SumNode{0, total};
+  if (whole && mine)
+    std::memcpy(out, slice.value(0), size_t(mine));
+  slice.reset(0, 0, nullptr); // `add` refers to this call's arguments
+  if (!whole) {
     error = "the micro-batch gradients do not cover the step's " +
             std::to_string(total) + " micro-batches";
     return false;
   }
-  if (mine)
-    std::memcpy(out, slice.value(0), size_t(mine));
   return true;
 }
 

@@ -10,8 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <thread>
 
 using namespace mlir::mantissa::rt;
 
@@ -102,6 +105,141 @@ TEST(GradientCombinationTest, EverySplitOverRanksGivesTheSameBits) {
       std::memcpy(&got, owner.value(0), 4);
       EXPECT_EQ(std::memcmp(&got, &want, 4), 0)
           << "M=" << total << " W=" << world;
+    }
+  }
+}
+
+/// Ranks on threads of this process, for the combination's all-to-all:
+/// each rank posts what it sends, waits for every rank, reads what was sent
+/// to it, and waits again before the posts are reused.
+struct ThreadRanks {
+  explicit ThreadRanks(int world)
+      : world(world),
+        posted(size_t(world), std::vector<std::vector<uint8_t>>(world)) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    int seen = generation;
+    if (++arrived == world) {
+      arrived = 0;
+      ++generation;
+      changed.notify_all();
+    } else {
+      changed.wait(lock, [&] { return generation != seen; });
+    }
+  }
+  int world;
+  /// posted[from][to]: the bytes `from` sends `to`.
+  std::vector<std::vector<std::vector<uint8_t>>> posted;
+  std::mutex mutex;
+  std::condition_variable changed;
+  int arrived = 0, generation = 0;
+};
+
+class ThreadRankCommunicator : public Communicator {
+public:
+  ThreadRankCommunicator(ThreadRanks &ranks, int me) : ranks(ranks), me(me) {}
+  int rank() const override { return me; }
+  int worldSize() const override { return ranks.world; }
+  std::string name() const override { return "threads"; }
+  bool allToAll(const uint8_t *send, const std::vector<int64_t> &sendCounts,
+                const std::vector<int64_t> &sendDispls, uint8_t *recv,
+                const std::vector<int64_t> &recvCounts,
+                const std::vector<int64_t> &recvDispls,
+                std::string &error) override {
+    for (int d = 0; d < ranks.world; ++d)
+      ranks.posted[size_t(me)][size_t(d)].assign(send + sendDispls[size_t(d)],
+                                                 send + sendDispls[size_t(d)] +
+                                                     sendCounts[size_t(d)]);
+    ranks.wait();
+    bool ok = true;
+    for (int s = 0; s < ranks.world; ++s) {
+      const std::vector<uint8_t> &from = ranks.posted[size_t(s)][size_t(me)];
+      if (int64_t(from.size()) != recvCounts[size_t(s)]) {
+        error = "rank " + std::to_string(s) + " sent " +
+                std::to_string(from.size()) + " bytes, " +
+                std::to_string(recvCounts[size_t(s)]) + " expected";
+        ok = false;
+      } else {
+        std::copy(from.begin(), from.end(), recv + recvDispls[size_t(s)]);
+      }
+    }
+    ranks.wait();
+    return ok;
+  }
+  bool allGather(uint8_t *, const std::vector<int64_t> &,
+                 const std::vector<int64_t> &, std::string &error) override {
+    return unused(error);
+  }
+  bool reduceScatterSum(const void *, void *, const std::vector<int64_t> &,
+                        DType, std::string &error) override {
+    return unused(error);
+  }
+  bool allAgree(bool ok) override { return ok; }
+  int64_t allMax(int64_t value) override { return value; }
+  bool broadcast(void *, int64_t, int, std::string &error) override {
+    return unused(error);
+  }
+
+private:
+  static bool unused(std::string &error) {
+    error = "not used by the combination";
+    return false;
+  }
+  ThreadRanks &ranks;
+  int me;
+};
+
+/// W = 2 ranks on threads, each summing its K micro-batches in the tree and
+/// finishing its slice of the root across ranks: the same bits as the
+/// tree's definition, element by element, on values whose sum depends on
+/// the order. K = 2 gives each rank one node, a child of the root (the
+/// owner adds the other rank's child to its own in `out`); K = 3 gives rank
+/// 0 two nodes (sent packed) and rank 1 one.
+TEST(GradientCombinationTest, TwoRanksOnThreadsGiveTheTreesBits) {
+  constexpr int64_t kElements = 1001; // the slices: 500 and 501 floats
+  for (int64_t perRank : {1, 2, 3, 4}) {
+    int64_t total = 2 * perRank;
+    std::mt19937 random(unsigned(7 + perRank));
+    std::uniform_real_distribution<float> uniform(-1, 1);
+    std::vector<std::vector<float>> batches(static_cast<size_t>(total),
+                                            std::vector<float>(kElements));
+    for (std::vector<float> &batch : batches)
+      for (float &value : batch)
+        value = uniform(random) * std::pow(10.0f, float(random() % 9) - 4);
+    std::vector<int64_t> cuts = {0, 500 * 4, kElements * 4};
+    std::vector<SumNode> ranges = {microBatchesOfRank(0, perRank, total),
+                                   microBatchesOfRank(1, perRank, total)};
+    std::vector<float> out(kElements);
+    std::string errors[2];
+    ThreadRanks ranks(2);
+    auto runRank = [&](int rank) {
+      ThreadRankCommunicator comm(ranks, rank);
+      TreeSum local(total, kElements * 4, addFloats(kElements));
+      for (int64_t m = ranges[size_t(rank)].begin; m < ranges[size_t(rank)].end;
+           ++m)
+        local.push({m, m + 1}, reinterpret_cast<const uint8_t *>(
+                                   batches[size_t(m)].data()));
+      auto add = [](uint8_t *acc, const uint8_t *value, int64_t,
+                    int64_t bytes) { addFloats(bytes / 4)(acc, value); };
+      if (!combineAcrossRanks(comm, local, ranges, total, cuts, add,
+                              reinterpret_cast<uint8_t *>(out.data()) +
+                                  cuts[size_t(rank)],
+                              errors[rank]) &&
+          errors[rank].empty())
+        errors[rank] = "failed";
+    };
+    std::thread other(runRank, 1);
+    runRank(0);
+    other.join();
+    ASSERT_EQ(errors[0], "") << "K=" << perRank;
+    ASSERT_EQ(errors[1], "") << "K=" << perRank;
+    for (int64_t i = 0; i < kElements; ++i) {
+      std::vector<float> column;
+      for (const std::vector<float> &batch : batches)
+        column.push_back(batch[size_t(i)]);
+      float want = treeSum(column, 0, total);
+      EXPECT_EQ(std::memcmp(&out[size_t(i)], &want, 4), 0)
+          << "K=" << perRank << ", element " << i;
     }
   }
 }

@@ -80,6 +80,12 @@ public:
     total = newTotal;
     held = 0;
   }
+  /// The same for values of `newBytes` bytes added by `newAdd`.
+  void reset(int64_t newTotal, int64_t newBytes, Add newAdd) {
+    reset(newTotal);
+    bytes = newBytes;
+    add = std::move(newAdd);
+  }
 
 private:
   struct Entry {
