@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtils.h"
+#include "ThreadCommunicator.h"
 #include "mantissa/Runtime/Artifact.h"
 #include "mantissa/Runtime/Communicator.h"
 #include "mantissa/Runtime/CpuStep.h"
@@ -32,12 +33,10 @@
 
 #include "gtest/gtest.h"
 
-#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -540,68 +539,6 @@ TEST(CheckpointFuzzRegression, RangesEndingBeforeTheyBeginAreErrors) {
   files.expectRefused(CheckpointFiles::index(1, entry),
                       "tensor 'exp_avg/w' does not match its element range");
 }
-
-/// Ranks as threads of this process, with what verifying a checkpoint asks
-/// of a communicator: allAgree (the other collectives fail).
-class ThreadCommunicator final : public Communicator {
-public:
-  struct World {
-    int size = 2, arrived = 0;
-    uint64_t round = 0;
-    bool all = true, result = true;
-    std::mutex mutex;
-    std::condition_variable done;
-  };
-  ThreadCommunicator(World &world, int rank) : world(world), rankIndex(rank) {}
-  int rank() const override { return rankIndex; }
-  int worldSize() const override { return world.size; }
-  std::string name() const override { return "threads"; }
-  bool allGather(uint8_t *, const std::vector<int64_t> &,
-                 const std::vector<int64_t> &, std::string &error) override {
-    return unsupported(error);
-  }
-  bool reduceScatterSum(const void *, void *, const std::vector<int64_t> &,
-                        DType, std::string &error) override {
-    return unsupported(error);
-  }
-  bool allToAll(const uint8_t *, const std::vector<int64_t> &,
-                const std::vector<int64_t> &, uint8_t *,
-                const std::vector<int64_t> &, const std::vector<int64_t> &,
-                std::string &error) override {
-    return unsupported(error);
-  }
-  bool allAgree(bool ok) override {
-    std::unique_lock<std::mutex> lock(world.mutex);
-    uint64_t round = world.round;
-    world.all = world.all && ok;
-    if (++world.arrived == world.size) {
-      world.result = world.all;
-      world.all = true;
-      world.arrived = 0;
-      ++world.round;
-      world.done.notify_all();
-      return world.result;
-    }
-    world.done.wait(lock, [&] { return world.round != round; });
-    return world.result;
-  }
-  int64_t allMax(int64_t value) override {
-    ADD_FAILURE() << "allMax is not needed to verify a checkpoint";
-    return value;
-  }
-  bool broadcast(void *, int64_t, int, std::string &error) override {
-    return unsupported(error);
-  }
-
-private:
-  bool unsupported(std::string &error) {
-    ADD_FAILURE() << "only allAgree is needed to verify a checkpoint";
-    error = "not supported by the test's communicator";
-    return false;
-  }
-  World &world;
-  int rankIndex;
-};
 
 TEST(CheckpointFuzzRegression, MastersThatBecomeParametersLoadOnEveryRank) {
   // A checkpoint of world size 2 (elements [0, 4) and [4, 8) of each state)

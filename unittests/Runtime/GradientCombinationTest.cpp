@@ -7,12 +7,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/GradientCombination.h"
+#include "ThreadCommunicator.h"
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -109,86 +108,6 @@ TEST(GradientCombinationTest, EverySplitOverRanksGivesTheSameBits) {
   }
 }
 
-/// Ranks on threads of this process, for the combination's all-to-all:
-/// each rank posts what it sends, waits for every rank, reads what was sent
-/// to it, and waits again before the posts are reused.
-struct ThreadRanks {
-  explicit ThreadRanks(int world)
-      : world(world),
-        posted(size_t(world), std::vector<std::vector<uint8_t>>(world)) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex);
-    int seen = generation;
-    if (++arrived == world) {
-      arrived = 0;
-      ++generation;
-      changed.notify_all();
-    } else {
-      changed.wait(lock, [&] { return generation != seen; });
-    }
-  }
-  int world;
-  /// posted[from][to]: the bytes `from` sends `to`.
-  std::vector<std::vector<std::vector<uint8_t>>> posted;
-  std::mutex mutex;
-  std::condition_variable changed;
-  int arrived = 0, generation = 0;
-};
-
-class ThreadRankCommunicator : public Communicator {
-public:
-  ThreadRankCommunicator(ThreadRanks &ranks, int me) : ranks(ranks), me(me) {}
-  int rank() const override { return me; }
-  int worldSize() const override { return ranks.world; }
-  std::string name() const override { return "threads"; }
-  bool allToAll(const uint8_t *send, const std::vector<int64_t> &sendCounts,
-                const std::vector<int64_t> &sendDispls, uint8_t *recv,
-                const std::vector<int64_t> &recvCounts,
-                const std::vector<int64_t> &recvDispls,
-                std::string &error) override {
-    for (int d = 0; d < ranks.world; ++d)
-      ranks.posted[size_t(me)][size_t(d)].assign(send + sendDispls[size_t(d)],
-                                                 send + sendDispls[size_t(d)] +
-                                                     sendCounts[size_t(d)]);
-    ranks.wait();
-    bool ok = true;
-    for (int s = 0; s < ranks.world; ++s) {
-      const std::vector<uint8_t> &from = ranks.posted[size_t(s)][size_t(me)];
-      if (int64_t(from.size()) != recvCounts[size_t(s)]) {
-        error = "rank " + std::to_string(s) + " sent " +
-                std::to_string(from.size()) + " bytes, " +
-                std::to_string(recvCounts[size_t(s)]) + " expected";
-        ok = false;
-      } else {
-        std::copy(from.begin(), from.end(), recv + recvDispls[size_t(s)]);
-      }
-    }
-    ranks.wait();
-    return ok;
-  }
-  bool allGather(uint8_t *, const std::vector<int64_t> &,
-                 const std::vector<int64_t> &, std::string &error) override {
-    return unused(error);
-  }
-  bool reduceScatterSum(const void *, void *, const std::vector<int64_t> &,
-                        DType, std::string &error) override {
-    return unused(error);
-  }
-  bool allAgree(bool ok) override { return ok; }
-  int64_t allMax(int64_t value) override { return value; }
-  bool broadcast(void *, int64_t, int, std::string &error) override {
-    return unused(error);
-  }
-
-private:
-  static bool unused(std::string &error) {
-    error = "not used by the combination";
-    return false;
-  }
-  ThreadRanks &ranks;
-  int me;
-};
-
 /// W = 2 ranks on threads, each summing its K micro-batches in the tree and
 /// finishing its slice of the root across ranks: the same bits as the
 /// tree's definition, element by element, on values whose sum depends on
@@ -211,9 +130,9 @@ TEST(GradientCombinationTest, TwoRanksOnThreadsGiveTheTreesBits) {
                                    microBatchesOfRank(1, perRank, total)};
     std::vector<float> out(kElements);
     std::string errors[2];
-    ThreadRanks ranks(2);
+    ThreadCommunicator::World world(2);
     auto runRank = [&](int rank) {
-      ThreadRankCommunicator comm(ranks, rank);
+      ThreadCommunicator comm(world, rank);
       TreeSum local(total, kElements * 4, addFloats(kElements));
       for (int64_t m = ranges[size_t(rank)].begin; m < ranges[size_t(rank)].end;
            ++m)
