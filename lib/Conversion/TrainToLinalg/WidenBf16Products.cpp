@@ -193,27 +193,6 @@ RankedTensorType f32TypeOf(Value value) {
       .clone(Float32Type::get(value.getContext()));
 }
 
-/// Moves `op` to just before the first op of its block that uses one of
-/// its results (directly or from an op nested in it); it stays where it is
-/// when it has no user there.
-void moveBeforeFirstUser(Operation *op) {
-  Block *block = op->getBlock();
-  Operation *first = nullptr;
-  for (Operation *user : op->getUsers()) {
-    Operation *inBlock = block->findAncestorOpInBlock(*user);
-    if (inBlock && (!first || inBlock->isBeforeInBlock(first)))
-      first = inBlock;
-  }
-  if (!first || first == op->getNextNode())
-    return;
-  op->moveBefore(first);
-  // Its destination with it, when nothing else uses that.
-  for (Value init : cast<DestinationStyleOpInterface>(op).getDpsInits())
-    if (Operation *empty = init.getDefiningOp<tensor::EmptyOp>())
-      if (empty->hasOneUse())
-        empty->moveBefore(op);
-}
-
 /// The value `value` widened from its rounding to bf16, when it is one:
 /// `extf(truncf(v))` of an f32 `v` in f32.
 Value roundedFrom(Value value) {
@@ -305,7 +284,9 @@ struct WidenBf16ProductsPass
     // results of each producer to widen, in a deterministic order.
     using Key = std::pair<Value, Reading>;
     llvm::MapVector<Operation *, SmallVector<Key>> producerResults;
-    SmallVector<Key> loneValues;
+    /// Values without a widenable producer, each with the first product
+    /// that reads it.
+    SmallVector<std::pair<Key, Operation *>> loneValues;
     llvm::DenseSet<Key> seen;
     for (Product &product : products)
       for (unsigned index = 0; index < 2; ++index) {
@@ -318,7 +299,7 @@ struct WidenBf16ProductsPass
         if (isWidenableProducer(producer))
           producerResults[producer].push_back(key);
         else
-          loneValues.push_back(key);
+          loneValues.push_back({key, product.op});
       }
 
     DenseMap<Key, Value> widened;
@@ -370,13 +351,20 @@ struct WidenBf16ProductsPass
       rebuilt.push_back(replacement);
     }
     // Values without such a producer: an elementwise op of their own, where
-    // the value is defined (an argument's: see below).
-    SmallVector<Operation *> argumentWidenings;
-    for (const Key &key : loneValues) {
+    // the value is defined; an argument's (a weight's, every step) just
+    // before the first product that reads it (the op of the argument's block
+    // that holds it): made at the function's start, all of them together
+    // (3.4 MB in llama_medium) left L2 before their products read them;
+    // made there, the first product reads the copy from cache.
+    for (const auto &[key, firstReader] : loneValues) {
       Value value = key.first;
       OpBuilder b(function.getContext());
       if (Operation *op = value.getDefiningOp())
         b.setInsertionPointAfter(op);
+      else if (Operation *reader =
+                   cast<BlockArgument>(value).getOwner()->findAncestorOpInBlock(
+                       *firstReader))
+        b.setInsertionPoint(reader);
       else
         b.setInsertionPointToStart(cast<BlockArgument>(value).getOwner());
       Location loc = value.getLoc();
@@ -387,17 +375,17 @@ struct WidenBf16ProductsPass
           b.create<tensor::EmptyOp>(loc, type.getShape(), b.getF32Type());
       AffineMap identity = b.getMultiDimIdentityMap(type.getRank());
       Reading reading = key.second;
-      auto widening = b.create<linalg::GenericOp>(
-          loc, TypeRange{type}, ValueRange{value}, ValueRange{init},
-          ArrayRef<AffineMap>{identity, identity},
-          SmallVector<utils::IteratorType>(type.getRank(),
-                                           utils::IteratorType::parallel),
-          [&](OpBuilder &nb, Location l, ValueRange args) {
-            nb.create<linalg::YieldOp>(l, widenScalar(nb, l, args[0], reading));
-          });
-      widened[key] = widening->getResult(0);
-      if (isa<BlockArgument>(value))
-        argumentWidenings.push_back(widening);
+      widened[key] =
+          b.create<linalg::GenericOp>(
+               loc, TypeRange{type}, ValueRange{value}, ValueRange{init},
+               ArrayRef<AffineMap>{identity, identity},
+               SmallVector<utils::IteratorType>(type.getRank(),
+                                                utils::IteratorType::parallel),
+               [&](OpBuilder &nb, Location l, ValueRange args) {
+                 nb.create<linalg::YieldOp>(
+                     l, widenScalar(nb, l, args[0], reading));
+               })
+              ->getResult(0);
     }
 
     // Each product: the fp32 product of the widened values, reshaped as
@@ -451,13 +439,6 @@ struct WidenBf16ProductsPass
       op->replaceAllUsesWith(fp32->getResults());
       op->erase();
     }
-
-    // An argument's widening (a weight's, every step) moves to just before
-    // the first op that reads it: made at the function's start, all of them
-    // together (3.4 MB in llama_medium) left L2 before their products read
-    // them; made just before, the first product reads the copy from cache.
-    for (Operation *widening : argumentWidenings)
-      moveBeforeFirstUser(widening);
 
     // The bf16 results nothing reads any more are no longer written, nor
     // are the reshapes of them kept (the outer ones go first).

@@ -25,12 +25,12 @@
 // AVX2-NEXT: %[[T2:.*]] = arith.truncf %[[M]] : f32 to bf16
 // AVX2-NEXT: %[[E2:.*]] = arith.extf %[[T2]] : bf16 to f32
 // AVX2-NEXT: linalg.yield %[[T2]], %[[E2]] : bf16, f32
-// AVX2: %[[C:.*]] = tensor.collapse_shape %[[R]]#1 {{\[\[}}0, 1], [2]] : tensor<4x32x64xf32> into tensor<128x64xf32>
 // AVX2: %[[WIDE_W:.*]] = linalg.generic {{.*}} ins(%[[W]] : tensor<32x64xf32>) outs(%{{.*}} : tensor<32x64xf32>)
 // AVX2-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
 // AVX2-NEXT: %[[T:.*]] = arith.truncf %[[IN]] : f32 to bf16
 // AVX2-NEXT: %[[E:.*]] = arith.extf %[[T]] : bf16 to f32
 // AVX2-NEXT: linalg.yield %[[E]] : f32
+// AVX2: %[[C:.*]] = tensor.collapse_shape %[[R]]#1 {{\[\[}}0, 1], [2]] : tensor<4x32x64xf32> into tensor<128x64xf32>
 // AVX2: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[C]], %[[WIDE_W]] : tensor<128x64xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<128x32xf32>)
 // AVX2-NEXT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[O:.*]]: f32):
 // AVX2-NEXT: %[[P:.*]] = arith.mulf %[[A]], %[[B]] : f32
