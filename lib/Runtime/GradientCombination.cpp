@@ -73,20 +73,22 @@ std::vector<SumNode> mlir::mantissa::rt::maximalNodes(SumNode range,
 void TreeSum::push(SumNode node, const uint8_t *value) {
   if (held && siblings(stack[held - 1].node, node, total)) {
     // A right child is added where its sibling is held: no copy.
-    add(stack[held - 1].value.data(), value);
+    add(storage(held - 1), value);
     stack[held - 1].node.end = node.end;
   } else {
     if (stack.size() <= held)
       stack.emplace_back();
     Entry &entry = stack[held++];
     entry.node = node;
-    entry.value.assign(value, value + bytes);
+    if (held == 1 && root)
+      std::memcpy(root, value, size_t(bytes));
+    else
+      entry.value.assign(value, value + bytes);
   }
   while (held >= 2 &&
          siblings(stack[held - 2].node, stack[held - 1].node, total)) {
-    Entry &left = stack[held - 2];
-    add(left.value.data(), stack[held - 1].value.data());
-    left.node.end = stack[held - 1].node.end;
+    add(storage(held - 2), storage(held - 1));
+    stack[held - 2].node.end = stack[held - 1].node.end;
     --held;
   }
 }
@@ -164,41 +166,41 @@ bool mlir::mantissa::rt::combineAcrossRanks(
                      error))
     return false;
   int64_t first = cuts[me];
-  // Two nodes that are the root's children (W = 2 with K a power of two per
-  // rank): the left copied into `out` and the right added there, the tree's
-  // own order, without a copy in between.
+  // The nodes in order, each where it is (this rank's in place); they
+  // finish the tree iff they cover the micro-batches one after another.
   std::vector<std::pair<SumNode, const uint8_t *>> nodes;
+  bool inOrder = true;
+  int64_t covered = 0;
   for (int s = 0; s < world; ++s)
-    for (size_t n = 0; n < nodesOf[s].size(); ++n)
-      nodes.push_back({nodesOf[s][n], s == me
-                                          ? local[n] + first
-                                          : recv + recvDispls[s] + n * mine});
-  if (nodes.size() == 2 && nodes[0].first.begin == 0 &&
-      nodes[1].first.end == total &&
-      siblings(nodes[0].first, nodes[1].first, total)) {
-    if (mine) {
-      std::memcpy(out, nodes[0].second, size_t(mine));
-      add(out, nodes[1].second, first, mine);
+    for (size_t n = 0; n < nodesOf[s].size(); ++n) {
+      SumNode node = nodesOf[s][n];
+      inOrder = inOrder && node.begin == covered;
+      covered = node.end;
+      nodes.push_back(
+          {node, s == me ? local[n] + first : recv + recvDispls[s] + n * mine});
     }
-    return true;
-  }
-  // The tree's buffers are kept for the next step too.
-  static thread_local TreeSum slice(0, 0, nullptr);
-  slice.reset(total, mine, [&](uint8_t *accumulate, const uint8_t *value) {
-    add(accumulate, value, first, mine);
-  });
-  for (auto [node, value] : nodes)
-    slice.push(node, value);
-  bool whole = slice.size() == 1 && slice.node(0) == SumNode{0, total};
-  if (whole && mine)
-    std::memcpy(out, slice.value(0), size_t(mine));
-  slice.reset(0, 0, nullptr); // `add` refers to this call's arguments
-  if (!whole) {
+  if (!inOrder || covered != total) {
     error = "the micro-batch gradients do not cover the step's " +
             std::to_string(total) + " micro-batches";
     return false;
   }
-  return true;
+  // The root is summed in `out` (its left child copied there, each right
+  // child added), and the tree's buffers are kept for the next step.
+  static thread_local TreeSum slice(0, 0, nullptr);
+  slice.reset(
+      total, mine,
+      [&](uint8_t *accumulate, const uint8_t *value) {
+        add(accumulate, value, first, mine);
+      },
+      out);
+  for (auto [node, value] : nodes)
+    slice.push(node, value);
+  bool whole = slice.size() == 1 && slice.node(0) == SumNode{0, total};
+  slice.reset(0, 0, nullptr, nullptr); // `add` refers to this call's arguments
+  if (!whole)
+    error = "the micro-batch gradients do not make the root of the step's "
+            "tree";
+  return whole;
 }
 
 namespace {

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::mantissa::rt {
@@ -73,18 +74,26 @@ public:
   /// maximal nodes; after pushing everything, the root alone.
   size_t size() const { return held; }
   SumNode node(size_t index) const { return stack[index].node; }
-  const uint8_t *value(size_t index) const { return stack[index].value.data(); }
+  const uint8_t *value(size_t index) const {
+    return index == 0 && root ? root : stack[index].value.data();
+  }
   /// Forgets every node (keeping the buffers for the next step) and sums
   /// over `newTotal` micro-batches from now on.
   void reset(int64_t newTotal) {
     total = newTotal;
     held = 0;
   }
-  /// The same for values of `newBytes` bytes added by `newAdd`.
-  void reset(int64_t newTotal, int64_t newBytes, Add newAdd) {
+  /// The same for values of `newBytes` bytes added by `newAdd`, the first
+  /// node held (the one that becomes the root) in `rootStorage` when it is
+  /// given, not in a buffer of the tree's: a finished sum is then where
+  /// the caller wants it, without a copy. `rootStorage` must not overlap
+  /// the values pushed.
+  void reset(int64_t newTotal, int64_t newBytes, Add newAdd,
+             uint8_t *rootStorage) {
     reset(newTotal);
     bytes = newBytes;
     add = std::move(newAdd);
+    root = rootStorage;
   }
 
 private:
@@ -96,6 +105,10 @@ private:
   Add add;
   std::vector<Entry> stack;
   size_t held = 0;
+  uint8_t *root = nullptr;
+  uint8_t *storage(size_t index) {
+    return const_cast<uint8_t *>(std::as_const(*this).value(index));
+  }
 };
 
 /// Finishes the tree across ranks: `local` holds this rank's maximal nodes
