@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <vector>
 
 using namespace mlir::mantissa::rt;
 
@@ -249,6 +250,52 @@ TEST(DTypeTest, ConversionsMatchReference) {
   for (uint32_t high = 0; high < (1u << 19); ++high)
     for (uint32_t low : {0x0FFFu, 0x1000u, 0x1001u})
       expectF16MatchesReference((high << 13) | low);
+}
+
+/// convertFloatElements (a loop per pair of dtypes, vectorised) writes the
+/// bytes that converting element by element writes, for every pair, every
+/// tail length of the vector loops and a buffer starting at an odd element:
+/// float patterns around every bf16 and fp16 tie, NaNs with payloads,
+/// infinities, subnormals and zeros, and every 16-bit pattern.
+TEST(DTypeTest, ConvertFloatElementsMatchesElementByElement) {
+  std::vector<uint32_t> patterns = {0x00000000u, 0x80000000u, 0x7F800000u,
+                                    0xFF800000u, 0x7FC00000u, 0xFFC00001u,
+                                    0x7F800001u, 0x00000001u, 0x807FFFFFu,
+                                    0x7F7FFFFFu, 0x477FF000u, 0x477FEFFFu};
+  for (uint32_t high = 0; high <= 0xFFFF; high += 7)
+    for (uint32_t low : {0x7FFFu, 0x8000u, 0x8001u, 0x0000u, 0x1000u})
+      patterns.push_back((high << 16) | low);
+  for (uint32_t half = 0; half <= 0xFFFF; ++half)
+    patterns.push_back(half | (half << 16));
+  const DType dtypes[] = {DType::F32, DType::BF16, DType::F16, DType::F64};
+  for (DType from : dtypes) {
+    int64_t fromSize = int64_t(elementSize(from));
+    // The patterns as `from` (each rounded as a stored `from` tensor would
+    // hold it), behind one element so the buffer starts unaligned.
+    std::vector<uint8_t> source((patterns.size() + 1) * fromSize);
+    for (size_t i = 0; i < patterns.size(); ++i)
+      storeFloatElement(source.data(), int64_t(i) + 1, from,
+                        fromBits(patterns[i]));
+    const uint8_t *first = source.data() + fromSize;
+    for (DType to : dtypes) {
+      int64_t toSize = int64_t(elementSize(to));
+      std::vector<int64_t> counts;
+      for (int64_t count = 0; count <= 40; ++count)
+        counts.push_back(count);
+      counts.push_back(int64_t(patterns.size()));
+      for (int64_t count : counts) {
+        std::vector<uint8_t> expected(count * toSize + 1, 0xA5),
+            actual(count * toSize + 1, 0xA5);
+        for (int64_t i = 0; i < count; ++i)
+          storeFloatElement(expected.data(), i, to,
+                            loadFloatElement(first, i, from));
+        convertFloatElements(first, from, actual.data(), to, count);
+        ASSERT_EQ(actual, expected)
+            << projectDTypeName(from) << " to " << projectDTypeName(to) << ", "
+            << count << " elements";
+      }
+    }
+  }
 }
 
 #ifdef __FLT16_MAX__

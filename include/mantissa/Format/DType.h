@@ -245,17 +245,12 @@ inline void storeFloatElement(uint8_t *base, int64_t index, DType dtype,
 }
 
 /// Converts `count` elements between dense floating-point buffers (a copy
-/// when the dtypes agree).
-inline void convertFloatElements(const uint8_t *source, DType from,
-                                 uint8_t *destination, DType to,
-                                 int64_t count) {
-  if (from == to) {
-    std::memcpy(destination, source, count * elementSize(from));
-    return;
-  }
-  for (int64_t i = 0; i < count; ++i)
-    storeFloatElement(destination, i, to, loadFloatElement(source, i, from));
-}
+/// when the dtypes agree), each rounded as storeFloatElement rounds. The
+/// buffers do not overlap. Defined in DType.cpp, where each pair of dtypes
+/// has a loop of its own: the runtime converts whole gradients with it
+/// every micro-batch (a step's bf16 gradient to a `reduce: fp32` buffer).
+void convertFloatElements(const uint8_t *source, DType from,
+                          uint8_t *destination, DType to, int64_t count);
 
 } // namespace mlir::mantissa::rt
 
