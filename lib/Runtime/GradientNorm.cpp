@@ -57,7 +57,8 @@ struct F16Element {
 constexpr int64_t kBlock = 256;
 
 template <typename Element, bool Divide>
-void widenBlock(uint8_t *data, int64_t count, float divisor, float *values) {
+[[gnu::always_inline]] inline void widenBlock(uint8_t *data, int64_t count,
+                                              float divisor, float *values) {
   using Bits = typename Element::Bits;
   auto *elements = reinterpret_cast<Bits *>(data);
   for (int64_t i = 0; i < count; ++i) {
@@ -74,8 +75,8 @@ void widenBlock(uint8_t *data, int64_t count, float divisor, float *values) {
 /// Adds the squares of `size` floats to the lanes, element i in lane
 /// i % kSquareLanes (the caller starts `values` at a multiple of them).
 template <typename Values>
-void addSquares(const Values &values, int64_t size,
-                double (&lanes)[kSquareLanes]) {
+[[gnu::always_inline]] inline void
+addSquares(const Values &values, int64_t size, double (&lanes)[kSquareLanes]) {
   int64_t whole = size - size % kSquareLanes;
   for (int64_t i = 0; i < whole; i += kSquareLanes)
     for (int lane = 0; lane < kSquareLanes; ++lane)
@@ -85,7 +86,8 @@ void addSquares(const Values &values, int64_t size,
 }
 
 template <typename Element, bool Divide>
-double sumSquares(uint8_t *data, int64_t count, float divisor) {
+[[gnu::always_inline]] inline double sumSquares(uint8_t *data, int64_t count,
+                                                float divisor) {
   using Bits = typename Element::Bits;
   double lanes[kSquareLanes] = {};
   // fp32 gradients that are not divided are squared where they are: a
@@ -113,15 +115,22 @@ double sumSquares(uint8_t *data, int64_t count, float divisor) {
 }
 
 template <typename Element>
-double sumSquares(uint8_t *data, int64_t count, int64_t divisor) {
+[[gnu::always_inline]] inline double sumSquares(uint8_t *data, int64_t count,
+                                                int64_t divisor) {
   return divisor == 1 ? sumSquares<Element, false>(data, count, 1.0f)
                       : sumSquares<Element, true>(data, count, float(divisor));
 }
 
 } // namespace
 
-double mlir::mantissa::rt::divideAndSumSquares(uint8_t *data, int64_t count,
-                                               DType dtype, int64_t divisor) {
+/// Compiled for AVX2 as well as the baseline, chosen when the library loads
+/// (the loops above are inlined into both): with 8 lanes, llama_medium's
+/// bf16 gradients divided by 2 take 3.9M instructions a step, not 7.7M
+/// (cachegrind). AVX2 without FMA: the squares are not contracted into the
+/// lanes' sums, so both versions give the same bits.
+__attribute__((target_clones("avx2", "default"))) double
+mlir::mantissa::rt::divideAndSumSquares(uint8_t *data, int64_t count,
+                                        DType dtype, int64_t divisor) {
   switch (dtype) {
   case DType::F32:
     return sumSquares<F32Element>(data, count, divisor);

@@ -8,12 +8,15 @@
 
 #include "mantissa/Runtime/GradientCombination.h"
 #include "ThreadCommunicator.h"
+#include "mantissa/Format/DType.h"
+#include "mantissa/Runtime/Communicator.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <thread>
+#include <vector>
 
 using namespace mlir::mantissa::rt;
 
@@ -211,6 +214,45 @@ TEST(GradientCombinationTest, LossesSumInTheTreeInLogarithmicMemory) {
     std::string error;
     ASSERT_TRUE(sum.finish(*comm, {{0, total}}, got, error)) << error;
     EXPECT_EQ(std::memcmp(&got, &want, sizeof(double)), 0) << "M=" << total;
+  }
+}
+
+/// accumulateSum (vectorised, and compiled for AVX2 as well as the
+/// baseline) adds as one rounded addition per element does: every bf16 and
+/// fp16 pattern, NaNs and infinities included, against a shifted copy of
+/// them, and every tail length of the vector loops.
+TEST(GradientCombinationTest, AccumulateSumRoundsEachAddition) {
+  const int64_t count = 1 << 16;
+  std::vector<uint16_t> half(count), halfShifted(count);
+  std::vector<float> single(count), singleShifted(count);
+  for (int64_t i = 0; i < count; ++i) {
+    half[size_t(i)] = uint16_t(i);
+    halfShifted[size_t(i)] = uint16_t(i * 40503 + 17);
+    single[size_t(i)] = bf16BitsToFloat(uint16_t(i)) * 1.0009765625f;
+    singleShifted[size_t(i)] = bf16BitsToFloat(uint16_t(i * 40503 + 17));
+  }
+  for (int64_t length : {int64_t(0), int64_t(1), int64_t(7), int64_t(9),
+                         int64_t(17), int64_t(31), int64_t(33), count}) {
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      std::vector<uint16_t> actual(half.begin(), half.begin() + length);
+      accumulateSum(actual.data(), halfShifted.data(), length, dtype);
+      for (int64_t i = 0; i < length; ++i) {
+        uint16_t a = half[size_t(i)], b = halfShifted[size_t(i)];
+        uint16_t expected =
+            dtype == DType::BF16
+                ? floatToBF16Bits(bf16BitsToFloat(a) + bf16BitsToFloat(b))
+                : floatToF16Bits(f16BitsToFloat(a) + f16BitsToFloat(b));
+        ASSERT_EQ(actual[size_t(i)], expected)
+            << projectDTypeName(dtype) << " element " << i << " of " << length;
+      }
+    }
+    std::vector<float> actual(single.begin(), single.begin() + length);
+    accumulateSum(actual.data(), singleShifted.data(), length, DType::F32);
+    for (int64_t i = 0; i < length; ++i) {
+      float expected = single[size_t(i)] + singleShifted[size_t(i)];
+      ASSERT_EQ(std::memcmp(&actual[size_t(i)], &expected, sizeof(float)), 0)
+          << "fp32 element " << i << " of " << length;
+    }
   }
 }
 
