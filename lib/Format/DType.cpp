@@ -91,46 +91,27 @@ template <DType From, DType To>
   for (int64_t i = 0; i < count; ++i)
     storeFloatElement(destination, i, To, loadFloatElement(source, i, From));
 }
-
-// The conversions of training's hot paths, compiled for AVX2 as well as the
-// baseline and chosen when the library loads (8 lanes where the CPU has
-// them), as CpuGemm.cpp's roundTileToBf16. All but fp16's widening
-// vectorise (f16BitsToFloat branches for subnormals).
-__attribute__((target_clones("avx2", "default"))) void
-widenBF16(const uint8_t *source, uint8_t *destination, int64_t count) {
-  convertEach<DType::BF16, DType::F32>(source, destination, count);
-}
-
-__attribute__((target_clones("avx2", "default"))) void
-roundToBF16(const uint8_t *source, uint8_t *destination, int64_t count) {
-  convertEach<DType::F32, DType::BF16>(source, destination, count);
-}
-
-__attribute__((target_clones("avx2", "default"))) void
-widenF16(const uint8_t *source, uint8_t *destination, int64_t count) {
-  convertEach<DType::F16, DType::F32>(source, destination, count);
-}
-
-__attribute__((target_clones("avx2", "default"))) void
-roundToF16(const uint8_t *source, uint8_t *destination, int64_t count) {
-  convertEach<DType::F32, DType::F16>(source, destination, count);
-}
 } // namespace
 
-void convertFloatElements(const uint8_t *source, DType from,
-                          uint8_t *destination, DType to, int64_t count) {
+/// Compiled for AVX2 as well as the baseline and chosen when the library
+/// loads (8 lanes where the CPU has them), as CpuGemm.cpp's roundTileToBf16.
+/// All of training's pairs vectorise but fp16's widening (f16BitsToFloat
+/// branches for subnormals), which at least loses the switches.
+__attribute__((target_clones("avx2", "default"))) void
+convertFloatElements(const uint8_t *source, DType from, uint8_t *destination,
+                     DType to, int64_t count) {
   if (from == to) {
     std::memcpy(destination, source, count * elementSize(from));
     return;
   }
   if (from == DType::BF16 && to == DType::F32)
-    return widenBF16(source, destination, count);
+    return convertEach<DType::BF16, DType::F32>(source, destination, count);
   if (from == DType::F32 && to == DType::BF16)
-    return roundToBF16(source, destination, count);
+    return convertEach<DType::F32, DType::BF16>(source, destination, count);
   if (from == DType::F16 && to == DType::F32)
-    return widenF16(source, destination, count);
+    return convertEach<DType::F16, DType::F32>(source, destination, count);
   if (from == DType::F32 && to == DType::F16)
-    return roundToF16(source, destination, count);
+    return convertEach<DType::F32, DType::F16>(source, destination, count);
   // The rest (F64, bf16 and fp16 between themselves) one element at a time.
   for (int64_t i = 0; i < count; ++i)
     storeFloatElement(destination, i, to, loadFloatElement(source, i, from));
