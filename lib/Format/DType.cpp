@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Format/DType.h"
+#include "mantissa/Format/CpuClones.h"
 
 #include <cstring>
 
@@ -93,13 +94,13 @@ template <DType From, DType To>
 }
 } // namespace
 
-/// Compiled for AVX2 as well as the baseline and chosen when the library
-/// loads (8 lanes where the CPU has them), as CpuGemm.cpp's roundTileToBf16.
-/// All of training's pairs vectorise but fp16's widening (f16BitsToFloat
-/// branches for subnormals), which at least loses the switches.
-__attribute__((target_clones("avx2", "default"))) void
-convertFloatElements(const uint8_t *source, DType from, uint8_t *destination,
-                     DType to, int64_t count) {
+/// Compiled for AVX2 and the baseline (CpuClones.h). All of training's
+/// pairs vectorise but fp16's widening (f16BitsToFloat branches for
+/// subnormals), which at least loses the switches.
+MANTISSA_AVX2_AND_BASELINE void convertFloatElements(const uint8_t *source,
+                                                     DType from,
+                                                     uint8_t *destination,
+                                                     DType to, int64_t count) {
   if (from == to) {
     std::memcpy(destination, source, count * elementSize(from));
     return;

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/Communicator.h"
+#include "mantissa/Format/CpuClones.h"
 
 #include <cstring>
 
@@ -20,11 +21,11 @@ bool Communicator::shareMachine(const std::vector<uint64_t> &cpus,
   return true;
 }
 
-/// Compiled for AVX2 as well as the baseline, chosen when the library loads:
-/// the bf16 and fp16 roundings of a tree's sums in 8 lanes (4.6M
-/// instructions a step of llama_medium's bf16 gradients at 2 micro-batches
-/// become 2.0M, cachegrind).
-__attribute__((target_clones("avx2", "default"))) void
+/// Compiled for AVX2 and the baseline (CpuClones.h): the bf16 and fp16
+/// roundings of a tree's sums in 8 lanes (4.6M instructions a step of
+/// llama_medium's bf16 gradients at 2 micro-batches become 2.0M,
+/// cachegrind).
+MANTISSA_AVX2_AND_BASELINE void
 mlir::mantissa::rt::accumulateSum(void *accumulate, const void *value,
                                   int64_t count, DType dtype) {
   if (dtype == DType::F32) {

@@ -43,6 +43,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/CpuGemm.h"
+#include "mantissa/Format/CpuClones.h"
 #include "mantissa/Format/DType.h"
 
 #include <dlfcn.h>
@@ -205,10 +206,9 @@ void storeElement(void *base, int64_t index, int64_t type, float value) {
 /// place and kept in fp32 (kGemmRoundC), as floatToBF16Bits rounds (the
 /// bits of the step's arith.truncf then arith.extf, and of torch's). Right
 /// after the tile's kernel, while C is in the cache, instead of a pass of
-/// the step over the whole product. Compiled for AVX2 as well as the
-/// baseline, chosen when the library loads: 8 lanes where the CPU has them.
-__attribute__((target_clones("avx2", "default"))) void
-roundTileToBf16(const Descriptor &t, void *c) {
+/// the step over the whole product. Compiled for AVX2 and the baseline
+/// (CpuClones.h): 8 lanes where the CPU has them.
+MANTISSA_AVX2_AND_BASELINE void roundTileToBf16(const Descriptor &t, void *c) {
   for (int64_t item = 0; item < t[kGemmBatch]; ++item)
     for (int64_t row = 0; row < t[kGemmM]; ++row) {
       float *__restrict line = static_cast<float *>(c) +

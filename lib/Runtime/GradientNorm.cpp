@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Runtime/GradientNorm.h"
+#include "mantissa/Format/CpuClones.h"
 
 #include <algorithm>
 #include <cstring>
@@ -123,12 +124,10 @@ template <typename Element>
 
 } // namespace
 
-/// Compiled for AVX2 as well as the baseline, chosen when the library loads
-/// (the loops above are inlined into both): with 8 lanes, llama_medium's
-/// bf16 gradients divided by 2 take 3.9M instructions a step, not 7.7M
-/// (cachegrind). AVX2 without FMA: the squares are not contracted into the
-/// lanes' sums, so both versions give the same bits.
-__attribute__((target_clones("avx2", "default"))) double
+/// Compiled for AVX2 and the baseline (CpuClones.h; the loops above are
+/// inlined into both): with 8 lanes, llama_medium's bf16 gradients divided
+/// by 2 take 3.9M instructions a step, not 7.7M (cachegrind).
+MANTISSA_AVX2_AND_BASELINE double
 mlir::mantissa::rt::divideAndSumSquares(uint8_t *data, int64_t count,
                                         DType dtype, int64_t divisor) {
   switch (dtype) {
