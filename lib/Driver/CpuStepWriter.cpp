@@ -133,8 +133,15 @@ llvm::Error placeLibrary(train::StepOp step, StringRef path) {
 } // namespace
 
 llvm::Expected<std::vector<std::string>>
-mlir::mantissa::writeCpuStep(train::StepOp step, StringRef directory,
+mlir::mantissa::writeCpuStep(train::StepOp plannedStep, StringRef directory,
                              bool withForward) {
+  // The libraries and step.cpu.json take the parameters as the runtime
+  // holds them; the forward-only step is derived from the same step, so
+  // that the runtime binds the same arguments to either.
+  llvm::Expected<OwningOpRef<ModuleOp>> cpuModule = deriveCpuStep(plannedStep);
+  if (!cpuModule)
+    return cpuModule.takeError();
+  train::StepOp step = *(*cpuModule)->getOps<train::StepOp>().begin();
   OwningOpRef<ModuleOp> forwardModule;
   train::StepOp forward;
   if (withForward) {

@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
@@ -65,15 +66,29 @@ class CompiledEvaluator : public StepEvaluator {
 public:
   using Entry = void (*)(void **);
   CompiledEvaluator(void *library, Entry entry,
+                    SmallVector<Type> libraryArgumentTypes,
                     SmallVector<RankedTensorType> resultTypes)
-      : library(library), entry(entry), resultTypes(std::move(resultTypes)) {}
+      : library(library), entry(entry),
+        libraryArgumentTypes(std::move(libraryArgumentTypes)),
+        resultTypes(std::move(resultTypes)) {}
   ~CompiledEvaluator() override { dlclose(library); }
 
   llvm::Expected<SmallVector<reference::Tensor>>
   evaluate(ArrayRef<reference::Tensor> arguments) override {
     std::vector<std::vector<uint8_t>> buffers;
-    for (const reference::Tensor &argument : arguments)
-      buffers.push_back(argument.toBytes());
+    for (auto [argument, type] :
+         llvm::zip_equal(arguments, libraryArgumentTypes)) {
+      Type element = getElementTypeOrSelf(type);
+      // A parameter the library takes gathered (deriveCpuStep): rounded to
+      // nearest even, as the step's cast would (exact from fp32, bf16 and
+      // fp16, the plans' dtypes).
+      buffers.push_back(argument.getElementType() == element
+                            ? argument.toBytes()
+                            : reference::Tensor::fromFloats(element,
+                                                            argument.getShape(),
+                                                            argument.toFloats())
+                                  .toBytes());
+    }
     for (RankedTensorType type : resultTypes)
       buffers.emplace_back(std::max<int64_t>(
           1, type.getNumElements() * reference::Tensor::getStorageByteWidth(
@@ -104,6 +119,7 @@ public:
 private:
   void *library;
   Entry entry;
+  SmallVector<Type> libraryArgumentTypes;
   SmallVector<RankedTensorType> resultTypes;
 };
 
@@ -426,9 +442,27 @@ llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
   return llvm::Error::success();
 }
 
+llvm::Expected<OwningOpRef<ModuleOp>>
+mlir::mantissa::deriveCpuStep(train::StepOp step) {
+  OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
+  module->push_back(step->clone());
+  PassManager passes(step.getContext());
+  passes.addPass(createReadGatheredParametersPass());
+  DiagnosticCollector diagnostics(step.getContext());
+  if (failed(passes.run(*module)))
+    return llvm::createStringError("cannot derive the CPU step of '" +
+                                   step.getSymName().str() +
+                                   "': " + diagnostics.str());
+  return module;
+}
+
 llvm::Expected<std::unique_ptr<StepEvaluator>>
-mlir::mantissa::createCompiledEvaluator(train::StepOp step,
+mlir::mantissa::createCompiledEvaluator(train::StepOp plannedStep,
                                         CompileCacheReport *report) {
+  llvm::Expected<OwningOpRef<ModuleOp>> derived = deriveCpuStep(plannedStep);
+  if (!derived)
+    return derived.takeError();
+  train::StepOp step = *(*derived)->getOps<train::StepOp>().begin();
   // The CPU the code is compiled for (MANTISSA_CPU_TARGET, this machine's
   // by default) is part of the key. So is how its matrix products are
   // computed (MANTISSA_CPU_GEMM), and whether its bf16 products are
@@ -509,6 +543,7 @@ mlir::mantissa::createCompiledEvaluator(train::StepOp step,
   SmallVector<RankedTensorType> resultTypes;
   for (Type type : step.getResultTypes())
     resultTypes.push_back(cast<RankedTensorType>(type));
-  return std::make_unique<CompiledEvaluator>(library, entry,
-                                             std::move(resultTypes));
+  return std::make_unique<CompiledEvaluator>(
+      library, entry, SmallVector<Type>(step.getArgumentTypes()),
+      std::move(resultTypes));
 }

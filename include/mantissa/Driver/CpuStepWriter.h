@@ -31,9 +31,10 @@ rt::IndexBound getIndexBound(train::StepOp step, unsigned index);
 /// (mantissa-forward-only), or an error.
 llvm::Expected<OwningOpRef<ModuleOp>> deriveForwardStep(train::StepOp step);
 
-/// Compiles `step` (and, with `withForward`, its forward pass) for this
-/// CPU, or takes them from the compile cache, and writes the program into
-/// `directory` (which exists). Returns the file names written.
+/// Compiles `step` as the CPU runs it (deriveCpuStep; and, with
+/// `withForward`, its forward pass) for this CPU, or takes them from the
+/// compile cache, and writes the program into `directory` (which exists).
+/// Returns the file names written.
 llvm::Expected<std::vector<std::string>>
 writeCpuStep(train::StepOp step, llvm::StringRef directory, bool withForward);
 

@@ -12,6 +12,8 @@
 
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
 #include "mantissa/Reference/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
 #include <memory>
 #include <string>
@@ -31,7 +33,8 @@ public:
   virtual bool hasRawEntry() const { return false; }
   /// Evaluates on raw buffers, with no conversion or copy: `pointers` holds
   /// one dense row-major buffer per argument, then one per result (which
-  /// the step fills), each in the step's type. Only with hasRawEntry.
+  /// the step fills), each in the type of the step the code was compiled
+  /// from (for compiled CPU code, deriveCpuStep's). Only with hasRawEntry.
   virtual void evaluateRaw(void **pointers) {}
 };
 
@@ -50,11 +53,23 @@ struct CompileCacheReport {
   double seconds = 0;
 };
 
-/// Compiles a copy of `step` for the CPU into a shared library (clang -O2
-/// -march=native) and loads it. Libraries are cached by a hash of the
-/// planned step in `$MANTISSA_CACHE_DIR` (default
-/// `$XDG_CACHE_HOME/mantissa` or `~/.cache/mantissa`). Fails with the
-/// lowering's diagnostics (e.g. an operation without a lowering).
+/// `step` as the CPU compiles it: a copy, in a module of its own, whose
+/// parameters are taken in their gather dtype where the step only reads
+/// them rounded to it (mantissa-read-gathered-parameters), as the runtime
+/// holds them; so the runtime binds its gathered copy as it is instead of
+/// widening it every micro-batch for the step to round it back. It computes
+/// what `step` computes from the masters. The CPU step library's signature
+/// and step.cpu.json's arguments are this step's. Deriving it again from
+/// its result changes nothing.
+llvm::Expected<OwningOpRef<ModuleOp>> deriveCpuStep(train::StepOp step);
+
+/// Compiles deriveCpuStep(step) for the CPU into a shared library (clang -O2
+/// -march=native) and loads it; evaluate() still takes `step`'s argument
+/// types, rounding parameters the library takes gathered as `step`'s casts
+/// would. Libraries are cached by a hash of the derived step in
+/// `$MANTISSA_CACHE_DIR` (default `$XDG_CACHE_HOME/mantissa` or
+/// `~/.cache/mantissa`). Fails with the lowering's diagnostics (e.g. an
+/// operation without a lowering).
 llvm::Expected<std::unique_ptr<StepEvaluator>>
 createCompiledEvaluator(train::StepOp step,
                         CompileCacheReport *report = nullptr);

@@ -165,6 +165,27 @@ def AutocastPass : Pass<"mantissa-autocast", "::mlir::ModuleOp"> {
   ];
 }
 
+def ReadGatheredParametersPass
+    : Pass<"mantissa-read-gathered-parameters", "::mlir::ModuleOp"> {
+  let summary = "Take each parameter of a step in its gather dtype";
+  let description = [{
+    On planned `train.step`s (before lowering), for both step programs (the
+    CPU step's library, deriveCpuStep in StepEvaluator.h; the GPU program,
+    buildTrainGpuRewritePipeline): a parameter whose every use is the
+    precision pass's rounding to its gather dtype (`train.plan`'s `gather`)
+    becomes an argument of that dtype, so that the runtime binds the update
+    path's gathered copy as it is rather than widening it every micro-batch
+    for the step to round it back; and
+    a rounding to a dtype of a value that was widened from that dtype, with
+    only permutes and views between (autocast's rounding of the widened
+    gathered weight and of its transposes), reads the narrow value through
+    the same permutes and views instead. Widening is exact and rounding a
+    widened value gives it back, so the numbers do not change; the step
+    writes no widened copy of its weights and no rounded copy of those.
+  }];
+  let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
+}
+
 def ForwardOnlyPass : Pass<"mantissa-forward-only", "::mlir::ModuleOp"> {
   let summary = "Reduce each training step to its forward pass: the loss and "
                 "what it needs";

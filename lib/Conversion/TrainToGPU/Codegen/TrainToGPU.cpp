@@ -41,6 +41,7 @@
 
 #include "mantissa/Conversion/TrainToLLVM.h"
 #include "mantissa/Transforms/GPU/Passes.h"
+#include "mantissa/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -629,6 +630,7 @@ void mlir::mantissa::registerTrainToGPUPasses() {
   static std::once_flag registered;
   std::call_once(registered, [] {
     registerTrainCpuPipelinePasses();
+    registerReadGatheredParametersPass();
     registerTransformsGPUPasses();
     registerTrainToGPUBuffersPasses();
     PassPipelineRegistration<>(

@@ -1,21 +1,21 @@
 //===- ReadGatheredParameters.cpp - Parameters in their gather dtype ------===//
 //
-// mantissa-read-gathered-parameters (Passes.td): a GPU step reads the
-// parameters the runtime gathers in a narrower dtype in that dtype, without
-// widening and rounding them back.
+// mantissa-read-gathered-parameters (Passes.td): a step, on the CPU or the
+// GPU, reads the parameters the runtime gathers in a narrower dtype in that
+// dtype, without widening and rounding them back.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mantissa/Dialect/Train/IR/TrainDialect.h"
 #include "mantissa/Dialect/Train/IR/TrainOps.h"
-#include "mantissa/Transforms/GPU/Passes.h"
+#include "mantissa/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::mantissa {
 #define GEN_PASS_DEF_READGATHEREDPARAMETERSPASS
-#include "mantissa/Transforms/GPU/Passes.h.inc"
+#include "mantissa/Transforms/Passes.h.inc"
 } // namespace mlir::mantissa
 
 using namespace mlir;
