@@ -349,15 +349,17 @@ static std::string printModule(ModuleOp module) {
 /// again when the step runs, on the CPU it runs on, for the layout the
 /// compiler gives the product; here each product is asked about in the
 /// row-major layout of its shapes (whether oneDNN has a bf16 matmul depends
-/// on the ISA, not on the layout). Products of other operand types and dot
-/// products (M = N = 1) stay in the generated loops (CallGemmLibrary.cpp).
+/// on the ISA, not on the layout). An f16 product is compiled as an fp32
+/// product on any CPU (mantissa-widen-bf16-products). Products of other
+/// operand types and dot products (M = N = 1) stay in the generated loops
+/// (CallGemmLibrary.cpp).
 static void askCpuGemmPaths(precision::StepPlan &plan) {
   bool loops = getCpuGemmMode() == CpuGemmMode::Loops;
   plan.cpuGemmLibrary =
       loops ? "MANTISSA_CPU_GEMM=loops" : rt::describeCpuGemmLibrary();
   for (precision::MatrixProduct &product : plan.matrixProducts) {
     std::optional<int64_t> type;
-    if (product.operandType == "f32")
+    if (product.operandType == "f32" || product.operandType == "f16")
       type = kGemmF32;
     else if (product.operandType == "bf16")
       type = kGemmBF16;
@@ -377,12 +379,15 @@ static void askCpuGemmPaths(precision::StepPlan &plan) {
     }
     std::array<int64_t, kGemmFieldCount> d =
         rt::denseGemmDescriptor(*type, batch, m, n, k);
-    if (*type == kGemmBF16 && getCpuBf16Products().widen) {
+    bool widened = product.operandType == "f16" ||
+                   (*type == kGemmBF16 && getCpuBf16Products().widen);
+    if (widened) {
       // Compiled as the fp32 product of its widened operands.
       d[kGemmTypeA] = d[kGemmTypeB] = kGemmF32;
-      product.cpuPath = rt::cpuGemmPath(d.data()) == rt::CpuGemmPath::Library
-                            ? "fp32 GEMM on bf16 widened when compiled"
-                            : "loops";
+      product.cpuPath =
+          rt::cpuGemmPath(d.data()) == rt::CpuGemmPath::Library
+              ? "fp32 GEMM on " + product.operandType + " widened when compiled"
+              : "loops";
       continue;
     }
     product.cpuPath = rt::describeCpuGemmPath(rt::cpuGemmPath(d.data()), *type);

@@ -3,9 +3,11 @@
 // mantissa-widen-bf16-products: on a CPU where oneDNN has no bf16 matmul,
 // each bf16 matrix product of the step becomes the fp32 product of its
 // operands' exact widenings, made by the ops that make the operands
-// (Passes.td). The runtime would otherwise widen them itself, in a packing
-// pass per call (lib/Runtime/CpuGemm.cpp); the fp32 values the library
-// multiplies are the same either way.
+// (Passes.td). The runtime would otherwise widen the bf16 ones itself, in
+// a packing pass per call (lib/Runtime/CpuGemm.cpp); the fp32 values the
+// library multiplies are the same either way. So does each f16 product on
+// any CPU, which the runtime's GEMM would otherwise leave to the generated
+// loops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,11 +55,29 @@ bool mlir::mantissa::cpuHasBf16Matmul(StringRef cpu) {
 
 namespace {
 
-/// How a product reads one input: a bf16 tensor it widens, or an f32
-/// tensor it rounds to bf16 and widens.
-enum class Reading { Bf16, RoundedF32 };
+/// How a product reads one input: a bf16 (f16) tensor it widens, or an f32
+/// tensor it rounds to bf16 (f16) and widens.
+enum class Reading { Bf16, RoundedF32ToBf16, F16, RoundedF32ToF16 };
 
-/// A bf16 product: a contraction on tensors whose body is
+/// The 16-bit float type `reading` widens.
+Type narrowTypeOf(Reading reading, MLIRContext *context) {
+  if (reading == Reading::F16 || reading == Reading::RoundedF32ToF16)
+    return Float16Type::get(context);
+  return BFloat16Type::get(context);
+}
+
+bool roundsF32(Reading reading) {
+  return reading == Reading::RoundedF32ToBf16 ||
+         reading == Reading::RoundedF32ToF16;
+}
+
+/// Whether `type` is a 16-bit float type whose widening to f32 is exact,
+/// with every product of two of them exact in f32 (8 and 11 significant
+/// bits: at most 22 in a product), so that the fp32 product of widened
+/// operands is the narrow product with fp32 accumulation.
+bool isNarrowFloat(Type type) { return type.isBF16() || type.isF16(); }
+
+/// A bf16 or f16 product: a contraction on tensors whose body is
 /// `out + ext(a) * ext(b)` in f32 (in either order of each operation), and
 /// how it reads each input.
 struct Product {
@@ -69,23 +89,24 @@ struct Product {
   bool outputLeft = true;
 };
 
-/// How `value` reads a block argument of `block`: `ext(arg)` of a bf16
-/// argument, or `ext(trunc(arg))` of an f32 one rounded to bf16. Counts the
-/// conversions in `ops`.
+/// How `value` reads a block argument of `block`: `ext(arg)` of a bf16 (f16)
+/// argument, or `ext(trunc(arg))` of an f32 one rounded to bf16 (f16).
+/// Counts the conversions in `ops`.
 std::optional<std::pair<unsigned, Reading>> readingOf(Value value, Block *block,
                                                       int &ops) {
   auto extension = value.getDefiningOp<arith::ExtFOp>();
   if (!extension || !extension.getType().isF32() ||
-      !extension.getIn().getType().isBF16())
+      !isNarrowFloat(extension.getIn().getType()))
     return std::nullopt;
   ++ops;
   Value in = extension.getIn();
-  Reading reading = Reading::Bf16;
+  bool f16 = in.getType().isF16();
+  Reading reading = f16 ? Reading::F16 : Reading::Bf16;
   if (auto rounding = in.getDefiningOp<arith::TruncFOp>()) {
     if (!rounding.getIn().getType().isF32())
       return std::nullopt;
     in = rounding.getIn();
-    reading = Reading::RoundedF32;
+    reading = f16 ? Reading::RoundedF32ToF16 : Reading::RoundedF32ToBf16;
     ++ops;
   }
   auto argument = dyn_cast<BlockArgument>(in);
@@ -94,9 +115,11 @@ std::optional<std::pair<unsigned, Reading>> readingOf(Value value, Block *block,
   return std::make_pair(argument.getArgNumber(), reading);
 }
 
-/// `op` as a bf16 product, if it is one the runtime's GEMM may compute (not
-/// a dot product, which the loops keep).
-std::optional<Product> matchProduct(linalg::LinalgOp op) {
+/// `op` as a bf16 or f16 product, if it is one the runtime's GEMM may compute
+/// (not a dot product, which the loops keep) and one to widen: an f16 one
+/// always (the runtime's GEMM has no f16 kernel), a bf16 one when
+/// `widenBf16`.
+std::optional<Product> matchProduct(linalg::LinalgOp op, bool widenBf16) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || op->getNumResults() != 1 ||
       !linalg::isaContractionOpInterface(op))
@@ -130,6 +153,11 @@ std::optional<Product> matchProduct(linalg::LinalgOp op) {
   product.leftInput = left->first;
   product.readings[left->first] = left->second;
   product.readings[right->first] = right->second;
+  MLIRContext *context = op->getContext();
+  if (!widenBf16 && llvm::any_of(product.readings, [&](Reading reading) {
+        return narrowTypeOf(reading, context).isBF16();
+      }))
+    return std::nullopt;
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->k.empty())
@@ -179,11 +207,12 @@ bool isWidenableProducer(Operation *op) {
          });
 }
 
-/// The f32 value of `value` rounded to bf16 (`reading` RoundedF32) or of
-/// the bf16 `value` (Bf16), widened to f32.
+/// The f32 value of `value` rounded to bf16 or f16 (`reading`
+/// RoundedF32To*) or of the bf16 or f16 `value`, widened to f32.
 Value widenScalar(OpBuilder &b, Location loc, Value value, Reading reading) {
-  if (reading == Reading::RoundedF32)
-    value = b.create<arith::TruncFOp>(loc, b.getBF16Type(), value);
+  if (roundsF32(reading))
+    value = b.create<arith::TruncFOp>(
+        loc, narrowTypeOf(reading, b.getContext()), value);
   return b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
 }
 
@@ -193,25 +222,25 @@ RankedTensorType f32TypeOf(Value value) {
       .clone(Float32Type::get(value.getContext()));
 }
 
-/// The value `value` widened from its rounding to bf16, when it is one:
+/// The rounding to bf16 or f16 that `value` widens, when it is one:
 /// `extf(truncf(v))` of an f32 `v` in f32.
-Value roundedFrom(Value value) {
+arith::TruncFOp roundedFrom(Value value) {
   auto extension = value.getDefiningOp<arith::ExtFOp>();
   if (!extension || !extension.getType().isF32())
     return {};
   auto rounding = extension.getIn().getDefiningOp<arith::TruncFOp>();
-  if (!rounding || !rounding.getType().isBF16() ||
+  if (!rounding || !isNarrowFloat(rounding.getType()) ||
       !rounding.getIn().getType().isF32())
     return {};
-  return rounding.getIn();
+  return rounding;
 }
 
-/// Makes the ops that round a result of `producer` to bf16, where
+/// Makes the ops that round a result of `producer` to bf16 (f16), where
 /// `producer` also yields that result rounded and widened (the result the
 /// widening gave it for a product), read the rounded result instead:
-/// rounding it again gives the same bf16 value (NaN included, as the quiet
-/// NaN), and where the op widens that value back it is the rounded result
-/// itself. The unrounded result, when nothing else reads it, is then no
+/// rounding it again gives the same bf16 (f16) value (NaN included, as the
+/// quiet NaN), and where the op widens that value back it is the rounded
+/// result itself. The unrounded result, when nothing else reads it, is then no
 /// longer written (a SiLU's gradient in llama_medium: the product of the
 /// input's gradient reads it rounded, the transposed copy for the weight's
 /// gradient rounded it again, so the SiLU wrote both). Returns the ops it
@@ -220,9 +249,11 @@ SmallVector<Operation *> readRoundedResults(linalg::GenericOp producer) {
   SmallVector<Operation *> changed;
   auto yield = cast<linalg::YieldOp>(producer.getBody()->getTerminator());
   for (OpOperand &roundedOperand : yield->getOpOperands()) {
-    Value unrounded = roundedFrom(roundedOperand.get());
-    if (!unrounded)
+    arith::TruncFOp roundedBy = roundedFrom(roundedOperand.get());
+    if (!roundedBy)
       continue;
+    Value unrounded = roundedBy.getIn();
+    Type narrow = roundedBy.getType();
     OpResult rounded = producer->getResult(roundedOperand.getOperandNumber());
     for (OpOperand &plainOperand : yield->getOpOperands()) {
       if (plainOperand.get() != unrounded)
@@ -237,9 +268,9 @@ SmallVector<Operation *> readRoundedResults(linalg::GenericOp producer) {
           continue;
         BlockArgument argument = consumer.getMatchingBlockArgument(&use);
         if (argument.use_empty() ||
-            !llvm::all_of(argument.getUsers(), [](Operation *user) {
+            !llvm::all_of(argument.getUsers(), [&](Operation *user) {
               auto rounding = dyn_cast<arith::TruncFOp>(user);
-              return rounding && rounding.getType().isBF16();
+              return rounding && rounding.getType() == narrow;
             }))
           continue;
         use.set(rounded);
@@ -269,12 +300,11 @@ struct WidenBf16ProductsPass
   using WidenBf16ProductsPassBase::WidenBf16ProductsPassBase;
 
   void runOnOperation() override {
-    if (libraryBf16 && mantissa::cpuHasBf16Matmul(cpu))
-      return;
+    bool widenBf16 = mantissa::widensBf16Products(cpu, libraryBf16);
     func::FuncOp function = getOperation();
     SmallVector<Product> products;
     function.walk([&](linalg::LinalgOp op) {
-      if (std::optional<Product> product = matchProduct(op))
+      if (std::optional<Product> product = matchProduct(op, widenBf16))
         products.push_back(*product);
     });
     if (products.empty())
@@ -432,7 +462,8 @@ struct WidenBf16ProductsPass
           });
       // A later product that rounds this one's result reads it from the
       // new op.
-      for (Reading reading : {Reading::Bf16, Reading::RoundedF32})
+      for (Reading reading : {Reading::Bf16, Reading::RoundedF32ToBf16,
+                              Reading::F16, Reading::RoundedF32ToF16})
         if (auto it = widened.find({op->getResult(0), reading});
             it != widened.end())
           widened[{fp32->getResult(0), reading}] = it->second;

@@ -293,3 +293,66 @@ func.func @rounded_twice(%x: tensor<128x64xbf16>, %w: tensor<64x32xbf16>, %y: te
   } -> tensor<64x32xf32>
   return %p, %q : tensor<128x32xf32>, tensor<64x32xf32>
 }
+
+// -----
+
+// The linear layer under `compute: fp16`: widened for every CPU, AVX-512
+// included, since the runtime's GEMM takes no f16 operands (the product
+// would stay in the generated loops): the producer also yields its f16
+// value widened, the weight is rounded to f16 and widened by an op of its
+// own, and the GEMM's descriptor has types 0, 0, 0.
+
+// AVX2-LABEL: func.func @linear_f16
+// AVX2: %[[R:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x64xf32>)
+// AVX2: arith.truncf %{{.*}} : f32 to f16
+// AVX2-NEXT: arith.extf %{{.*}} : f16 to f32
+// AVX2: %[[WIDE_W:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<32x64xf32>) outs(%{{.*}} : tensor<32x64xf32>)
+// AVX2-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):
+// AVX2-NEXT: %[[T:.*]] = arith.truncf %[[IN]] : f32 to f16
+// AVX2-NEXT: %[[E:.*]] = arith.extf %[[T]] : f16 to f32
+// AVX2-NEXT: linalg.yield %[[E]] : f32
+// AVX2: linalg.generic {{.*}} ins(%[[R]], %[[WIDE_W]] : tensor<128x64xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<128x32xf32>)
+// AVX2-NEXT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: f32, %[[O:.*]]: f32):
+// AVX2-NEXT: arith.mulf %[[A]], %[[B]] : f32
+// AVX2-NOT: f16
+
+// AVX512-LABEL: func.func @linear_f16
+// AVX512: %[[WIDE_W:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<32x64xf32>) outs(%{{.*}} : tensor<32x64xf32>)
+// AVX512: arith.truncf %{{.*}} : f32 to f16
+// AVX512: linalg.generic {{.*}} ins(%{{.*}}, %[[WIDE_W]] : tensor<128x64xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<128x32xf32>)
+// AVX512-NOT: f16
+
+// GEMM-AVX2: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
+// GEMM-AVX2-LABEL: func.func @linear_f16
+// GEMM-AVX2: call @mantissa_cpu_gemm
+
+// GEMM-AVX512: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
+// GEMM-AVX512-LABEL: func.func @linear_f16
+// GEMM-AVX512: call @mantissa_cpu_gemm
+
+#a = affine_map<(m, n, k) -> (m, k)>
+#bt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @linear_f16(%x: tensor<128x64xf32>, %w: tensor<32x64xf32>) -> tensor<128x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<128x64xf16>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<128x64xf32>) outs(%e : tensor<128x64xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %m = arith.mulf %in, %in : f32
+    %t = arith.truncf %m : f32 to f16
+    linalg.yield %t : f16
+  } -> tensor<128x64xf16>
+  %ce = tensor.empty() : tensor<128x32xf32>
+  %c0 = linalg.fill ins(%zero : f32) outs(%ce : tensor<128x32xf32>) -> tensor<128x32xf32>
+  %p = linalg.generic {indexing_maps = [#a, #bt, #c], iterator_types = ["parallel", "parallel", "reduction"]} ins(%r, %w : tensor<128x64xf16>, tensor<32x64xf32>) outs(%c0 : tensor<128x32xf32>) {
+  ^bb0(%in: f16, %in_w: f32, %out: f32):
+    %ea = arith.extf %in : f16 to f32
+    %tw = arith.truncf %in_w : f32 to f16
+    %ew = arith.extf %tw : f16 to f32
+    %mm = arith.mulf %ea, %ew : f32
+    %s = arith.addf %out, %mm : f32
+    linalg.yield %s : f32
+  } -> tensor<128x32xf32>
+  return %p : tensor<128x32xf32>
+}
