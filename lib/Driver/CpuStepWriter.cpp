@@ -14,7 +14,6 @@
 #include "mantissa/Reference/Tensor.h"
 #include "mantissa/Runtime/UpdateRunner.h"
 #include "mantissa/Transforms/Passes.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -94,14 +93,7 @@ rt::IndexBound mlir::mantissa::getIndexBound(train::StepOp step,
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 mlir::mantissa::deriveForwardStep(train::StepOp step) {
-  OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
-  module->push_back(step->clone());
-  PassManager passes(step.getContext());
-  passes.addPass(createForwardOnlyPass());
-  if (failed(passes.run(*module)))
-    return llvm::createStringError("cannot derive the forward-only step of '" +
-                                   step.getSymName().str() + "'");
-  return module;
+  return deriveStep(step, createForwardOnlyPass(), "forward-only step");
 }
 
 namespace {

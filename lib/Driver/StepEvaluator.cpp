@@ -443,17 +443,23 @@ llvm::Error mlir::mantissa::compileStepLibrary(train::StepOp step,
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>>
-mlir::mantissa::deriveCpuStep(train::StepOp step) {
+mlir::mantissa::deriveStep(train::StepOp step, std::unique_ptr<Pass> pass,
+                           StringRef what) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(step.getLoc());
   module->push_back(step->clone());
   PassManager passes(step.getContext());
-  passes.addPass(createReadGatheredParametersPass());
+  passes.addPass(std::move(pass));
   DiagnosticCollector diagnostics(step.getContext());
   if (failed(passes.run(*module)))
-    return llvm::createStringError("cannot derive the CPU step of '" +
+    return llvm::createStringError("cannot derive the " + what.str() + " of '" +
                                    step.getSymName().str() +
                                    "': " + diagnostics.str());
   return module;
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+mlir::mantissa::deriveCpuStep(train::StepOp step) {
+  return deriveStep(step, createReadGatheredParametersPass(), "CPU step");
 }
 
 llvm::Expected<std::unique_ptr<StepEvaluator>>

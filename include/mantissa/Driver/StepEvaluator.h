@@ -14,6 +14,7 @@
 #include "mantissa/Reference/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/Pass.h"
 #include "llvm/Support/Error.h"
 #include <memory>
 #include <string>
@@ -52,6 +53,12 @@ struct CompileCacheReport {
   /// Seconds spent compiling (or only loading, when cached).
   double seconds = 0;
 };
+
+/// A module holding a copy of `step` that `pass` has rewritten, or an error
+/// naming the `what` it was to derive, with the pass's diagnostics.
+llvm::Expected<OwningOpRef<ModuleOp>> deriveStep(train::StepOp step,
+                                                 std::unique_ptr<Pass> pass,
+                                                 llvm::StringRef what);
 
 /// `step` as the CPU compiles it: a copy, in a module of its own, whose
 /// parameters are taken in their gather dtype where the step only reads
