@@ -131,10 +131,9 @@ def WidenBf16ProductsPass
     refuses one), and f16 products (`compute: fp16`) on any CPU: the
     runtime's GEMM takes no f16 operands, so they would otherwise run in
     the generated loops (llama_medium under `compute: fp16` on an AVX2
-    EPYC: 62-68 ms a step with its 111 products in loops, 14.5 widened).
-    Everything below
-    holds for f16 as for bf16: both widen exactly to f32, and a product of
-    two is exact in f32 (at most 22 significant bits).
+    EPYC: 45-51 ms a step with its 111 products in loops, 13.5-16 widened).
+    Everything below holds for f16 as for bf16: both widen exactly to f32,
+    and a product of two is exact in f32 (at most 22 significant bits).
 
     A product of bf16 operands with fp32 accumulation (a contraction whose
     body is `out + ext(a) * ext(b)`, each input bf16 or an f32 input the
