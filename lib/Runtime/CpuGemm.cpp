@@ -24,6 +24,11 @@
 // the running oneDNN's answer (cpuGemmPath), and a run says once that it
 // widens (describeWidenedProducts).
 //
+// A product may round its sums to bf16 as it writes them (kGemmRoundC):
+// kept in fp32, or stored into a bf16 C, for which each tile is summed
+// into an fp32 scratch of the calling thread, laid out as C, and rounded
+// from there while it is in the cache.
+//
 // Determinism: oneDNN splits the reduction across threads when a product's
 // output is small, so its sums would depend on the thread count, and the
 // trainer promises the same bits whatever the split into ranks (and so
@@ -216,6 +221,22 @@ MANTISSA_AVX2_AND_BASELINE void roundTileToBf16(const Descriptor &t, void *c) {
                                row * t[kGemmStrideCM];
       for (int64_t column = 0; column < t[kGemmN]; ++column)
         line[column] = bf16BitsToFloat(floatToBF16Bits(line[column]));
+    }
+}
+
+/// Stores the fp32 values that tile `t` wrote into the scratch at `sums` to
+/// `c` (laid out as the scratch) rounded to bf16 (kGemmRoundC with a bf16
+/// C), as roundTileToBf16 rounds: right after the tile's kernel, while the
+/// sums are in the cache, instead of a pass of the step over the product.
+MANTISSA_AVX2_AND_BASELINE void narrowTileToBf16(const Descriptor &t,
+                                                 const float *sums, void *c) {
+  for (int64_t item = 0; item < t[kGemmBatch]; ++item)
+    for (int64_t row = 0; row < t[kGemmM]; ++row) {
+      int64_t at = item * t[kGemmStrideCBatch] + row * t[kGemmStrideCM];
+      const float *__restrict in = sums + at;
+      uint16_t *__restrict out = static_cast<uint16_t *>(c) + at;
+      for (int64_t column = 0; column < t[kGemmN]; ++column)
+        out[column] = floatToBF16Bits(in[column]);
     }
 }
 
@@ -458,19 +479,32 @@ struct Tiling {
   }
 };
 
+/// The product that computes `d`: a bf16 C (kGemmRoundC) is summed into an
+/// fp32 scratch of C's layout, and rounded from there.
+Descriptor summedDescriptor(const Descriptor &d) {
+  Descriptor s = d;
+  s[kGemmTypeC] = kGemmF32;
+  return s;
+}
+
 /// What every call of one product reuses: the descriptor as the step gave
-/// it, whether the product runs widened, the descriptor it runs (the given
-/// one, or the fp32 product of the widened operands) and that one's tiles.
+/// it, whether the product runs widened, whether it sums into a scratch
+/// that it then narrows into a bf16 C, the descriptor it runs (the given
+/// one, or the fp32 product of the widened operands, with an fp32 C) and
+/// that one's tiles.
 struct Plan {
   Descriptor given;
   bool widen = false;
+  bool narrow = false;
   Descriptor run;
   Tiling tiling;
 
-  explicit Plan(const Descriptor &d) : given(d), run(d), tiling(d) {
+  explicit Plan(const Descriptor &d)
+      : given(d), narrow(d[kGemmTypeC] == kGemmBF16), run(summedDescriptor(d)),
+        tiling(run) {
     if (d[kGemmTypeA] == kGemmBF16 && tiling.path() == CpuGemmPath::Widened) {
       widen = true;
-      run = widenedDescriptor(d);
+      run = widenedDescriptor(run);
       tiling = Tiling(run);
       // Once per product, not per call: the line is built only here.
       warnOfWidenedProductsOnce(describeWidenedProducts());
@@ -517,9 +551,12 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
                  (long long)descriptor[kGemmAbi], (long long)kCpuGemmAbi);
     std::abort();
   }
-  if (descriptor[kGemmRoundC] && descriptor[kGemmTypeC] != kGemmF32) {
-    std::fprintf(stderr, "mantissa: a product of the compiled step rounds a "
-                         "C that is not fp32 (kGemmRoundC)\n");
+  // A bf16 C is written, never added to: the sum rounded once.
+  if (descriptor[kGemmTypeC] == kGemmBF16 &&
+      (!descriptor[kGemmRoundC] || descriptor[kGemmAccumulate])) {
+    std::fprintf(stderr, "mantissa: a product of the compiled step has a bf16 "
+                         "C that it does not write rounded (kGemmRoundC 1, "
+                         "kGemmAccumulate 0)\n");
     std::abort();
   }
   int64_t batch = descriptor[kGemmBatch], m = descriptor[kGemmM],
@@ -530,7 +567,7 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     Descriptor d;
     std::copy(descriptor, descriptor + kGemmFieldCount, d.begin());
     emptyProduct(d, reinterpret_cast<void *>(c));
-    if (d[kGemmRoundC])
+    if (d[kGemmRoundC] && d[kGemmTypeC] == kGemmF32)
       roundTileToBf16(d, reinterpret_cast<void *>(c));
     return;
   }
@@ -563,6 +600,17 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     a = reinterpret_cast<uintptr_t>(wideA.data());
     b = reinterpret_cast<uintptr_t>(wideB.data());
   }
+  // A bf16 C: the sums go to the calling thread's scratch, laid out as C,
+  // which each tile then rounds into C.
+  uintptr_t sums = c;
+  if (plan.narrow) {
+    thread_local std::vector<float> scratch;
+    size_t span = size_t((batch - 1) * d[kGemmStrideCBatch] +
+                         (m - 1) * d[kGemmStrideCM] + n);
+    if (scratch.size() < span)
+      scratch.resize(span);
+    sums = reinterpret_cast<uintptr_t>(scratch.data());
+  }
   GemmLibrary &library = GemmLibrary::get();
   int64_t tiles = tiling.tiles();
   auto runTile = [&](int64_t tile) {
@@ -579,12 +627,16 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     };
     const Descriptor &kind = tiling.kinds[lastItems][lastRows];
     void *tileC =
-        at(c, d[kGemmTypeC], d[kGemmStrideCBatch], d[kGemmStrideCM], row);
+        at(sums, d[kGemmTypeC], d[kGemmStrideCBatch], d[kGemmStrideCM], row);
     library.run(
         *tiling.kernels[lastItems][lastRows], kind,
         at(a, d[kGemmTypeA], d[kGemmStrideABatch], d[kGemmStrideAM], row),
         at(b, d[kGemmTypeB], d[kGemmStrideBBatch], 0, 0), tileC);
-    if (d[kGemmRoundC])
+    if (plan.narrow)
+      narrowTileToBf16(
+          kind, static_cast<const float *>(tileC),
+          at(c, kGemmBF16, d[kGemmStrideCBatch], d[kGemmStrideCM], row));
+    else if (d[kGemmRoundC])
       roundTileToBf16(kind, tileC);
   };
   if (tiles == 1 || 2 * batch * m * n * k < 2 * kMinimumTileFlops) {
@@ -610,6 +662,7 @@ CpuGemmPath mlir::mantissa::rt::cpuGemmPath(const int64_t *descriptor) {
   std::memcpy(d.data(), descriptor, sizeof(int64_t) * kGemmFieldCount);
   if (d[kGemmBatch] <= 0 || d[kGemmM] <= 0 || d[kGemmN] <= 0 || d[kGemmK] <= 0)
     return CpuGemmPath::Library; // nothing to compute
+  d = summedDescriptor(d);
   CpuGemmPath path = Tiling(d).path();
   if (path != CpuGemmPath::Widened)
     return path;

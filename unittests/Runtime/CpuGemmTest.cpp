@@ -224,6 +224,37 @@ TEST_P(CpuGemmTest, RoundedOutputIsTheSumRoundedToBf16) {
   omp_set_num_threads(saved);
 }
 
+/// A product with a bf16 C (kGemmRoundC, written: the compiler's products
+/// whose only reader rounded them into a bf16 buffer) stores each fp32 sum
+/// rounded to bf16 to nearest even, and writes nothing past C, at any
+/// thread count.
+TEST_P(CpuGemmTest, Bf16OutputIsTheSumRoundedToBf16) {
+  Problem written(GetParam(), 23, 0.0f);
+  written.descriptor[kGemmAccumulate] = 0;
+  std::vector<float> sums = written.run();
+  std::vector<int64_t> narrowed = written.descriptor;
+  narrowed[kGemmTypeC] = kGemmBF16;
+  narrowed[kGemmRoundC] = 1;
+  int saved = omp_get_max_threads();
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    // One guard element past C, which must stay as it was.
+    std::vector<uint16_t> c(sums.size() + 1, 0x7fc1);
+    mantissa_rt_cpu_gemm(reinterpret_cast<uintptr_t>(narrowed.data()),
+                         reinterpret_cast<uintptr_t>(written.aBytes.data()),
+                         reinterpret_cast<uintptr_t>(written.bBytes.data()),
+                         reinterpret_cast<uintptr_t>(c.data()));
+    for (size_t i = 0; i < sums.size(); ++i) {
+      float expected = roundedToBF16(sums[i]);
+      ASSERT_EQ(fromBF16(c[i]), expected)
+          << i << ": " << sums[i] << " gave " << fromBF16(c[i]) << ", "
+          << threads << " threads";
+    }
+    EXPECT_EQ(c.back(), 0x7fc1) << threads << " threads";
+  }
+  omp_set_num_threads(saved);
+}
+
 // llama_medium's products (4 x 32 tokens, d = 128, f = 344, 512 tokens of
 // vocabulary, 4 heads of 32), and bf16 operands.
 INSTANTIATE_TEST_SUITE_P(
@@ -336,6 +367,15 @@ TEST(CpuGemmRoundingTest, TiesNaNsAndOverflowAsTheStepRounds) {
     std::memcpy(&bits, &c[j], sizeof(bits));
     EXPECT_EQ(bits, expected[j]) << std::hex << given[j];
   }
+  // The same roundings stored in a bf16 C.
+  descriptor[kGemmTypeC] = kGemmBF16;
+  std::vector<uint16_t> narrow(n, 5);
+  mantissa_rt_cpu_gemm(reinterpret_cast<uintptr_t>(descriptor.data()),
+                       reinterpret_cast<uintptr_t>(&one),
+                       reinterpret_cast<uintptr_t>(b.data()),
+                       reinterpret_cast<uintptr_t>(narrow.data()));
+  for (int64_t j = 0; j < n; ++j)
+    EXPECT_EQ(uint32_t(narrow[j]) << 16, expected[j]) << std::hex << given[j];
 }
 
 /// The runtime remembers a product by its descriptor's address (a constant

@@ -33,7 +33,9 @@ extern "C" {
 ///   filled with +0.0 just before, and drops the fill); with kGemmRoundC 1,
 ///   each element of C is then rounded to bf16 (the compiler gives that to
 ///   a product whose only reader rounded it so into another buffer, which
-///   the product then writes).
+///   the product then writes): kept in fp32 for an fp32 C, stored as bf16
+///   for a bf16 C (kGemmTypeC kGemmBF16, only with kGemmRoundC 1 and
+///   kGemmAccumulate 0: the sums are fp32 either way).
 /// Changing it changes kCpuGemmAbi.
 enum MantissaCpuGemmField : int {
   kGemmAbi = 0,
@@ -57,7 +59,8 @@ enum MantissaCpuGemmField : int {
   kGemmAccumulate,
   /// 1: each element of C, once summed, is rounded to bf16 and kept in
   /// fp32 (to nearest even, NaN to the quiet NaN 0x7fc0: arith.truncf then
-  /// arith.extf, as the step's loops and torch round); 0: C as summed.
+  /// arith.extf, as the step's loops and torch round), or stored as bf16
+  /// where C is bf16 (arith.truncf); 0: C as summed.
   kGemmRoundC,
   kGemmFieldCount
 };
@@ -74,8 +77,9 @@ namespace mlir::mantissa::rt {
 
 /// The version of the descriptor above (MantissaCpuGemmField), written into
 /// step.cpu.json ("cpu_gemm_abi") by the compiler and checked by the loader.
-/// Version 2 adds kGemmAccumulate, version 3 kGemmRoundC.
-constexpr int64_t kCpuGemmAbi = 3;
+/// Version 2 adds kGemmAccumulate, version 3 kGemmRoundC, version 4 a bf16
+/// C (written rounded).
+constexpr int64_t kCpuGemmAbi = 4;
 
 /// The descriptor of a product of dense row-major operands, A [batch][m][k]
 /// and B [batch][k][n] of element type `type`, into C [batch][m][n] in fp32,

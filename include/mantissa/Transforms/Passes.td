@@ -175,11 +175,11 @@ def ReadGatheredParametersPass
     precision pass's rounding to its gather dtype (`train.plan`'s `gather`)
     becomes an argument of that dtype, so that the runtime binds the update
     path's gathered copy as it is rather than widening it every micro-batch
-    for the step to round it back; and
-    a rounding to a dtype of a value that was widened from that dtype, with
-    only permutes and views between (autocast's rounding of the widened
-    gathered weight and of its transposes), reads the narrow value through
-    the same permutes and views instead. Widening is exact and rounding a
+    for the step to round it back; and a rounding to a dtype of a value
+    that was widened from that dtype, with only permutes and views between
+    (autocast's rounding of the widened gathered weight and of its
+    transposes), reads the narrow value through the same permutes and views
+    instead. Widening is exact and rounding a
     widened value gives it back, so the numbers do not change; the step
     writes no widened copy of its weights and no rounded copy of those.
   }];

@@ -425,10 +425,15 @@ enum class CopyKind {
   /// even): how a product's bf16 result becomes an fp32 gradient or an
   /// operand widened for the next product under `compute: bf16`.
   Rounding,
+  /// Rounds it to bf16 into a bf16 buffer (`truncf(x)`): how a product's
+  /// result becomes the bf16 activation the elementwise ops after it read
+  /// under `compute: bf16`.
+  Narrowing,
 };
 
 /// What `op` does, if it only copies its one f32 buffer into another f32
-/// buffer of the same shape, element by element (CopyKind).
+/// buffer of the same shape, element by element, or rounds it into a bf16
+/// buffer laid out alike (CopyKind).
 std::optional<CopyKind> copyKindOf(linalg::LinalgOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 1 ||
       op.getNumDpsInits() != 1 ||
@@ -438,8 +443,24 @@ std::optional<CopyKind> copyKindOf(linalg::LinalgOp op) {
     return std::nullopt;
   auto in = cast<MemRefType>(op.getDpsInputOperand(0)->get().getType());
   auto out = cast<MemRefType>(op.getDpsInitOperand(0)->get().getType());
-  if (!in.getElementType().isF32() || !out.getElementType().isF32() ||
-      in.getShape() != out.getShape())
+  if (!in.getElementType().isF32() || in.getShape() != out.getShape())
+    return std::nullopt;
+  if (out.getElementType().isBF16()) {
+    // The product's descriptor then serves C as it is: the same strides.
+    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (!generic || in.getLayout() != out.getLayout() ||
+        !in.getLayout().isIdentity())
+      return std::nullopt;
+    Block *body = generic.getBody();
+    auto truncate = dyn_cast<arith::TruncFOp>(body->front());
+    if (body->getOperations().size() != 2 || !truncate ||
+        truncate.getIn() != body->getArgument(0) ||
+        truncate.getRoundingmodeAttr() ||
+        body->getTerminator()->getOperand(0) != truncate.getResult())
+      return std::nullopt;
+    return CopyKind::Narrowing;
+  }
+  if (!out.getElementType().isF32())
     return std::nullopt;
   if (isa<linalg::CopyOp>(op))
     return CopyKind::Plain;
@@ -466,6 +487,9 @@ std::optional<CopyKind> copyKindOf(linalg::LinalgOp op) {
 struct OutputCopy {
   linalg::LinalgOp op;
   CopyKind kind;
+  /// The allocation of the copy's output, when it comes after the product
+  /// and must move before it.
+  memref::AllocOp hoistedAllocation = nullptr;
 };
 
 /// The copy (copyKindOf) that is all that is done with `product`'s output,
@@ -496,12 +520,20 @@ std::optional<OutputCopy> copyAfter(linalg::LinalgOp product,
   }
   if (!copy)
     return std::nullopt;
-  // The product must see the copy's output: made before it.
+  // The product must see the copy's output: made before it, or allocated
+  // (without operands) between the two, which the caller then moves before
+  // the product (hoistedAllocation).
   Value target = copy->op.getDpsInitOperand(0)->get();
   if (Operation *definition = target.getDefiningOp();
       definition && !(definition->getBlock() == product->getBlock() &&
-                      definition->isBeforeInBlock(product)))
-    return std::nullopt;
+                      definition->isBeforeInBlock(product))) {
+    auto alloc = dyn_cast<memref::AllocOp>(definition);
+    if (!alloc || alloc->getNumOperands() != 0 ||
+        alloc->getBlock() != product->getBlock() ||
+        !product->isBeforeInBlock(alloc))
+      return std::nullopt;
+    copy->hoistedAllocation = alloc;
+  }
   Value root = rootOf(target);
   llvm::DenseSet<Value> aliases = aliasesOf(root);
   for (OpOperand *input : product.getDpsInputOperands())
@@ -512,6 +544,18 @@ std::optional<OutputCopy> copyAfter(linalg::LinalgOp product,
     if (!leavesAlone(op, root, aliases))
       return std::nullopt;
   return copy;
+}
+
+/// Erases the temporary `buffer` (its allocation and deallocation) when
+/// nothing else uses it.
+void eraseIfOnlyFreed(Value buffer) {
+  if (!llvm::all_of(buffer.getUsers(), [](Operation *user) {
+        return isa<memref::DeallocOp>(user);
+      }))
+    return;
+  for (Operation *user : llvm::make_early_inc_range(buffer.getUsers()))
+    user->erase();
+  buffer.getDefiningOp()->erase();
 }
 
 /// Replaces each input of `op` that its body rounds to bf16 (an f32 buffer)
@@ -554,10 +598,16 @@ struct CallGemmLibraryPass
     // Copies of products' outputs (and their roundings) that the library
     // does instead, writing the copies' outputs.
     SmallVector<linalg::LinalgOp> outputCopies;
-    module.walk([&](linalg::LinalgOp op) {
+    // Products that write a bf16 buffer (a narrowing copy's) instead of
+    // their fp32 output, which the linalg op's body cannot name.
+    llvm::DenseMap<Operation *, Value> narrowedOutputs;
+    // Collected first: a copy's allocation may move before its product.
+    SmallVector<linalg::LinalgOp> linalgOps;
+    module.walk([&](linalg::LinalgOp op) { linalgOps.push_back(op); });
+    for (linalg::LinalgOp op : linalgOps) {
       std::optional<Descriptor> d = describeProduct(op);
       if (!d)
-        return;
+        continue;
       Operation *fill = zeroFillBefore(op, *d);
       if (fill) {
         overwrittenFills.push_back(fill);
@@ -565,7 +615,17 @@ struct CallGemmLibraryPass
       }
       // The product writes where its copy wrote, if the library takes
       // that layout, and rounds there where the copy rounded.
-      if (std::optional<OutputCopy> copy = copyAfter(op, *d, fill)) {
+      std::optional<OutputCopy> copy = copyAfter(op, *d, fill);
+      if (copy && copy->hoistedAllocation)
+        copy->hoistedAllocation->moveBefore(op);
+      if (copy && copy->kind == CopyKind::Narrowing) {
+        // The copy's output has the temporary's shape and strides.
+        (*d)[kGemmTypeC] = kGemmBF16;
+        (*d)[kGemmAccumulate] = 0;
+        (*d)[kGemmRoundC] = 1;
+        narrowedOutputs[op] = copy->op.getDpsInitOperand(0)->get();
+        outputCopies.push_back(copy->op);
+      } else if (copy) {
         OpOperand &output = *op.getDpsInitOperand(0);
         Value temporary = output.get();
         output.set(copy->op.getDpsInitOperand(0)->get());
@@ -579,7 +639,7 @@ struct CallGemmLibraryPass
         }
       }
       products.emplace_back(op, *d);
-    });
+    }
 
     if (products.empty())
       return;
@@ -591,13 +651,7 @@ struct CallGemmLibraryPass
     for (linalg::LinalgOp copy : outputCopies) {
       Value temporary = copy.getDpsInputOperand(0)->get();
       copy->erase();
-      if (llvm::all_of(temporary.getUsers(), [](Operation *user) {
-            return isa<memref::DeallocOp>(user);
-          })) {
-        for (Operation *user : llvm::make_early_inc_range(temporary.getUsers()))
-          user->erase();
-        temporary.getDefiningOp()->erase();
-      }
+      eraseIfOnlyFreed(temporary);
     }
     OpBuilder moduleBuilder = OpBuilder::atBlockBegin(module.getBody());
     Type index = moduleBuilder.getIndexType();
@@ -626,6 +680,9 @@ struct CallGemmLibraryPass
       }
       OpBuilder b(op);
       Location loc = op.getLoc();
+      Value output = narrowedOutputs.lookup(op);
+      if (!output)
+        output = op.getDpsInitOperand(0)->get();
       SmallVector<Value> inputs = {op.getDpsInputOperand(0)->get(),
                                    op.getDpsInputOperand(1)->get()};
       materializeRoundings(b, op, inputs);
@@ -649,14 +706,16 @@ struct CallGemmLibraryPass
           loc, callee,
           ValueRange{
               b.create<memref::ExtractAlignedPointerAsIndexOp>(loc, descriptor),
-              addressOf(inputs[0]), addressOf(inputs[1]),
-              addressOf(op.getDpsInitOperand(0)->get())});
+              addressOf(inputs[0]), addressOf(inputs[1]), addressOf(output)});
       OpBuilder after(op);
       after.setInsertionPointAfter(op);
       for (auto [index, input] : llvm::enumerate(inputs))
         if (input != op.getDpsInputOperand(index)->get())
           after.create<memref::DeallocOp>(loc, input);
+      Value temporary = op.getDpsInitOperand(0)->get();
       op->erase();
+      if (output != temporary)
+        eraseIfOnlyFreed(temporary);
     }
   }
 };

@@ -6,7 +6,7 @@
 // or a fill of anything but +0.0 or of only part of the output, keeps the
 // fill and the accumulation (1).
 
-// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 0, 0]>
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 0, 0]>
 // CHECK-LABEL: func.func @overwrite
 // CHECK-NOT: linalg.fill
 // CHECK: memref.get_global @__mantissa_gemm_0
@@ -25,7 +25,7 @@ func.func @overwrite(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %c: memref<1
 // whole buffer the product writes through a reshape; in between, an op on
 // other memory and a view of the inputs.
 
-// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, {{.*}}, 0, 0]>
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 0, 0, 0, 1, 128, 32, 64, {{.*}}, 0, 0]>
 // CHECK-LABEL: func.func @fused_fill
 // CHECK: memref.alloc() {{.*}} : memref<4x32x32xf32>
 // CHECK-NEXT: linalg.generic
@@ -56,7 +56,7 @@ func.func @fused_fill(%a: memref<4x32x64xf32>, %b: memref<64x32xf32>, %x: memref
 
 // The buffer is read (through a view) between the fill and the product.
 
-// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, {{.*}}, 1, 0]>
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, {{.*}}, 1, 0]>
 // CHECK-LABEL: func.func @read_between
 // CHECK: linalg.fill
 // CHECK: linalg.generic
@@ -81,7 +81,7 @@ func.func @read_between(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %c: memre
 // Fills the product adds to: -0.0 (a sum of -0.0 terms added to it stays
 // -0.0), 1.0, and +0.0 on only part of the output.
 
-// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, {{.*}}, 1, 0]>
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, {{.*}}, 1, 0]>
 // CHECK-NOT: memref.global
 // CHECK-LABEL: func.func @kept
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<128x32xf32>)
@@ -111,8 +111,8 @@ func.func @kept(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %c: memref<128x32
 // the function's own may not. The last product writes to the one before's
 // output: its fill is that product's.
 
-// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_[[$ADD:[0-9]]] : memref<19xi64> = dense<[3, {{.*}}, 1, 0]>
-// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_[[$WRITE:[0-9]]] : memref<19xi64> = dense<[3, {{.*}}, 0, 0]>
+// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_[[$ADD:[0-9]]] : memref<19xi64> = dense<[4, {{.*}}, 1, 0]>
+// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_[[$WRITE:[0-9]]] : memref<19xi64> = dense<[4, {{.*}}, 0, 0]>
 // CHECK-LABEL: func.func @argument
 // CHECK: linalg.fill
 // CHECK-NEXT: call @opaque

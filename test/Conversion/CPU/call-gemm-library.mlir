@@ -7,7 +7,7 @@
 // call-gemm-library-overwrite.mlir).
 
 // CHECK: func.func private @mantissa_cpu_gemm(index, index, index, index)
-// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 1, 0]>
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 1, 0]>
 // CHECK-LABEL: func.func @matmul
 // CHECK-SAME: (%[[A:.*]]: memref<128x64xf32>, %[[B:.*]]: memref<64x32xf32>, %[[C:.*]]: memref<128x32xf32>)
 // CHECK: %[[D:.*]] = memref.get_global @__mantissa_gemm_0
@@ -27,7 +27,7 @@ func.func @matmul(%a: memref<128x64xf32>, %b: memref<64x32xf32>, %c: memref<128x
 // bf16 operands accumulate in fp32 (types 1, 1, 0); B read through a
 // transposed view (x @ w^T): K is its unit stride.
 
-// CHECK-LABEL: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 1, 0]>
+// CHECK-LABEL: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 1, 0]>
 // CHECK-LABEL: func.func @matmul_bf16_transposed
 // CHECK: call @mantissa_cpu_gemm
 // CHECK-NOT: linalg.matmul
@@ -44,8 +44,8 @@ func.func @matmul_bf16_transposed(%a: memref<128x64xbf16>, %w: memref<32x64xbf16
 // product with two batch loops (heads of each sequence), collapsed into a
 // batch of 16, read at an offset (elements) that the address adds in bytes.
 
-// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_{{[0-9]}} : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 128, 128, 16384, 128, 1, 16384, 128, 1, 16384, 128, 1, 1, 0]>
-// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_{{[0-9]}} : memref<19xi64> = dense<[3, 0, 0, 0, 16, 32, 32, 16, 1024, 32, 1, 512, 32, 1, 1024, 32, 1, 1, 0]>
+// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_{{[0-9]}} : memref<19xi64> = dense<[4, 0, 0, 0, 1, 128, 128, 128, 16384, 128, 1, 16384, 128, 1, 16384, 128, 1, 1, 0]>
+// CHECK-DAG: memref.global "private" constant @__mantissa_gemm_{{[0-9]}} : memref<19xi64> = dense<[4, 0, 0, 0, 16, 32, 32, 16, 1024, 32, 1, 512, 32, 1, 1024, 32, 1, 1, 0]>
 // CHECK-LABEL: func.func @fused
 // CHECK: %[[VIEW:.*]] = memref.subview %arg3[0, 0, 0, 16]
 // CHECK: %[[AP:.*]] = memref.extract_aligned_pointer_as_index %[[VIEW]]
@@ -86,7 +86,7 @@ func.func @fused(%x: memref<4x32x128xf32>, %w: memref<128x128xf32>, %y: memref<4
 // copy (the same truncf), which the library reads as a dense bf16 operand
 // and which is freed after the call.
 
-// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 1, 1, 0, 1, 8, 16, 4, 32, 4, 1, 64, 16, 1, 128, 16, 1, 1, 0]>
+// CHECK: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 1, 1, 0, 1, 8, 16, 4, 32, 4, 1, 64, 16, 1, 128, 16, 1, 1, 0]>
 // CHECK-LABEL: func.func @rounded_weight
 // CHECK-SAME: (%[[A:.*]]: memref<8x4xbf16>, %[[W:.*]]: memref<4x16xf32>, %[[C:.*]]: memref<8x16xf32>)
 // CHECK: %[[COPY:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x16xbf16>

@@ -13,7 +13,7 @@
 // PASS-NOT: linalg.generic
 // PASS: return
 
-// GEMM-DAG: memref.global "private" constant @__mantissa_gemm_{{[0-9]+}} : memref<19xi64> = dense<[3, 0, 0, 0, 1, 2, 3, 4, 8, 4, 1, 12, 1, 4, 6, 3, 1, 0, 0]>
+// GEMM-DAG: memref.global "private" constant @__mantissa_gemm_{{[0-9]+}} : memref<19xi64> = dense<[4, 0, 0, 0, 1, 2, 3, 4, 8, 4, 1, 12, 1, 4, 6, 3, 1, 0, 0]>
 // GEMM-LABEL: func.func @linear(
 // GEMM-NOT: linalg.generic
 // GEMM: call @mantissa_cpu_gemm(

@@ -6,21 +6,25 @@
 // The whole CPU pipeline on a bf16 product (bf16 operands, fp32
 // accumulation, rounded once to the bf16 result): with the library, the
 // product is an indirect call through the exported hook the loader binds
-// (CpuGemm.h), its descriptor a constant (last field 0: it writes over
-// its output, whose fill with zeros goes), and the rounding an outlined
-// elementwise op; with gemm=loops there is no hook and the product is an
-// outlined loop nest.
+// (CpuGemm.h), its descriptor a constant: it writes the bf16 result
+// itself, rounded (C type 1, kGemmRoundC 1), over the zeros its fill
+// wrote, and the fill and the rounding go; what remains outlined is the
+// loss's copy. With gemm=loops there is no hook and the product and its
+// rounding are outlined loop nests.
 
 // LIBRARY: llvm.mlir.global external @mantissa_cpu_gemm_hook() {{.*}} : !llvm.ptr {
 // LIBRARY: llvm.mlir.zero : !llvm.ptr
-// LIBRARY: llvm.mlir.global private constant @__mantissa_gemm_0(dense<[3, 1, 1, 0, 1, 2, 3, 4, 8, 4, 1, 12, 3, 1, 6, 3, 1, 0, 0]> : tensor<19xi64>)
+// LIBRARY: llvm.mlir.global private constant @__mantissa_gemm_0(dense<[4, 1, 1, 1, 1, 2, 3, 4, 8, 4, 1, 12, 3, 1, 6, 3, 1, 0, 1]> : tensor<19xi64>)
 // LIBRARY-NOT: llvm.func @mantissa_cpu_gemm(
 // LIBRARY-LABEL: llvm.func @mm_bf16(
 // LIBRARY: %[[HOOK:.*]] = llvm.mlir.addressof @mantissa_cpu_gemm_hook : !llvm.ptr
 // LIBRARY: %[[FUNCTION:.*]] = llvm.load %[[HOOK]] : !llvm.ptr -> !llvm.ptr
 // LIBRARY: llvm.call %[[FUNCTION]](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : !llvm.ptr, (i64, i64, i64, i64) -> ()
-// LIBRARY: llvm.call @mm_bf16__{{[0-9]+}}_generic(
-// LIBRARY: llvm.func @mm_bf16__{{[0-9]+}}_generic({{.*}}) attributes {passthrough = ["noinline"], sym_visibility = "private"}
+// LIBRARY-NOT: _generic
+// LIBRARY: llvm.call @mm_bf16__{{[0-9]+}}_copy(
+// LIBRARY-NOT: _generic
+// LIBRARY: llvm.func @mm_bf16__{{[0-9]+}}_copy({{.*}}) attributes {passthrough = ["noinline"], sym_visibility = "private"}
+// LIBRARY-NOT: _generic
 
 // LOOPS-NOT: mantissa_cpu_gemm
 // LOOPS-LABEL: llvm.func @mm_bf16(

@@ -45,12 +45,12 @@
 // AVX512: arith.extf
 // AVX512: arith.extf
 
-// GEMM-AVX2: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
+// GEMM-AVX2: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
 // GEMM-AVX2-LABEL: func.func @linear
 // GEMM-AVX2-NOT: memref<32x64xbf16>
 // GEMM-AVX2: call @mantissa_cpu_gemm
 
-// GEMM-AVX512: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
+// GEMM-AVX512: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
 // GEMM-AVX512-LABEL: func.func @linear
 // GEMM-AVX512: memref.alloc() {{.*}} : memref<32x64xbf16>
 // GEMM-AVX512: call @mantissa_cpu_gemm
@@ -322,11 +322,11 @@ func.func @rounded_twice(%x: tensor<128x64xbf16>, %w: tensor<64x32xbf16>, %y: te
 // AVX512: linalg.generic {{.*}} ins(%{{.*}}, %[[WIDE_W]] : tensor<128x64xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<128x32xf32>)
 // AVX512-NOT: f16
 
-// GEMM-AVX2: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
+// GEMM-AVX2: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
 // GEMM-AVX2-LABEL: func.func @linear_f16
 // GEMM-AVX2: call @mantissa_cpu_gemm
 
-// GEMM-AVX512: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[3, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
+// GEMM-AVX512: memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> = dense<[4, 0, 0, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 1, 64, 4096, 32, 1, 0, 0]>
 // GEMM-AVX512-LABEL: func.func @linear_f16
 // GEMM-AVX512: call @mantissa_cpu_gemm
 

@@ -331,7 +331,13 @@ def CallGemmLibraryPass
     kGemmRoundC, says the library rounds each sum so (1), and the copy and
     the temporary go. The library rounds each tile right after computing
     it, while it is in the cache, with the copy's bits (to nearest even,
-    NaN to 0x7fc0).
+    NaN to 0x7fc0). A copy that rounds it into a bf16 buffer instead
+    (`truncf(x)`, identity maps, the same layout: under `compute: bf16`,
+    the bf16 activation the elementwise ops after a product read) makes the
+    product write that buffer alike: the descriptor's C type is bf16, with
+    kGemmRoundC 1, and the library stores each sum rounded. A copy's output
+    allocated between the product and the copy (`memref.alloc` without
+    operands) has its allocation moved before the product.
 
     Before:
     ```mlir
@@ -341,7 +347,7 @@ def CallGemmLibraryPass
     After:
     ```mlir
     memref.global "private" constant @__mantissa_gemm_0 : memref<19xi64> =
-        dense<[3, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 1, 0]>
+        dense<[4, 1, 1, 0, 1, 128, 32, 64, 8192, 64, 1, 2048, 32, 1, 4096, 32, 1, 1, 0]>
     ...
     %d = memref.get_global @__mantissa_gemm_0 : memref<19xi64>
     %dp = memref.extract_aligned_pointer_as_index %d : memref<19xi64> -> index
