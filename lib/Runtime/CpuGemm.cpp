@@ -207,36 +207,28 @@ void storeElement(void *base, int64_t index, int64_t type, float value) {
   static_cast<uint16_t *>(base)[index] = uint16_t(bits >> 16);
 }
 
-/// Rounds the fp32 values of C that tile `t` wrote (at `c`) to bf16, in
-/// place and kept in fp32 (kGemmRoundC), as floatToBF16Bits rounds (the
-/// bits of the step's arith.truncf then arith.extf, and of torch's). Right
-/// after the tile's kernel, while C is in the cache, instead of a pass of
-/// the step over the whole product. Compiled for AVX2 and the baseline
-/// (CpuClones.h): 8 lanes where the CPU has them.
-MANTISSA_AVX2_AND_BASELINE void roundTileToBf16(const Descriptor &t, void *c) {
-  for (int64_t item = 0; item < t[kGemmBatch]; ++item)
-    for (int64_t row = 0; row < t[kGemmM]; ++row) {
-      float *__restrict line = static_cast<float *>(c) +
-                               item * t[kGemmStrideCBatch] +
-                               row * t[kGemmStrideCM];
-      for (int64_t column = 0; column < t[kGemmN]; ++column)
-        line[column] = bf16BitsToFloat(floatToBF16Bits(line[column]));
-    }
-}
-
-/// Stores the fp32 values that tile `t` wrote into the scratch at `sums` to
-/// `c` (laid out as the scratch) rounded to bf16 (kGemmRoundC with a bf16
-/// C), as roundTileToBf16 rounds: right after the tile's kernel, while the
-/// sums are in the cache, instead of a pass of the step over the product.
-MANTISSA_AVX2_AND_BASELINE void narrowTileToBf16(const Descriptor &t,
-                                                 const float *sums, void *c) {
+/// Rounds the fp32 sums that tile `t` wrote (at `sums`) to bf16, as
+/// floatToBF16Bits rounds (the bits of the step's arith.truncf, and of
+/// torch's): into `narrow`, a bf16 C laid out as the sums, when given,
+/// else in place, kept in fp32 (arith.truncf then arith.extf). Both are
+/// kGemmRoundC, done right after the tile's kernel, while the sums are in
+/// the cache, instead of a pass of the step over the whole product.
+/// Compiled for AVX2 and the baseline (CpuClones.h): 8 lanes where the CPU
+/// has them.
+MANTISSA_AVX2_AND_BASELINE void roundTileToBf16(const Descriptor &t,
+                                                float *sums, uint16_t *narrow) {
   for (int64_t item = 0; item < t[kGemmBatch]; ++item)
     for (int64_t row = 0; row < t[kGemmM]; ++row) {
       int64_t at = item * t[kGemmStrideCBatch] + row * t[kGemmStrideCM];
-      const float *__restrict in = sums + at;
-      uint16_t *__restrict out = static_cast<uint16_t *>(c) + at;
-      for (int64_t column = 0; column < t[kGemmN]; ++column)
-        out[column] = floatToBF16Bits(in[column]);
+      float *__restrict line = sums + at;
+      if (narrow) {
+        uint16_t *__restrict out = narrow + at;
+        for (int64_t column = 0; column < t[kGemmN]; ++column)
+          out[column] = floatToBF16Bits(line[column]);
+      } else {
+        for (int64_t column = 0; column < t[kGemmN]; ++column)
+          line[column] = bf16BitsToFloat(floatToBF16Bits(line[column]));
+      }
     }
 }
 
@@ -568,7 +560,7 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
     std::copy(descriptor, descriptor + kGemmFieldCount, d.begin());
     emptyProduct(d, reinterpret_cast<void *>(c));
     if (d[kGemmRoundC] && d[kGemmTypeC] == kGemmF32)
-      roundTileToBf16(d, reinterpret_cast<void *>(c));
+      roundTileToBf16(d, reinterpret_cast<float *>(c), nullptr);
     return;
   }
   const Plan &plan = planAt(descriptor);
@@ -632,12 +624,12 @@ extern "C" void mantissa_rt_cpu_gemm(uintptr_t descriptorAddress, uintptr_t a,
         *tiling.kernels[lastItems][lastRows], kind,
         at(a, d[kGemmTypeA], d[kGemmStrideABatch], d[kGemmStrideAM], row),
         at(b, d[kGemmTypeB], d[kGemmStrideBBatch], 0, 0), tileC);
-    if (plan.narrow)
-      narrowTileToBf16(
-          kind, static_cast<const float *>(tileC),
-          at(c, kGemmBF16, d[kGemmStrideCBatch], d[kGemmStrideCM], row));
-    else if (d[kGemmRoundC])
-      roundTileToBf16(kind, tileC);
+    if (d[kGemmRoundC]) // always so for a bf16 C (checked above)
+      roundTileToBf16(kind, static_cast<float *>(tileC),
+                      plan.narrow ? static_cast<uint16_t *>(
+                                        at(c, kGemmBF16, d[kGemmStrideCBatch],
+                                           d[kGemmStrideCM], row))
+                                  : nullptr);
   };
   if (tiles == 1 || 2 * batch * m * n * k < 2 * kMinimumTileFlops) {
     withOneThread([&] {

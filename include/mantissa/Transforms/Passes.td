@@ -179,9 +179,9 @@ def ReadGatheredParametersPass
     that was widened from that dtype, with only permutes and views between
     (autocast's rounding of the widened gathered weight and of its
     transposes), reads the narrow value through the same permutes and views
-    instead. Widening is exact and rounding a
-    widened value gives it back, so the numbers do not change; the step
-    writes no widened copy of its weights and no rounded copy of those.
+    instead. Widening is exact and rounding a widened value gives it back,
+    so the numbers do not change; the step writes no widened copy of its
+    weights and no rounded copy of those.
   }];
   let dependentDialects = ["::mlir::mantissa::train::TrainDialect"];
 }

@@ -443,41 +443,36 @@ std::optional<CopyKind> copyKindOf(linalg::LinalgOp op) {
     return std::nullopt;
   auto in = cast<MemRefType>(op.getDpsInputOperand(0)->get().getType());
   auto out = cast<MemRefType>(op.getDpsInitOperand(0)->get().getType());
-  if (!in.getElementType().isF32() || in.getShape() != out.getShape())
+  bool narrows = out.getElementType().isBF16();
+  if (!in.getElementType().isF32() || in.getShape() != out.getShape() ||
+      !(narrows || out.getElementType().isF32()))
     return std::nullopt;
-  if (out.getElementType().isBF16()) {
-    // The product's descriptor then serves C as it is: the same strides.
-    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-    if (!generic || in.getLayout() != out.getLayout() ||
-        !in.getLayout().isIdentity())
-      return std::nullopt;
-    Block *body = generic.getBody();
-    auto truncate = dyn_cast<arith::TruncFOp>(body->front());
-    if (body->getOperations().size() != 2 || !truncate ||
-        truncate.getIn() != body->getArgument(0) ||
-        truncate.getRoundingmodeAttr() ||
-        body->getTerminator()->getOperand(0) != truncate.getResult())
-      return std::nullopt;
-    return CopyKind::Narrowing;
-  }
-  if (!out.getElementType().isF32())
+  // A narrowing copy's output must be laid out as the product's, whose
+  // descriptor then serves C as it is.
+  if (narrows &&
+      (in.getLayout() != out.getLayout() || !in.getLayout().isIdentity()))
     return std::nullopt;
   if (isa<linalg::CopyOp>(op))
-    return CopyKind::Plain;
+    return narrows ? std::nullopt : std::optional(CopyKind::Plain);
   auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
   if (!generic)
     return std::nullopt;
   Block *body = generic.getBody();
+  size_t ops = body->getOperations().size();
   Value yielded = body->getTerminator()->getOperand(0);
-  if (body->getOperations().size() == 1 && yielded == body->getArgument(0))
+  if (!narrows && ops == 1 && yielded == body->getArgument(0))
     return CopyKind::Plain;
+  // Otherwise the body first rounds its input to bf16, to nearest even.
   auto truncate = dyn_cast<arith::TruncFOp>(body->front());
-  if (body->getOperations().size() != 3 || !truncate ||
-      truncate.getIn() != body->getArgument(0) ||
+  if (!truncate || truncate.getIn() != body->getArgument(0) ||
       !truncate.getType().isBF16() || truncate.getRoundingmodeAttr())
     return std::nullopt;
+  if (narrows)
+    return ops == 2 && yielded == truncate.getResult()
+               ? std::optional(CopyKind::Narrowing)
+               : std::nullopt;
   auto extend = dyn_cast<arith::ExtFOp>(truncate->getNextNode());
-  if (!extend || extend.getIn() != truncate.getResult() ||
+  if (ops != 3 || !extend || extend.getIn() != truncate.getResult() ||
       yielded != extend.getResult())
     return std::nullopt;
   return CopyKind::Rounding;
@@ -590,7 +585,15 @@ struct CallGemmLibraryPass
     : mantissa::impl::CallGemmLibraryPassBase<CallGemmLibraryPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<std::pair<linalg::LinalgOp, Descriptor>> products;
+    /// Each product, its descriptor, and the buffer it writes when that is
+    /// not its own output (a narrowing copy's bf16 buffer, which the op's
+    /// body cannot name).
+    struct Call {
+      linalg::LinalgOp op;
+      Descriptor d;
+      Value narrowedOutput;
+    };
+    SmallVector<Call> products;
     // Fills of outputs that the library writes instead of adding to (each
     // the fill of one product: the next product on that buffer would have
     // this one in between).
@@ -598,9 +601,6 @@ struct CallGemmLibraryPass
     // Copies of products' outputs (and their roundings) that the library
     // does instead, writing the copies' outputs.
     SmallVector<linalg::LinalgOp> outputCopies;
-    // Products that write a bf16 buffer (a narrowing copy's) instead of
-    // their fp32 output, which the linalg op's body cannot name.
-    llvm::DenseMap<Operation *, Value> narrowedOutputs;
     // Collected first: a copy's allocation may move before its product.
     SmallVector<linalg::LinalgOp> linalgOps;
     module.walk([&](linalg::LinalgOp op) { linalgOps.push_back(op); });
@@ -618,12 +618,13 @@ struct CallGemmLibraryPass
       std::optional<OutputCopy> copy = copyAfter(op, *d, fill);
       if (copy && copy->hoistedAllocation)
         copy->hoistedAllocation->moveBefore(op);
+      Value narrowedOutput;
       if (copy && copy->kind == CopyKind::Narrowing) {
         // The copy's output has the temporary's shape and strides.
         (*d)[kGemmTypeC] = kGemmBF16;
         (*d)[kGemmAccumulate] = 0;
         (*d)[kGemmRoundC] = 1;
-        narrowedOutputs[op] = copy->op.getDpsInitOperand(0)->get();
+        narrowedOutput = copy->op.getDpsInitOperand(0)->get();
         outputCopies.push_back(copy->op);
       } else if (copy) {
         OpOperand &output = *op.getDpsInitOperand(0);
@@ -638,7 +639,7 @@ struct CallGemmLibraryPass
           output.set(temporary);
         }
       }
-      products.emplace_back(op, *d);
+      products.push_back({op, *d, narrowedOutput});
     }
 
     if (products.empty())
@@ -665,7 +666,7 @@ struct CallGemmLibraryPass
     auto descriptorType =
         MemRefType::get({kGemmFieldCount}, moduleBuilder.getI64Type());
     std::map<Descriptor, memref::GlobalOp> globals;
-    for (auto [op, d] : products) {
+    for (auto &[op, d, narrowedOutput] : products) {
       memref::GlobalOp &global = globals[d];
       if (!global) {
         global = moduleBuilder.create<memref::GlobalOp>(
@@ -680,9 +681,8 @@ struct CallGemmLibraryPass
       }
       OpBuilder b(op);
       Location loc = op.getLoc();
-      Value output = narrowedOutputs.lookup(op);
-      if (!output)
-        output = op.getDpsInitOperand(0)->get();
+      Value temporary = op.getDpsInitOperand(0)->get();
+      Value output = narrowedOutput ? narrowedOutput : temporary;
       SmallVector<Value> inputs = {op.getDpsInputOperand(0)->get(),
                                    op.getDpsInputOperand(1)->get()};
       materializeRoundings(b, op, inputs);
@@ -712,7 +712,6 @@ struct CallGemmLibraryPass
       for (auto [index, input] : llvm::enumerate(inputs))
         if (input != op.getDpsInputOperand(index)->get())
           after.create<memref::DeallocOp>(loc, input);
-      Value temporary = op.getDpsInitOperand(0)->get();
       op->erase();
       if (output != temporary)
         eraseIfOnlyFreed(temporary);

@@ -55,21 +55,10 @@ bool mlir::mantissa::cpuHasBf16Matmul(StringRef cpu) {
 
 namespace {
 
-/// How a product reads one input: a bf16 (f16) tensor it widens, or an f32
-/// tensor it rounds to bf16 (f16) and widens.
-enum class Reading { Bf16, RoundedF32ToBf16, F16, RoundedF32ToF16 };
-
-/// The 16-bit float type `reading` widens.
-Type narrowTypeOf(Reading reading, MLIRContext *context) {
-  if (reading == Reading::F16 || reading == Reading::RoundedF32ToF16)
-    return Float16Type::get(context);
-  return BFloat16Type::get(context);
-}
-
-bool roundsF32(Reading reading) {
-  return reading == Reading::RoundedF32ToBf16 ||
-         reading == Reading::RoundedF32ToF16;
-}
+/// How a product reads one input: the 16-bit float type (bf16 or f16) it
+/// widens. An input of that type is widened; an f32 input is rounded to it
+/// first (so whether a reading rounds follows from the input's type).
+using Reading = Type;
 
 /// Whether `type` is a 16-bit float type whose widening to f32 is exact,
 /// with every product of two of them exact in f32 (8 and 11 significant
@@ -90,8 +79,8 @@ struct Product {
 };
 
 /// How `value` reads a block argument of `block`: `ext(arg)` of a bf16 (f16)
-/// argument, or `ext(trunc(arg))` of an f32 one rounded to bf16 (f16).
-/// Counts the conversions in `ops`.
+/// argument, or `ext(trunc(arg))` of an f32 one rounded to bf16 (f16); the
+/// reading is that 16-bit type. Counts the conversions in `ops`.
 std::optional<std::pair<unsigned, Reading>> readingOf(Value value, Block *block,
                                                       int &ops) {
   auto extension = value.getDefiningOp<arith::ExtFOp>();
@@ -100,13 +89,11 @@ std::optional<std::pair<unsigned, Reading>> readingOf(Value value, Block *block,
     return std::nullopt;
   ++ops;
   Value in = extension.getIn();
-  bool f16 = in.getType().isF16();
-  Reading reading = f16 ? Reading::F16 : Reading::Bf16;
+  Reading reading = in.getType();
   if (auto rounding = in.getDefiningOp<arith::TruncFOp>()) {
     if (!rounding.getIn().getType().isF32())
       return std::nullopt;
     in = rounding.getIn();
-    reading = f16 ? Reading::RoundedF32ToF16 : Reading::RoundedF32ToBf16;
     ++ops;
   }
   auto argument = dyn_cast<BlockArgument>(in);
@@ -153,9 +140,8 @@ std::optional<Product> matchProduct(linalg::LinalgOp op, bool widenBf16) {
   product.leftInput = left->first;
   product.readings[left->first] = left->second;
   product.readings[right->first] = right->second;
-  MLIRContext *context = op->getContext();
-  if (!widenBf16 && llvm::any_of(product.readings, [&](Reading reading) {
-        return narrowTypeOf(reading, context).isBF16();
+  if (!widenBf16 && llvm::any_of(product.readings, [](Reading reading) {
+        return reading.isBF16();
       }))
     return std::nullopt;
   FailureOr<linalg::ContractionDimensions> dims =
@@ -207,12 +193,11 @@ bool isWidenableProducer(Operation *op) {
          });
 }
 
-/// The f32 value of `value` rounded to bf16 or f16 (`reading`
-/// RoundedF32To*) or of the bf16 or f16 `value`, widened to f32.
+/// The f32 value of `value` rounded to `reading` (bf16 or f16) when it is
+/// f32, or of the bf16 or f16 `value`, widened to f32.
 Value widenScalar(OpBuilder &b, Location loc, Value value, Reading reading) {
-  if (roundsF32(reading))
-    value = b.create<arith::TruncFOp>(
-        loc, narrowTypeOf(reading, b.getContext()), value);
+  if (value.getType().isF32())
+    value = b.create<arith::TruncFOp>(loc, reading, value);
   return b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
 }
 
@@ -462,8 +447,8 @@ struct WidenBf16ProductsPass
           });
       // A later product that rounds this one's result reads it from the
       // new op.
-      for (Reading reading : {Reading::Bf16, Reading::RoundedF32ToBf16,
-                              Reading::F16, Reading::RoundedF32ToF16})
+      for (Reading reading :
+           {Reading(b.getBF16Type()), Reading(b.getF16Type())})
         if (auto it = widened.find({op->getResult(0), reading});
             it != widened.end())
           widened[{fp32->getResult(0), reading}] = it->second;
