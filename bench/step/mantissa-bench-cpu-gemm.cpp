@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -65,14 +66,21 @@ template <typename Body> double medianSeconds(int repeats, Body body) {
 }
 
 /// oneDNN's own n^3 matmul (its threading, its layout choice for dense
-/// row-major operands).
-double libraryPeak(dnnl::memory::data_type type, int64_t n, int repeats) {
+/// row-major operands), in GFLOP/s; nullopt where oneDNN has no matmul of
+/// that type on this CPU (bf16 without AVX512-BF16 or AMX).
+std::optional<double> libraryPeak(dnnl::memory::data_type type, int64_t n,
+                                  int repeats) {
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   using tag = dnnl::memory::format_tag;
   dnnl::memory::desc a({n, n}, type, tag::ab), b({n, n}, type, tag::ab),
       c({n, n}, dnnl::memory::data_type::f32, tag::ab);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine);
+  } catch (const dnnl::error &) {
+    return std::nullopt;
+  }
   dnnl::matmul matmul(pd);
   dnnl::memory am(a, engine), bm(b, engine), cm(c, engine);
   std::fill_n(static_cast<uint8_t *>(am.get_data_handle()), a.get_size(), 0x3c);
@@ -174,16 +182,25 @@ int main(int argc, char **argv) {
             reinterpret_cast<uintptr_t>(product.b.data()),
             reinterpret_cast<uintptr_t>(product.c.data()));
   });
-  double peakF32 = libraryPeak(dnnl::memory::data_type::f32, 1024, repeats);
-  double peakBF16 = libraryPeak(dnnl::memory::data_type::bf16, 1024, repeats);
+  std::optional<double> peakF32 =
+      libraryPeak(dnnl::memory::data_type::f32, 1024, repeats);
+  std::optional<double> peakBF16 =
+      libraryPeak(dnnl::memory::data_type::bf16, 1024, repeats);
+  auto gflops = [](std::optional<double> value) {
+    if (!value)
+      return std::string("null");
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f", *value);
+    return std::string(text);
+  };
   double entryF32 = entryPeak(kGemmF32, 1024, repeats);
   std::printf(
       "{\"library\": \"%s\", \"step_products\": %lld, \"step_gflop\": %.4f, "
       "\"step_gemm_ms\": %.3f, \"step_gemm_gflops\": %.1f, "
-      "\"peak_f32_gflops\": %.1f, \"peak_bf16_gflops\": %.1f, "
+      "\"peak_f32_gflops\": %s, \"peak_bf16_gflops\": %s, "
       "\"entry_1024_f32_gflops\": %.1f}\n",
       describeCpuGemmLibrary().c_str(), (long long)calls, flops / 1e9,
-      stepSeconds * 1e3, flops / stepSeconds / 1e9, peakF32, peakBF16,
-      entryF32);
+      stepSeconds * 1e3, flops / stepSeconds / 1e9, gflops(peakF32).c_str(),
+      gflops(peakBF16).c_str(), entryF32);
   return 0;
 }
