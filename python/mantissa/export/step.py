@@ -210,7 +210,13 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
 #: its attention no longer fuses on the GPU. Kept whole, forward and
 #: backward are the fused pair with the real log-sum-exp: eager torch's
 #: gradients exactly, and one attention kernel each on the GPU.
-_KEPT_WHOLE = ("_scaled_dot_product_flash_attention_for_cpu",)
+#: SiLU and GELU's gradient are one kernel each in eager torch, computed in
+#: fp32 for bf16 and fp16 tensors and rounded once; decomposed, each of
+#: their 2 and 19 parts is an op of its own, which `compute: bf16` then
+#: rounds to bf16 (torch.autocast runs them in their inputs' bf16). Kept
+#: whole, mantissa-compile's single ops compute in fp32 and round once, as
+#: eager torch does.
+_KEPT_WHOLE = ("_scaled_dot_product_flash_attention_for_cpu", "silu", "gelu_backward")
 
 
 def _decompositions():
