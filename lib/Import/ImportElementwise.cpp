@@ -163,20 +163,13 @@ static LogicalResult importTanhBackward(StepImporter &s) {
   return s.emitSingle<MulOp>(*grad, derivative);
 }
 
-/// `grad * sigmoid(x) * (1 + x * (1 - sigmoid(x)))`.
+/// One op (train.silu_backward), as eager torch computes it in one kernel.
 static LogicalResult importSiluBackward(StepImporter &s) {
   FailureOr<Value> grad = s.tensorArgument("grad_output");
   FailureOr<Value> self = s.tensorArgument("self");
   if (failed(grad) || failed(self))
     return failure();
-  Value sigmoid = s.builder.create<SigmoidOp>(s.location, *self);
-  Value oneMinus = s.builder.create<RsubScalarOp>(
-      s.location, sigmoid, s.builder.getI64IntegerAttr(1));
-  Value scaled = s.builder.create<MulOp>(s.location, *self, oneMinus);
-  Value onePlus = s.builder.create<AddScalarOp>(s.location, scaled,
-                                                s.builder.getI64IntegerAttr(1));
-  Value derivative = s.builder.create<MulOp>(s.location, sigmoid, onePlus);
-  return s.emitSingle<MulOp>(*grad, derivative);
+  return s.emitSingle<SiluBackwardOp>(*grad, *self);
 }
 
 /// `self <= threshold ? 0 : grad` (ReLU's backward).

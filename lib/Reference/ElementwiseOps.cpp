@@ -457,26 +457,50 @@ static LogicalResult evaluateGelu(train::GeluOp op, Environment &env) {
   return success();
 }
 
-static LogicalResult evaluateGeluBackward(train::GeluBackwardOp op,
-                                          Environment &env) {
-  const Tensor &grad = env.lookup(op.getGrad());
-  const Tensor &input = env.lookup(op.getInput());
+/// SiLU's gradient as ATen's silu_backward kernel computes it.
+template <typename T> static T siluBackward(T grad, T x) {
+  T sigmoid = T(1) / (T(1) + std::exp(-x));
+  return grad * sigmoid * (T(1) + x * (T(1) - sigmoid));
+}
+
+/// An activation's gradient `derivative(grad, input)` (a generic lambda,
+/// called in the compute type), rounded once to the tensors' type.
+template <typename Derivative>
+static LogicalResult
+evaluateActivationGradient(Operation *op, Value gradValue, Value inputValue,
+                           Environment &env, Derivative derivative) {
+  const Tensor &grad = env.lookup(gradValue);
+  const Tensor &input = env.lookup(inputValue);
   Type element = input.getElementType();
   if (failed(requireFloat(op, input, "input")) ||
       failed(requireFloat(op, grad, "gradient")))
     return failure();
-  bool useTanh = op.getApproximate() == "tanh";
   Tensor result(element, input.getShape());
   withComputeType(element, [&](auto zero) {
     using T = decltype(zero);
     for (int64_t i = 0, e = input.getNumElements(); i < e; ++i)
-      result.getFloats()[i] = roundToFloat(
-          geluBackward(static_cast<T>(grad.getFloats()[i]),
-                       static_cast<T>(input.getFloats()[i]), useTanh),
-          element);
+      result.getFloats()[i] =
+          roundToFloat(derivative(static_cast<T>(grad.getFloats()[i]),
+                                  static_cast<T>(input.getFloats()[i])),
+                       element);
   });
-  env.bind(op.getResult(), std::move(result));
+  env.bind(op->getResult(0), std::move(result));
   return success();
+}
+
+static LogicalResult evaluateSiluBackward(train::SiluBackwardOp op,
+                                          Environment &env) {
+  return evaluateActivationGradient(
+      op, op.getGrad(), op.getInput(), env,
+      [](auto grad, auto x) { return siluBackward(grad, x); });
+}
+
+static LogicalResult evaluateGeluBackward(train::GeluBackwardOp op,
+                                          Environment &env) {
+  bool useTanh = op.getApproximate() == "tanh";
+  return evaluateActivationGradient(
+      op, op.getGrad(), op.getInput(), env,
+      [useTanh](auto grad, auto x) { return geluBackward(grad, x, useTanh); });
 }
 
 static LogicalResult evaluateWhere(train::WhereOp op, Environment &env) {
@@ -630,6 +654,8 @@ std::optional<LogicalResult> kernels::evaluateElementwiseOp(Operation *op,
       .Case<GeluOp>([&](GeluOp op) { return evaluateGelu(op, env); })
       .Case<GeluBackwardOp>(
           [&](GeluBackwardOp op) { return evaluateGeluBackward(op, env); })
+      .Case<SiluBackwardOp>(
+          [&](SiluBackwardOp op) { return evaluateSiluBackward(op, env); })
       .Case<WhereOp>([&](WhereOp op) { return evaluateWhere(op, env); })
       .Case<MaskedFillOp>(
           [&](MaskedFillOp op) { return evaluateMaskedFill(op, env); })

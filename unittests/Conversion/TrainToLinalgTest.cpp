@@ -1041,6 +1041,14 @@ TEST_F(TrainToLinalgTest, GeluBackward) {
             {{"r", t("4x8", e)}}, -3.0f, 3.0f);
 }
 
+TEST_F(TrainToLinalgTest, SiluBackward) {
+  for (StringRef e : kFloatTypes)
+    check({{"g", t("4x8", e)}, {"a", t("4x8", e)}},
+          "  %r = train.silu_backward %g, %a : " + t("4x8", e) + ", " +
+              t("4x8", e) + " -> " + t("4x8", e),
+          {{"r", t("4x8", e)}}, -6.0f, 6.0f);
+}
+
 TEST_F(TrainToLinalgTest, LayerNorm) {
   for (StringRef e : kFloatTypes) {
     check({{"x", t("2x3x8", e)}, {"w", t("8", e)}, {"b", t("8", e)}},

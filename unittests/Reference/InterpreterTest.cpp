@@ -632,6 +632,25 @@ TEST_F(InterpreterTest, GeluAndItsGradient) {
   }
 }
 
+// SiLU's gradient against central finite differences of x * sigmoid(x).
+TEST_F(InterpreterTest, SiluGradient) {
+  std::vector<double> x = {-6, -0.75, 0, 0.5, 2.25};
+  std::vector<double> grad = {1, -2, 0.5, 3, 1};
+  auto results =
+      run({{"x", tensor(f32, {5}, x)}, {"g", tensor(f32, {5}, grad)}},
+          R"(
+  %d = train.silu_backward %g, %x : tensor<5xf32>, tensor<5xf32> -> tensor<5xf32>)",
+          {{"%d", "tensor<5xf32>"}});
+  ASSERT_EQ(results.size(), 1u);
+  auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+  SmallVector<double> backward;
+  for (auto [value, g] : llvm::zip(x, grad)) {
+    double h = 1e-5;
+    backward.push_back(g * (silu(value + h) - silu(value - h)) / (2 * h));
+  }
+  expectTensor(results[0], f32, {5}, backward, 1e-5);
+}
+
 TEST_F(InterpreterTest, WhereMaskedFillAndClamp) {
   auto results = run({{"mask", tensor(i1, {2, 2}, {0, 1, 1, 0})},
                       {"scores", tensor(bf16, {2, 2}, {1, 2, 3, 4})},

@@ -329,61 +329,92 @@ static LogicalResult lowerUnary(Operation *op, ValueRange operands,
   return success();
 }
 
+/// An activation's gradient: one generic over `grad` and `input` whose
+/// body is `derivative(builder, loc, grad, input, compute type)` (the
+/// product with the gradient included), computed in fp32 for bf16 and fp16
+/// and rounded once, as eager torch's one kernel computes it.
+static LogicalResult lowerActivationGradient(
+    Operation *op, ValueRange operands, ConversionPatternRewriter &b,
+    function_ref<Value(OpBuilder &, Location, Value, Value, Type)> derivative) {
+  Location loc = op->getLoc();
+  auto resultType = typeOf(op->getResult(0));
+  Type element = resultType.getElementType();
+  Type compute = getComputeType(element);
+  if (!isa<FloatType>(compute))
+    return op->emitOpError() << "has no lowering for integer tensors";
+  b.replaceOp(
+      op, buildElementwise(
+              b, loc, resultType, {operands[0], operands[1]},
+              [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
+                Value g = convertScalar(nb, l, args[0], compute);
+                Value x = convertScalar(nb, l, args[1], compute);
+                return convertScalar(nb, l, derivative(nb, l, g, x, compute),
+                                     element);
+              }));
+  return success();
+}
+
 /// The gradient of GELU with ATen's constants and order of operations.
 static LogicalResult lowerGeluBackward(train::GeluBackwardOp op,
                                        ValueRange operands,
                                        ConversionPatternRewriter &b) {
-  Location loc = op.getLoc();
-  auto resultType = typeOf(op.getResult());
-  Type element = resultType.getElementType();
-  Type compute = getComputeType(element);
-  if (!isa<FloatType>(compute))
-    return op.emitOpError() << "has no lowering for integer tensors";
   bool useTanh = op.getApproximate() == "tanh";
-  b.replaceOp(
-      op,
-      buildElementwise(
-          b, loc, resultType, {operands[0], operands[1]},
-          [&](OpBuilder &nb, Location l, ArrayRef<Value> args) -> Value {
-            Value g = convertScalar(nb, l, args[0], compute);
-            Value x = convertScalar(nb, l, args[1], compute);
-            auto c = [&](double v) { return floatConstant(nb, l, compute, v); };
-            auto mul = [&](Value a, Value bb) -> Value {
-              return nb.create<arith::MulFOp>(l, a, bb);
-            };
-            auto add = [&](Value a, Value bb) -> Value {
-              return nb.create<arith::AddFOp>(l, a, bb);
-            };
-            Value d;
-            if (!useTanh) {
-              Value cdf = mul(
-                  c(0.5),
+  return lowerActivationGradient(
+      op, operands, b,
+      [&](OpBuilder &nb, Location l, Value g, Value x, Type compute) -> Value {
+        auto c = [&](double v) { return floatConstant(nb, l, compute, v); };
+        auto mul = [&](Value a, Value bb) -> Value {
+          return nb.create<arith::MulFOp>(l, a, bb);
+        };
+        auto add = [&](Value a, Value bb) -> Value {
+          return nb.create<arith::AddFOp>(l, a, bb);
+        };
+        Value d;
+        if (!useTanh) {
+          Value cdf =
+              mul(c(0.5),
                   add(c(1.0), nb.create<math::ErfOp>(l, mul(x, c(M_SQRT1_2)))));
-              Value pdf =
-                  mul(c(M_2_SQRTPI * M_SQRT1_2 * 0.5),
-                      nb.create<math::ExpOp>(l, mul(mul(x, x), c(-0.5))));
-              d = add(cdf, mul(x, pdf));
-            } else {
-              Value beta = c(M_SQRT2 * M_2_SQRTPI * 0.5);
-              Value kappa = c(0.044715);
-              Value square = mul(x, x);
-              Value cube = mul(square, x);
-              Value inner = mul(beta, add(x, mul(kappa, cube)));
-              Value tanhInner = nb.create<math::TanhOp>(l, inner);
-              Value left = mul(c(0.5), x);
-              Value right = add(c(1.0), tanhInner);
-              Value leftDerivative = mul(c(0.5), right);
-              Value tanhDerivative = nb.create<arith::SubFOp>(
-                  l, c(1.0), mul(tanhInner, tanhInner));
-              Value innerDerivative =
-                  mul(beta, add(c(1.0), mul(mul(c(3.0), kappa), square)));
-              Value rightDerivative =
-                  mul(mul(left, tanhDerivative), innerDerivative);
-              d = add(leftDerivative, rightDerivative);
-            }
-            return convertScalar(nb, l, mul(g, d), element);
-          }));
-  return success();
+          Value pdf = mul(c(M_2_SQRTPI * M_SQRT1_2 * 0.5),
+                          nb.create<math::ExpOp>(l, mul(mul(x, x), c(-0.5))));
+          d = add(cdf, mul(x, pdf));
+        } else {
+          Value beta = c(M_SQRT2 * M_2_SQRTPI * 0.5);
+          Value kappa = c(0.044715);
+          Value square = mul(x, x);
+          Value cube = mul(square, x);
+          Value inner = mul(beta, add(x, mul(kappa, cube)));
+          Value tanhInner = nb.create<math::TanhOp>(l, inner);
+          Value left = mul(c(0.5), x);
+          Value right = add(c(1.0), tanhInner);
+          Value leftDerivative = mul(c(0.5), right);
+          Value tanhDerivative =
+              nb.create<arith::SubFOp>(l, c(1.0), mul(tanhInner, tanhInner));
+          Value innerDerivative =
+              mul(beta, add(c(1.0), mul(mul(c(3.0), kappa), square)));
+          Value rightDerivative =
+              mul(mul(left, tanhDerivative), innerDerivative);
+          d = add(leftDerivative, rightDerivative);
+        }
+        return mul(g, d);
+      });
+}
+
+/// The gradient of SiLU in the order of ATen's silu_backward kernel:
+/// `grad * sigmoid * (1 + x * (1 - sigmoid))`, sigmoid `1 / (1 + exp(-x))`.
+static LogicalResult lowerSiluBackward(train::SiluBackwardOp op,
+                                       ValueRange operands,
+                                       ConversionPatternRewriter &b) {
+  return lowerActivationGradient(
+      op, operands, b,
+      [](OpBuilder &nb, Location l, Value g, Value x, Type compute) -> Value {
+        Value one = floatConstant(nb, l, compute, 1.0);
+        Value s = sigmoid(nb, l, x);
+        Value oneMinus = nb.create<arith::SubFOp>(l, one, s);
+        Value onePlus = nb.create<arith::AddFOp>(
+            l, one, nb.create<arith::MulFOp>(l, x, oneMinus));
+        return nb.create<arith::MulFOp>(l, nb.create<arith::MulFOp>(l, g, s),
+                                        onePlus);
+      });
 }
 
 /// clamp: NaN stays NaN, else `min(max(x, lo), hi)` with the bounds in the
@@ -493,6 +524,9 @@ static LogicalResult lowerElementwise(Operation *op, ValueRange operands,
       })
       .Case([&](train::GeluBackwardOp o) {
         return lowerGeluBackward(o, operands, b);
+      })
+      .Case([&](train::SiluBackwardOp o) {
+        return lowerSiluBackward(o, operands, b);
       })
       .Case([&](train::ClampOp o) { return lowerClamp(o, operands, b); })
       .Case([&](train::CastOp o) {

@@ -18,12 +18,14 @@ namespace mlir::mantissa {
 /// Whether each element of `op`'s one result is a function of the
 /// elements of its operands at the same position (operands broadcast as
 /// in torch, right-aligned): the dialect's elementwise family
-/// (train::ElementwiseOpInterface). gelu_backward, masked_fill and clamp
-/// belong to the family but have not been taken through these rewrites
-/// yet; they stay where they are, as before the family was first-class.
+/// (train::ElementwiseOpInterface). gelu_backward, silu_backward,
+/// masked_fill and clamp belong to the family but have not been taken
+/// through these rewrites yet; they stay where they are, as before the
+/// family was first-class.
 inline bool isTrainElementwise(Operation *op) {
   return isa<train::ElementwiseOpInterface>(op) &&
-         !isa<train::GeluBackwardOp, train::MaskedFillOp, train::ClampOp>(op);
+         !isa<train::GeluBackwardOp, train::SiluBackwardOp, train::MaskedFillOp,
+              train::ClampOp>(op);
 }
 
 /// Whether `value` is a train.full of zero (an integer or a float 0).

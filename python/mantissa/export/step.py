@@ -212,10 +212,11 @@ def export_training_step(model: torch.nn.Module, batch: Any, out_dir: str, name:
 #: gradients exactly, and one attention kernel each on the GPU.
 #: SiLU and GELU's gradient are one kernel each in eager torch, computed in
 #: fp32 for bf16 and fp16 tensors and rounded once; decomposed, each of
-#: their 2 and 19 parts is an op of its own, which `compute: bf16` then
+#: their parts (2 and 19) is an op of its own, which `compute: bf16` then
 #: rounds to bf16 (torch.autocast runs them in their inputs' bf16). Kept
 #: whole, mantissa-compile's single ops compute in fp32 and round once, as
-#: eager torch does.
+#: eager torch does. (SiLU's gradient never reaches the table: autograd
+#: traces it as infinitely_differentiable_silu_backward's 7 ops.)
 _KEPT_WHOLE = ("_scaled_dot_product_flash_attention_for_cpu", "silu", "gelu_backward")
 
 

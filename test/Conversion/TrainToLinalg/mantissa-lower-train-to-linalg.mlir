@@ -155,6 +155,28 @@ train.step @gelu_backward_tanh(%g: tensor<2x4xbf16> {train.tensor = #train.tenso
 
 // -----
 
+// silu_backward: one generic in f32 (the sigmoid's exp, no rounding inside),
+// one rounding of the result, as eager torch's one kernel.
+// CHECK-LABEL: func.func @silu_backward(
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.+}}, %{{.+}} : tensor<2x4xbf16>, tensor<2x4xbf16>) outs(%{{.+}} : tensor<2x4xbf16>)
+// CHECK-COUNT-2: arith.extf %{{.+}} : bf16 to f32
+// CHECK-NOT: arith.truncf
+// CHECK: math.exp %{{.+}} : f32
+// CHECK-NOT: arith.truncf
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK-NEXT: linalg.yield
+// CHECK-NOT: linalg.generic
+train.step @silu_backward(%g: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "g", module = "", shape = [2, 4], dtype = bf16>},
+    %x: tensor<2x4xbf16> {train.tensor = #train.tensor<user_input, fqn = "x", module = "", shape = [2, 4], dtype = bf16>},
+    %loss: tensor<f32> {train.tensor = #train.tensor<user_input, fqn = "loss", module = "", shape = [], dtype = f32>})
+    -> (tensor<f32> {train.result = #train.result<loss>}, tensor<2x4xbf16> {train.result = #train.result<user_output>}) {
+  %0 = train.silu_backward %g, %x : tensor<2x4xbf16>, tensor<2x4xbf16> -> tensor<2x4xbf16>
+  train.return %loss, %0 : tensor<f32>, tensor<2x4xbf16>
+}
+
+// -----
+
 // layer_norm: fp32 row sum and two-pass squared deviations, then the
 // normalised, scaled and shifted result; mean and rstd come back reshaped
 // to the input's rank.

@@ -110,14 +110,33 @@ LogicalResult GeluOp::verify() {
   return verifyApproximate(*this, getApproximate());
 }
 
+/// An activation's gradient: the type of its gradient and input, which
+/// must agree (torch's *_backward kernels take both in one dtype).
+static LogicalResult inferActivationGradient(std::optional<Location> location,
+                                             StringRef name, Type grad,
+                                             Type input,
+                                             SmallVectorImpl<Type> &inferred) {
+  if (grad != input)
+    return emitOptionalError(location, "gradient and input of ", name,
+                             " differ in type");
+  inferred.push_back(grad);
+  return success();
+}
+
 LogicalResult GeluBackwardOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
-  if (adaptor.getGrad().getType() != adaptor.getInput().getType())
-    return emitOptionalError(
-        location, "gradient and input of gelu_backward differ in type");
-  inferred.push_back(adaptor.getGrad().getType());
-  return success();
+  return inferActivationGradient(location, "gelu_backward",
+                                 adaptor.getGrad().getType(),
+                                 adaptor.getInput().getType(), inferred);
+}
+
+LogicalResult SiluBackwardOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  return inferActivationGradient(location, "silu_backward",
+                                 adaptor.getGrad().getType(),
+                                 adaptor.getInput().getType(), inferred);
 }
 
 LogicalResult GeluBackwardOp::verify() {

@@ -87,6 +87,20 @@ def Train_GeluBackwardOp : Train_ElementwiseOp<"gelu_backward"> {
   let hasVerifier = 1;
 }
 
+def Train_SiluBackwardOp : Train_ElementwiseOp<"silu_backward"> {
+  let summary = "gradient of SiLU";
+  let description = [{
+    `grad * sigmoid(input) * (1 + input * (1 - sigmoid(input)))`, in the
+    order of ATen's CPU kernel; for bf16 and fp16 computed in fp32 and
+    rounded once, as eager torch computes it (one kernel).
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $input attr-dict `:` type($grad) `,` type($input) `->` type($result)
+  }];
+}
+
 def Train_WhereOp : Train_ElementwiseOp<"where"> {
   let summary = "elementwise selection";
   let description = [{
