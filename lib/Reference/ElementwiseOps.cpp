@@ -459,7 +459,7 @@ static LogicalResult evaluateGelu(train::GeluOp op, Environment &env) {
 
 /// SiLU's gradient as ATen's silu_backward kernel computes it.
 template <typename T> static T siluBackward(T grad, T x) {
-  T sigmoid = T(1) / (T(1) + std::exp(-x));
+  T sigmoid = applyUnary(Unary::Sigmoid, x);
   return grad * sigmoid * (T(1) + x * (T(1) - sigmoid));
 }
 

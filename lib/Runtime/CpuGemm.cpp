@@ -184,27 +184,18 @@ dnnl::memory::data_type dataType(int64_t type) {
 int64_t elementBytes(int64_t type) { return type == kGemmBF16 ? 2 : 4; }
 
 float loadElement(const void *base, int64_t index, int64_t type) {
-  if (type == kGemmBF16) {
-    uint32_t bits = uint32_t(static_cast<const uint16_t *>(base)[index]) << 16;
-    float value;
-    std::memcpy(&value, &bits, sizeof(value));
-    return value;
-  }
+  if (type == kGemmBF16)
+    return bf16BitsToFloat(static_cast<const uint16_t *>(base)[index]);
   return static_cast<const float *>(base)[index];
 }
 
+/// Stores `value`, rounded as every bf16 C is (floatToBF16Bits) where C is
+/// bf16.
 void storeElement(void *base, int64_t index, int64_t type, float value) {
-  if (type != kGemmBF16) {
-    static_cast<float *>(base)[index] = value;
-    return;
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a quiet NaN
-    bits |= 0x00400000u;
+  if (type == kGemmBF16)
+    static_cast<uint16_t *>(base)[index] = floatToBF16Bits(value);
   else
-    bits += 0x7fffu + ((bits >> 16) & 1u); // round to nearest even
-  static_cast<uint16_t *>(base)[index] = uint16_t(bits >> 16);
+    static_cast<float *>(base)[index] = value;
 }
 
 /// Rounds the fp32 sums that tile `t` wrote (at `sums`) to bf16, as
